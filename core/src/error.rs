@@ -1,0 +1,106 @@
+//! Errors, one enum per component.
+//!
+//! Every error carries the context a caller needs to act on it (the id, how long it waited) and
+//! leaves the state of the component unchanged.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::id::{InvalidId, ModelId};
+use crate::runtime::Arc;
+
+/// An error returned by user code (a loader or an unload), boxed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A shareable user error, kept as the `source` of a component error.
+#[derive(Clone)]
+pub struct SourceError(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl SourceError {
+    pub(crate) fn new(error: BoxError) -> Self {
+        Self(Arc::from(error))
+    }
+}
+
+impl fmt::Debug for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for SourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// Errors of the [`ModelManager`](crate::ModelManager).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManagerError {
+    /// The model is not registered under this resolved id.
+    #[error("model `{id}` is not registered")]
+    NotFound {
+        /// The resolved id.
+        id: ModelId,
+    },
+    /// The model is being removed; new leases are refused until the removal ends.
+    #[error("model `{id}` is being removed")]
+    Removing {
+        /// The resolved id.
+        id: ModelId,
+    },
+    /// The per-model lifecycle lock was not acquired in time. Nothing changed.
+    #[error("timed out after {waited:?} waiting for the lifecycle lock of `{id}`")]
+    LockTimeout {
+        /// The resolved id.
+        id: ModelId,
+        /// The configured wait.
+        waited: Duration,
+    },
+    /// Live leases did not end in time, so the model was not unloaded. Nothing changed.
+    #[error("model `{id}` still had {leases} live lease(s) after {waited:?}")]
+    Busy {
+        /// The resolved id.
+        id: ModelId,
+        /// Leases still alive when the wait ended.
+        leases: usize,
+        /// The configured wait.
+        waited: Duration,
+    },
+    /// The loader failed. Nothing was registered.
+    #[error("loading `{id}` failed: {source}")]
+    Load {
+        /// The resolved id.
+        id: ModelId,
+        /// The loader's error.
+        source: SourceError,
+    },
+    /// Unloading failed. The model stays registered and usable.
+    #[error("unloading `{id}` failed; it stays registered: {source}")]
+    Unload {
+        /// The resolved id.
+        id: ModelId,
+        /// The model's error.
+        source: SourceError,
+    },
+    /// A model id or alias was refused.
+    #[error(transparent)]
+    InvalidId(#[from] InvalidId),
+}
+
+/// A configuration value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: `{field}` {reason}")]
+pub struct InvalidConfig {
+    /// The refused field.
+    pub field: &'static str,
+    /// Why it was refused.
+    pub reason: &'static str,
+}

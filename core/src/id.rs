@@ -1,0 +1,153 @@
+//! Model identifiers, validated once at the API boundary.
+//!
+//! A file-backed loader may turn an id into a path under its model directory, so an id is
+//! refused when it could escape that directory or confuse a file system: empty ids, ids longer
+//! than [`ModelId::MAX_LEN`] bytes, NUL or other control characters, backslashes, absolute paths,
+//! and empty, `.` or `..` path components.
+
+use std::borrow::Borrow;
+use std::fmt;
+
+use crate::runtime::Arc;
+
+/// Why a string is not a valid [`ModelId`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidId {
+    /// The id is the empty string.
+    #[error("model id is empty")]
+    Empty,
+    /// The id is longer than [`ModelId::MAX_LEN`] bytes.
+    #[error("model id is {len} bytes long; the limit is {max}")]
+    TooLong {
+        /// Length of the refused id in bytes.
+        len: usize,
+        /// The limit, [`ModelId::MAX_LEN`].
+        max: usize,
+    },
+    /// The id contains a NUL, another control character, or a backslash.
+    #[error("model id {id:?} contains the forbidden character {ch:?}")]
+    ForbiddenChar {
+        /// The refused id.
+        id: String,
+        /// The first forbidden character.
+        ch: char,
+    },
+    /// The id is an absolute path.
+    #[error("model id {id:?} is an absolute path")]
+    Absolute {
+        /// The refused id.
+        id: String,
+    },
+    /// The id has an empty, `.` or `..` path component.
+    #[error("model id {id:?} has the path component {component:?}")]
+    BadComponent {
+        /// The refused id.
+        id: String,
+        /// The offending component.
+        component: String,
+    },
+}
+
+/// A validated model id, alias or resolved id (see the crate docs for the three roles).
+///
+/// Cheap to clone; ordered and compared by its string.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ModelId(Arc<str>);
+
+impl ModelId {
+    /// The longest accepted id, in bytes.
+    pub const MAX_LEN: usize = 256;
+
+    /// Validates `id`.
+    ///
+    /// ```
+    /// use resident::ModelId;
+    /// assert!(ModelId::new("coco/3").is_ok());
+    /// assert!(ModelId::new("../etc/passwd").is_err());
+    /// ```
+    pub fn new(id: &str) -> Result<Self, InvalidId> {
+        if id.is_empty() {
+            return Err(InvalidId::Empty);
+        }
+        if id.len() > Self::MAX_LEN {
+            return Err(InvalidId::TooLong { len: id.len(), max: Self::MAX_LEN });
+        }
+        if let Some(ch) = id.chars().find(|c| c.is_control() || *c == '\\') {
+            return Err(InvalidId::ForbiddenChar { id: id.to_owned(), ch });
+        }
+        if id.starts_with('/') {
+            return Err(InvalidId::Absolute { id: id.to_owned() });
+        }
+        if let Some(component) = id.split('/').find(|c| c.is_empty() || *c == "." || *c == "..") {
+            return Err(InvalidId::BadComponent {
+                id: id.to_owned(),
+                component: component.to_owned(),
+            });
+        }
+        Ok(Self(Arc::from(id)))
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ModelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for ModelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Borrow<str> for ModelId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for ModelId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<&str> for ModelId {
+    type Error = InvalidId;
+
+    fn try_from(id: &str) -> Result<Self, InvalidId> {
+        Self::new(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_namespaced_ids() {
+        for ok in ["coco/3", "yolov8n-640", "a", "org/project/7", "x.y"] {
+            assert_eq!(ModelId::new(ok).unwrap().as_str(), ok);
+        }
+    }
+
+    #[test]
+    fn refuses_ids_that_escape_a_model_directory() {
+        assert_eq!(ModelId::new(""), Err(InvalidId::Empty));
+        assert!(matches!(ModelId::new("/etc/passwd"), Err(InvalidId::Absolute { .. })));
+        assert!(matches!(ModelId::new("a/../b"), Err(InvalidId::BadComponent { .. })));
+        assert!(matches!(ModelId::new(".."), Err(InvalidId::BadComponent { .. })));
+        assert!(matches!(ModelId::new("a//b"), Err(InvalidId::BadComponent { .. })));
+        assert!(matches!(ModelId::new("a/./b"), Err(InvalidId::BadComponent { .. })));
+        assert!(matches!(ModelId::new("a\0b"), Err(InvalidId::ForbiddenChar { ch: '\0', .. })));
+        assert!(matches!(ModelId::new("a\\b"), Err(InvalidId::ForbiddenChar { .. })));
+        let long = "x".repeat(ModelId::MAX_LEN + 1);
+        assert!(matches!(ModelId::new(&long), Err(InvalidId::TooLong { .. })));
+    }
+}

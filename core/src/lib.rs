@@ -1,0 +1,36 @@
+//! # resident
+//!
+//! Keeps machine-learning models resident in memory safely. A [`ModelManager`] loads, shares
+//! and unloads models under concurrency without ever constructing a model twice at once,
+//! retiring a lock generation that someone still waits on, or unloading a model that a
+//! [`Lease`] still uses.
+//!
+//! ## Words
+//! Callers name a model by *id*, optionally under an *alias*; the *resolved id* is the alias
+//! if given, else the id. The resolved id is the one key of every structure (registry,
+//! lifecycle lock, leases); the [`Loader`] receives the canonical id. Two aliases of one model
+//! are independent entries.
+//!
+//! ## Runtimes
+//! Every concurrent type is generic over a [`Runtime`](runtime::Runtime) that defaults to the
+//! production [`StdRuntime`](runtime::StdRuntime). The `resident-sim` crate plugs in the
+//! shuttle and loom model checkers through the same parameter, so what is checked is exactly
+//! what ships.
+#![forbid(unsafe_code)]
+
+mod error;
+mod id;
+mod manager;
+pub mod runtime;
+
+#[cfg(feature = "mutants")]
+pub mod mutants;
+#[cfg(not(feature = "mutants"))]
+#[allow(dead_code, unreachable_pub, missing_docs)]
+mod mutants;
+
+pub use error::{BoxError, InvalidConfig, ManagerError, SourceError};
+pub use id::{InvalidId, ModelId};
+pub use manager::{
+    Added, Lease, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot,
+};

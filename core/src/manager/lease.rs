@@ -1,0 +1,129 @@
+//! Model slots and leases: how inference keeps a model in use, and how `remove` waits for it.
+//!
+//! A lease is taken without any lifecycle lock. Each registered model has a slot with a small
+//! use-state monitor (`leases`, `closing`). `remove` closes the slot before it waits for the
+//! leases to drain, and a closed slot refuses new leases, so no lease can ever observe a model
+//! that is being or has been unloaded.
+
+use std::fmt;
+use std::ops::Deref;
+use std::time::Duration;
+
+use crate::error::ManagerError;
+use crate::id::ModelId;
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+
+struct UseState {
+    leases: usize,
+    closing: bool,
+}
+
+/// A registered model and its use state.
+pub(crate) struct Slot<M, R: Runtime> {
+    pub(crate) id: ModelId,
+    pub(crate) model: M,
+    state: R::Monitor<UseState>,
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
+    pub(crate) fn new(id: ModelId, model: M, runtime: &R) -> Self {
+        Self { id, model, state: runtime.monitor(UseState { leases: 0, closing: false }) }
+    }
+
+    pub(crate) fn lease(self: &Arc<Self>) -> Result<Lease<M, R>, ManagerError> {
+        self.state.with(|s| {
+            if s.closing {
+                return Err(ManagerError::Removing { id: self.id.clone() });
+            }
+            s.leases += 1;
+            Ok(())
+        })?;
+        Ok(Lease { slot: Arc::clone(self) })
+    }
+
+    /// Live leases right now (a hint).
+    pub(crate) fn leases(&self) -> usize {
+        self.state.with(|s| s.leases)
+    }
+
+    /// Refuses new leases and waits for the live ones to end. On timeout the slot is open again
+    /// and the error says how many leases were still alive.
+    pub(crate) fn close(&self, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
+        self.state.with(|s| s.closing = true);
+        let closed = Closed { slot: self, committed: false };
+        match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())) {
+            Ok(()) => Ok(closed),
+            Err(_) => Err(ManagerError::Busy {
+                id: self.id.clone(),
+                leases: self.leases(),
+                waited: timeout,
+            }),
+        }
+    }
+
+    fn reopen(&self) {
+        self.state.with(|s| s.closing = false);
+    }
+}
+
+/// A closed slot; reopens on drop unless [`Closed::commit`] made the closure final.
+pub(crate) struct Closed<'a, M: Send + Sync + 'static, R: Runtime> {
+    slot: &'a Slot<M, R>,
+    committed: bool,
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> Closed<'_, M, R> {
+    /// The model was unloaded: the slot stays closed for good.
+    pub(crate) fn commit(mut self) {
+        self.committed = true;
+    }
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> Drop for Closed<'_, M, R> {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.slot.reopen();
+        }
+    }
+}
+
+/// A handle to a registered model for inference.
+///
+/// While any lease lives the model is *in use*: `remove` waits (bounded) for it to end before
+/// unloading, and eviction skips the model. Dereferences to the model.
+pub struct Lease<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    slot: Arc<Slot<M, R>>,
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> Lease<M, R> {
+    /// The resolved id the model is registered under.
+    pub fn id(&self) -> &ModelId {
+        &self.slot.id
+    }
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> Deref for Lease<M, R> {
+    type Target = M;
+
+    fn deref(&self) -> &M {
+        &self.slot.model
+    }
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
+    fn drop(&mut self) {
+        let last = self.slot.state.with(|s| {
+            s.leases -= 1;
+            s.leases == 0 && s.closing
+        });
+        if last {
+            self.slot.state.notify_all();
+        }
+    }
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> fmt::Debug for Lease<M, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease").field("id", &self.slot.id).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,34 @@
+//! What the manager needs from user code: a [`Loader`] that builds models and the [`Model`]s.
+
+use crate::error::BoxError;
+use crate::id::ModelId;
+
+/// A model that can be kept resident.
+///
+/// The manager shares a model between concurrent leases, so it must be `Sync`; unloading takes
+/// `&self` because it runs only once no lease is left.
+pub trait Model: Send + Sync + 'static {
+    /// Bytes this model keeps resident (used by byte budgets and metrics).
+    fn size_bytes(&self) -> u64;
+
+    /// Releases the model's resources before it is dropped.
+    ///
+    /// An error keeps the model registered and usable; the error goes back to the caller of
+    /// `remove`. A panic propagates to that caller and likewise leaves the model registered.
+    fn unload(&self) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// Builds models from their canonical ids.
+///
+/// The manager never runs two loads for the same resolved id at once, and never runs a load
+/// while holding a global lock, so a slow load does not stall other ids. A load may fail (the
+/// error goes back to the caller) or panic (the panic goes back to that caller only).
+pub trait Loader: Send + Sync + 'static {
+    /// The model type this loader builds.
+    type Model: Model;
+
+    /// Builds the model named by the canonical `id` (not the alias).
+    fn load(&self, id: &ModelId) -> Result<Self::Model, BoxError>;
+}

@@ -1,0 +1,123 @@
+//! Runtime switches that put historical bugs back, so the model checker can prove that each
+//! scenario catches the bug it targets. Compiled only with the `mutants` feature, which only the
+//! `resident-sim` crate enables; production builds contain none of this.
+
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! mutants {
+    ($($(#[doc = $doc:literal])* $name:ident = $slug:literal,)*) => {
+        /// One historical bug that can be switched back on.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[non_exhaustive]
+        pub enum Mutant {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        impl Mutant {
+            /// Every mutant, in declaration order.
+            pub const ALL: &'static [Mutant] = &[$(Mutant::$name,)*];
+
+            /// The stable kebab-case name used on the command line and in replay files.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Mutant::$name => $slug,)*
+                }
+            }
+        }
+    };
+}
+
+mutants! {
+    /// S1: `remove` retires the lifecycle entry while it still holds the lock.
+    RetireWhileHeld = "retire-while-held",
+    /// S1b: `remove` retires the entry right after releasing it, ignoring reservations.
+    RetireAfterRelease = "retire-after-release",
+    /// S2: a failed load retires the entry while the failing loader still holds it.
+    RetireOnLoadFailure = "retire-on-load-failure",
+    /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.
+    LeakReservationOnTimeout = "leak-reservation-on-timeout",
+    /// S2p: cleanup runs only on normal return, so a panicking loader leaks its reservation.
+    LeakReservationOnPanic = "leak-reservation-on-panic",
+    /// L1: `remove` unloads without waiting for live leases to end.
+    UnloadWhileLeased = "unload-while-leased",
+}
+
+impl fmt::Display for Mutant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not a known mutant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mutant {0:?}")]
+pub struct UnknownMutant(pub String);
+
+impl FromStr for Mutant {
+    type Err = UnknownMutant;
+
+    fn from_str(s: &str) -> Result<Self, UnknownMutant> {
+        Mutant::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownMutant(s.to_owned()))
+    }
+}
+
+/// A set of switched-on mutants; empty by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MutantSet(u64);
+
+impl MutantSet {
+    /// No mutant on.
+    pub const NONE: MutantSet = MutantSet(0);
+
+    /// Only `mutant` on.
+    pub fn only(mutant: Mutant) -> Self {
+        Self::NONE.with(mutant)
+    }
+
+    /// This set plus `mutant`.
+    pub fn with(self, mutant: Mutant) -> Self {
+        Self(self.0 | 1 << mutant as u32)
+    }
+
+    /// Whether `mutant` is on.
+    pub fn contains(self, mutant: Mutant) -> bool {
+        self.0 & (1 << mutant as u32) != 0
+    }
+
+    /// Whether no mutant is on.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The mutants that are on, in declaration order.
+    pub fn iter(self) -> impl Iterator<Item = Mutant> {
+        Mutant::ALL.iter().copied().filter(move |m| self.contains(*m))
+    }
+}
+
+impl FromIterator<Mutant> for MutantSet {
+    fn from_iter<I: IntoIterator<Item = Mutant>>(iter: I) -> Self {
+        iter.into_iter().fold(Self::NONE, Self::with)
+    }
+}
+
+/// Whether `mutant` is on. Without the `mutants` feature this is the constant `false`, so every
+/// mutant branch compiles away.
+#[cfg(feature = "mutants")]
+#[inline]
+pub(crate) fn on(set: MutantSet, mutant: Mutant) -> bool {
+    set.contains(mutant)
+}
+
+/// Whether `mutant` is on. Without the `mutants` feature this is the constant `false`, so every
+/// mutant branch compiles away.
+#[cfg(not(feature = "mutants"))]
+#[inline(always)]
+pub(crate) fn on(_set: MutantSet, _mutant: Mutant) -> bool {
+    false
+}

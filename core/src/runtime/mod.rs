@@ -1,0 +1,79 @@
+//! The sync/time facade: the only place where `core` names concrete synchronization primitives.
+//!
+//! Everything concurrent in this crate is generic over one [`Runtime`]. Production code uses
+//! [`StdRuntime`] (parking_lot + `std::time`), the default type parameter of every public type;
+//! the `resident-sim` crate supplies runtimes backed by the shuttle and loom model checkers, so
+//! one compiled crate serves production and schedule exploration at the same time.
+//!
+//! The facade is deliberately small. Its one primitive is a [`Monitor`]: a value behind a
+//! poison-free mutex that can be waited on for a condition, with an optional timeout. Timeouts
+//! belong to the runtime, so a model checker can decide *when* a deadline passes and explore it
+//! like any other scheduling event. Locks built on top of it ([`TimedLock`]) live here too.
+//!
+//! Closures passed to a monitor run with its mutex held; they must be short and must never call
+//! user code, wait, or take another monitor.
+
+mod std_runtime;
+mod timed_lock;
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+pub use std::sync::{Arc, Weak};
+pub use std_runtime::StdRuntime;
+pub use timed_lock::TimedLock;
+
+/// A bounded wait ran out of time before its condition held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedOut;
+
+/// A source of synchronization primitives and time.
+///
+/// Implementations must be cheap to clone: every primitive keeps a clone of the runtime that
+/// created it, so that the runtime can model time for its waits.
+pub trait Runtime: Clone + Debug + Send + Sync + 'static {
+    /// The monitor type this runtime provides for values of type `T`.
+    type Monitor<T: Send + 'static>: Monitor<T>;
+
+    /// Creates a monitor guarding `value`.
+    fn monitor<T: Send + 'static>(&self, value: T) -> Self::Monitor<T>;
+
+    /// Time elapsed on this runtime's clock since the runtime was created.
+    ///
+    /// Production runtimes read the wall clock; model-checking runtimes use a logical clock that
+    /// only moves when the checker lets a deadline pass.
+    fn now(&self) -> Duration;
+}
+
+/// A value behind a poison-free mutex, with condition waits.
+///
+/// A panic inside a closure never poisons the monitor: the next caller sees the value as the
+/// panicking closure left it, which is why closures run under the lock must keep the value
+/// consistent at every point where they can panic (in this crate: they never call user code).
+pub trait Monitor<T>: Send + Sync {
+    /// Runs `f` with exclusive access to the value.
+    fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U;
+
+    /// Wakes every thread waiting in [`Monitor::wait_until`] so that it re-checks its condition.
+    fn notify_all(&self);
+
+    /// Waits until `f` returns `Some`, re-running it after every notification (and possibly
+    /// spuriously), each time with exclusive access to the value.
+    ///
+    /// With `timeout: Some(d)` the wait gives up with [`TimedOut`] once `d` has passed on the
+    /// runtime's clock; `f` has then run at least once and has not returned `Some`. With
+    /// `None` the wait is unbounded.
+    fn wait_until<U>(
+        &self,
+        timeout: Option<Duration>,
+        f: impl FnMut(&mut T) -> Option<U>,
+    ) -> Result<U, TimedOut>;
+}
+
+/// Whether the current thread is unwinding a panic.
+///
+/// Drop guards use it to tell a normal exit from an unwinding one (only the `mutants` build
+/// behaves differently on the two).
+pub fn panicking() -> bool {
+    std::thread::panicking()
+}

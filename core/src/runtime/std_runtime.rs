@@ -1,0 +1,92 @@
+//! The production runtime: parking_lot locks and condition variables, `std::time` for deadlines.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::{Monitor, Runtime, TimedOut};
+
+/// The production [`Runtime`]: parking_lot primitives and the monotonic wall clock.
+///
+/// This is the default runtime parameter of every public type, so users never name it.
+#[derive(Clone, Copy)]
+pub struct StdRuntime {
+    origin: Instant,
+}
+
+impl StdRuntime {
+    /// Creates a runtime whose clock starts now.
+    pub fn new() -> Self {
+        Self { origin: Instant::now() }
+    }
+}
+
+impl Default for StdRuntime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for StdRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StdRuntime").finish_non_exhaustive()
+    }
+}
+
+impl Runtime for StdRuntime {
+    type Monitor<T: Send + 'static> = StdMonitor<T>;
+
+    fn monitor<T: Send + 'static>(&self, value: T) -> StdMonitor<T> {
+        StdMonitor { value: Mutex::new(value), changed: Condvar::new() }
+    }
+
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// [`Monitor`] of the [`StdRuntime`]: a parking_lot mutex and condition variable.
+pub struct StdMonitor<T> {
+    value: Mutex<T>,
+    changed: Condvar,
+}
+
+impl<T> fmt::Debug for StdMonitor<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StdMonitor").finish_non_exhaustive()
+    }
+}
+
+impl<T: Send> Monitor<T> for StdMonitor<T> {
+    fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
+        f(&mut self.value.lock())
+    }
+
+    fn notify_all(&self) {
+        self.changed.notify_all();
+    }
+
+    fn wait_until<U>(
+        &self,
+        timeout: Option<Duration>,
+        mut f: impl FnMut(&mut T) -> Option<U>,
+    ) -> Result<U, TimedOut> {
+        // A deadline too far away to represent is no deadline at all.
+        let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
+        let mut guard = self.value.lock();
+        loop {
+            if let Some(done) = f(&mut guard) {
+                return Ok(done);
+            }
+            match deadline {
+                None => self.changed.wait(&mut guard),
+                Some(deadline) => {
+                    if self.changed.wait_until(&mut guard, deadline).timed_out() {
+                        return f(&mut guard).ok_or(TimedOut);
+                    }
+                }
+            }
+        }
+    }
+}

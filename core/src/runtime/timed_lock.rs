@@ -1,0 +1,51 @@
+//! A lock that can be acquired with a timeout, built on the runtime's [`Monitor`].
+
+use std::fmt;
+use std::time::Duration;
+
+use super::{Monitor, Runtime, TimedOut};
+
+/// A mutual-exclusion lock without data, acquired with a bound on the wait.
+///
+/// Unlike a mutex guard, holding it is a plain state: [`TimedLock::release`] must be called by
+/// the holder exactly once, which the callers in this crate do from RAII guards.
+pub struct TimedLock<R: Runtime> {
+    held: R::Monitor<bool>,
+}
+
+impl<R: Runtime> TimedLock<R> {
+    /// Creates an unlocked lock on `runtime`.
+    pub fn new(runtime: &R) -> Self {
+        Self { held: runtime.monitor(false) }
+    }
+
+    /// Acquires the lock, waiting at most `timeout`.
+    pub fn acquire(&self, timeout: Duration) -> Result<(), TimedOut> {
+        self.held.wait_until(Some(timeout), |held| (!*held).then(|| *held = true))
+    }
+
+    /// Acquires the lock if it is free right now.
+    pub fn try_acquire(&self) -> bool {
+        self.held.with(|held| !std::mem::replace(held, true))
+    }
+
+    /// Releases the lock and wakes the waiters. Only the holder may call it.
+    pub fn release(&self) {
+        self.held.with(|held| {
+            debug_assert!(*held, "released a TimedLock that was not held");
+            *held = false;
+        });
+        self.held.notify_all();
+    }
+
+    /// Whether some thread holds the lock right now (a hint: it may change at once).
+    pub fn is_held(&self) -> bool {
+        self.held.with(|held| *held)
+    }
+}
+
+impl<R: Runtime> fmt::Debug for TimedLock<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimedLock").field("held", &self.is_held()).finish()
+    }
+}

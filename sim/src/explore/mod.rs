@@ -1,0 +1,239 @@
+//! Exploration drivers: run a scenario under shuttle (random or PCT) or loom, catch the first
+//! violation, and keep what is needed to replay it.
+
+mod quiet;
+pub mod schedule;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use resident::mutants::MutantSet;
+use serde::{Deserialize, Serialize};
+use shuttle::scheduler::{PctScheduler, RandomScheduler, Scheduler};
+use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
+
+use crate::scenarios::Scenario;
+use crate::trace;
+use crate::violation::Violation;
+use schedule::{RecordedSchedule, Recorder, Recording, Replay};
+
+/// Bound on scheduling steps of one shuttle execution; past it the execution fails as a
+/// livelock (every scenario finishes in a few hundred steps).
+const MAX_STEPS: usize = 100_000;
+
+/// Which checker and strategy explores a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checker {
+    /// shuttle's uniformly random scheduler.
+    Random,
+    /// shuttle's PCT scheduler (probabilistic concurrency testing, bounded priority changes).
+    Pct,
+    /// loom's exhaustive search under a preemption bound.
+    Loom,
+}
+
+impl Checker {
+    /// The name used on the command line and in replay files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Checker::Random => "random",
+            Checker::Pct => "pct",
+            Checker::Loom => "loom",
+        }
+    }
+}
+
+impl fmt::Display for Checker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Checker {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "random" => Ok(Checker::Random),
+            "pct" => Ok(Checker::Pct),
+            "loom" => Ok(Checker::Loom),
+            other => Err(format!("unknown scheduler {other:?} (random, pct, loom)")),
+        }
+    }
+}
+
+/// How to explore.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// shuttle: executions to run. loom: ignored (loom explores until done).
+    pub iterations: usize,
+    /// shuttle: seed of the scheduler's RNG.
+    pub seed: u64,
+    /// Mutants switched on.
+    pub mutants: MutantSet,
+    /// PCT's bug depth (priority change points).
+    pub pct_depth: usize,
+    /// loom's preemption bound; `None` uses the scenario's own.
+    pub preemption_bound: Option<usize>,
+}
+
+impl Plan {
+    /// `iterations` executions from `seed`, no mutants, PCT depth 3, the scenario's loom bound.
+    pub fn new(iterations: usize, seed: u64) -> Self {
+        Self { iterations, seed, mutants: MutantSet::NONE, pct_depth: 3, preemption_bound: None }
+    }
+
+    /// The same plan with `mutants` on.
+    pub fn with_mutants(self, mutants: MutantSet) -> Self {
+        Self { mutants, ..self }
+    }
+}
+
+/// The first failing execution of an exploration.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// 1-based index of the failing execution.
+    pub iteration: usize,
+    /// What broke.
+    pub violation: Violation,
+    /// The failing schedule (shuttle only; loom re-explores deterministically instead).
+    pub schedule: Option<RecordedSchedule>,
+    /// Per-thread trace of the failing execution.
+    pub trace: BTreeMap<String, Vec<String>>,
+}
+
+/// The result of exploring one scenario with one checker.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The scenario id.
+    pub scenario: &'static str,
+    /// The checker.
+    pub checker: Checker,
+    /// Executions run (up to and including a failing one).
+    pub iterations: usize,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// The first failure, if any.
+    pub failure: Option<Failure>,
+}
+
+/// Explores `scenario` with `checker` according to `plan`.
+pub fn explore(scenario: &'static Scenario, checker: Checker, plan: Plan) -> Outcome {
+    let start = Instant::now();
+    let (iterations, failure) = match checker {
+        Checker::Random => {
+            shuttle_explore(scenario, RandomScheduler::new_from_seed(plan.seed, plan.iterations), plan)
+        }
+        Checker::Pct => shuttle_explore(
+            scenario,
+            PctScheduler::new_from_seed(plan.seed, plan.pct_depth, plan.iterations),
+            plan,
+        ),
+        Checker::Loom => loom_explore(scenario, plan),
+    };
+    Outcome { scenario: scenario.id, checker, iterations, elapsed: start.elapsed(), failure }
+}
+
+fn shuttle_config() -> Config {
+    let mut config = Config::new();
+    // Failures are reported by these drivers (with our own replayable schedule), not printed.
+    config.failure_persistence = FailurePersistence::None;
+    config.max_steps = MaxSteps::FailAfter(MAX_STEPS);
+    config
+}
+
+fn shuttle_explore<S: Scheduler + 'static>(
+    scenario: &'static Scenario,
+    scheduler: S,
+    plan: Plan,
+) -> (usize, Option<Failure>) {
+    let recorder = Recorder::default();
+    let runner = Runner::new(Recording::new(scheduler, recorder.clone()), shuttle_config());
+    let (body, mutants) = (scenario.shuttle, plan.mutants);
+    let result = quiet::run(|| {
+        runner.run(move || {
+            trace::reset();
+            body(mutants);
+        })
+    });
+    match result {
+        Ok(iterations) => (iterations, None),
+        Err(violation) => {
+            let iteration = recorder.executions();
+            let failure = Failure {
+                iteration,
+                violation,
+                schedule: Some(recorder.schedule()),
+                trace: trace::per_thread(),
+            };
+            (iteration, Some(failure))
+        }
+    }
+}
+
+fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failure>) {
+    let executions = Arc::new(AtomicUsize::new(0));
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = plan.preemption_bound.or(scenario.loom).or(Some(2));
+    // Bounded waits poll; give loom room for their branches.
+    builder.max_branches = 100_000;
+    let (body, mutants, count) = (scenario.loom_body, plan.mutants, Arc::clone(&executions));
+    let result = quiet::run(|| {
+        builder.check(move || {
+            count.fetch_add(1, Ordering::Relaxed);
+            trace::reset();
+            body(mutants);
+        })
+    });
+    let iterations = executions.load(Ordering::Relaxed);
+    let failure = result.err().map(|violation| Failure {
+        iteration: iterations,
+        violation,
+        schedule: None,
+        trace: trace::per_thread(),
+    });
+    (iterations, failure)
+}
+
+/// The outcome of replaying one recorded schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    /// The violation the replay raised, if any.
+    pub violation: Option<Violation>,
+    /// Where the program stopped following the schedule, if it did.
+    pub diverged: Option<String>,
+    /// Per-thread trace of the replayed execution.
+    pub trace: BTreeMap<String, Vec<String>>,
+}
+
+/// Replays `schedule` of `scenario` once, with `mutants` on.
+pub fn replay(
+    scenario: &'static Scenario,
+    schedule: &RecordedSchedule,
+    mutants: MutantSet,
+) -> Result<Replayed, schedule::ScheduleError> {
+    let diverged = Arc::new(Mutex::new(None));
+    let scheduler = Replay::new(schedule, Arc::clone(&diverged))?;
+    let runner = Runner::new(scheduler, shuttle_config());
+    let body = scenario.shuttle;
+    let result = quiet::run(|| {
+        runner.run(move || {
+            trace::reset();
+            body(mutants);
+        })
+    });
+    let diverged = diverged.lock().expect("divergence lock").clone();
+    Ok(Replayed { violation: result.err(), diverged, trace: trace::per_thread() })
+}
+
+/// Runs `f`, turning a panic (a failed execution) into its [`Violation`].
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Violation> {
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|payload| crate::violation::first().unwrap_or_else(|| Violation::from_payload(&*payload)))
+}

@@ -1,0 +1,178 @@
+//! [`LoomRuntime`]: loom's mutex, condition variable and atomics; a timer thread lets deadlines
+//! pass.
+//!
+//! Waits block on a real loom condition variable (a polling wait multiplies loom's state space
+//! far past what it can search). With timeouts on, every monitor registers a waker with the
+//! runtime; the timer thread moves the clock past every deadline and then wakes each monitor
+//! *under its mutex*, and a waiter checks the clock under that same mutex before it waits, so
+//! the timeout cannot be a lost wakeup.
+
+use std::fmt;
+use std::time::Duration;
+
+use loom::sync::{Condvar, Mutex};
+use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use resident::runtime::{Arc, Monitor, Runtime, TimedOut, Weak};
+
+use super::{Counter, SimRuntime};
+
+/// The loom-backed runtime. Create one per execution, inside the checked closure.
+#[derive(Clone)]
+pub struct LoomRuntime {
+    clock: Arc<AtomicU64>,
+    timeouts: bool,
+    wakers: Arc<Mutex<Vec<Arc<dyn Wake>>>>,
+}
+
+/// Something the timer must wake when time passes.
+trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+impl fmt::Debug for LoomRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoomRuntime").field("timeouts", &self.timeouts).finish()
+    }
+}
+
+impl Runtime for LoomRuntime {
+    type Monitor<T: Send + 'static> = LoomMonitor<T>;
+
+    fn monitor<T: Send + 'static>(&self, value: T) -> LoomMonitor<T> {
+        let inner = Arc::new(Inner { value: Mutex::new(value), changed: Condvar::new() });
+        if self.timeouts {
+            let waker: Arc<dyn Wake> = Arc::new(WakeMonitor(Arc::downgrade(&inner)));
+            self.wakers.lock().unwrap_or_else(|p| p.into_inner()).push(waker);
+        }
+        LoomMonitor { inner, clock: Arc::clone(&self.clock) }
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.clock.load(Ordering::SeqCst))
+    }
+}
+
+struct Inner<T> {
+    value: Mutex<T>,
+    changed: Condvar,
+}
+
+impl<T> Inner<T> {
+    fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        self.value.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+struct WakeMonitor<T>(Weak<Inner<T>>);
+
+impl<T: Send + 'static> Wake for WakeMonitor<T> {
+    fn wake(&self) {
+        if let Some(inner) = self.0.upgrade() {
+            let _guard = inner.lock();
+            inner.changed.notify_all();
+        }
+    }
+}
+
+/// [`Monitor`] of the [`LoomRuntime`].
+pub struct LoomMonitor<T> {
+    inner: Arc<Inner<T>>,
+    clock: Arc<AtomicU64>,
+}
+
+impl<T: Send> Monitor<T> for LoomMonitor<T> {
+    fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
+        f(&mut self.inner.lock())
+    }
+
+    fn notify_all(&self) {
+        self.inner.changed.notify_all();
+    }
+
+    fn wait_until<U>(
+        &self,
+        timeout: Option<Duration>,
+        mut f: impl FnMut(&mut T) -> Option<U>,
+    ) -> Result<U, TimedOut> {
+        let deadline = timeout.map(|t| {
+            let nanos = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
+            self.clock.load(Ordering::SeqCst).saturating_add(nanos)
+        });
+        let mut guard = self.inner.lock();
+        loop {
+            if let Some(done) = f(&mut guard) {
+                return Ok(done);
+            }
+            if deadline.is_some_and(|d| self.clock.load(Ordering::SeqCst) >= d) {
+                return Err(TimedOut);
+            }
+            guard = self.inner.changed.wait(guard).unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+}
+
+impl Counter for AtomicUsize {
+    fn add(&self, n: usize) -> usize {
+        self.fetch_add(n, Ordering::SeqCst)
+    }
+    fn sub(&self, n: usize) -> usize {
+        self.fetch_sub(n, Ordering::SeqCst)
+    }
+    fn get(&self) -> usize {
+        self.load(Ordering::SeqCst)
+    }
+}
+
+impl SimRuntime for LoomRuntime {
+    type Handle<T: Send + 'static> = loom::thread::JoinHandle<T>;
+    type Counter = AtomicUsize;
+
+    const NAME: &'static str = "loom";
+
+    fn for_execution(timeouts: bool) -> Self {
+        Self { clock: Arc::new(AtomicU64::new(0)), timeouts, wakers: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    fn spawn<T, F>(&self, name: &str, f: F) -> Self::Handle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        loom::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(f)
+            .expect("loom spawns threads without OS resources")
+    }
+
+    fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T> {
+        handle.join()
+    }
+
+    fn yield_now() {
+        loom::thread::yield_now();
+    }
+
+    fn thread_name() -> Option<String> {
+        loom::thread::current().name().map(str::to_owned)
+    }
+
+    fn counter_for_model() -> AtomicUsize {
+        AtomicUsize::new(0)
+    }
+
+    fn start_time(&self) -> Option<Self::Handle<()>> {
+        if !self.timeouts {
+            return None;
+        }
+        let (clock, wakers) = (Arc::clone(&self.clock), Arc::clone(&self.wakers));
+        // One event: time jumps past every deadline, set or yet to be set, and every waiter
+        // re-checks. Monitors created later see the new clock before they ever wait.
+        Some(self.spawn("timer", move || {
+            clock.store(u64::MAX, Ordering::SeqCst);
+            let wakers = wakers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            for waker in wakers {
+                waker.wake();
+            }
+        }))
+    }
+}

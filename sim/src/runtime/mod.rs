@@ -1,0 +1,74 @@
+//! Model-checking runtimes: the [`Runtime`] facade of `resident` backed by shuttle or loom,
+//! plus what scenarios need on top (threads, atomics, a way to let time pass).
+//!
+//! # Time
+//! Neither checker models time, so these runtimes own it. A bounded wait never blocks: it
+//! polls its condition, yielding to the scheduler between polls (a sound over-approximation of
+//! a condition variable, which may always wake spuriously), and may time out between any two
+//! polls:
+//! - under shuttle, each poll of a bounded wait times out with a probability drawn from the
+//!   checker's RNG, so the choice is part of the recorded schedule and replays exactly;
+//! - under loom, which has no random choice, a *timer thread* moves the logical clock past
+//!   every deadline, and loom explores every place that move can happen.
+//!
+//! Unbounded waits never time out. Scenarios that do not explore timeouts leave them off, as a
+//! production system with generous timeouts would.
+
+mod loom_rt;
+mod shuttle_rt;
+
+use resident::runtime::Runtime;
+
+pub use loom_rt::LoomRuntime;
+pub use shuttle_rt::ShuttleRuntime;
+
+/// An atomic counter of the checker, so that every access is a scheduling point.
+pub trait Counter: Send + Sync + 'static {
+    /// Adds `n`, returning the previous value.
+    fn add(&self, n: usize) -> usize;
+    /// Subtracts `n`, returning the previous value.
+    fn sub(&self, n: usize) -> usize;
+    /// The current value.
+    fn get(&self) -> usize;
+}
+
+/// A [`Runtime`] that scenarios can drive: threads, atomics, yields and time.
+pub trait SimRuntime: Runtime {
+    /// Join handle of a spawned checker thread.
+    type Handle<T: Send + 'static>: Send;
+    /// The checker's atomic counter.
+    type Counter: Counter;
+
+    /// Which checker this is, as written in replay files (`shuttle` or `loom`).
+    const NAME: &'static str;
+
+    /// Creates the runtime for one execution; `timeouts` says whether bounded waits may expire.
+    fn for_execution(timeouts: bool) -> Self;
+
+    /// Spawns a named checker thread.
+    fn spawn<T, F>(&self, name: &str, f: F) -> Self::Handle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static;
+
+    /// Joins a checker thread, returning its panic payload if it panicked.
+    fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T>;
+
+    /// Lets the scheduler run another thread.
+    fn yield_now();
+
+    /// The name of the running checker thread.
+    fn thread_name() -> Option<String>;
+
+    /// A new counter starting at zero.
+    fn counter(&self) -> Self::Counter {
+        Self::counter_for_model()
+    }
+
+    /// A new counter starting at zero, for code that has no runtime at hand.
+    fn counter_for_model() -> Self::Counter;
+
+    /// Starts whatever makes deadlines pass (loom's timer thread), if this execution explores
+    /// timeouts and the runtime needs a thread for it.
+    fn start_time(&self) -> Option<Self::Handle<()>>;
+}

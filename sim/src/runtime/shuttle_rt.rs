@@ -1,0 +1,136 @@
+//! [`ShuttleRuntime`]: shuttle's mutex and atomics; timeouts drawn from shuttle's RNG.
+
+use std::fmt;
+use std::time::Duration;
+
+use resident::runtime::{Arc, Monitor, Runtime, TimedOut};
+use shuttle::rand::RngCore;
+use shuttle::sync::Mutex;
+use shuttle::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use super::{Counter, SimRuntime};
+
+/// One poll of a bounded wait times out with probability 1 / `TIMEOUT_ODDS`.
+const TIMEOUT_ODDS: u64 = 4;
+
+/// The shuttle-backed runtime. Create one per execution, inside the checked closure.
+#[derive(Clone)]
+pub struct ShuttleRuntime {
+    clock: Arc<AtomicU64>,
+    timeouts: bool,
+}
+
+impl fmt::Debug for ShuttleRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShuttleRuntime").field("timeouts", &self.timeouts).finish()
+    }
+}
+
+impl ShuttleRuntime {
+    /// Whether a bounded wait expires at this poll; advances the logical clock if it does.
+    fn expires(&self, timeout: Duration) -> bool {
+        if !self.timeouts || shuttle::rand::thread_rng().next_u64() % TIMEOUT_ODDS != 0 {
+            return false;
+        }
+        let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.clock.fetch_add(nanos.min(u64::MAX / 4), Ordering::SeqCst);
+        true
+    }
+}
+
+impl Runtime for ShuttleRuntime {
+    type Monitor<T: Send + 'static> = ShuttleMonitor<T>;
+
+    fn monitor<T: Send + 'static>(&self, value: T) -> ShuttleMonitor<T> {
+        ShuttleMonitor { value: Mutex::new(value), runtime: self.clone() }
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.clock.load(Ordering::SeqCst))
+    }
+}
+
+/// [`Monitor`] of the [`ShuttleRuntime`].
+pub struct ShuttleMonitor<T> {
+    value: Mutex<T>,
+    runtime: ShuttleRuntime,
+}
+
+impl<T: Send> Monitor<T> for ShuttleMonitor<T> {
+    fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
+        let mut guard = self.value.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut guard)
+    }
+
+    fn notify_all(&self) {}
+
+    fn wait_until<U>(
+        &self,
+        timeout: Option<Duration>,
+        mut f: impl FnMut(&mut T) -> Option<U>,
+    ) -> Result<U, TimedOut> {
+        loop {
+            if let Some(done) = self.with(&mut f) {
+                return Ok(done);
+            }
+            if timeout.is_some_and(|t| self.runtime.expires(t)) {
+                return Err(TimedOut);
+            }
+            shuttle::thread::yield_now();
+        }
+    }
+}
+
+impl Counter for AtomicUsize {
+    fn add(&self, n: usize) -> usize {
+        self.fetch_add(n, Ordering::SeqCst)
+    }
+    fn sub(&self, n: usize) -> usize {
+        self.fetch_sub(n, Ordering::SeqCst)
+    }
+    fn get(&self) -> usize {
+        self.load(Ordering::SeqCst)
+    }
+}
+
+impl SimRuntime for ShuttleRuntime {
+    type Handle<T: Send + 'static> = shuttle::thread::JoinHandle<T>;
+    type Counter = AtomicUsize;
+
+    const NAME: &'static str = "shuttle";
+
+    fn for_execution(timeouts: bool) -> Self {
+        Self { clock: Arc::new(AtomicU64::new(0)), timeouts }
+    }
+
+    fn spawn<T, F>(&self, name: &str, f: F) -> Self::Handle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        shuttle::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(f)
+            .expect("shuttle spawns threads without OS resources")
+    }
+
+    fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T> {
+        handle.join()
+    }
+
+    fn yield_now() {
+        shuttle::thread::yield_now();
+    }
+
+    fn thread_name() -> Option<String> {
+        shuttle::thread::current().name().map(str::to_owned)
+    }
+
+    fn counter_for_model() -> AtomicUsize {
+        AtomicUsize::new(0)
+    }
+
+    fn start_time(&self) -> Option<Self::Handle<()>> {
+        None
+    }
+}

@@ -1,0 +1,96 @@
+//! Manager scenarios: lifecycle generations, load failures and panics, leases.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use resident::{ManagerError, ModelManager};
+use resident::mutants::MutantSet;
+
+use crate::ensure;
+use crate::runtime::SimRuntime;
+use crate::violation::InjectedPanic;
+use crate::world::{SimLoader, Step, World, traced};
+
+fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
+    R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
+}
+
+/// M-S1 / M-S1b: X is registered; T1 removes it while T2 and T3 add it back.
+pub(super) fn split_generation<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = World::builder(rt, mutants).model("X", &[], &[]).build();
+    world.manager.add_model("X", None).expect("setup load succeeds");
+    let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
+    let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
+    let t3 = world.spawn("T3", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
+    let removed = join::<R, _>(t1);
+    let added = [join::<R, _>(t2), join::<R, _>(t3)];
+    ensure!(removed.is_ok(), "contract", "remove(X) of a registered, unleased X failed: {removed:?}");
+    ensure!(added.iter().all(Result::is_ok), "contract", "add(X) failed without timeouts: {added:?}");
+    world.check_quiescent();
+}
+
+/// M-S2 / M-S2t: X's first load fails while two more callers add X.
+pub(super) fn load_failure<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = World::builder(rt, mutants).model("X", &[Step::Fail], &[]).build();
+    let handles = ["H", "W", "N"]
+        .map(|name| world.spawn(name, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
+    let results = handles.map(join::<R, _>);
+    let failed = results.iter().filter(|r| matches!(r, Err(ManagerError::Load { .. }))).count();
+    let unexpected: Vec<_> = results
+        .iter()
+        .filter(|r| !matches!(r, Ok(_) | Err(ManagerError::Load { .. } | ManagerError::LockTimeout { .. })))
+        .collect();
+    ensure!(unexpected.is_empty(), "contract", "unexpected add(X) outcomes: {unexpected:?}");
+    ensure!(failed <= 1, "contract", "{failed} callers saw the one scripted load failure");
+    let timeouts = results.iter().any(|r| matches!(r, Err(ManagerError::LockTimeout { .. })));
+    ensure!(
+        timeouts || failed == 1,
+        "contract",
+        "without timeouts exactly one caller runs the failing first load: {results:?}"
+    );
+    world.check_quiescent();
+}
+
+/// M-S2p: X's first load panics while two more callers add X.
+pub(super) fn load_panic<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = World::builder(rt, mutants).model("X", &[Step::Panic], &[]).build();
+    let handles = ["H", "W", "N"].map(|name| {
+        world.spawn(name, |m, t| {
+            traced(t, "add(X)", || match catch_unwind(AssertUnwindSafe(|| m.add_model("X", None))) {
+                Ok(result) => result.map(|_| "ok"),
+                Err(payload) if payload.is::<InjectedPanic>() => Ok("loader panicked"),
+                Err(payload) => resume_unwind(payload),
+            })
+        })
+    });
+    let results = handles.map(join::<R, _>);
+    let panicked = results.iter().filter(|r| matches!(r, Ok("loader panicked"))).count();
+    ensure!(results.iter().all(Result::is_ok), "contract", "add(X) failed: {results:?}");
+    ensure!(panicked == 1, "contract", "{panicked} callers saw the one scripted panic");
+    ensure!(world.manager.contains("X"), "contract", "nobody loaded X after the panic");
+    world.check_quiescent();
+}
+
+/// M-L1: X is registered; T1 serves from a lease while T2 removes X and T3 tries a lease.
+pub(super) fn remove_under_lease<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = World::builder(rt, mutants).model("X", &[], &[]).build();
+    world.manager.add_model("X", None).expect("setup load succeeds");
+    let serve = |m: &ModelManager<SimLoader<R>, R>, t: &'static str| {
+        traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t)))
+    };
+    let t1 = world.spawn("T1", serve);
+    let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
+    let t3 = world.spawn("T3", serve);
+    let served = join::<R, _>(t1);
+    let removed = join::<R, _>(t2);
+    let late = join::<R, _>(t3);
+    ensure!(removed.is_ok(), "contract", "remove(X) failed without timeouts: {removed:?}");
+    for (thread, lease) in [("T1", served), ("T3", late)] {
+        ensure!(
+            matches!(lease, Ok(()) | Err(ManagerError::NotFound { .. } | ManagerError::Removing { .. })),
+            "contract",
+            "{thread}'s lease ended with {lease:?}"
+        );
+    }
+    ensure!(!world.manager.contains("X"), "contract", "X is still registered after remove");
+    world.check_quiescent();
+}

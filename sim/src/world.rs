@@ -1,0 +1,249 @@
+//! The world a manager scenario runs in: a scripted loader whose models count every concurrent
+//! load and unload with the checker's atomics, and the checks that run at quiescence.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use resident::mutants::MutantSet;
+use resident::runtime::Arc;
+use resident::{BoxError, Loader, ManagerConfig, Model, ModelId, ModelManager};
+
+use crate::ensure;
+use crate::runtime::{Counter, SimRuntime};
+use crate::trace;
+use crate::violation::InjectedPanic;
+
+/// What one call of a scripted load or unload does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Succeed.
+    Ok,
+    /// Return an error.
+    Fail,
+    /// Panic with [`InjectedPanic`].
+    Panic,
+}
+
+/// Scripts and counters of one model id.
+pub struct IdProbe<R: SimRuntime> {
+    id: String,
+    loads: Vec<Step>,
+    unloads: Vec<Step>,
+    load_calls: R::Counter,
+    unload_calls: R::Counter,
+    active_loads: R::Counter,
+    active_mutations: R::Counter,
+    constructed: R::Counter,
+    unloaded: R::Counter,
+}
+
+impl<R: SimRuntime> IdProbe<R> {
+    /// Models of this id built and not unloaded.
+    pub fn alive(&self) -> usize {
+        self.constructed.get() - self.unloaded.get()
+    }
+}
+
+/// Scripts and counters of every id a scenario uses.
+pub struct Probe<R: SimRuntime> {
+    ids: BTreeMap<String, IdProbe<R>>,
+    work: usize,
+}
+
+impl<R: SimRuntime> Probe<R> {
+    /// The probe of `id`; an id the scenario did not declare is a scenario bug.
+    pub fn id(&self, id: &str) -> &IdProbe<R> {
+        self.ids.get(id).unwrap_or_else(|| panic!("scenario did not declare model id {id:?}"))
+    }
+}
+
+/// Builds a [`World`]: declare ids with their load/unload scripts.
+pub struct WorldBuilder<R: SimRuntime> {
+    rt: R,
+    ids: BTreeMap<String, IdProbe<R>>,
+    mutants: MutantSet,
+}
+
+impl<R: SimRuntime> WorldBuilder<R> {
+    /// Declares `id`: call `n` of its loads does `loads[n]` (then `Ok`), likewise unloads.
+    pub fn model(mut self, id: &str, loads: &[Step], unloads: &[Step]) -> Self {
+        let probe = IdProbe {
+            id: id.to_owned(),
+            loads: loads.to_vec(),
+            unloads: unloads.to_vec(),
+            load_calls: self.rt.counter(),
+            unload_calls: self.rt.counter(),
+            active_loads: self.rt.counter(),
+            active_mutations: self.rt.counter(),
+            constructed: self.rt.counter(),
+            unloaded: self.rt.counter(),
+        };
+        self.ids.insert(id.to_owned(), probe);
+        self
+    }
+
+    /// Builds the manager.
+    pub fn build(self) -> World<R> {
+        let probe = Arc::new(Probe { ids: self.ids, work: 2 });
+        let loader = SimLoader { probe: Arc::clone(&probe) };
+        let config = ManagerConfig::default()
+            .with_lock_timeout(Duration::from_secs(1))
+            .with_lease_drain_timeout(Duration::from_secs(1));
+        let manager = ModelManager::with_runtime(loader, config, self.rt.clone())
+            .expect("scenario config is valid")
+            .with_mutants(self.mutants);
+        World { rt: self.rt, probe, manager: Arc::new(manager) }
+    }
+}
+
+/// A manager over a scripted loader, on a checker runtime.
+pub struct World<R: SimRuntime> {
+    /// The execution's runtime.
+    pub rt: R,
+    /// Scripts and counters.
+    pub probe: Arc<Probe<R>>,
+    /// The manager under test.
+    pub manager: Arc<ModelManager<SimLoader<R>, R>>,
+}
+
+impl<R: SimRuntime> World<R> {
+    /// Starts building a world on `rt` with `mutants` switched on.
+    pub fn builder(rt: R, mutants: MutantSet) -> WorldBuilder<R> {
+        WorldBuilder { rt, ids: BTreeMap::new(), mutants }
+    }
+
+    /// Spawns a named scenario thread that gets the manager.
+    pub fn spawn<T, F>(&self, name: &'static str, f: F) -> R::Handle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&ModelManager<SimLoader<R>, R>, &'static str) -> T + Send + 'static,
+    {
+        let manager = Arc::clone(&self.manager);
+        self.rt.spawn(name, move || f(&manager, name))
+    }
+
+    /// Quiescence checks, after every thread has been joined:
+    /// - I3: the lifecycle table holds only registered ids, none reserved or locked;
+    /// - I14: each id has exactly as many live models as it has registrations (no orphans).
+    pub fn check_quiescent(&self) {
+        let snapshot = self.manager.snapshot();
+        for entry in &snapshot.lifecycle {
+            ensure!(
+                snapshot.registered.contains(&entry.id),
+                "I3",
+                "lifecycle entry of {} (generation {}) outlived its model",
+                entry.id,
+                entry.generation
+            );
+            ensure!(
+                entry.reservations == 0 && !entry.locked,
+                "I3",
+                "lifecycle entry of {} has {} reservation(s), locked={}, with no caller left",
+                entry.id,
+                entry.reservations,
+                entry.locked
+            );
+        }
+        for (id, probe) in &self.probe.ids {
+            let registered = usize::from(snapshot.registered.iter().any(|r| r.as_str() == id));
+            ensure!(
+                probe.alive() == registered,
+                "I14",
+                "{id}: {} model(s) built and not unloaded, {registered} registered",
+                probe.alive()
+            );
+        }
+    }
+}
+
+/// The scripted loader.
+pub struct SimLoader<R: SimRuntime> {
+    probe: Arc<Probe<R>>,
+}
+
+/// Enters a critical region counted by `active`; fails the execution if someone else is in it.
+fn enter<R: SimRuntime>(active: &R::Counter, invariant: &'static str, what: &str, id: &str) {
+    let before = active.add(1);
+    ensure!(before == 0, invariant, "{} {what}s of {id} ran at the same time", before + 1);
+}
+
+impl<R: SimRuntime> Loader for SimLoader<R> {
+    type Model = SimModel<R>;
+
+    fn load(&self, id: &ModelId) -> Result<SimModel<R>, BoxError> {
+        let p = self.probe.id(id.as_str());
+        let call = p.load_calls.add(1);
+        enter::<R>(&p.active_loads, "I1", "load", &p.id);
+        enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
+        for _ in 0..self.probe.work {
+            R::yield_now();
+        }
+        let step = p.loads.get(call).copied().unwrap_or(Step::Ok);
+        if step == Step::Ok {
+            p.constructed.add(1);
+        }
+        p.active_mutations.sub(1);
+        p.active_loads.sub(1);
+        match step {
+            Step::Ok => Ok(SimModel {
+                probe: Arc::clone(&self.probe),
+                id: p.id.clone(),
+                unloaded: R::counter_for_model(),
+            }),
+            Step::Fail => Err(format!("injected failure of load #{call} of {id}").into()),
+            Step::Panic => std::panic::panic_any(InjectedPanic),
+        }
+    }
+}
+
+/// A model built by [`SimLoader`].
+pub struct SimModel<R: SimRuntime> {
+    probe: Arc<Probe<R>>,
+    id: String,
+    /// Set once this very instance has been unloaded.
+    unloaded: R::Counter,
+}
+
+impl<R: SimRuntime> SimModel<R> {
+    /// Uses the model across a few scheduling points, failing the execution (L1) if it is
+    /// unloaded meanwhile.
+    pub fn serve(&self, thread: &str) {
+        for _ in 0..2 {
+            ensure!(self.unloaded.get() == 0, "L1", "{thread} used {} after it was unloaded", self.id);
+            R::yield_now();
+        }
+        ensure!(self.unloaded.get() == 0, "L1", "{thread} used {} after it was unloaded", self.id);
+    }
+}
+
+impl<R: SimRuntime> Model for SimModel<R> {
+    fn size_bytes(&self) -> u64 {
+        1
+    }
+
+    fn unload(&self) -> Result<(), BoxError> {
+        let p = self.probe.id(&self.id);
+        let call = p.unload_calls.add(1);
+        enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
+        R::yield_now();
+        let step = p.unloads.get(call).copied().unwrap_or(Step::Ok);
+        if step == Step::Ok {
+            self.unloaded.add(1);
+            p.unloaded.add(1);
+        }
+        p.active_mutations.sub(1);
+        match step {
+            Step::Ok => Ok(()),
+            Step::Fail => Err(format!("injected failure of unload #{call} of {}", self.id).into()),
+            Step::Panic => std::panic::panic_any(InjectedPanic),
+        }
+    }
+}
+
+/// Runs `f`, records its outcome in the trace under `thread`, and returns it.
+pub fn traced<T: std::fmt::Debug>(thread: &str, op: &str, f: impl FnOnce() -> T) -> T {
+    trace::record(thread, format!("{op} ..."));
+    let out = f();
+    trace::record(thread, format!("{op} -> {out:?}"));
+    out
+}

@@ -1,0 +1,51 @@
+//! Every catalogue scenario passes with all mutants off: shuttle random, shuttle PCT, and loom
+//! (exhaustive under the scenario's preemption bound) where the scenario fits loom.
+
+mod support;
+
+use resident_sim::explore::{Checker, Plan, explore};
+use resident_sim::scenarios::{self, CATALOGUE};
+use resident_sim::trace;
+
+fn passes(id: &str, checker: Checker) {
+    let scenario = scenarios::find(id).expect("catalogue id");
+    let outcome = explore(scenario, checker, Plan::new(support::iterations(), support::seed()));
+    if let Some(failure) = &outcome.failure {
+        panic!(
+            "{id} under {checker} failed at execution {}: {}\n{}",
+            failure.iteration,
+            failure.violation,
+            trace::render(&failure.trace)
+        );
+    }
+    assert!(outcome.iterations > 0, "{id} under {checker} ran no execution");
+    println!("{id} {checker}: {} executions in {:?}", outcome.iterations, outcome.elapsed);
+}
+
+macro_rules! scenario_tests {
+    ($($name:ident => $id:literal,)*) => {
+        mod shuttle_random { $( #[test] fn $name() { super::passes($id, super::Checker::Random) } )* }
+        mod shuttle_pct { $( #[test] fn $name() { super::passes($id, super::Checker::Pct) } )* }
+        mod loom { $( #[test] fn $name() {
+            if super::scenarios::find($id).expect("catalogue id").loom.is_some() {
+                super::passes($id, super::Checker::Loom)
+            }
+        } )* }
+        #[test]
+        fn every_catalogue_entry_has_a_test() {
+            let tested = [$($id),*];
+            for s in CATALOGUE {
+                assert!(tested.contains(&s.id), "{} has no test in scenarios.rs", s.id);
+            }
+        }
+    };
+}
+
+scenario_tests! {
+    m_s1 => "M-S1",
+    m_s1b => "M-S1b",
+    m_s2 => "M-S2",
+    m_s2t => "M-S2t",
+    m_s2p => "M-S2p",
+    m_l1 => "M-L1",
+}
