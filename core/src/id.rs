@@ -80,10 +80,7 @@ impl ModelId {
             return Err(InvalidId::Absolute { id: id.to_owned() });
         }
         if let Some(component) = id.split('/').find(|c| c.is_empty() || *c == "." || *c == "..") {
-            return Err(InvalidId::BadComponent {
-                id: id.to_owned(),
-                component: component.to_owned(),
-            });
+            return Err(InvalidId::BadComponent { id: id.to_owned(), component: component.to_owned() });
         }
         Ok(Self(Arc::from(id)))
     }

@@ -31,6 +31,4 @@ mod mutants;
 
 pub use error::{BoxError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
-pub use manager::{
-    Added, Lease, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot,
-};
+pub use manager::{Added, Lease, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot};

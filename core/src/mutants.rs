@@ -58,11 +58,7 @@ impl FromStr for Mutant {
     type Err = UnknownMutant;
 
     fn from_str(s: &str) -> Result<Self, UnknownMutant> {
-        Mutant::ALL
-            .iter()
-            .copied()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| UnknownMutant(s.to_owned()))
+        Mutant::ALL.iter().copied().find(|m| m.name() == s).ok_or_else(|| UnknownMutant(s.to_owned()))
     }
 }
 

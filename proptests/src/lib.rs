@@ -1,0 +1,190 @@
+//! Reference models and operation programs for property tests of `resident`.
+//!
+//! A program is a sequence of [`Op`]s over a small id space. The reference model says what each
+//! operation must return and what the manager must hold afterwards; the tests run the same
+//! program against the real manager and compare after every step.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use resident::{BoxError, Loader, Model, ModelId};
+
+/// Ids the programs use: few, so that operations collide often.
+pub const IDS: &[&str] = &["a", "b", "c/1", "d"];
+
+/// One operation of a program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// `add_model(IDS[id], alias)`.
+    Add {
+        /// Index into [`IDS`].
+        id: usize,
+        /// Optional alias, an index into [`IDS`] too.
+        alias: Option<usize>,
+    },
+    /// `remove(IDS[id])`.
+    Remove {
+        /// Index into [`IDS`].
+        id: usize,
+    },
+    /// `lease(IDS[id])`, dropped at once.
+    Lease {
+        /// Index into [`IDS`].
+        id: usize,
+    },
+    /// Make loads of canonical `IDS[id]` fail (`true`) or succeed from now on.
+    BreakLoads {
+        /// Index into [`IDS`].
+        id: usize,
+        /// Whether loads fail.
+        broken: bool,
+    },
+    /// Make unloads of the model registered under `IDS[id]` fail (`true`) or succeed.
+    BreakUnloads {
+        /// Index into [`IDS`].
+        id: usize,
+        /// Whether unloads fail.
+        broken: bool,
+    },
+}
+
+/// What an operation returns, reduced to what the reference model can predict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Loaded a model.
+    Loaded,
+    /// Already registered.
+    Warm,
+    /// Succeeded (remove, lease, a knob).
+    Done,
+    /// `NotFound`.
+    NotFound,
+    /// `Load` error.
+    LoadFailed,
+    /// `Unload` error.
+    UnloadFailed,
+}
+
+/// The reference model: which resolved ids are registered, which loads and unloads fail.
+#[derive(Debug, Clone, Default)]
+pub struct Reference {
+    /// Registered resolved ids.
+    pub registered: BTreeSet<String>,
+    broken_loads: BTreeSet<String>,
+    broken_unloads: BTreeSet<String>,
+}
+
+impl Reference {
+    /// Applies `op` and returns what the manager must return.
+    pub fn apply(&mut self, op: &Op) -> Outcome {
+        match *op {
+            Op::Add { id, alias } => {
+                let resolved = IDS[alias.unwrap_or(id)].to_owned();
+                if self.registered.contains(&resolved) {
+                    Outcome::Warm
+                } else if self.broken_loads.contains(IDS[id]) {
+                    Outcome::LoadFailed
+                } else {
+                    self.registered.insert(resolved);
+                    Outcome::Loaded
+                }
+            }
+            Op::Remove { id } => {
+                if !self.registered.contains(IDS[id]) {
+                    Outcome::NotFound
+                } else if self.broken_unloads.contains(IDS[id]) {
+                    Outcome::UnloadFailed
+                } else {
+                    self.registered.remove(IDS[id]);
+                    Outcome::Done
+                }
+            }
+            Op::Lease { id } => {
+                if self.registered.contains(IDS[id]) {
+                    Outcome::Done
+                } else {
+                    Outcome::NotFound
+                }
+            }
+            Op::BreakLoads { id, broken } => {
+                set(&mut self.broken_loads, IDS[id], broken);
+                Outcome::Done
+            }
+            Op::BreakUnloads { id, broken } => {
+                set(&mut self.broken_unloads, IDS[id], broken);
+                Outcome::Done
+            }
+        }
+    }
+}
+
+fn set(set: &mut BTreeSet<String>, id: &str, on: bool) {
+    if on {
+        set.insert(id.to_owned());
+    } else {
+        set.remove(id);
+    }
+}
+
+/// Failure knobs shared by the loader and the models it builds.
+#[derive(Debug, Default)]
+pub struct Knobs {
+    broken_loads: Mutex<BTreeSet<String>>,
+    broken_unloads: Mutex<BTreeSet<String>>,
+}
+
+impl Knobs {
+    /// Applies a knob operation; other operations are ignored.
+    pub fn apply(&self, op: &Op) {
+        match *op {
+            Op::BreakLoads { id, broken } => {
+                set(&mut self.broken_loads.lock().expect("knobs"), IDS[id], broken)
+            }
+            Op::BreakUnloads { id, broken } => {
+                set(&mut self.broken_unloads.lock().expect("knobs"), IDS[id], broken)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A loader driven by [`Knobs`].
+#[derive(Debug, Default)]
+pub struct KnobLoader {
+    /// The knobs.
+    pub knobs: std::sync::Arc<Knobs>,
+}
+
+/// A model built by [`KnobLoader`]; it knows the resolved id it is registered under only
+/// through the manager, so unload failures are keyed by whatever the test registers it as.
+#[derive(Debug)]
+pub struct KnobModel {
+    knobs: std::sync::Arc<Knobs>,
+    /// Resolved id, set by the test right after a successful add (see `registered_as`).
+    pub registered_as: Mutex<Option<String>>,
+}
+
+impl Model for KnobModel {
+    fn size_bytes(&self) -> u64 {
+        1
+    }
+
+    fn unload(&self) -> Result<(), BoxError> {
+        let id = self.registered_as.lock().expect("id").clone().unwrap_or_default();
+        if self.knobs.broken_unloads.lock().expect("knobs").contains(&id) {
+            return Err(format!("unload of {id} refused").into());
+        }
+        Ok(())
+    }
+}
+
+impl Loader for KnobLoader {
+    type Model = KnobModel;
+
+    fn load(&self, id: &ModelId) -> Result<KnobModel, BoxError> {
+        if self.knobs.broken_loads.lock().expect("knobs").contains(id.as_str()) {
+            return Err(format!("load of {id} refused").into());
+        }
+        Ok(KnobModel { knobs: std::sync::Arc::clone(&self.knobs), registered_as: Mutex::new(None) })
+    }
+}

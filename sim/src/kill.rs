@@ -50,5 +50,12 @@ pub fn kill(mutant: Mutant, scenario: &'static Scenario, budget: usize, seed: u6
             };
         }
     }
-    Kill { mutant: mutant.name(), scenario: scenario.id, killed: false, iterations: tried, checker: None, failure: None }
+    Kill {
+        mutant: mutant.name(),
+        scenario: scenario.id,
+        killed: false,
+        iterations: tried,
+        checker: None,
+        failure: None,
+    }
 }

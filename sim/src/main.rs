@@ -134,11 +134,12 @@ fn explore_cmd(
     };
     let jobs: Vec<(&'static Scenario, Checker)> = selected
         .iter()
-        .flat_map(|s| checkers.iter().filter(|c| **c != Checker::Loom || s.loom.is_some()).map(move |c| (*s, *c)))
+        .flat_map(|s| {
+            checkers.iter().filter(|c| **c != Checker::Loom || s.loom.is_some()).map(move |c| (*s, *c))
+        })
         .collect();
-    let bar = ProgressBar::new(jobs.len() as u64).with_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("static template"),
-    );
+    let bar = ProgressBar::new(jobs.len() as u64)
+        .with_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("static template"));
     let mut outcomes: Vec<Outcome> = Vec::new();
     for (scenario, checker) in jobs {
         bar.set_message(format!("{} {}", scenario.id, checker));
@@ -162,12 +163,18 @@ fn explore_cmd(
     for o in &outcomes {
         let Some(failure) = &o.failure else { continue };
         failed = true;
-        println!("\n{} / {} failed at execution {}: {}", o.scenario, o.checker, failure.iteration, failure.violation);
+        println!(
+            "\n{} / {} failed at execution {}: {}",
+            o.scenario, o.checker, failure.iteration, failure.violation
+        );
         print!("{}", trace::render(&failure.trace));
         match ReplayFile::from_outcome(o, &plan).map(|file| file.write_to(out)) {
             Some(Ok(path)) => println!("replay: resident-sim replay {}", path.display()),
             Some(Err(e)) => eprintln!("could not write the replay file: {e}"),
-            None => println!("(loom failure: re-run `resident-sim explore --scheduler loom --scenario {}`)", o.scenario),
+            None => println!(
+                "(loom failure: re-run `resident-sim explore --scheduler loom --scenario {}`)",
+                o.scenario
+            ),
         }
     }
     if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
@@ -227,7 +234,12 @@ fn replay_cmd(path: &std::path::Path) -> ExitCode {
         }
     };
     let (report, file) = report;
-    println!("scenario {} ({}), mutant {}", file.scenario, file.scheduler, file.mutant.as_deref().unwrap_or("none"));
+    println!(
+        "scenario {} ({}), mutant {}",
+        file.scenario,
+        file.scheduler,
+        file.mutant.as_deref().unwrap_or("none")
+    );
     print!("{}", trace::render(&report.replayed.trace));
     if let Some(d) = &report.replayed.diverged {
         println!("diverged from the recorded schedule: {d}");

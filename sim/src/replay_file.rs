@@ -127,11 +127,7 @@ impl ReplayFile {
 
     /// The mutants the file was recorded with.
     pub fn mutants(&self) -> Result<MutantSet, UnknownMutant> {
-        self.mutant
-            .iter()
-            .flat_map(|m| m.split(','))
-            .map(str::parse::<Mutant>)
-            .collect()
+        self.mutant.iter().flat_map(|m| m.split(',')).map(str::parse::<Mutant>).collect()
     }
 
     /// Replays the failing execution once.
@@ -141,8 +137,8 @@ impl ReplayFile {
                 recorded: format!("{} {}", self.runtime, self.shuttle_version),
             });
         }
-        let scenario =
-            scenarios::find(&self.scenario).ok_or_else(|| ReplayError::UnknownScenario(self.scenario.clone()))?;
+        let scenario = scenarios::find(&self.scenario)
+            .ok_or_else(|| ReplayError::UnknownScenario(self.scenario.clone()))?;
         let replayed = explore::replay(scenario, &self.schedule, self.mutants()?)?;
         let reproduced = replayed.diverged.is_none() && replayed.violation.as_ref() == Some(&self.violation);
         Ok(ReplayReport { reproduced, replayed })

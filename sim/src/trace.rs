@@ -41,13 +41,16 @@ pub fn render(threads: &BTreeMap<String, Vec<String>>) -> String {
     lines.iter().map(|(thread, event)| format!("  {thread:>11} | {event}\n")).collect()
 }
 
+/// Names the running checker thread.
+type Namer = fn() -> Option<String>;
+
 thread_local! {
-    static NAMER: std::cell::Cell<Option<fn() -> Option<String>>> = const { std::cell::Cell::new(None) };
+    static NAMER: std::cell::Cell<Option<Namer>> = const { std::cell::Cell::new(None) };
 }
 
 /// Sets how the current execution names the running checker thread, so that `resident`'s own
 /// `tracing` events land in the trace under the thread that emitted them.
-pub fn set_thread_namer(namer: fn() -> Option<String>) {
+pub fn set_thread_namer(namer: Namer) {
     NAMER.with(|n| n.set(Some(namer)));
 }
 
@@ -83,9 +86,8 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
 pub(crate) fn install_capture() {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::{Layer, filter};
-    let only_resident = filter::filter_fn(|meta| {
-        meta.target() == "resident" || meta.target().starts_with("resident::")
-    });
+    let only_resident =
+        filter::filter_fn(|meta| meta.target() == "resident" || meta.target().starts_with("resident::"));
     let subscriber = tracing_subscriber::registry().with(Capture.with_filter(only_resident));
     let _ = tracing::subscriber::set_global_default(subscriber);
 }

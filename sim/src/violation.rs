@@ -55,11 +55,9 @@ impl Violation {
             }
         });
         match YIELD.with(Cell::get) {
-            Some(yield_now) if already => {
-                loop {
-                    yield_now();
-                }
-            }
+            Some(yield_now) if already => loop {
+                yield_now();
+            },
             _ => std::panic::panic_any(violation),
         }
     }

@@ -48,10 +48,7 @@ impl ManagerConfig {
             return Err(InvalidConfig { field: "lock_timeout", reason: "must be greater than zero" });
         }
         if self.lease_drain_timeout.is_zero() {
-            return Err(InvalidConfig {
-                field: "lease_drain_timeout",
-                reason: "must be greater than zero",
-            });
+            return Err(InvalidConfig { field: "lease_drain_timeout", reason: "must be greater than zero" });
         }
         Ok(())
     }

@@ -53,11 +53,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
         let closed = Closed { slot: self, committed: false };
         match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())) {
             Ok(()) => Ok(closed),
-            Err(_) => Err(ManagerError::Busy {
-                id: self.id.clone(),
-                leases: self.leases(),
-                waited: timeout,
-            }),
+            Err(_) => Err(ManagerError::Busy { id: self.id.clone(), leases: self.leases(), waited: timeout }),
         }
     }
 

@@ -49,3 +49,22 @@ impl<R: Runtime> fmt::Debug for TimedLock<R> {
         f.debug_struct("TimedLock").field("held", &self.is_held()).finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::StdRuntime;
+
+    #[test]
+    fn acquire_release_and_try() {
+        let lock = TimedLock::new(&StdRuntime::new());
+        assert!(lock.acquire(Duration::from_millis(10)).is_ok());
+        assert!(lock.is_held());
+        assert!(!lock.try_acquire(), "a held lock is not free");
+        assert_eq!(lock.acquire(Duration::from_millis(5)), Err(TimedOut));
+        lock.release();
+        assert!(lock.try_acquire());
+        lock.release();
+        assert!(!lock.is_held());
+    }
+}

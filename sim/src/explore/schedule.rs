@@ -114,7 +114,10 @@ pub struct Replay {
 
 impl Replay {
     /// Parses `schedule`; `diverged` receives a description of the first divergence.
-    pub fn new(schedule: &RecordedSchedule, diverged: Arc<Mutex<Option<String>>>) -> Result<Self, ScheduleError> {
+    pub fn new(
+        schedule: &RecordedSchedule,
+        diverged: Arc<Mutex<Option<String>>>,
+    ) -> Result<Self, ScheduleError> {
         let decisions = schedule
             .steps
             .split_whitespace()

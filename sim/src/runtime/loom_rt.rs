@@ -10,8 +10,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use loom::sync::{Condvar, Mutex};
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use loom::sync::{Condvar, Mutex};
 use resident::runtime::{Arc, Monitor, Runtime, TimedOut, Weak};
 
 use super::{Counter, SimRuntime};

@@ -29,7 +29,7 @@ impl fmt::Debug for ShuttleRuntime {
 impl ShuttleRuntime {
     /// Whether a bounded wait expires at this poll; advances the logical clock if it does.
     fn expires(&self, timeout: Duration) -> bool {
-        if !self.timeouts || shuttle::rand::thread_rng().next_u64() % TIMEOUT_ODDS != 0 {
+        if !self.timeouts || !shuttle::rand::thread_rng().next_u64().is_multiple_of(TIMEOUT_ODDS) {
             return false;
         }
         let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);

@@ -2,8 +2,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use resident::{ManagerError, ModelManager};
 use resident::mutants::MutantSet;
+use resident::{ManagerError, ModelManager};
 
 use crate::ensure;
 use crate::runtime::SimRuntime;
@@ -31,8 +31,8 @@ pub(super) fn split_generation<R: SimRuntime>(rt: R, mutants: MutantSet) {
 /// M-S2 / M-S2t: X's first load fails while two more callers add X.
 pub(super) fn load_failure<R: SimRuntime>(rt: R, mutants: MutantSet) {
     let world = World::builder(rt, mutants).model("X", &[Step::Fail], &[]).build();
-    let handles = ["H", "W", "N"]
-        .map(|name| world.spawn(name, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
+    let handles =
+        ["H", "W", "N"].map(|name| world.spawn(name, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
     let failed = results.iter().filter(|r| matches!(r, Err(ManagerError::Load { .. }))).count();
     let unexpected: Vec<_> = results

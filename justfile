@@ -1,0 +1,35 @@
+# Recipes for working on resident. CI runs .ci/run, which needs none of these.
+
+# Everything CI checks.
+default: lint test
+
+# The test suite (modest shuttle iterations and loom bounds).
+test:
+    cargo test --workspace
+
+# Deep shuttle exploration of the whole catalogue.
+sim iterations="20000" seed="24301":
+    cargo run --release -p resident-sim -- explore --scheduler random --iterations {{iterations}} --seed {{seed}}
+    cargo run --release -p resident-sim -- explore --scheduler pct --iterations {{iterations}} --seed {{seed}}
+
+# Exhaustive loom exploration (each scenario at its own preemption bound).
+loom:
+    cargo run --release -p resident-sim -- explore --scheduler loom
+
+# The kill matrix.
+mutants:
+    cargo run --release -p resident-sim -- mutants
+
+# Reproduce a failing schedule.
+replay FILE:
+    cargo run --release -p resident-sim -- replay {{FILE}}
+
+# Regenerate the stored mutant replays (after moving scheduling points or upgrading shuttle).
+fixtures:
+    rm -f fixtures/replays/*.json
+    cargo run --release -p resident-sim -- mutants --write fixtures/replays
+
+# Formatting and lints.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --all-targets -- -D warnings
