@@ -10,11 +10,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Condvar, Mutex};
 use resident::runtime::{Arc, Monitor, Runtime, TimedOut, Weak};
 
-use super::{Counter, SimRuntime};
+use super::SimRuntime;
 
 /// The loom-backed runtime. Create one per execution, inside the checked closure.
 #[derive(Clone)]
@@ -111,53 +111,13 @@ impl<T: Send> Monitor<T> for LoomMonitor<T> {
     }
 }
 
-impl Counter for AtomicUsize {
-    fn add(&self, n: usize) -> usize {
-        self.fetch_add(n, Ordering::SeqCst)
-    }
-    fn sub(&self, n: usize) -> usize {
-        self.fetch_sub(n, Ordering::SeqCst)
-    }
-    fn get(&self) -> usize {
-        self.load(Ordering::SeqCst)
-    }
-}
+checker_threads!(counter: loom);
 
 impl SimRuntime for LoomRuntime {
-    type Handle<T: Send + 'static> = loom::thread::JoinHandle<T>;
-    type Counter = AtomicUsize;
-
-    const NAME: &'static str = "loom";
+    checker_threads!(threads: loom);
 
     fn for_execution(timeouts: bool) -> Self {
         Self { clock: Arc::new(AtomicU64::new(0)), timeouts, wakers: Arc::new(Mutex::new(Vec::new())) }
-    }
-
-    fn spawn<T, F>(&self, name: &str, f: F) -> Self::Handle<T>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> T + Send + 'static,
-    {
-        loom::thread::Builder::new()
-            .name(name.to_owned())
-            .spawn(f)
-            .expect("loom spawns threads without OS resources")
-    }
-
-    fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T> {
-        handle.join()
-    }
-
-    fn yield_now() {
-        loom::thread::yield_now();
-    }
-
-    fn thread_name() -> Option<String> {
-        loom::thread::current().name().map(str::to_owned)
-    }
-
-    fn counter_for_model() -> AtomicUsize {
-        AtomicUsize::new(0)
     }
 
     fn start_time(&self) -> Option<Self::Handle<()>> {

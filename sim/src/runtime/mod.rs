@@ -14,6 +14,57 @@
 //! Unbounded waits never time out. Scenarios that do not explore timeouts leave them off, as a
 //! production system with generous timeouts would.
 
+/// What the shuttle and loom runtimes share word for word but for the checker crate's name: the
+/// counter, and the thread half of [`SimRuntime`] (expanded inside each `impl SimRuntime`).
+macro_rules! checker_threads {
+    (counter: $krate:ident) => {
+        impl $crate::runtime::Counter for $krate::sync::atomic::AtomicUsize {
+            fn add(&self, n: usize) -> usize {
+                self.fetch_add(n, $krate::sync::atomic::Ordering::SeqCst)
+            }
+            fn sub(&self, n: usize) -> usize {
+                self.fetch_sub(n, $krate::sync::atomic::Ordering::SeqCst)
+            }
+            fn get(&self) -> usize {
+                self.load($krate::sync::atomic::Ordering::SeqCst)
+            }
+        }
+    };
+    (threads: $krate:ident) => {
+        type Handle<T: Send + 'static> = $krate::thread::JoinHandle<T>;
+        type Counter = $krate::sync::atomic::AtomicUsize;
+
+        const NAME: &'static str = stringify!($krate);
+
+        fn spawn<T, F>(&self, name: &str, f: F) -> Self::Handle<T>
+        where
+            T: Send + 'static,
+            F: FnOnce() -> T + Send + 'static,
+        {
+            $krate::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(f)
+                .expect("checker threads need no OS resources")
+        }
+
+        fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T> {
+            handle.join()
+        }
+
+        fn yield_now() {
+            $krate::thread::yield_now();
+        }
+
+        fn thread_name() -> Option<String> {
+            $krate::thread::current().name().map(str::to_owned)
+        }
+
+        fn counter_for_model() -> Self::Counter {
+            $krate::sync::atomic::AtomicUsize::new(0)
+        }
+    };
+}
+
 mod loom_rt;
 mod shuttle_rt;
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 use resident::runtime::{Arc, Monitor, Runtime, TimedOut};
 use shuttle::rand::RngCore;
 use shuttle::sync::Mutex;
-use shuttle::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use shuttle::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Counter, SimRuntime};
+use super::SimRuntime;
 
 /// One poll of a bounded wait times out with probability 1 / `TIMEOUT_ODDS`.
 const TIMEOUT_ODDS: u64 = 4;
@@ -81,53 +81,13 @@ impl<T: Send> Monitor<T> for ShuttleMonitor<T> {
     }
 }
 
-impl Counter for AtomicUsize {
-    fn add(&self, n: usize) -> usize {
-        self.fetch_add(n, Ordering::SeqCst)
-    }
-    fn sub(&self, n: usize) -> usize {
-        self.fetch_sub(n, Ordering::SeqCst)
-    }
-    fn get(&self) -> usize {
-        self.load(Ordering::SeqCst)
-    }
-}
+checker_threads!(counter: shuttle);
 
 impl SimRuntime for ShuttleRuntime {
-    type Handle<T: Send + 'static> = shuttle::thread::JoinHandle<T>;
-    type Counter = AtomicUsize;
-
-    const NAME: &'static str = "shuttle";
+    checker_threads!(threads: shuttle);
 
     fn for_execution(timeouts: bool) -> Self {
         Self { clock: Arc::new(AtomicU64::new(0)), timeouts }
-    }
-
-    fn spawn<T, F>(&self, name: &str, f: F) -> Self::Handle<T>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> T + Send + 'static,
-    {
-        shuttle::thread::Builder::new()
-            .name(name.to_owned())
-            .spawn(f)
-            .expect("shuttle spawns threads without OS resources")
-    }
-
-    fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T> {
-        handle.join()
-    }
-
-    fn yield_now() {
-        shuttle::thread::yield_now();
-    }
-
-    fn thread_name() -> Option<String> {
-        shuttle::thread::current().name().map(str::to_owned)
-    }
-
-    fn counter_for_model() -> AtomicUsize {
-        AtomicUsize::new(0)
     }
 
     fn start_time(&self) -> Option<Self::Handle<()>> {
