@@ -90,6 +90,28 @@ pub enum ManagerError {
         /// The model's error.
         source: SourceError,
     },
+    /// A lifecycle guard was passed to a manager stack that did not hand it out.
+    #[error("the lifecycle guard of `{id}` belongs to another manager")]
+    ForeignGuard {
+        /// The guard's resolved id.
+        id: ModelId,
+    },
+    /// No model could be evicted to make room within the capacity in time. Nothing changed.
+    #[error(
+        "no room for `{id}`: {registered} registered and {loading} loading of {max_size}, none evictable after {waited:?}"
+    )]
+    CapacityExhausted {
+        /// The resolved id that needed room.
+        id: ModelId,
+        /// Registered models at the end of the wait.
+        registered: usize,
+        /// Cold loads in flight at the end of the wait.
+        loading: usize,
+        /// The configured capacity.
+        max_size: usize,
+        /// The configured wait.
+        waited: Duration,
+    },
     /// A model id or alias was refused.
     #[error(transparent)]
     InvalidId(#[from] InvalidId),

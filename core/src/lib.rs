@@ -20,6 +20,7 @@
 
 mod error;
 mod id;
+pub mod layer;
 mod manager;
 pub mod runtime;
 
@@ -31,4 +32,7 @@ mod mutants;
 
 pub use error::{BoxError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
-pub use manager::{Added, Lease, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot};
+pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Manager, Traced};
+pub use manager::{
+    Added, Lease, LifecycleGuard, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot,
+};

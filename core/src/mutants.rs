@@ -41,6 +41,32 @@ mutants! {
     LeakReservationOnPanic = "leak-reservation-on-panic",
     /// L1: `remove` unloads without waiting for live leases to end.
     UnloadWhileLeased = "unload-while-leased",
+    /// S3: a decorator's warm check runs without the lifecycle lock and returns at once.
+    UnlockedWarmPath = "unlocked-warm-path",
+    /// S4: the cache drops the id from its queue before the inner remove, and never restores it.
+    QueueRemovalFirst = "queue-removal-first",
+    /// S5: eviction pops skipped pins and the victim off the queue and loses them on failure.
+    NoEvictionRestore = "no-eviction-restore",
+    /// S6: a touch appends without removing the existing entry.
+    NoQueueDedup = "no-queue-dedup",
+    /// S6b: cold adds queue before locking; a failed load's rollback drops every occurrence.
+    RollbackRemovesAll = "rollback-removes-all",
+    /// S6c: admission counts registered models only, not cold loads in flight.
+    CapacityIgnoresInflight = "capacity-ignores-inflight",
+    /// S7: the decorator's warm check looks at the canonical id instead of the resolved id.
+    CanonicalWarmCheck = "canonical-warm-check",
+    /// S8: a warm add touches the queue after releasing the lifecycle lock, appending.
+    WarmTouchOutsideLock = "warm-touch-outside-lock",
+    /// S11: the new id is queued before eviction and not rolled back when a victim fails.
+    AppendBeforeEvict = "append-before-evict",
+    /// S12: a lease touches the queue before the lookup, appending unknown ids.
+    TouchUnknown = "touch-unknown",
+    /// L2: eviction picks models that are in use.
+    EvictLeased = "evict-leased",
+    /// S10: a cache keeps a pin to itself instead of forwarding it down the stack.
+    PinNotForwarded = "pin-not-forwarded",
+    /// S13: eviction waits for a victim's lifecycle lock while holding the queue lock.
+    QueueLockDuringEviction = "queue-lock-during-eviction",
 }
 
 impl fmt::Display for Mutant {

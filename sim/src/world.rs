@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use resident::mutants::MutantSet;
 use resident::runtime::Arc;
-use resident::{BoxError, Loader, ManagerConfig, Model, ModelId, ModelManager};
+use resident::{BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, Model, ModelId, ModelManager};
 
 use crate::ensure;
 use crate::runtime::{Counter, SimRuntime};
@@ -48,6 +48,31 @@ impl<R: SimRuntime> IdProbe<R> {
 pub struct Probe<R: SimRuntime> {
     ids: BTreeMap<String, IdProbe<R>>,
     work: usize,
+    /// Opened by the scenario; gated unloads wait for it.
+    pub gate: R::Counter,
+    /// Unloads of gated ids that have started.
+    pub gated_unloads: R::Counter,
+    gated: Vec<String>,
+    capacity: Option<usize>,
+}
+
+impl<R: SimRuntime> Probe<R> {
+    /// Models built and not unloaded, over every id.
+    pub fn alive_total(&self) -> usize {
+        self.ids.values().map(IdProbe::alive).sum()
+    }
+
+    /// Opens the gate.
+    pub fn open_gate(&self) {
+        self.gate.add(1);
+    }
+
+    /// Waits (yielding) until some gated unload has started.
+    pub fn wait_for_gated_unload(&self) {
+        while self.gated_unloads.get() == 0 {
+            R::yield_now();
+        }
+    }
 }
 
 impl<R: SimRuntime> Probe<R> {
@@ -62,9 +87,19 @@ pub struct WorldBuilder<R: SimRuntime> {
     rt: R,
     ids: BTreeMap<String, IdProbe<R>>,
     mutants: MutantSet,
+    gated: Vec<String>,
+    capacity: Option<usize>,
+    work: usize,
 }
 
 impl<R: SimRuntime> WorldBuilder<R> {
+    /// Scheduling points (yields) inside each load (default 2). Fewer yields keep a loading
+    /// thread running under PCT, which is what some races need.
+    pub fn work(mut self, yields: usize) -> Self {
+        self.work = yields;
+        self
+    }
+
     /// Declares `id`: call `n` of its loads does `loads[n]` (then `Ok`), likewise unloads.
     pub fn model(mut self, id: &str, loads: &[Step], unloads: &[Step]) -> Self {
         let probe = IdProbe {
@@ -82,41 +117,83 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
-    /// Builds the manager.
-    pub fn build(self) -> World<R> {
-        let probe = Arc::new(Probe { ids: self.ids, work: 2 });
+    /// Declares ids whose models' unloads wait for the probe's gate.
+    pub fn gate_unloads(mut self, ids: &[&str]) -> Self {
+        self.gated = ids.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// Fails the execution (`capacity`) whenever a load would make more than `max` models alive.
+    pub fn capacity(mut self, max: usize) -> Self {
+        self.capacity = Some(max);
+        self
+    }
+
+    /// Builds the base manager.
+    pub fn build(self) -> World<R, Base<R>> {
+        self.stack(|base, _| base)
+    }
+
+    /// Builds the base manager, loads `preload` into it (in order), and wraps it with `wrap`
+    /// (which also gets the mutants).
+    pub fn stack<S: Manager>(self, wrap: impl FnOnce(Base<R>, MutantSet) -> S) -> World<R, S> {
+        self.preloaded(&[], wrap)
+    }
+
+    /// Like [`WorldBuilder::stack`], with `preload` registered in the base before wrapping.
+    pub fn preloaded<S: Manager>(
+        self,
+        preload: &[&str],
+        wrap: impl FnOnce(Base<R>, MutantSet) -> S,
+    ) -> World<R, S> {
+        let probe = Arc::new(Probe {
+            ids: self.ids,
+            work: self.work,
+            gate: self.rt.counter(),
+            gated_unloads: self.rt.counter(),
+            gated: self.gated,
+            capacity: self.capacity,
+        });
         let loader = SimLoader { probe: Arc::clone(&probe) };
         let config = ManagerConfig::default()
             .with_lock_timeout(Duration::from_secs(1))
             .with_lease_drain_timeout(Duration::from_secs(1));
-        let manager = ModelManager::with_runtime(loader, config, self.rt.clone())
+        let base = ModelManager::with_runtime(loader, config, self.rt.clone())
             .expect("scenario config is valid")
             .with_mutants(self.mutants);
-        World { rt: self.rt, probe, manager: Arc::new(manager) }
+        for id in preload {
+            base.add_model(id, None).expect("setup loads succeed");
+        }
+        World { rt: self.rt, probe, manager: Arc::new(wrap(base, self.mutants)) }
     }
 }
 
-/// A manager over a scripted loader, on a checker runtime.
-pub struct World<R: SimRuntime> {
+/// The base manager of every scenario stack.
+pub type Base<R> = ModelManager<SimLoader<R>, R>;
+
+/// A manager stack over a scripted loader, on a checker runtime.
+pub struct World<R: SimRuntime, S = Base<R>> {
     /// The execution's runtime.
     pub rt: R,
     /// Scripts and counters.
     pub probe: Arc<Probe<R>>,
-    /// The manager under test.
-    pub manager: Arc<ModelManager<SimLoader<R>, R>>,
+    /// The stack under test.
+    pub manager: Arc<S>,
 }
 
 impl<R: SimRuntime> World<R> {
     /// Starts building a world on `rt` with `mutants` switched on.
     pub fn builder(rt: R, mutants: MutantSet) -> WorldBuilder<R> {
-        WorldBuilder { rt, ids: BTreeMap::new(), mutants }
+        WorldBuilder { rt, ids: BTreeMap::new(), mutants, gated: Vec::new(), capacity: None, work: 2 }
     }
+}
 
-    /// Spawns a named scenario thread that gets the manager.
+impl<R: SimRuntime, S: Manager<Model = SimModel<R>, Runtime = R>> World<R, S> {
+    /// Spawns a named scenario thread that gets the stack.
     pub fn spawn<T, F>(&self, name: &'static str, f: F) -> R::Handle<T>
     where
         T: Send + 'static,
-        F: FnOnce(&ModelManager<SimLoader<R>, R>, &'static str) -> T + Send + 'static,
+        F: FnOnce(&S, &'static str) -> T + Send + 'static,
     {
         let manager = Arc::clone(&self.manager);
         self.rt.spawn(name, move || f(&manager, name))
@@ -144,8 +221,16 @@ impl<R: SimRuntime> World<R> {
                 entry.locked
             );
         }
+        let mut registered: BTreeMap<String, usize> = BTreeMap::new();
+        for id in &snapshot.registered {
+            let lease = self.manager.lease(id.as_str());
+            ensure!(lease.is_ok(), "I14", "registered {id} cannot be leased at quiescence: {lease:?}");
+            if let Ok(lease) = lease {
+                *registered.entry(lease.id.clone()).or_default() += 1;
+            }
+        }
         for (id, probe) in &self.probe.ids {
-            let registered = usize::from(snapshot.registered.iter().any(|r| r.as_str() == id));
+            let registered = registered.get(id).copied().unwrap_or(0);
             ensure!(
                 probe.alive() == registered,
                 "I14",
@@ -181,6 +266,14 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
         let step = p.loads.get(call).copied().unwrap_or(Step::Ok);
         if step == Step::Ok {
             p.constructed.add(1);
+            if let Some(max) = self.probe.capacity {
+                let alive = self.probe.alive_total();
+                ensure!(
+                    alive <= max,
+                    "capacity",
+                    "{alive} models alive after loading {id}; max_size is {max}"
+                );
+            }
         }
         p.active_mutations.sub(1);
         p.active_loads.sub(1);
@@ -225,7 +318,15 @@ impl<R: SimRuntime> Model for SimModel<R> {
         let p = self.probe.id(&self.id);
         let call = p.unload_calls.add(1);
         enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
-        R::yield_now();
+        for _ in 0..self.probe.work.min(1) {
+            R::yield_now();
+        }
+        if self.probe.gated.contains(&self.id) {
+            self.probe.gated_unloads.add(1);
+            while self.probe.gate.get() == 0 {
+                R::yield_now();
+            }
+        }
         let step = p.unloads.get(call).copied().unwrap_or(Step::Ok);
         if step == Step::Ok {
             self.unloaded.add(1);
@@ -246,4 +347,19 @@ pub fn traced<T: std::fmt::Debug>(thread: &str, op: &str, f: impl FnOnce() -> T)
     let out = f();
     trace::record(thread, format!("{op} -> {out:?}"));
     out
+}
+
+/// I4 at quiescence (and after every completed mutation): the cache's queue holds exactly the
+/// registered ids, each once.
+pub fn check_queue<M: Manager>(cache: &FixedSizeCache<M>) {
+    let queue = cache.queue();
+    let mut registered = cache.ids();
+    let mut queued = queue.clone();
+    queued.sort();
+    registered.sort();
+    let mut deduped = queued.clone();
+    deduped.dedup();
+    ensure!(deduped.len() == queued.len(), "I4", "queue {queue:?} has duplicates");
+    ensure!(queued == registered, "I4", "queue {queue:?} but registered {registered:?}");
+    ensure!(cache.loading() == 0, "I4", "{} cold loads still counted at quiescence", cache.loading());
 }

@@ -1,5 +1,7 @@
 //! Every catalogue scenario passes with all mutants off: shuttle random, shuttle PCT, and loom
-//! (exhaustive under the scenario's preemption bound) where the scenario fits loom.
+//! (exhaustive under the scenario's preemption bound) where the scenario fits loom. Scenarios
+//! that do not fit loom (their waits for room or victims poll) pass the loom test vacuously and
+//! say so.
 
 mod support;
 
@@ -29,6 +31,8 @@ macro_rules! scenario_tests {
         mod loom { $( #[test] fn $name() {
             if super::scenarios::find($id).expect("catalogue id").loom.is_some() {
                 super::passes($id, super::Checker::Loom)
+            } else {
+                println!("{} does not fit loom; shuttle covers it", $id);
             }
         } )* }
         #[test]
@@ -48,4 +52,18 @@ scenario_tests! {
     m_s2t => "M-S2t",
     m_s2p => "M-S2p",
     m_l1 => "M-L1",
+    m_s3 => "M-S3",
+    m_s4 => "M-S4",
+    m_s5 => "M-S5",
+    m_s6 => "M-S6",
+    m_s6b => "M-S6b",
+    m_s6c => "M-S6c",
+    m_s7 => "M-S7",
+    m_s8 => "M-S8",
+    m_s9 => "M-S9",
+    m_s10 => "M-S10",
+    m_s11 => "M-S11",
+    m_s12 => "M-S12",
+    m_s13 => "M-S13",
+    m_l2 => "M-L2",
 }

@@ -4,51 +4,58 @@
 //! reservation second (the other order could retire an entry that is still held), and the
 //! reservation's release is the only place where an entry is retired.
 
+use std::fmt;
+
 use super::table::{LifecycleEntry, Table};
 use crate::id::ModelId;
 use crate::mutants::{Mutant, MutantSet, on};
-use crate::runtime::{Arc, Monitor, Runtime, TimedOut, panicking};
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
+
+/// The table monitor, shared by the manager and every guard it hands out.
+pub(crate) type SharedTable<M, R> = Arc<<R as Runtime>::Monitor<Table<M, R>>>;
 
 /// A reservation of one lifecycle generation: while it lives, the entry cannot be retired.
-pub(crate) struct Reservation<'a, M: Send + Sync + 'static, R: Runtime> {
-    table: &'a R::Monitor<Table<M, R>>,
+pub(crate) struct Reservation<M: Send + Sync + 'static, R: Runtime> {
+    table: SharedTable<M, R>,
     id: ModelId,
     entry: Arc<LifecycleEntry<R>>,
     mutants: MutantSet,
     leaked: bool,
 }
 
-impl<'a, M: Send + Sync + 'static, R: Runtime> Reservation<'a, M, R> {
+impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     /// Reserves the current generation of `id` (creating it if needed).
-    pub(crate) fn new(
-        table: &'a R::Monitor<Table<M, R>>,
-        id: &ModelId,
-        runtime: &R,
-        mutants: MutantSet,
-    ) -> Self {
+    pub(crate) fn new(table: &SharedTable<M, R>, id: &ModelId, runtime: &R, mutants: MutantSet) -> Self {
         let entry = table.with(|t| t.reserve(id, runtime));
         tracing::trace!(%id, generation = entry.generation, "reserved");
-        Self { table, id: id.clone(), entry, mutants, leaked: false }
+        Self { table: Arc::clone(table), id: id.clone(), entry, mutants, leaked: false }
     }
 
-    /// Waits for the generation's lock, turning the reservation into a [`Hold`].
-    pub(crate) fn acquire(self, timeout: std::time::Duration) -> Result<Hold<'a, M, R>, TimedOut> {
+    /// Waits for the generation's lock, turning the reservation into a [`LifecycleGuard`].
+    pub(crate) fn acquire(mut self, timeout: std::time::Duration) -> Result<LifecycleGuard<M, R>, TimedOut> {
         match self.entry.lock.acquire(timeout) {
             Ok(()) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock acquired");
-                Ok(Hold { reservation: self, locked: true })
+                Ok(LifecycleGuard { reservation: self, locked: true, forget_on_release: Default::default() })
             }
             Err(TimedOut) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock timed out");
-                let mut this = self;
-                this.leaked = on(this.mutants, Mutant::LeakReservationOnTimeout);
+                self.leaked = on(self.mutants, Mutant::LeakReservationOnTimeout);
                 Err(TimedOut)
             }
         }
     }
+
+    /// Takes the generation's lock only if it is free right now.
+    pub(crate) fn try_acquire(self) -> Option<LifecycleGuard<M, R>> {
+        self.entry.lock.try_acquire().then(|| {
+            tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock taken (try)");
+            LifecycleGuard { reservation: self, locked: true, forget_on_release: Default::default() }
+        })
+    }
 }
 
-impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<'_, M, R> {
+impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
     fn drop(&mut self) {
         if self.leaked || (panicking() && on(self.mutants, Mutant::LeakReservationOnPanic)) {
             return;
@@ -57,23 +64,36 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<'_, M, R> {
     }
 }
 
-/// The held lifecycle lock of one generation, with its reservation.
-pub(crate) struct Hold<'a, M: Send + Sync + 'static, R: Runtime> {
-    reservation: Reservation<'a, M, R>,
+/// The held lifecycle lock of one resolved id (one generation of it), with its reservation.
+///
+/// Obtained from [`Manager::lock`](crate::Manager::lock); while it lives no other caller can
+/// add or remove that id, and the generation cannot be retired. Dropping it releases both.
+pub struct LifecycleGuard<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    reservation: Reservation<M, R>,
     locked: bool,
+    /// Mutant S1b only: retire the entry right after the lock is released.
+    forget_on_release: std::cell::Cell<bool>,
 }
 
-impl<M: Send + Sync + 'static, R: Runtime> Hold<'_, M, R> {
-    /// The generation this hold belongs to.
-    pub(crate) fn generation(&self) -> u64 {
+impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
+    /// The resolved id this guard locks.
+    pub fn id(&self) -> &ModelId {
+        &self.reservation.id
+    }
+
+    /// The generation this guard belongs to.
+    pub fn generation(&self) -> u64 {
         self.reservation.entry.generation
     }
 
-    /// Mutant S1b: release the lock, then retire the entry without looking at reservations.
-    pub(crate) fn release_then_forget(mut self) {
-        self.release_lock();
-        let id = self.reservation.id.clone();
-        self.reservation.table.with(|t| t.forget(&id));
+    /// Whether this guard was handed out by the manager that owns `table`.
+    pub(crate) fn belongs_to(&self, table: &SharedTable<M, R>) -> bool {
+        Arc::ptr_eq(&self.reservation.table, table)
+    }
+
+    /// Mutant S1b: once released, retire the entry without looking at reservations.
+    pub(crate) fn forget_on_release(&self) {
+        self.forget_on_release.set(true);
     }
 
     fn release_lock(&mut self) {
@@ -83,9 +103,22 @@ impl<M: Send + Sync + 'static, R: Runtime> Hold<'_, M, R> {
     }
 }
 
-impl<M: Send + Sync + 'static, R: Runtime> Drop for Hold<'_, M, R> {
+impl<M: Send + Sync + 'static, R: Runtime> Drop for LifecycleGuard<M, R> {
     fn drop(&mut self) {
         // The lock goes first; the reservation (a field) is released after this body.
         self.release_lock();
+        if self.forget_on_release.get() {
+            let id = &self.reservation.id;
+            self.reservation.table.with(|t| t.forget(id));
+        }
+    }
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> fmt::Debug for LifecycleGuard<M, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LifecycleGuard")
+            .field("id", self.id())
+            .field("generation", &self.generation())
+            .finish()
     }
 }

@@ -24,14 +24,16 @@ use std::fmt;
 
 pub use config::ManagerConfig;
 pub use lease::Lease;
+pub use lifecycle::LifecycleGuard;
 pub use model::{Loader, Model};
 
 use lease::Slot;
-use lifecycle::{Hold, Reservation};
+use lifecycle::{Reservation, SharedTable};
 use table::Table;
 
 use crate::error::{InvalidConfig, ManagerError, SourceError};
 use crate::id::ModelId;
+use crate::layer::Manager;
 use crate::mutants::{Mutant, MutantSet, on};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
 
@@ -70,7 +72,7 @@ pub struct Snapshot {
 /// leases, and unloads it only when no lease is left.
 ///
 /// ```
-/// use resident::{BoxError, Loader, Model, ModelId, ModelManager};
+/// use resident::{BoxError, Loader, Manager, Model, ModelId, ModelManager};
 ///
 /// struct Echo(String);
 /// impl Model for Echo {
@@ -94,7 +96,7 @@ pub struct ModelManager<L: Loader, R: Runtime = StdRuntime> {
     loader: L,
     runtime: R,
     config: ManagerConfig,
-    table: R::Monitor<Table<L::Model, R>>,
+    table: SharedTable<L::Model, R>,
     mutants: MutantSet,
 }
 
@@ -118,7 +120,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     }
 
     fn build(loader: L, config: ManagerConfig, runtime: R) -> Self {
-        let table = runtime.monitor(Table::new());
+        let table = Arc::new(runtime.monitor(Table::new()));
         Self { loader, runtime, config, table, mutants: MutantSet::NONE }
     }
 
@@ -139,24 +141,55 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         &self.loader
     }
 
-    /// Makes sure the model `id` is registered under its resolved id (`alias` if given, else
-    /// `id`), loading it with the canonical `id` if it is not.
-    ///
-    /// Waits at most [`ManagerConfig::lock_timeout`] for another mutation of the same resolved
-    /// id. A loader error or panic registers nothing and goes back to this caller only.
-    pub fn add_model(&self, id: &str, alias: Option<&str>) -> Result<Added, ManagerError> {
-        let canonical = ModelId::new(id)?;
-        let resolved = match alias {
-            Some(alias) => ModelId::new(alias)?,
-            None => canonical.clone(),
-        };
-        let hold = self.hold(&resolved)?;
-        if self.table.with(|t| t.registry.contains_key(&resolved)) {
+    fn slot(&self, id: &str) -> Result<Arc<Slot<L::Model, R>>, ManagerError> {
+        let id = ModelId::new(id)?;
+        self.table.with(|t| t.registry.get(&id).cloned()).ok_or(ManagerError::NotFound { id })
+    }
+
+    fn check_guard(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
+        if guard.belongs_to(&self.table) {
+            Ok(())
+        } else {
+            Err(ManagerError::ForeignGuard { id: guard.id().clone() })
+        }
+    }
+}
+
+impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
+    type Model = L::Model;
+    type Runtime = R;
+
+    fn runtime(&self) -> &R {
+        &self.runtime
+    }
+
+    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
+        let timeout = self.config.lock_timeout();
+        Reservation::new(&self.table, id, &self.runtime, self.mutants)
+            .acquire(timeout)
+            .map_err(|_| ManagerError::LockTimeout { id: id.clone(), waited: timeout })
+    }
+
+    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<L::Model, R>> {
+        Reservation::new(&self.table, id, &self.runtime, self.mutants).try_acquire()
+    }
+
+    /// Waits at most [`ManagerConfig::lock_timeout`] (in [`Manager::lock`]) for another
+    /// mutation of the same resolved id. A loader error or panic registers nothing and goes back
+    /// to this caller only.
+    fn add_locked(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+        canonical: &ModelId,
+    ) -> Result<Added, ManagerError> {
+        self.check_guard(guard)?;
+        let resolved = guard.id();
+        if self.table.with(|t| t.registry.contains_key(resolved)) {
             tracing::debug!(id = %resolved, "add: warm");
             return Ok(Added::Warm);
         }
-        tracing::debug!(id = %resolved, %canonical, generation = hold.generation(), "add: loading");
-        match self.loader.load(&canonical) {
+        tracing::debug!(id = %resolved, %canonical, generation = guard.generation(), "add: loading");
+        match self.loader.load(canonical) {
             Ok(model) => {
                 let slot = Arc::new(Slot::new(resolved.clone(), model, &self.runtime));
                 self.table.with(|t| t.registry.insert(resolved.clone(), slot));
@@ -165,87 +198,75 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
             }
             Err(error) => {
                 if on(self.mutants, Mutant::RetireOnLoadFailure) {
-                    self.table.with(|t| t.forget(&resolved));
+                    self.table.with(|t| t.forget(resolved));
                 }
                 tracing::debug!(id = %resolved, %error, "add: load failed");
-                Err(ManagerError::Load { id: resolved, source: SourceError::new(error) })
+                Err(ManagerError::Load { id: resolved.clone(), source: SourceError::new(error) })
             }
         }
     }
 
-    /// Unloads and unregisters the model registered under the resolved id `id`.
-    ///
-    /// New leases are refused while it waits (at most
-    /// [`ManagerConfig::lease_drain_timeout`]) for live leases to end; then the model's
-    /// [`Model::unload`] runs. If the wait times out or the unload fails, the model stays
-    /// registered and usable and the error is returned.
-    pub fn remove(&self, id: &str) -> Result<(), ManagerError> {
-        let id = ModelId::new(id)?;
-        let hold = self.hold(&id)?;
+    /// New leases are refused while it waits (at most [`ManagerConfig::lease_drain_timeout`])
+    /// for live leases to end; then the model's [`Model::unload`] runs. If the wait times out or
+    /// the unload fails, the model stays registered and usable and the error is returned.
+    fn remove_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
+        self.check_guard(guard)?;
+        let id = guard.id();
         let slot = self
             .table
-            .with(|t| t.registry.get(&id).cloned())
+            .with(|t| t.registry.get(id).cloned())
             .ok_or_else(|| ManagerError::NotFound { id: id.clone() })?;
         let closed = if on(self.mutants, Mutant::UnloadWhileLeased) {
             None
         } else {
             Some(slot.close(self.config.lease_drain_timeout())?)
         };
-        tracing::debug!(id = %id, generation = hold.generation(), "remove: unloading");
+        tracing::debug!(%id, generation = guard.generation(), "remove: unloading");
         if let Err(error) = slot.model.unload() {
-            tracing::debug!(id = %id, %error, "remove: unload failed");
-            return Err(ManagerError::Unload { id, source: SourceError::new(error) });
+            tracing::debug!(%id, %error, "remove: unload failed");
+            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
         }
         if let Some(closed) = closed {
             closed.commit();
         }
         self.table.with(|t| {
-            t.registry.remove(&id);
+            t.registry.remove(id);
             if on(self.mutants, Mutant::RetireWhileHeld) {
-                t.forget(&id);
+                t.forget(id);
             }
         });
-        tracing::debug!(id = %id, "remove: unloaded");
+        tracing::debug!(%id, "remove: unloaded");
         if on(self.mutants, Mutant::RetireAfterRelease) {
-            hold.release_then_forget();
+            guard.forget_on_release();
         }
         Ok(())
     }
 
-    /// A lease on the model registered under the resolved id `id`, without any lifecycle lock.
-    pub fn lease(&self, id: &str) -> Result<Lease<L::Model, R>, ManagerError> {
-        let slot = self.slot(id)?;
-        slot.lease()
+    fn lease(&self, id: &str) -> Result<Lease<L::Model, R>, ManagerError> {
+        self.slot(id)?.lease()
     }
 
-    /// Runs `f` on the model registered under `id`, holding a lease for the duration.
-    pub fn infer<O>(&self, id: &str, f: impl FnOnce(&L::Model) -> O) -> Result<O, ManagerError> {
-        let lease = self.lease(id)?;
-        Ok(f(&lease))
-    }
-
-    /// Whether a model is registered under the resolved id `id` (a hint: it may change at once).
-    pub fn contains(&self, id: &str) -> bool {
+    fn contains(&self, id: &str) -> bool {
         self.table.with(|t| t.registry.contains_key(id))
     }
 
-    /// How many models are registered.
-    pub fn len(&self) -> usize {
-        self.table.with(|t| t.registry.len())
+    fn in_use(&self, id: &ModelId) -> bool {
+        self.table.with(|t| t.registry.get(id).cloned()).is_some_and(|slot| slot.leases() > 0)
     }
 
-    /// Whether no model is registered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    fn is_locked(&self, id: &ModelId) -> bool {
+        self.table.with(|t| t.entry(id)).is_some_and(|entry| entry.lock.is_held())
     }
 
-    /// The registered resolved ids, in order.
-    pub fn ids(&self) -> Vec<ModelId> {
+    fn ids(&self) -> Vec<ModelId> {
         self.table.with(|t| t.registry.keys().cloned().collect())
     }
 
-    /// Registry and lifecycle table, read under one lock.
-    pub fn snapshot(&self) -> Snapshot {
+    fn len(&self) -> usize {
+        self.table.with(|t| t.registry.len())
+    }
+
+    fn snapshot(&self) -> Snapshot {
         let (registered, entries) =
             self.table.with(|t| (t.registry.keys().cloned().collect(), t.lifecycle()));
         let lifecycle = entries
@@ -260,23 +281,23 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         Snapshot { registered, lifecycle }
     }
 
-    fn slot(&self, id: &str) -> Result<Arc<Slot<L::Model, R>>, ManagerError> {
-        let id = ModelId::new(id)?;
-        self.table.with(|t| t.registry.get(&id).cloned()).ok_or(ManagerError::NotFound { id })
+    /// The base keeps no pins (it never evicts); it only validates the id.
+    fn pin(&self, id: &str) -> Result<(), ManagerError> {
+        ModelId::new(id)?;
+        Ok(())
     }
 
-    fn hold(&self, id: &ModelId) -> Result<Hold<'_, L::Model, R>, ManagerError> {
-        let timeout = self.config.lock_timeout();
-        Reservation::new(&self.table, id, &self.runtime, self.mutants)
-            .acquire(timeout)
-            .map_err(|_| ManagerError::LockTimeout { id: id.clone(), waited: timeout })
+    /// The base keeps no pins; it only validates the id.
+    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
+        ModelId::new(id)?;
+        Ok(())
     }
 }
 
 impl<L: Loader, R: Runtime> fmt::Debug for ModelManager<L, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ModelManager")
-            .field("registered", &self.ids())
+            .field("registered", &Manager::ids(self))
             .field("config", &self.config)
             .finish_non_exhaustive()
     }

@@ -69,6 +69,11 @@ impl<M, R: Runtime> Table<M, R> {
         self.lifecycle.remove(id);
     }
 
+    /// The current entry of `id`, if any.
+    pub(crate) fn entry(&self, id: &ModelId) -> Option<Arc<LifecycleEntry<R>>> {
+        self.lifecycle.get(id).map(|r| Arc::clone(&r.entry))
+    }
+
     /// `(id, generation, reservations, entry)` of every lifecycle entry, in id order.
     pub(crate) fn lifecycle(&self) -> Vec<(ModelId, u64, usize, Arc<LifecycleEntry<R>>)> {
         self.lifecycle

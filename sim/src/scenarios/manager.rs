@@ -3,7 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use resident::mutants::MutantSet;
-use resident::{ManagerError, ModelManager};
+use resident::{Manager, ManagerError, ModelManager};
 
 use crate::ensure;
 use crate::runtime::SimRuntime;

@@ -5,6 +5,7 @@
 //! invariant breaks, inside a thread or in the quiescence checks after every thread is joined.
 //! Each scenario names the mutants it must catch.
 
+mod layers;
 mod manager;
 
 use resident::mutants::{Mutant, MutantSet};
@@ -73,6 +74,34 @@ pub const CATALOGUE: &[Scenario] = &[
         timeouts: false, loom: Some(2), targets: [LeakReservationOnPanic], manager::load_panic),
     scenario!("M-L1", "remove never unloads a model under a live lease",
         timeouts: false, loom: Some(2), targets: [UnloadWhileLeased], manager::remove_under_lease),
+    scenario!("M-S3", "a decorator's warm path must not bypass a remove in progress (S3)",
+        timeouts: true, loom: Some(1), targets: [UnlockedWarmPath], layers::warm_path_vs_remove),
+    scenario!("M-S4", "a failed direct remove keeps the exact LRU order (S4)",
+        timeouts: false, loom: Some(2), targets: [QueueRemovalFirst], layers::failed_remove_keeps_order),
+    scenario!("M-S5", "a failed eviction restores skipped pins and the failed victim (S5)",
+        timeouts: false, loom: Some(2), targets: [NoEvictionRestore], layers::failed_eviction_restores),
+    scenario!("M-S6", "concurrent cold adds of one id queue it once (S6)",
+        timeouts: false, loom: Some(2), targets: [NoQueueDedup], layers::concurrent_cold_adds),
+    scenario!("M-S6b", "a failed load's rollback must not drop a peer's queue entry (S6b)",
+        timeouts: false, loom: Some(2), targets: [RollbackRemovesAll], layers::rollback_keeps_peer_entry),
+    scenario!("M-S6c", "max_size holds under simultaneous cold loads of different ids (S6c)",
+        timeouts: true, loom: None, targets: [CapacityIgnoresInflight], layers::capacity_under_concurrent_loads),
+    scenario!("M-S7", "every layer uses the resolved id: an alias of a registered model loads (S7)",
+        timeouts: false, loom: Some(2), targets: [CanonicalWarmCheck], layers::alias_uses_resolved_id),
+    scenario!("M-S8", "eviction racing a reload of the victim (S8)",
+        timeouts: false, loom: None, targets: [WarmTouchOutsideLock], layers::eviction_vs_reload),
+    scenario!("M-S9", "S2 through the cache: loader failure with waiters (S9)",
+        timeouts: false, loom: Some(1), targets: [RetireOnLoadFailure], layers::load_failure_through_cache),
+    scenario!("M-S10", "nested stacks: cache over tracing over cache over base, all methods (S10)",
+        timeouts: false, loom: None, targets: [PinNotForwarded], layers::nested_stacks),
+    scenario!("M-S11", "new id queued before eviction, then the victim's unload fails (S11)",
+        timeouts: false, loom: Some(2), targets: [AppendBeforeEvict], layers::failed_eviction_no_phantom),
+    scenario!("M-S12", "a lease of an unknown id, and a lease racing a remove, leave no phantom (S12)",
+        timeouts: false, loom: Some(1), targets: [TouchUnknown], layers::touch_of_unknown_ids),
+    scenario!("M-S13", "no lock-order cycle between eviction and warm adds of the victims (S13)",
+        timeouts: false, loom: None, targets: [QueueLockDuringEviction], layers::lock_order),
+    scenario!("M-L2", "eviction skips models in use",
+        timeouts: true, loom: None, targets: [EvictLeased], layers::eviction_skips_in_use),
 ];
 
 /// The scenario with catalogue id `id`.

@@ -1,0 +1,467 @@
+//! [`FixedSizeCache`]: an LRU decorator that keeps at most `max_size` models (registered plus
+//! loading) in the manager it wraps, and optionally at most `max_bytes`.
+//!
+//! # Guarantees
+//! - After every completed add or remove, success or failure, the queue holds exactly the
+//!   registered ids, each once (I4). Ids are queued only after their load succeeded and dropped
+//!   only after their removal succeeded, so a failure leaves the queue exactly as it was (I5),
+//!   and a failed eviction keeps the failed victim and every skipped pin in place, while
+//!   completed evictions stay done (I6, I10).
+//! - The warm/cold decision and every queue update of an add happen under the resolved id's
+//!   lifecycle lock, reached through the inner stack (I7, I9, I13).
+//! - Eviction takes least-recently-used ids that are neither pinned nor in use, only as many as
+//!   needed; capacity counts cold loads in flight, so `max_size` holds under simultaneous cold
+//!   loads of different ids.
+//!
+//! # Lock order (I12)
+//! `lifecycle lock (the id being added)` → `bookkeeping monitor` → `base monitors`. A thread
+//! holding a lifecycle lock takes a victim's lifecycle lock only with `try_lock` (a busy victim
+//! is skipped), and the bookkeeping monitor is never held while waiting for any lifecycle lock,
+//! loading or unloading.
+
+mod config;
+mod queue;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use config::{CapacityPolicy, FixedSizeConfig};
+
+use queue::Bookkeeping;
+
+use crate::error::{InvalidConfig, ManagerError};
+use crate::id::ModelId;
+use crate::layer::{Manager, resolve};
+use crate::manager::{Added, Lease, LifecycleGuard, Model, Snapshot};
+use crate::mutants::{Mutant, MutantSet, on};
+use crate::runtime::{Monitor, Runtime};
+
+/// The longest single wait for room before re-planning (lease ends do not notify the cache).
+const REPLAN_EVERY: Duration = Duration::from_millis(10);
+
+type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping>;
+
+/// An LRU cache over any [`Manager`]: evicts least-recently-used models to stay within
+/// `max_size` models (and `max_bytes`, if set).
+///
+/// ```
+/// use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+/// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
+/// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
+/// let cache = FixedSizeCache::new(ModelManager::new(L), FixedSizeConfig::new(2))?;
+/// cache.add_model("a", None)?;
+/// cache.add_model("b", None)?;
+/// cache.lease("a")?;             // a is now the most recently used
+/// cache.add_model("c", None)?;   // evicts b
+/// assert_eq!(cache.queue(), ["a", "c"].map(|s| ModelId::new(s).unwrap()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct FixedSizeCache<M: Manager> {
+    inner: M,
+    config: FixedSizeConfig,
+    book: Book<M>,
+    mutants: MutantSet,
+}
+
+enum Plan {
+    Admit,
+    Evict(Vec<ModelId>),
+    Full { registered: usize, loading: usize },
+}
+
+/// A slot counted against `max_size` while a cold load runs; released unless committed.
+struct Admission<'a, M: Manager> {
+    cache: &'a FixedSizeCache<M>,
+    committed: bool,
+}
+
+impl<M: Manager> Admission<'_, M> {
+    fn commit(mut self, id: &ModelId, bytes: u64) {
+        self.committed = true;
+        self.cache.book.with(|b| {
+            b.loading -= 1;
+            b.push(id);
+            b.sizes.insert(id.clone(), bytes);
+        });
+        self.cache.book.notify_all();
+    }
+}
+
+impl<M: Manager> Drop for Admission<'_, M> {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.cache.book.with(|b| b.loading -= 1);
+            self.cache.book.notify_all();
+        }
+    }
+}
+
+impl<M: Manager> FixedSizeCache<M> {
+    /// Wraps `inner`; models it already holds are queued in id order.
+    pub fn new(inner: M, config: FixedSizeConfig) -> Result<Self, InvalidConfig> {
+        config.validate()?;
+        let mut book = Bookkeeping::default();
+        for id in inner.ids() {
+            let bytes = inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
+            book.push(&id);
+            book.sizes.insert(id, bytes);
+        }
+        let book = inner.runtime().monitor(book);
+        Ok(Self { inner, config, book, mutants: MutantSet::NONE })
+    }
+
+    /// Switches historical bugs back on (model checking only).
+    #[cfg(feature = "mutants")]
+    pub fn with_mutants(mut self, mutants: MutantSet) -> Self {
+        self.mutants = mutants;
+        self
+    }
+
+    /// The wrapped manager.
+    pub fn get_ref(&self) -> &M {
+        &self.inner
+    }
+
+    /// Unwraps the manager.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+
+    /// The capacity configuration.
+    pub fn config(&self) -> &FixedSizeConfig {
+        &self.config
+    }
+
+    /// The LRU queue, least recently used first.
+    pub fn queue(&self) -> Vec<ModelId> {
+        self.book.with(|b| b.queue.iter().cloned().collect())
+    }
+
+    /// The pinned ids, in order.
+    pub fn pinned(&self) -> Vec<ModelId> {
+        self.book.with(|b| b.pinned.iter().cloned().collect())
+    }
+
+    /// Cold loads in flight.
+    pub fn loading(&self) -> usize {
+        self.book.with(|b| b.loading)
+    }
+
+    fn touch(&self, id: &ModelId) {
+        if on(self.mutants, Mutant::NoQueueDedup) {
+            self.book.with(|b| b.queue.push_back(id.clone()));
+        } else {
+            self.book.with(|b| b.touch(id));
+        }
+    }
+
+    /// Counts a cold load of `id` against the capacity, evicting what it must; waits (bounded)
+    /// when nothing is evictable.
+    fn admit(&self, id: &ModelId) -> Result<Admission<'_, M>, ManagerError> {
+        let max = self.config.max_size();
+        let rt = self.inner.runtime();
+        let deadline = rt.now() + self.config.capacity_wait();
+        let evict_leased = on(self.mutants, Mutant::EvictLeased);
+        let count_inflight = !on(self.mutants, Mutant::CapacityIgnoresInflight);
+        if on(self.mutants, Mutant::AppendBeforeEvict) {
+            self.book.with(|b| b.push(id));
+        }
+        loop {
+            let plan = self.book.with(|b| {
+                let queued = b.queue.iter().filter(|q| *q != id).count();
+                let occupied = queued + if count_inflight { b.loading } else { 0 };
+                if occupied < max {
+                    b.loading += 1;
+                    return Plan::Admit;
+                }
+                let victims = b.victims(occupied + 1 - max, id, |v| {
+                    (evict_leased || !self.inner.in_use(v)) && !self.inner.is_locked(v)
+                });
+                if victims.is_empty() {
+                    Plan::Full { registered: queued, loading: b.loading }
+                } else {
+                    Plan::Evict(victims)
+                }
+            });
+            let stuck = match plan {
+                Plan::Admit => return Ok(Admission { cache: self, committed: false }),
+                Plan::Evict(victims) => !self.evict_all(&victims)?,
+                Plan::Full { registered, loading } => {
+                    if self.config.policy() == CapacityPolicy::Overflow {
+                        tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
+                        self.book.with(|b| b.loading += 1);
+                        return Ok(Admission { cache: self, committed: false });
+                    }
+                    if rt.now() >= deadline {
+                        return Err(ManagerError::CapacityExhausted {
+                            id: id.clone(),
+                            registered,
+                            loading,
+                            max_size: max,
+                            waited: self.config.capacity_wait(),
+                        });
+                    }
+                    true
+                }
+            };
+            if stuck {
+                // Nothing to evict right now (all in use, pinned or busy): wait for a change,
+                // at most until the next re-plan.
+                let wait = deadline.saturating_sub(rt.now()).min(REPLAN_EVERY).max(Duration::from_nanos(1));
+                let _ = self.book.wait_until(Some(wait), |b| {
+                    let room = b.occupied() < max;
+                    let free = |v: &ModelId| !self.inner.in_use(v) && !self.inner.is_locked(v);
+                    (room || !b.victims(1, id, free).is_empty()).then_some(())
+                });
+            }
+        }
+    }
+
+    /// Evicts `victims` in order; `Ok(true)` if at least one went. A busy, pinned or in-use
+    /// victim is skipped; a failed unload ends the round with its error (completed evictions
+    /// stay done; the failed victim keeps its place).
+    fn evict_all(&self, victims: &[ModelId]) -> Result<bool, ManagerError> {
+        if on(self.mutants, Mutant::QueueLockDuringEviction) {
+            return self.evict_holding_the_queue(victims);
+        }
+        let popped_pins = self.pop_for_eviction(victims);
+        let mut evicted = false;
+        for victim in victims {
+            evicted |= self.evict(victim)?;
+        }
+        if let Some(pins) = popped_pins {
+            self.book.with(|b| pins.into_iter().rev().for_each(|p| b.queue.push_front(p)));
+        }
+        Ok(evicted)
+    }
+
+    /// Mutant S5: pop skipped pins and the victims off the queue before evicting (upstream).
+    fn pop_for_eviction(&self, victims: &[ModelId]) -> Option<Vec<ModelId>> {
+        if !on(self.mutants, Mutant::NoEvictionRestore) {
+            return None;
+        }
+        Some(self.book.with(|b| {
+            let (mut pins, mut kept, mut left) = (Vec::new(), Vec::new(), victims.to_vec());
+            while let Some(front) = b.queue.pop_front().filter(|_| !left.is_empty()) {
+                if b.pinned.contains(&front) {
+                    pins.push(front);
+                } else if let Some(at) = left.iter().position(|v| *v == front) {
+                    left.remove(at);
+                } else {
+                    kept.push(front);
+                }
+            }
+            kept.into_iter().rev().for_each(|k| b.queue.push_front(k));
+            pins
+        }))
+    }
+
+    /// Mutant S13: hold the queue lock while waiting for each victim's lifecycle lock.
+    fn evict_holding_the_queue(&self, victims: &[ModelId]) -> Result<bool, ManagerError> {
+        self.book.with(|b| {
+            for victim in victims {
+                let guard = self.inner.lock(victim)?;
+                self.inner.remove_locked(&guard)?;
+                b.forget(victim);
+            }
+            Ok(!victims.is_empty())
+        })
+    }
+
+    fn evict(&self, victim: &ModelId) -> Result<bool, ManagerError> {
+        let Some(guard) = self.inner.try_lock(victim) else {
+            tracing::debug!(%victim, "evict: busy, skipped");
+            return Ok(false);
+        };
+        if !self.inner.contains(victim.as_str()) {
+            self.book.with(|b| b.forget(victim));
+            return Ok(true);
+        }
+        let evict_leased = on(self.mutants, Mutant::EvictLeased);
+        if self.book.with(|b| b.pinned.contains(victim)) || (!evict_leased && self.inner.in_use(victim)) {
+            return Ok(false);
+        }
+        match self.inner.remove_locked(&guard) {
+            Ok(()) => {
+                self.book.with(|b| b.forget(victim));
+                self.book.notify_all();
+                tracing::debug!(%victim, "evicted");
+                Ok(true)
+            }
+            Err(ManagerError::Busy { .. }) if !evict_leased => Ok(false),
+            Err(error) => {
+                tracing::debug!(%victim, %error, "eviction failed");
+                Err(error)
+            }
+        }
+    }
+
+    /// After a load: evict LRU models until the byte budget holds again. Failures only warn:
+    /// the load itself succeeded.
+    fn enforce_bytes(&self, keep: &ModelId) {
+        let Some(max_bytes) = self.config.max_bytes() else { return };
+        loop {
+            let (bytes, victim) = self.book.with(|b| {
+                let bytes = b.bytes();
+                let victim = (bytes > max_bytes)
+                    .then(|| b.victims(1, keep, |v| !self.inner.in_use(v)).pop())
+                    .flatten();
+                (bytes, victim)
+            });
+            let Some(victim) = victim else {
+                if bytes > max_bytes {
+                    tracing::warn!(bytes, max_bytes, "over the byte budget, nothing evictable");
+                }
+                return;
+            };
+            match self.evict(&victim) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(error) => {
+                    tracing::warn!(%victim, %error, "byte-budget eviction failed");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl<M: Manager> Manager for FixedSizeCache<M> {
+    type Model = M::Model;
+    type Runtime = M::Runtime;
+
+    fn runtime(&self) -> &M::Runtime {
+        self.inner.runtime()
+    }
+
+    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
+        self.inner.lock(id)
+    }
+
+    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
+        self.inner.try_lock(id)
+    }
+
+    fn add_model(&self, id: &str, alias: Option<&str>) -> Result<Added, ManagerError> {
+        let (canonical, resolved) = resolve(id, alias)?;
+        if on(self.mutants, Mutant::UnlockedWarmPath) && self.inner.contains(resolved.as_str()) {
+            self.book.with(|b| b.touch(&resolved));
+            return Ok(Added::Warm);
+        }
+        let queued_early = on(self.mutants, Mutant::RollbackRemovesAll);
+        if queued_early {
+            self.book.with(|b| b.queue.push_back(resolved.clone()));
+        }
+        let result = self.lock(&resolved).and_then(|guard| {
+            let result = self.add_locked(&guard, &canonical);
+            drop(guard);
+            if on(self.mutants, Mutant::WarmTouchOutsideLock) && matches!(result, Ok(Added::Warm)) {
+                self.book.with(|b| b.touch_appending(&resolved));
+            }
+            result
+        });
+        if queued_early && result.is_err() {
+            self.book.with(|b| b.queue.retain(|q| *q != resolved));
+        }
+        result
+    }
+
+    fn add_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Added, ManagerError> {
+        let id = guard.id();
+        if on(self.mutants, Mutant::CanonicalWarmCheck) && self.inner.contains(canonical.as_str()) {
+            self.touch(id);
+            return Ok(Added::Warm);
+        }
+        if self.inner.contains(id.as_str()) {
+            let added = self.inner.add_locked(guard, canonical)?;
+            if !on(self.mutants, Mutant::WarmTouchOutsideLock) {
+                self.touch(id);
+            }
+            return Ok(added);
+        }
+        let admission = self.admit(id)?;
+        let added = self.inner.add_locked(guard, canonical)?;
+        let bytes = self.inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
+        admission.commit(id, bytes);
+        self.enforce_bytes(id);
+        Ok(added)
+    }
+
+    fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        let id = guard.id();
+        if on(self.mutants, Mutant::QueueRemovalFirst) {
+            self.book.with(|b| b.forget(id));
+            return self.inner.remove_locked(guard);
+        }
+        self.inner.remove_locked(guard)?;
+        self.book.with(|b| b.forget(id));
+        self.book.notify_all();
+        Ok(())
+    }
+
+    fn lease(&self, id: &str) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
+        if on(self.mutants, Mutant::TouchUnknown) {
+            let resolved = ModelId::new(id)?;
+            self.book.with(|b| b.touch_appending(&resolved));
+            return self.inner.lease(id);
+        }
+        let lease = self.inner.lease(id)?;
+        self.book.with(|b| b.touch(lease.id()));
+        Ok(lease)
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.inner.contains(id)
+    }
+
+    fn in_use(&self, id: &ModelId) -> bool {
+        self.inner.in_use(id)
+    }
+
+    fn is_locked(&self, id: &ModelId) -> bool {
+        self.inner.is_locked(id)
+    }
+
+    fn ids(&self) -> Vec<ModelId> {
+        self.inner.ids()
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.inner.snapshot()
+    }
+
+    fn pin(&self, id: &str) -> Result<(), ManagerError> {
+        let resolved = ModelId::new(id)?;
+        if !on(self.mutants, Mutant::PinNotForwarded) {
+            self.inner.pin(id)?;
+        }
+        self.book.with(|b| b.pinned.insert(resolved));
+        Ok(())
+    }
+
+    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
+        let resolved = ModelId::new(id)?;
+        self.inner.unpin(id)?;
+        self.book.with(|b| b.pinned.remove(&resolved));
+        self.book.notify_all();
+        Ok(())
+    }
+}
+
+impl<M: Manager> fmt::Debug for FixedSizeCache<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedSizeCache")
+            .field("config", &self.config)
+            .field("queue", &self.queue())
+            .field("pinned", &self.pinned())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,107 @@
+//! The cache's bookkeeping: the LRU queue of resolved ids, pins, cold loads in flight, sizes.
+//! Pure data; the cache keeps it behind one monitor.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::id::ModelId;
+
+/// LRU queue (front = least recently used), pins, loads in flight, byte sizes.
+#[derive(Debug, Default)]
+pub(crate) struct Bookkeeping {
+    pub(crate) queue: VecDeque<ModelId>,
+    pub(crate) pinned: BTreeSet<ModelId>,
+    pub(crate) loading: usize,
+    pub(crate) sizes: BTreeMap<ModelId, u64>,
+}
+
+impl Bookkeeping {
+    /// Moves `id` to the MRU end if it is queued; an unqueued id is left alone (no phantoms).
+    pub(crate) fn touch(&mut self, id: &ModelId) {
+        if let Some(at) = self.queue.iter().position(|q| q == id) {
+            let id = self.queue.remove(at).expect("position is in range");
+            self.queue.push_back(id);
+        }
+    }
+
+    /// Upstream's touch: drop every occurrence and append, queued or not (mutants only).
+    pub(crate) fn touch_appending(&mut self, id: &ModelId) {
+        self.queue.retain(|q| q != id);
+        self.queue.push_back(id.clone());
+    }
+
+    /// Queues `id` at the MRU end, once.
+    pub(crate) fn push(&mut self, id: &ModelId) {
+        self.queue.retain(|q| q != id);
+        self.queue.push_back(id.clone());
+    }
+
+    /// Drops `id` from the queue and the size table.
+    pub(crate) fn forget(&mut self, id: &ModelId) {
+        self.queue.retain(|q| q != id);
+        self.sizes.remove(id);
+    }
+
+    /// Models counted against `max_size`: queued plus loading.
+    pub(crate) fn occupied(&self) -> usize {
+        self.queue.len() + self.loading
+    }
+
+    /// Bytes of the queued models.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.sizes.values().sum()
+    }
+
+    /// Up to `n` eviction candidates in LRU order: queued, not pinned, not `except`, and
+    /// accepted by `evictable`.
+    pub(crate) fn victims(
+        &self,
+        n: usize,
+        except: &ModelId,
+        mut evictable: impl FnMut(&ModelId) -> bool,
+    ) -> Vec<ModelId> {
+        self.queue
+            .iter()
+            .filter(|id| *id != except && !self.pinned.contains(*id) && evictable(id))
+            .take(n)
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(q: &VecDeque<ModelId>) -> Vec<&str> {
+        q.iter().map(ModelId::as_str).collect()
+    }
+
+    fn id(s: &str) -> ModelId {
+        ModelId::new(s).unwrap()
+    }
+
+    #[test]
+    fn touch_moves_queued_ids_and_ignores_unknown_ones() {
+        let mut b = Bookkeeping::default();
+        for s in ["a", "b", "c"] {
+            b.push(&id(s));
+        }
+        b.touch(&id("a"));
+        assert_eq!(ids(&b.queue), ["b", "c", "a"]);
+        b.touch(&id("zzz"));
+        assert_eq!(ids(&b.queue), ["b", "c", "a"], "no phantom entry");
+        b.push(&id("c"));
+        assert_eq!(ids(&b.queue), ["b", "a", "c"], "queued once");
+    }
+
+    #[test]
+    fn victims_skip_pins_and_the_new_id_in_lru_order() {
+        let mut b = Bookkeeping::default();
+        for s in ["p", "a", "n", "b"] {
+            b.push(&id(s));
+        }
+        b.pinned.insert(id("p"));
+        assert_eq!(b.victims(2, &id("n"), |_| true), [id("a"), id("b")]);
+        assert_eq!(b.victims(5, &id("n"), |v| v.as_str() != "a"), [id("b")]);
+    }
+}

@@ -1,0 +1,116 @@
+//! The [`Manager`] trait — the common face of the base [`ModelManager`](crate::ModelManager)
+//! and every decorator — and the decorators themselves.
+//!
+//! Decorators wrap any `Manager` (tower style: `FixedSizeCache<M: Manager>`, `get_ref`,
+//! `into_inner`) and nest to any depth. Per-model lifecycle state lives only in the innermost
+//! base: [`Manager::lock`] always reaches it, and a decorator makes its final decisions (warm or
+//! cold, bookkeeping) while holding the [`LifecycleGuard`] it got there, through the `*_locked`
+//! methods. Existence checks outside a guard are hints only.
+
+pub mod fixed_size;
+mod traced;
+
+pub use fixed_size::{CapacityPolicy, FixedSizeCache, FixedSizeConfig};
+pub use traced::Traced;
+
+use crate::error::ManagerError;
+use crate::id::ModelId;
+use crate::manager::{Added, Lease, LifecycleGuard, Model, Snapshot};
+use crate::runtime::Runtime;
+
+/// Splits `(id, alias)` into the canonical id and the resolved id.
+pub fn resolve(id: &str, alias: Option<&str>) -> Result<(ModelId, ModelId), ManagerError> {
+    let canonical = ModelId::new(id)?;
+    let resolved = match alias {
+        Some(alias) => ModelId::new(alias)?,
+        None => canonical.clone(),
+    };
+    Ok((canonical, resolved))
+}
+
+/// A model manager: the base [`ModelManager`](crate::ModelManager) or any stack of decorators
+/// over it. Every method works on every stack.
+pub trait Manager: Send + Sync + 'static {
+    /// The models it manages.
+    type Model: Model;
+    /// The runtime it runs on.
+    type Runtime: Runtime;
+
+    /// The runtime of the innermost base (decorators create their monitors on it).
+    fn runtime(&self) -> &Self::Runtime;
+
+    /// Reserves and locks the lifecycle entry of the resolved id `id` in the innermost base,
+    /// waiting at most the configured lock timeout.
+    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError>;
+
+    /// Like [`Manager::lock`], but only if nobody holds the lock right now (never waits).
+    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<Self::Model, Self::Runtime>>;
+
+    /// [`Manager::add_model`] for a caller that already holds `guard` (the resolved id's lock).
+    fn add_locked(
+        &self,
+        guard: &LifecycleGuard<Self::Model, Self::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Added, ManagerError>;
+
+    /// [`Manager::remove`] for a caller that already holds `guard`.
+    fn remove_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
+
+    /// A lease on the model registered under the resolved id `id`, without any lifecycle lock.
+    fn lease(&self, id: &str) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError>;
+
+    /// Whether a model is registered under `id` (a hint: it may change at once).
+    fn contains(&self, id: &str) -> bool;
+
+    /// Whether the model registered under `id` has live leases (a hint).
+    fn in_use(&self, id: &ModelId) -> bool;
+
+    /// Whether some caller holds the lifecycle lock of `id` right now (a hint).
+    fn is_locked(&self, id: &ModelId) -> bool;
+
+    /// The registered resolved ids, in order.
+    fn ids(&self) -> Vec<ModelId>;
+
+    /// Registry and lifecycle table of the innermost base.
+    fn snapshot(&self) -> Snapshot;
+
+    /// Protects the resolved id `id` from eviction in every layer of the stack.
+    fn pin(&self, id: &str) -> Result<(), ManagerError>;
+
+    /// Undoes [`Manager::pin`] in every layer of the stack.
+    fn unpin(&self, id: &str) -> Result<(), ManagerError>;
+
+    /// Makes sure `id` is registered under its resolved id (`alias` if given, else `id`),
+    /// loading it with the canonical `id` if it is not. See [`ModelManager`](crate::ModelManager).
+    fn add_model(&self, id: &str, alias: Option<&str>) -> Result<Added, ManagerError> {
+        let (canonical, resolved) = resolve(id, alias)?;
+        let guard = self.lock(&resolved)?;
+        self.add_locked(&guard, &canonical)
+    }
+
+    /// Unloads and unregisters the model registered under the resolved id `id`.
+    fn remove(&self, id: &str) -> Result<(), ManagerError> {
+        let id = ModelId::new(id)?;
+        let guard = self.lock(&id)?;
+        self.remove_locked(&guard)
+    }
+
+    /// Runs `f` on the model registered under `id`, holding a lease for the duration.
+    fn infer<O>(&self, id: &str, f: impl FnOnce(&Self::Model) -> O) -> Result<O, ManagerError>
+    where
+        Self: Sized,
+    {
+        let lease = self.lease(id)?;
+        Ok(f(&lease))
+    }
+
+    /// How many models are registered.
+    fn len(&self) -> usize {
+        self.ids().len()
+    }
+
+    /// Whether no model is registered.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

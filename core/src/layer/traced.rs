@@ -1,0 +1,108 @@
+//! [`Traced`]: a passthrough decorator that emits a `tracing` span for every operation, with
+//! all of its arguments (upstream's logger decorator dropped some).
+
+use crate::error::ManagerError;
+use crate::id::ModelId;
+use crate::layer::Manager;
+use crate::manager::{Added, Lease, LifecycleGuard, Snapshot};
+
+/// Wraps any [`Manager`] and traces every call, then forwards it unchanged.
+#[derive(Debug)]
+pub struct Traced<M> {
+    inner: M,
+}
+
+impl<M: Manager> Traced<M> {
+    /// Wraps `inner`.
+    pub fn new(inner: M) -> Self {
+        Self { inner }
+    }
+
+    /// The wrapped manager.
+    pub fn get_ref(&self) -> &M {
+        &self.inner
+    }
+
+    /// Unwraps the manager.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+}
+
+impl<M: Manager> Manager for Traced<M> {
+    type Model = M::Model;
+    type Runtime = M::Runtime;
+
+    fn runtime(&self) -> &M::Runtime {
+        self.inner.runtime()
+    }
+
+    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
+        let _span = tracing::debug_span!("lock", %id).entered();
+        let result = self.inner.lock(id);
+        tracing::debug!(ok = result.is_ok(), "lock done");
+        result
+    }
+
+    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
+        let _span = tracing::debug_span!("try_lock", %id).entered();
+        self.inner.try_lock(id)
+    }
+
+    fn add_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Added, ManagerError> {
+        let _span = tracing::debug_span!("add_model", id = %guard.id(), %canonical).entered();
+        let result = self.inner.add_locked(guard, canonical);
+        tracing::debug!(?result, "add_model done");
+        result
+    }
+
+    fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        let _span = tracing::debug_span!("remove", id = %guard.id()).entered();
+        let result = self.inner.remove_locked(guard);
+        tracing::debug!(?result, "remove done");
+        result
+    }
+
+    fn lease(&self, id: &str) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
+        let _span = tracing::trace_span!("lease", id).entered();
+        self.inner.lease(id)
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.inner.contains(id)
+    }
+
+    fn in_use(&self, id: &ModelId) -> bool {
+        self.inner.in_use(id)
+    }
+
+    fn is_locked(&self, id: &ModelId) -> bool {
+        self.inner.is_locked(id)
+    }
+
+    fn ids(&self) -> Vec<ModelId> {
+        self.inner.ids()
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.inner.snapshot()
+    }
+
+    fn pin(&self, id: &str) -> Result<(), ManagerError> {
+        let _span = tracing::debug_span!("pin", id).entered();
+        self.inner.pin(id)
+    }
+
+    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
+        let _span = tracing::debug_span!("unpin", id).entered();
+        self.inner.unpin(id)
+    }
+}
