@@ -10,7 +10,11 @@ use resident_sim::scenarios::{self, CATALOGUE};
 use resident_sim::trace;
 
 fn passes(id: &str, checker: Checker) {
-    let scenario = scenarios::find(id).expect("catalogue id");
+    passes_scenario(scenarios::find(id).expect("catalogue id"), checker);
+}
+
+fn passes_scenario(scenario: &'static resident_sim::scenarios::Scenario, checker: Checker) {
+    let id = scenario.id;
     let outcome = explore(scenario, checker, Plan::new(support::iterations(), support::seed()));
     if let Some(failure) = &outcome.failure {
         panic!(
@@ -66,4 +70,24 @@ scenario_tests! {
     m_s12 => "M-S12",
     m_s13 => "M-S13",
     m_l2 => "M-L2",
+}
+
+/// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.
+#[test]
+fn one_deep_stacks_pass_the_same_scenarios() {
+    for scenario in resident_sim::scenarios::ONE_DEEP {
+        let base_id = scenario.id.trim_end_matches("/1");
+        assert!(scenarios::find(base_id).is_some(), "{} mirrors no catalogue entry", scenario.id);
+        for checker in [Checker::Random, Checker::Pct] {
+            let outcome = explore(scenario, checker, Plan::new(support::iterations(), support::seed()));
+            if let Some(failure) = &outcome.failure {
+                panic!(
+                    "{} under {checker}: {}\n{}",
+                    scenario.id,
+                    failure.violation,
+                    trace::render(&failure.trace)
+                );
+            }
+        }
+    }
 }

@@ -7,6 +7,40 @@
 //! cold, bookkeeping) while holding the [`LifecycleGuard`] it got there, through the `*_locked`
 //! methods. Existence checks outside a guard are hints only.
 
+/// Expands, inside a decorator's `impl Manager`, the read-only methods that go straight to
+/// `self.inner`: a decorator's bookkeeping never changes what the base reports.
+macro_rules! forward_reads {
+    () => {
+        fn runtime(&self) -> &Self::Runtime {
+            self.inner.runtime()
+        }
+
+        fn contains(&self, id: &str) -> bool {
+            self.inner.contains(id)
+        }
+
+        fn in_use(&self, id: &$crate::ModelId) -> bool {
+            self.inner.in_use(id)
+        }
+
+        fn is_locked(&self, id: &$crate::ModelId) -> bool {
+            self.inner.is_locked(id)
+        }
+
+        fn ids(&self) -> Vec<$crate::ModelId> {
+            self.inner.ids()
+        }
+
+        fn len(&self) -> usize {
+            self.inner.len()
+        }
+
+        fn snapshot(&self) -> $crate::Snapshot {
+            self.inner.snapshot()
+        }
+    };
+}
+
 pub mod fixed_size;
 mod traced;
 

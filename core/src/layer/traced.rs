@@ -4,7 +4,7 @@
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::layer::Manager;
-use crate::manager::{Added, Lease, LifecycleGuard, Snapshot};
+use crate::manager::{Added, Lease, LifecycleGuard};
 
 /// Wraps any [`Manager`] and traces every call, then forwards it unchanged.
 #[derive(Debug)]
@@ -33,9 +33,7 @@ impl<M: Manager> Manager for Traced<M> {
     type Model = M::Model;
     type Runtime = M::Runtime;
 
-    fn runtime(&self) -> &M::Runtime {
-        self.inner.runtime()
-    }
+    forward_reads!();
 
     fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
         let _span = tracing::debug_span!("lock", %id).entered();
@@ -70,30 +68,6 @@ impl<M: Manager> Manager for Traced<M> {
     fn lease(&self, id: &str) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
         let _span = tracing::trace_span!("lease", id).entered();
         self.inner.lease(id)
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        self.inner.contains(id)
-    }
-
-    fn in_use(&self, id: &ModelId) -> bool {
-        self.inner.in_use(id)
-    }
-
-    fn is_locked(&self, id: &ModelId) -> bool {
-        self.inner.is_locked(id)
-    }
-
-    fn ids(&self) -> Vec<ModelId> {
-        self.inner.ids()
-    }
-
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-
-    fn snapshot(&self) -> Snapshot {
-        self.inner.snapshot()
     }
 
     fn pin(&self, id: &str) -> Result<(), ManagerError> {

@@ -10,10 +10,39 @@ use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, Mo
 
 use crate::ensure;
 use crate::runtime::SimRuntime;
-use crate::world::{Base, Step, World, WorldBuilder, check_queue, traced};
+use crate::world::{Base, SimModel, Step, World, WorldBuilder, check_queue, traced};
 
-/// The stack every cache scenario runs on: cache → tracing passthrough → base.
-pub(super) type Stack<R> = FixedSizeCache<Traced<Base<R>>>;
+/// What sits under the cache in a scenario's stack.
+pub trait Depth: 'static {
+    /// The stack under the cache.
+    type Inner<R: SimRuntime>: Manager<Model = SimModel<R>, Runtime = R>;
+    /// Wraps the base.
+    fn wrap<R: SimRuntime>(base: Base<R>) -> Self::Inner<R>;
+}
+
+/// cache → base.
+#[derive(Debug)]
+pub struct OneDeep;
+
+impl Depth for OneDeep {
+    type Inner<R: SimRuntime> = Base<R>;
+    fn wrap<R: SimRuntime>(base: Base<R>) -> Base<R> {
+        base
+    }
+}
+
+/// cache → tracing passthrough → base: the catalogue's stack.
+#[derive(Debug)]
+pub struct ThreeDeep;
+
+impl Depth for ThreeDeep {
+    type Inner<R: SimRuntime> = Traced<Base<R>>;
+    fn wrap<R: SimRuntime>(base: Base<R>) -> Traced<Base<R>> {
+        Traced::new(base)
+    }
+}
+
+type Stack<R, D> = FixedSizeCache<<D as Depth>::Inner<R>>;
 
 fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
     R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
@@ -21,15 +50,15 @@ fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
 
 /// The stack with capacity `max_size`, over a base that already holds `preload` (queued in id
 /// order; `order` re-touches ids to set the LRU order, least recent first).
-fn cache<R: SimRuntime>(
+fn cache<R: SimRuntime, D: Depth>(
     builder: WorldBuilder<R>,
     max_size: usize,
     preload: &[&str],
     order: &[&str],
-) -> World<R, Stack<R>> {
+) -> World<R, Stack<R, D>> {
     let config = FixedSizeConfig::new(max_size).with_capacity_wait(Duration::from_millis(30));
     let world = builder.preloaded(preload, |base, mutants| {
-        FixedSizeCache::new(Traced::new(base), config).expect("valid config").with_mutants(mutants)
+        FixedSizeCache::new(D::wrap(base), config).expect("valid config").with_mutants(mutants)
     });
     for id in order {
         drop(world.manager.lease(id).expect("preloaded"));
@@ -41,16 +70,16 @@ fn queue<M: Manager>(cache: &FixedSizeCache<M>) -> Vec<String> {
     cache.queue().iter().map(ModelId::to_string).collect()
 }
 
-fn finish<R: SimRuntime>(world: &World<R, Stack<R>>) {
+fn finish<R: SimRuntime, M: Manager<Model = SimModel<R>, Runtime = R>>(world: &World<R, FixedSizeCache<M>>) {
     check_queue(&world.manager);
     world.check_quiescent();
 }
 
 /// M-S3: T1 removes X and blocks inside its unload; T2 adds X meanwhile. T2 must not be told
 /// "warm" about a model whose removal already started.
-pub(super) fn warm_path_vs_remove<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn warm_path_vs_remove<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("X", &[], &[]).gate_unloads(&["X"]);
-    let world = cache(builder, 4, &["X"], &[]);
+    let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let probe = std::sync::Arc::clone(&world.probe);
     let t2 = world.spawn("T2", move |m, t| {
@@ -67,10 +96,10 @@ pub(super) fn warm_path_vs_remove<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-S4: queue [A, X, B]; removing X fails in its unload. The queue keeps its exact order.
-pub(super) fn failed_remove_keeps_order<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn failed_remove_keeps_order<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder =
         World::builder(rt, mutants).model("A", &[], &[]).model("X", &[], &[Step::Fail]).model("B", &[], &[]);
-    let world = cache(builder, 4, &["A", "B", "X"], &["A", "X", "B"]);
+    let world = cache::<R, D>(builder, 4, &["A", "B", "X"], &["A", "X", "B"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
     let removed = join::<R, _>(t1);
@@ -84,14 +113,14 @@ pub(super) fn failed_remove_keeps_order<R: SimRuntime>(rt: R, mutants: MutantSet
 
 /// M-S5: queue [P1, P2, A, B], P1 and P2 pinned, full; adding N must evict A, whose unload
 /// fails. Pins and the failed victim keep their places; N is nowhere.
-pub(super) fn failed_eviction_restores<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn failed_eviction_restores<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants)
         .model("P1", &[], &[])
         .model("P2", &[], &[])
         .model("A", &[], &[Step::Fail])
         .model("B", &[], &[])
         .model("N", &[], &[]);
-    let world = cache(builder, 4, &["A", "B", "P1", "P2"], &["P1", "P2", "A", "B"]);
+    let world = cache::<R, D>(builder, 4, &["A", "B", "P1", "P2"], &["P1", "P2", "A", "B"]);
     world.manager.pin("P1").expect("pin");
     world.manager.pin("P2").expect("pin");
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
@@ -107,9 +136,9 @@ pub(super) fn failed_eviction_restores<R: SimRuntime>(rt: R, mutants: MutantSet)
 }
 
 /// M-S6: two concurrent cold adds of X: one load, X queued once.
-pub(super) fn concurrent_cold_adds<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn concurrent_cold_adds<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("X", &[], &[]);
-    let world = cache(builder, 4, &[], &[]);
+    let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles = ["T1", "T2"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
     ensure!(results.iter().all(Result::is_ok), "contract", "add(X) failed: {results:?}");
@@ -118,9 +147,9 @@ pub(super) fn concurrent_cold_adds<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// M-S6b: X's first load fails while a second add of X waits; the failure's rollback must not
 /// drop the entry the second add makes.
-pub(super) fn rollback_keeps_peer_entry<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn rollback_keeps_peer_entry<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("X", &[Step::Fail], &[]).work(0);
-    let world = cache(builder, 4, &[], &[]);
+    let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles = ["T1", "T2"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
     let failed = results.iter().filter(|r| r.is_err()).count();
@@ -129,13 +158,13 @@ pub(super) fn rollback_keeps_peer_entry<R: SimRuntime>(rt: R, mutants: MutantSet
 }
 
 /// M-S6c: max_size 2 with A registered; cold adds of X and Y at once must not make 3 models.
-pub(super) fn capacity_under_concurrent_loads<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn capacity_under_concurrent_loads<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants)
         .model("A", &[], &[])
         .model("X", &[], &[])
         .model("Y", &[], &[])
         .capacity(2);
-    let world = cache(builder, 2, &["A"], &[]);
+    let world = cache::<R, D>(builder, 2, &["A"], &[]);
     let tx = world.spawn("T1", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
     let ty = world.spawn("T2", |m, t| traced(t, "add(Y)", || m.add_model("Y", None)));
     let results = [join::<R, _>(tx), join::<R, _>(ty)];
@@ -147,9 +176,9 @@ pub(super) fn capacity_under_concurrent_loads<R: SimRuntime>(rt: R, mutants: Mut
 }
 
 /// M-S7: X is registered; adding X under the alias Y must load Y, not answer "warm".
-pub(super) fn alias_uses_resolved_id<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn alias_uses_resolved_id<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("X", &[], &[]);
-    let world = cache(builder, 4, &["X"], &[]);
+    let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| {
         let added = traced(t, "add(X as Y)", || m.add_model("X", Some("Y")));
         (added.clone(), m.contains("Y"))
@@ -164,10 +193,10 @@ pub(super) fn alias_uses_resolved_id<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-S8: max_size 2, queue [V, A]; adding N evicts V while V is added again.
-pub(super) fn eviction_vs_reload<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn eviction_vs_reload<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder =
         World::builder(rt, mutants).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]).work(0);
-    let world = cache(builder, 2, &["A", "V"], &["V", "A"]);
+    let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| {
         // Several warm (or re-)adds: each is a chance for the eviction to land in between.
@@ -181,9 +210,9 @@ pub(super) fn eviction_vs_reload<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-S9: S2 through the cache: X's first load fails while two more callers add X.
-pub(super) fn load_failure_through_cache<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn load_failure_through_cache<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("X", &[Step::Fail], &[]);
-    let world = cache(builder, 4, &[], &[]);
+    let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles =
         ["H", "W", "N"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
@@ -234,10 +263,10 @@ pub(super) fn nested_stacks<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-S11: max_size 2, queue [V, A]; adding N must evict V, whose unload fails.
-pub(super) fn failed_eviction_no_phantom<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn failed_eviction_no_phantom<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder =
         World::builder(rt, mutants).model("V", &[], &[Step::Fail]).model("A", &[], &[]).model("N", &[], &[]);
-    let world = cache(builder, 2, &["A", "V"], &["V", "A"]);
+    let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
     let added = join::<R, _>(t1);
@@ -250,9 +279,9 @@ pub(super) fn failed_eviction_no_phantom<R: SimRuntime>(rt: R, mutants: MutantSe
 }
 
 /// M-S12: a lease of an unknown id, and a lease racing a remove: no phantom queue entries.
-pub(super) fn touch_of_unknown_ids<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn touch_of_unknown_ids<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("X", &[], &[]);
-    let world = cache(builder, 4, &["X"], &[]);
+    let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "lease(Z)", || m.lease("Z").map(drop)));
     let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let t3 = world.spawn("T3", |m, t| traced(t, "lease(X)", || m.lease("X").map(drop)));
@@ -271,9 +300,9 @@ pub(super) fn touch_of_unknown_ids<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// M-S13: max_size 2, queue [V, A]; adding N must evict while warm adds hold V's and A's
 /// lifecycle locks and touch the queue. No lock-order cycle, no timeout needed.
-pub(super) fn lock_order<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn lock_order<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]);
-    let world = cache(builder, 2, &["A", "V"], &["V", "A"]);
+    let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(V)", || m.add_model("V", None)));
     let t3 = world.spawn("T3", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
@@ -284,9 +313,9 @@ pub(super) fn lock_order<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// M-L2: max_size 2, queue [A, B]; the main thread holds a lease on A while N is added and A is
 /// leased again: eviction must take B, never the model in use.
-pub(super) fn eviction_skips_in_use<R: SimRuntime>(rt: R, mutants: MutantSet) {
+pub(super) fn eviction_skips_in_use<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
     let builder = World::builder(rt, mutants).model("A", &[], &[]).model("B", &[], &[]).model("N", &[], &[]);
-    let world = cache(builder, 2, &["A", "B"], &[]);
+    let world = cache::<R, D>(builder, 2, &["A", "B"], &[]);
     let held = world.manager.lease("A").expect("A is registered");
     drop(world.manager.lease("B").expect("B is registered")); // A, in use, is now the LRU
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));

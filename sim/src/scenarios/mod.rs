@@ -5,7 +5,7 @@
 //! invariant breaks, inside a thread or in the quiescence checks after every thread is joined.
 //! Each scenario names the mutants it must catch.
 
-mod layers;
+pub mod layers;
 mod manager;
 
 use resident::mutants::{Mutant, MutantSet};
@@ -60,6 +60,20 @@ macro_rules! scenario {
     };
 }
 
+macro_rules! one_deep {
+    ($id:literal, timeouts: $t:literal, $body:ident) => {
+        Scenario {
+            id: $id,
+            description: "the catalogue scenario of the same id, on a one-deep stack",
+            timeouts: $t,
+            loom: None,
+            targets: &[],
+            shuttle: |m| execute::<ShuttleRuntime>($t, m, layers::$body::<_, layers::OneDeep>),
+            loom_body: |m| execute::<LoomRuntime>($t, m, layers::$body::<_, layers::OneDeep>),
+        }
+    };
+}
+
 /// Every scenario, in catalogue order.
 pub const CATALOGUE: &[Scenario] = &[
     scenario!("M-S1", "split lock generation: remove(X) races two add(X) (upstream S1)",
@@ -75,33 +89,51 @@ pub const CATALOGUE: &[Scenario] = &[
     scenario!("M-L1", "remove never unloads a model under a live lease",
         timeouts: false, loom: Some(2), targets: [UnloadWhileLeased], manager::remove_under_lease),
     scenario!("M-S3", "a decorator's warm path must not bypass a remove in progress (S3)",
-        timeouts: true, loom: Some(1), targets: [UnlockedWarmPath], layers::warm_path_vs_remove),
+        timeouts: true, loom: Some(1), targets: [UnlockedWarmPath], layers::warm_path_vs_remove::<_, layers::ThreeDeep>),
     scenario!("M-S4", "a failed direct remove keeps the exact LRU order (S4)",
-        timeouts: false, loom: Some(2), targets: [QueueRemovalFirst], layers::failed_remove_keeps_order),
+        timeouts: false, loom: Some(2), targets: [QueueRemovalFirst], layers::failed_remove_keeps_order::<_, layers::ThreeDeep>),
     scenario!("M-S5", "a failed eviction restores skipped pins and the failed victim (S5)",
-        timeouts: false, loom: Some(2), targets: [NoEvictionRestore], layers::failed_eviction_restores),
+        timeouts: false, loom: Some(2), targets: [NoEvictionRestore], layers::failed_eviction_restores::<_, layers::ThreeDeep>),
     scenario!("M-S6", "concurrent cold adds of one id queue it once (S6)",
-        timeouts: false, loom: Some(2), targets: [NoQueueDedup], layers::concurrent_cold_adds),
+        timeouts: false, loom: Some(2), targets: [NoQueueDedup], layers::concurrent_cold_adds::<_, layers::ThreeDeep>),
     scenario!("M-S6b", "a failed load's rollback must not drop a peer's queue entry (S6b)",
-        timeouts: false, loom: Some(2), targets: [RollbackRemovesAll], layers::rollback_keeps_peer_entry),
+        timeouts: false, loom: Some(2), targets: [RollbackRemovesAll], layers::rollback_keeps_peer_entry::<_, layers::ThreeDeep>),
     scenario!("M-S6c", "max_size holds under simultaneous cold loads of different ids (S6c)",
-        timeouts: true, loom: None, targets: [CapacityIgnoresInflight], layers::capacity_under_concurrent_loads),
+        timeouts: true, loom: None, targets: [CapacityIgnoresInflight], layers::capacity_under_concurrent_loads::<_, layers::ThreeDeep>),
     scenario!("M-S7", "every layer uses the resolved id: an alias of a registered model loads (S7)",
-        timeouts: false, loom: Some(2), targets: [CanonicalWarmCheck], layers::alias_uses_resolved_id),
+        timeouts: false, loom: Some(2), targets: [CanonicalWarmCheck], layers::alias_uses_resolved_id::<_, layers::ThreeDeep>),
     scenario!("M-S8", "eviction racing a reload of the victim (S8)",
-        timeouts: false, loom: None, targets: [WarmTouchOutsideLock], layers::eviction_vs_reload),
+        timeouts: false, loom: None, targets: [WarmTouchOutsideLock], layers::eviction_vs_reload::<_, layers::ThreeDeep>),
     scenario!("M-S9", "S2 through the cache: loader failure with waiters (S9)",
-        timeouts: false, loom: Some(1), targets: [RetireOnLoadFailure], layers::load_failure_through_cache),
+        timeouts: false, loom: Some(1), targets: [RetireOnLoadFailure], layers::load_failure_through_cache::<_, layers::ThreeDeep>),
     scenario!("M-S10", "nested stacks: cache over tracing over cache over base, all methods (S10)",
         timeouts: false, loom: None, targets: [PinNotForwarded], layers::nested_stacks),
     scenario!("M-S11", "new id queued before eviction, then the victim's unload fails (S11)",
-        timeouts: false, loom: Some(2), targets: [AppendBeforeEvict], layers::failed_eviction_no_phantom),
+        timeouts: false, loom: Some(2), targets: [AppendBeforeEvict], layers::failed_eviction_no_phantom::<_, layers::ThreeDeep>),
     scenario!("M-S12", "a lease of an unknown id, and a lease racing a remove, leave no phantom (S12)",
-        timeouts: false, loom: Some(1), targets: [TouchUnknown], layers::touch_of_unknown_ids),
+        timeouts: false, loom: Some(1), targets: [TouchUnknown], layers::touch_of_unknown_ids::<_, layers::ThreeDeep>),
     scenario!("M-S13", "no lock-order cycle between eviction and warm adds of the victims (S13)",
-        timeouts: false, loom: None, targets: [QueueLockDuringEviction], layers::lock_order),
+        timeouts: false, loom: None, targets: [QueueLockDuringEviction], layers::lock_order::<_, layers::ThreeDeep>),
     scenario!("M-L2", "eviction skips models in use",
-        timeouts: true, loom: None, targets: [EvictLeased], layers::eviction_skips_in_use),
+        timeouts: true, loom: None, targets: [EvictLeased], layers::eviction_skips_in_use::<_, layers::ThreeDeep>),
+];
+
+/// The cache scenarios again on a one-deep stack (cache directly over the base), to show the
+/// three-deep catalogue stack behaves the same. Ids carry a `/1` suffix.
+pub const ONE_DEEP: &[Scenario] = &[
+    one_deep!("M-S3/1", timeouts: true, warm_path_vs_remove),
+    one_deep!("M-S4/1", timeouts: false, failed_remove_keeps_order),
+    one_deep!("M-S5/1", timeouts: false, failed_eviction_restores),
+    one_deep!("M-S6/1", timeouts: false, concurrent_cold_adds),
+    one_deep!("M-S6b/1", timeouts: false, rollback_keeps_peer_entry),
+    one_deep!("M-S6c/1", timeouts: true, capacity_under_concurrent_loads),
+    one_deep!("M-S7/1", timeouts: false, alias_uses_resolved_id),
+    one_deep!("M-S8/1", timeouts: false, eviction_vs_reload),
+    one_deep!("M-S9/1", timeouts: false, load_failure_through_cache),
+    one_deep!("M-S11/1", timeouts: false, failed_eviction_no_phantom),
+    one_deep!("M-S12/1", timeouts: false, touch_of_unknown_ids),
+    one_deep!("M-S13/1", timeouts: false, lock_order),
+    one_deep!("M-L2/1", timeouts: true, eviction_skips_in_use),
 ];
 
 /// The scenario with catalogue id `id`.

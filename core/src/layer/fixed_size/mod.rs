@@ -32,7 +32,7 @@ use queue::Bookkeeping;
 use crate::error::{InvalidConfig, ManagerError};
 use crate::id::ModelId;
 use crate::layer::{Manager, resolve};
-use crate::manager::{Added, Lease, LifecycleGuard, Model, Snapshot};
+use crate::manager::{Added, Lease, LifecycleGuard, Model};
 use crate::mutants::{Mutant, MutantSet, on};
 use crate::runtime::{Monitor, Runtime};
 
@@ -330,9 +330,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
     type Model = M::Model;
     type Runtime = M::Runtime;
 
-    fn runtime(&self) -> &M::Runtime {
-        self.inner.runtime()
-    }
+    forward_reads!();
 
     fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
         self.inner.lock(id)
@@ -412,30 +410,6 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         let lease = self.inner.lease(id)?;
         self.book.with(|b| b.touch(lease.id()));
         Ok(lease)
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        self.inner.contains(id)
-    }
-
-    fn in_use(&self, id: &ModelId) -> bool {
-        self.inner.in_use(id)
-    }
-
-    fn is_locked(&self, id: &ModelId) -> bool {
-        self.inner.is_locked(id)
-    }
-
-    fn ids(&self) -> Vec<ModelId> {
-        self.inner.ids()
-    }
-
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-
-    fn snapshot(&self) -> Snapshot {
-        self.inner.snapshot()
     }
 
     fn pin(&self, id: &str) -> Result<(), ManagerError> {

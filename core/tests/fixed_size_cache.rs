@@ -1,0 +1,233 @@
+//! FixedSizeCache on the production runtime: the exact-order cases of the upstream fix, LRU
+//! policy, pins, leases, capacity. Every case runs on a one-deep stack (cache over base) and a
+//! three-deep one (cache over tracing passthrough over base).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use resident::{
+    Added, BoxError, CapacityPolicy, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig,
+    ManagerError, Model, ModelId, ModelManager, Traced,
+};
+
+#[derive(Default)]
+struct Knobs {
+    failing_unloads: Mutex<BTreeSet<String>>,
+    sizes: Mutex<BTreeMap<String, u64>>,
+}
+
+struct SizedModel {
+    canonical: String,
+    bytes: u64,
+    knobs: Arc<Knobs>,
+}
+
+impl Model for SizedModel {
+    fn size_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn unload(&self) -> Result<(), BoxError> {
+        if self.knobs.failing_unloads.lock().unwrap().contains(&self.canonical) {
+            return Err(format!("unload of {} refused", self.canonical).into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct SizedLoader(Arc<Knobs>);
+
+impl Loader for SizedLoader {
+    type Model = SizedModel;
+
+    fn load(&self, id: &ModelId) -> Result<SizedModel, BoxError> {
+        let bytes = self.0.sizes.lock().unwrap().get(id.as_str()).copied().unwrap_or(1);
+        Ok(SizedModel { canonical: id.to_string(), bytes, knobs: Arc::clone(&self.0) })
+    }
+}
+
+fn base() -> (Arc<Knobs>, ModelManager<SizedLoader>) {
+    let knobs = Arc::new(Knobs::default());
+    let config = ManagerConfig::default()
+        .with_lock_timeout(Duration::from_millis(200))
+        .with_lease_drain_timeout(Duration::from_millis(20));
+    (Arc::clone(&knobs), ModelManager::with_config(SizedLoader(knobs), config).unwrap())
+}
+
+fn config(max_size: usize) -> FixedSizeConfig {
+    FixedSizeConfig::new(max_size).with_capacity_wait(Duration::from_millis(20))
+}
+
+fn queue<M: Manager>(cache: &FixedSizeCache<M>) -> Vec<String> {
+    cache.queue().iter().map(ModelId::to_string).collect()
+}
+
+fn registered<M: Manager>(cache: &FixedSizeCache<M>) -> Vec<String> {
+    cache.ids().iter().map(ModelId::to_string).collect()
+}
+
+/// Adds `ids` in order, then leases `order` so that the LRU order is `order`.
+fn fill<M: Manager>(cache: &FixedSizeCache<M>, ids: &[&str]) {
+    for id in ids {
+        cache.add_model(id, None).unwrap();
+    }
+    for id in ids {
+        drop(cache.lease(id).unwrap());
+    }
+    assert_eq!(queue(cache), ids);
+}
+
+fn failed_direct_remove_preserves_exact_lru_order<M: Manager>(knobs: &Knobs, cache: FixedSizeCache<M>) {
+    fill(&cache, &["A", "X", "B"]);
+    knobs.failing_unloads.lock().unwrap().insert("X".into());
+    assert!(matches!(cache.remove("X"), Err(ManagerError::Unload { .. })));
+    assert_eq!(queue(&cache), ["A", "X", "B"]);
+    assert!(cache.contains("X"));
+}
+
+fn failed_eviction_restores_skipped_pinned_order<M: Manager>(knobs: &Knobs, cache: FixedSizeCache<M>) {
+    fill(&cache, &["P1", "P2", "A", "B"]);
+    cache.pin("P1").unwrap();
+    cache.pin("P2").unwrap();
+    knobs.failing_unloads.lock().unwrap().insert("A".into());
+    assert!(matches!(cache.add_model("N", None), Err(ManagerError::Unload { .. })));
+    assert_eq!(queue(&cache), ["P1", "P2", "A", "B"]);
+    assert!(!cache.contains("N"));
+    assert_eq!(cache.loading(), 0);
+}
+
+fn failed_multi_eviction_keeps_only_registered_models<M: Manager>(knobs: &Knobs, cache: FixedSizeCache<M>) {
+    // Byte budget 10: P1, V, A, B, C at 2 bytes each; N at 5 needs two victims after it loads.
+    knobs.sizes.lock().unwrap().insert("N".into(), 5);
+    for id in ["P1", "V", "A", "B", "C"] {
+        knobs.sizes.lock().unwrap().insert(id.into(), 2);
+    }
+    fill(&cache, &["P1", "V", "A", "B", "C"]);
+    cache.pin("P1").unwrap();
+    knobs.failing_unloads.lock().unwrap().insert("A".into());
+    assert_eq!(cache.add_model("N", None).unwrap(), Added::Loaded, "the load itself succeeded");
+    assert_eq!(queue(&cache), ["P1", "A", "B", "C", "N"], "V evicted and gone; A failed and kept its place");
+    let mut reg = registered(&cache);
+    reg.sort();
+    let mut q = queue(&cache);
+    q.sort();
+    assert_eq!(q, reg, "queue holds exactly the registered ids");
+}
+
+fn evicts_only_as_many_as_needed_lru_first<M: Manager>(_: &Knobs, cache: FixedSizeCache<M>) {
+    fill(&cache, &["A", "B", "C", "D"]);
+    assert_eq!(cache.add_model("N", None).unwrap(), Added::Loaded);
+    assert_eq!(queue(&cache), ["B", "C", "D", "N"], "one eviction, not a round of three");
+    assert_eq!(registered(&cache), ["B", "C", "D", "N"]);
+}
+
+fn skips_models_in_use_and_pins<M: Manager>(_: &Knobs, cache: FixedSizeCache<M>) {
+    fill(&cache, &["A", "B", "C", "D"]);
+    cache.pin("B").unwrap();
+    let lease = cache.lease("A").unwrap(); // A is now MRU anyway; take it back to LRU:
+    for id in ["C", "D", "B"] {
+        drop(cache.lease(id).unwrap());
+    }
+    assert_eq!(queue(&cache), ["A", "C", "D", "B"]);
+    cache.add_model("N", None).unwrap();
+    assert_eq!(queue(&cache), ["A", "D", "B", "N"], "A in use and B pinned were skipped; C went");
+    drop(lease);
+}
+
+fn strict_capacity_fails_typed_and_overflow_loads<M: Manager>(_: &Knobs, cache: FixedSizeCache<M>) {
+    fill(&cache, &["A", "B", "C", "D"]);
+    for id in ["A", "B", "C", "D"] {
+        cache.pin(id).unwrap();
+    }
+    let err = cache.add_model("N", None).unwrap_err();
+    assert!(matches!(err, ManagerError::CapacityExhausted { max_size: 4, registered: 4, .. }), "{err}");
+    assert_eq!(queue(&cache), ["A", "B", "C", "D"]);
+    assert!(!cache.contains("N"));
+    cache.unpin("A").unwrap();
+    cache.add_model("N", None).unwrap();
+    assert_eq!(queue(&cache), ["B", "C", "D", "N"]);
+}
+
+fn alias_loads_under_the_resolved_id<M: Manager>(_: &Knobs, cache: FixedSizeCache<M>) {
+    cache.add_model("coco/3", None).unwrap();
+    assert_eq!(cache.add_model("coco/3", Some("yolov8n-640")).unwrap(), Added::Loaded);
+    assert_eq!(queue(&cache), ["coco/3", "yolov8n-640"]);
+    assert_eq!(cache.lease("yolov8n-640").unwrap().id().as_str(), "yolov8n-640");
+}
+
+fn touching_an_unknown_id_leaves_no_phantom<M: Manager>(_: &Knobs, cache: FixedSizeCache<M>) {
+    cache.add_model("A", None).unwrap();
+    assert!(matches!(cache.lease("Z"), Err(ManagerError::NotFound { .. })));
+    assert_eq!(queue(&cache), ["A"]);
+    cache.remove("A").unwrap();
+    assert!(matches!(cache.lease("A"), Err(ManagerError::NotFound { .. })));
+    assert!(queue(&cache).is_empty());
+}
+
+macro_rules! on_both_stacks {
+    ($($case:ident($max:expr $(, bytes $bytes:expr)?),)*) => {
+        mod one_deep {
+            use super::*;
+            $( #[test] fn $case() {
+                let (knobs, base) = base();
+                let cfg = config($max)$(.with_max_bytes($bytes))?;
+                super::$case(&knobs, FixedSizeCache::new(base, cfg).unwrap());
+            } )*
+        }
+        mod three_deep {
+            use super::*;
+            $( #[test] fn $case() {
+                let (knobs, base) = base();
+                let cfg = config($max)$(.with_max_bytes($bytes))?;
+                super::$case(&knobs, FixedSizeCache::new(Traced::new(base), cfg).unwrap());
+            } )*
+        }
+    };
+}
+
+on_both_stacks! {
+    failed_direct_remove_preserves_exact_lru_order(4),
+    failed_eviction_restores_skipped_pinned_order(4),
+    failed_multi_eviction_keeps_only_registered_models(8, bytes 10),
+    evicts_only_as_many_as_needed_lru_first(4),
+    skips_models_in_use_and_pins(4),
+    strict_capacity_fails_typed_and_overflow_loads(4),
+    alias_loads_under_the_resolved_id(4),
+    touching_an_unknown_id_leaves_no_phantom(4),
+}
+
+#[test]
+fn the_overflow_policy_loads_past_max_size() {
+    let (_, base) = base();
+    let cache = FixedSizeCache::new(base, config(1).with_policy(CapacityPolicy::Overflow)).unwrap();
+    cache.add_model("A", None).unwrap();
+    cache.pin("A").unwrap();
+    assert_eq!(cache.add_model("B", None).unwrap(), Added::Loaded);
+    assert_eq!(queue(&cache), ["A", "B"]);
+}
+
+#[test]
+fn pins_reach_every_layer_of_a_nested_stack() {
+    let (_, base) = base();
+    let inner = FixedSizeCache::new(base, config(2)).unwrap();
+    let outer = FixedSizeCache::new(Traced::new(inner), config(3)).unwrap();
+    outer.add_model("A", None).unwrap();
+    outer.pin("A").unwrap();
+    outer.add_model("B", None).unwrap();
+    outer.add_model("C", None).unwrap(); // the inner cache (2) must evict B, not the pinned A
+    let inner = outer.get_ref().get_ref();
+    assert_eq!(queue(inner), ["A", "C"]);
+    assert!(inner.pinned().iter().any(|p| p.as_str() == "A"));
+    outer.unpin("A").unwrap();
+    assert!(inner.pinned().is_empty());
+    assert_eq!(outer.snapshot().registered.len(), 2, "snapshot reaches the base through both caches");
+}
+
+#[test]
+fn a_zero_capacity_is_refused() {
+    let (_, base) = base();
+    let err = FixedSizeCache::new(base, FixedSizeConfig::new(0)).unwrap_err();
+    assert_eq!(err.field, "max_size");
+}
