@@ -70,8 +70,8 @@ pub enum Outcome {
 pub struct Reference {
     /// Registered resolved ids.
     pub registered: BTreeSet<String>,
-    broken_loads: BTreeSet<String>,
-    broken_unloads: BTreeSet<String>,
+    pub(crate) broken_loads: BTreeSet<String>,
+    pub(crate) broken_unloads: BTreeSet<String>,
 }
 
 impl Reference {
@@ -186,5 +186,113 @@ impl Loader for KnobLoader {
             return Err(format!("load of {id} refused").into());
         }
         Ok(KnobModel { knobs: std::sync::Arc::clone(&self.knobs), registered_as: Mutex::new(None) })
+    }
+}
+
+/// Operations of a cache program: the manager's plus pins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheOp {
+    /// A manager operation (aliases are not used here: the queue order is the point).
+    Base(Op),
+    /// `pin(IDS[id])`.
+    Pin {
+        /// Index into [`IDS`].
+        id: usize,
+    },
+    /// `unpin(IDS[id])`.
+    Unpin {
+        /// Index into [`IDS`].
+        id: usize,
+    },
+}
+
+/// What a cache operation returns, reduced: the manager's outcomes plus `CapacityExhausted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// As for the manager.
+    Base(Outcome),
+    /// No room and nothing evictable.
+    Full,
+}
+
+/// Reference model of a `FixedSizeCache` over the manager, for sequential programs: an exact
+/// LRU queue (front = least recently used), pins, failure knobs.
+#[derive(Debug, Clone)]
+pub struct CacheReference {
+    max_size: usize,
+    /// The queue, least recently used first.
+    pub queue: Vec<String>,
+    pinned: BTreeSet<String>,
+    knobs: Reference,
+}
+
+impl CacheReference {
+    /// An empty cache of capacity `max_size`.
+    pub fn new(max_size: usize) -> Self {
+        Self { max_size, queue: Vec::new(), pinned: BTreeSet::new(), knobs: Reference::default() }
+    }
+
+    fn touch(&mut self, id: &str) {
+        if let Some(at) = self.queue.iter().position(|q| q == id) {
+            let id = self.queue.remove(at);
+            self.queue.push(id);
+        }
+    }
+
+    /// Applies `op` and returns what the cache must return.
+    pub fn apply(&mut self, op: &CacheOp) -> CacheOutcome {
+        use CacheOutcome::{Base, Full};
+        match op {
+            CacheOp::Pin { id } => {
+                self.pinned.insert(IDS[*id].to_owned());
+                Base(Outcome::Done)
+            }
+            CacheOp::Unpin { id } => {
+                self.pinned.remove(IDS[*id]);
+                Base(Outcome::Done)
+            }
+            CacheOp::Base(Op::Add { id, .. }) => {
+                let id = IDS[*id];
+                if self.queue.iter().any(|q| q == id) {
+                    self.touch(id);
+                    return Base(Outcome::Warm);
+                }
+                while self.queue.len() >= self.max_size {
+                    let Some(victim) = self.queue.iter().find(|q| !self.pinned.contains(*q)).cloned() else {
+                        return Full;
+                    };
+                    if self.knobs.broken_unloads.contains(&victim) {
+                        return Base(Outcome::UnloadFailed);
+                    }
+                    self.queue.retain(|q| *q != victim);
+                }
+                if self.knobs.broken_loads.contains(id) {
+                    return Base(Outcome::LoadFailed);
+                }
+                self.queue.push(id.to_owned());
+                Base(Outcome::Loaded)
+            }
+            CacheOp::Base(Op::Remove { id }) => {
+                let id = IDS[*id];
+                if !self.queue.iter().any(|q| q == id) {
+                    Base(Outcome::NotFound)
+                } else if self.knobs.broken_unloads.contains(id) {
+                    Base(Outcome::UnloadFailed)
+                } else {
+                    self.queue.retain(|q| q != id);
+                    Base(Outcome::Done)
+                }
+            }
+            CacheOp::Base(Op::Lease { id }) => {
+                let id = IDS[*id];
+                if self.queue.iter().any(|q| q == id) {
+                    self.touch(id);
+                    Base(Outcome::Done)
+                } else {
+                    Base(Outcome::NotFound)
+                }
+            }
+            CacheOp::Base(knob) => Base(self.knobs.apply(knob)),
+        }
     }
 }
