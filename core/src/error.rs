@@ -126,3 +126,25 @@ pub struct InvalidConfig {
     /// Why it was refused.
     pub reason: &'static str,
 }
+
+/// Errors of the shared-weight cache ([`DeviceCache`](crate::cache::DeviceCache)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheError {
+    /// The model is larger than the whole budget; refused before admission.
+    #[error("`{key}` needs {bytes} bytes; the whole budget is {cap}")]
+    TooLarge {
+        /// The key.
+        key: String,
+        /// The model's bytes.
+        bytes: u64,
+        /// The budget's cap.
+        cap: u64,
+    },
+    /// The cache was shut down; a prefetch (an admission nobody retrieves) is refused.
+    #[error("the cache is shut down; prefetch of `{key}` refused")]
+    ShutDown {
+        /// The key.
+        key: String,
+    },
+}

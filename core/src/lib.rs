@@ -18,6 +18,7 @@
 //! what ships.
 #![forbid(unsafe_code)]
 
+pub mod cache;
 mod error;
 mod id;
 pub mod layer;
@@ -30,7 +31,7 @@ pub mod mutants;
 #[allow(dead_code, unreachable_pub, missing_docs)]
 mod mutants;
 
-pub use error::{BoxError, InvalidConfig, ManagerError, SourceError};
+pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
 pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Manager, Traced};
 pub use manager::{

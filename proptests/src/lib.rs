@@ -296,3 +296,52 @@ impl CacheReference {
         }
     }
 }
+
+/// Operations of a shared-weight cache program over two peer caches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheProgramOp {
+    /// `put` on cache `cache` of key `key` with `bytes`; `shared` or private; keep the handle
+    /// as a hold, a lock, or drop it at once.
+    Put {
+        /// Which peer (0 or 1).
+        cache: usize,
+        /// Key index.
+        key: usize,
+        /// Size.
+        bytes: u64,
+        /// Shared through the store.
+        shared: bool,
+        /// 0: drop the admission, 1: keep a hold, 2: keep a lock.
+        keep: u8,
+    },
+    /// `get` on a cache; keep a hold (`lock: false`) or a lock.
+    Get {
+        /// Which peer.
+        cache: usize,
+        /// Key index.
+        key: usize,
+        /// Lock it.
+        lock: bool,
+    },
+    /// Drop the oldest kept handle.
+    Release,
+    /// `make_room(bytes)` on a cache.
+    MakeRoom {
+        /// Which peer.
+        cache: usize,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// `drop_model` on a cache.
+    DropModel {
+        /// Which peer.
+        cache: usize,
+        /// Key index.
+        key: usize,
+    },
+    /// `shutdown` on a cache.
+    Shutdown {
+        /// Which peer.
+        cache: usize,
+    },
+}

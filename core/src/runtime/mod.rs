@@ -54,6 +54,10 @@ pub trait Monitor<T>: Send + Sync {
     /// Runs `f` with exclusive access to the value.
     fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U;
 
+    /// Runs `f` with exclusive access to the value only if nobody holds the monitor right now;
+    /// `None` (without waiting) otherwise.
+    fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U>;
+
     /// Wakes every thread waiting in [`Monitor::wait_until`] so that it re-checks its condition.
     fn notify_all(&self);
 

@@ -63,6 +63,10 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
         f(&mut self.value.lock())
     }
 
+    fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
+        self.value.try_lock().map(|mut guard| f(&mut guard))
+    }
+
     fn notify_all(&self) {
         self.changed.notify_all();
     }

@@ -85,6 +85,14 @@ impl<T: Send> Monitor<T> for LoomMonitor<T> {
         f(&mut self.inner.lock())
     }
 
+    fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
+        match self.inner.value.try_lock() {
+            Ok(mut guard) => Some(f(&mut guard)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(f(&mut p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     fn notify_all(&self) {
         self.inner.changed.notify_all();
     }

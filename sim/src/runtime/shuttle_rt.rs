@@ -62,6 +62,14 @@ impl<T: Send> Monitor<T> for ShuttleMonitor<T> {
         f(&mut guard)
     }
 
+    fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
+        match self.value.try_lock() {
+            Ok(mut guard) => Some(f(&mut guard)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(f(&mut p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     fn notify_all(&self) {}
 
     fn wait_until<U>(

@@ -1,0 +1,188 @@
+//! [`RamBudget`]: one global RAM cap shared by every device cache.
+//!
+//! Accounting is truthful by construction: bytes are counted by RAII charges. A
+//! [`SharedCharge`] lives inside each canonical set of CPU weights and is debited when the last
+//! holder of those weights lets go; a [`NonSharedCharge`] lives inside each non-shared resident
+//! record and is debited, against the cache that made it, when the record goes. Nothing else
+//! moves the counters, so "bytes counted" always equals "bytes alive" (A1, A3).
+//!
+//! The budget's monitor is a leaf: nothing is called while it is held, so a charge may be
+//! dropped anywhere, under any other lock.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::error::InvalidConfig;
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+
+/// Identifies one device cache in the budget's per-cache accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CacheId(u64);
+
+#[derive(Debug, Default)]
+struct Counters {
+    shared: u64,
+    non_shared: BTreeMap<CacheId, u64>,
+    high_water: u64,
+    caches: u64,
+}
+
+impl Counters {
+    fn in_use(&self) -> u64 {
+        self.shared + self.non_shared.values().sum::<u64>()
+    }
+
+    fn note_high_water(&mut self) {
+        self.high_water = self.high_water.max(self.in_use());
+    }
+}
+
+/// The global RAM cap, and what is counted against it right now.
+pub struct RamBudget<R: Runtime = StdRuntime> {
+    cap: u64,
+    counters: R::Monitor<Counters>,
+}
+
+impl<R: Runtime> RamBudget<R> {
+    /// A budget of `cap` bytes on `runtime`. A zero cap is refused.
+    pub fn new(cap: u64, runtime: &R) -> Result<Arc<Self>, InvalidConfig> {
+        if cap == 0 {
+            return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
+        }
+        Ok(Arc::new(Self { cap, counters: runtime.monitor(Counters::default()) }))
+    }
+
+    /// The cap in bytes.
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
+    /// Bytes counted now: each live canonical once, plus every non-shared resident record.
+    pub fn in_use(&self) -> u64 {
+        self.counters.with(|c| c.in_use())
+    }
+
+    /// Bytes of live canonical weights (each counted once, however many records share it).
+    pub fn shared_bytes(&self) -> u64 {
+        self.counters.with(|c| c.shared)
+    }
+
+    /// Bytes of non-shared resident records charged to `cache`.
+    pub fn non_shared_bytes(&self, cache: CacheId) -> u64 {
+        self.counters.with(|c| c.non_shared.get(&cache).copied().unwrap_or(0))
+    }
+
+    /// Bytes above the cap (0 when within it).
+    pub fn excess(&self) -> u64 {
+        self.in_use().saturating_sub(self.cap)
+    }
+
+    /// Whether `bytes` more would still fit under the cap.
+    pub fn fits(&self, bytes: u64) -> bool {
+        self.in_use().saturating_add(bytes) <= self.cap
+    }
+
+    /// The most ever counted at once.
+    pub fn high_water(&self) -> u64 {
+        self.counters.with(|c| c.high_water)
+    }
+
+    /// A new cache identity for per-cache accounting.
+    pub(crate) fn register_cache(&self) -> CacheId {
+        self.counters.with(|c| {
+            c.caches += 1;
+            CacheId(c.caches)
+        })
+    }
+
+    /// Counts `bytes` of canonical weights until the returned charge is dropped.
+    pub(crate) fn charge_shared(self: &Arc<Self>, bytes: u64) -> SharedCharge<R> {
+        self.counters.with(|c| {
+            c.shared += bytes;
+            c.note_high_water();
+        });
+        SharedCharge { budget: Arc::clone(self), bytes }
+    }
+
+    /// Counts `bytes` of a non-shared record of `cache` until the returned charge is dropped.
+    pub(crate) fn charge_non_shared(self: &Arc<Self>, cache: CacheId, bytes: u64) -> NonSharedCharge<R> {
+        self.counters.with(|c| {
+            *c.non_shared.entry(cache).or_default() += bytes;
+            c.note_high_water();
+        });
+        NonSharedCharge { budget: Arc::clone(self), cache, bytes }
+    }
+}
+
+impl<R: Runtime> fmt::Debug for RamBudget<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RamBudget").field("cap", &self.cap).field("in_use", &self.in_use()).finish()
+    }
+}
+
+/// Bytes of one canonical set of weights, counted until dropped.
+pub struct SharedCharge<R: Runtime = StdRuntime> {
+    budget: Arc<RamBudget<R>>,
+    bytes: u64,
+}
+
+impl<R: Runtime> Drop for SharedCharge<R> {
+    fn drop(&mut self) {
+        self.budget.counters.with(|c| c.shared -= self.bytes);
+    }
+}
+
+impl<R: Runtime> fmt::Debug for SharedCharge<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedCharge").field("bytes", &self.bytes).finish()
+    }
+}
+
+/// Bytes of one non-shared resident record of one cache, counted until dropped.
+pub struct NonSharedCharge<R: Runtime = StdRuntime> {
+    budget: Arc<RamBudget<R>>,
+    cache: CacheId,
+    bytes: u64,
+}
+
+impl<R: Runtime> Drop for NonSharedCharge<R> {
+    fn drop(&mut self) {
+        self.budget.counters.with(|c| {
+            let charged = c.non_shared.entry(self.cache).or_default();
+            *charged -= self.bytes;
+            if *charged == 0 {
+                c.non_shared.remove(&self.cache);
+            }
+        });
+    }
+}
+
+impl<R: Runtime> fmt::Debug for NonSharedCharge<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NonSharedCharge").field("cache", &self.cache).field("bytes", &self.bytes).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_count_until_dropped() {
+        let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
+        let cache = budget.register_cache();
+        let shared = budget.charge_shared(40);
+        let own = budget.charge_non_shared(cache, 70);
+        assert_eq!((budget.in_use(), budget.excess(), budget.high_water()), (110, 10, 110));
+        assert!(!budget.fits(1));
+        drop(shared);
+        assert_eq!((budget.shared_bytes(), budget.non_shared_bytes(cache)), (0, 70));
+        drop(own);
+        assert_eq!((budget.in_use(), budget.high_water()), (0, 110));
+    }
+
+    #[test]
+    fn a_zero_cap_is_refused() {
+        assert_eq!(RamBudget::new(0, &StdRuntime::new()).unwrap_err().field, "cap");
+    }
+}

@@ -1,0 +1,405 @@
+//! [`DeviceCache`]: the records resident for one device, their protection counters, and every
+//! eviction path.
+//!
+//! # Lock order
+//! `cache state` → `store` → `budget` (the budget is a leaf). A cache takes a *peer's* state
+//! only with `try_with`; when that fails it leaves the peer a pending-reconcile flag (a leaf
+//! monitor of its own), set *before* the try so that a peer releasing in between cannot miss it.
+//! Handles ([`Admission`], [`LoadedModel`], [`ModelGuard`]) re-enter the cache from `Drop`, so
+//! cache code never drops one while it holds a lock; evicted records are plain data and may be
+//! dropped anywhere.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::budget::CacheId;
+use super::group::CacheGroup;
+use super::loaded::{Admission, Claim, LoadedModel};
+use super::record::{Record, Residency, Slot};
+use crate::error::CacheError;
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+
+/// How to admit a model in [`DeviceCache::put`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Put {
+    /// Share the weights through the store (adopting a live canonical); else a private copy
+    /// charged to this cache.
+    pub shared: bool,
+    /// Nobody will retrieve this admission right away (refused after shutdown).
+    pub prefetch: bool,
+}
+
+impl Default for Put {
+    fn default() -> Self {
+        Self { shared: true, prefetch: false }
+    }
+}
+
+/// Counters of one cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// `get` found the key.
+    pub hits: u64,
+    /// `get` did not find the key.
+    pub misses: u64,
+    /// Records evicted, by every path.
+    pub evictions: u64,
+    /// Bytes of the evicted records.
+    pub bytes_evicted: u64,
+}
+
+/// One resident record, as [`DeviceCache::resident`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resident {
+    /// The key.
+    pub key: String,
+    /// The record's bytes.
+    pub bytes: u64,
+    /// Identity of the shared canonical it uses (equal for records sharing one), or `None` for a
+    /// private copy.
+    pub canonical: Option<usize>,
+}
+
+/// A function called after every eviction with the key and the record's bytes.
+pub type EvictionCallback = Box<dyn Fn(&str, u64) + Send + Sync>;
+
+struct State<W, R: Runtime> {
+    slots: BTreeMap<String, Slot<W, R>>,
+    clock: u64,
+    shut_down: bool,
+    stats: CacheStats,
+}
+
+/// Evicted records with their keys, dropped (and reported) once the state lock is released.
+type Evicted<W, R> = Vec<Arc<Record<W, R>>>;
+
+/// The models resident for one device. Created by [`CacheGroup::cache`].
+pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    device: String,
+    id: CacheId,
+    group: Arc<CacheGroup<W, R>>,
+    state: R::Monitor<State<W, R>>,
+    reconcile_pending: R::Monitor<bool>,
+    on_evict: R::Monitor<Option<Arc<EvictionCallback>>>,
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    pub(crate) fn new(group: Arc<CacheGroup<W, R>>, device: &str) -> Arc<Self> {
+        let rt = &group.runtime;
+        let state = rt.monitor(State {
+            slots: BTreeMap::new(),
+            clock: 0,
+            shut_down: false,
+            stats: CacheStats::default(),
+        });
+        let (reconcile_pending, on_evict) = (rt.monitor(false), rt.monitor(None));
+        let id = group.budget.register_cache();
+        Arc::new(Self { device: device.to_owned(), id, group, state, reconcile_pending, on_evict })
+    }
+
+    /// The device this cache serves.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// This cache's identity in the budget.
+    pub fn id(&self) -> CacheId {
+        self.id
+    }
+
+    /// Calls `callback(key, bytes)` after every eviction, whatever path evicts.
+    pub fn on_evict(&self, callback: impl Fn(&str, u64) + Send + Sync + 'static) {
+        let callback: EvictionCallback = Box::new(callback);
+        self.on_evict.with(|c| *c = Some(Arc::new(callback)));
+    }
+
+    /// Admits `weights` (of `bytes`) under `key` and returns the admission the loader turns
+    /// into a [`LoadedModel`]. A key already resident is admitted again (no second copy); with
+    /// `shared`, a canonical alive in any peer is adopted.
+    pub fn put(
+        self: &Arc<Self>,
+        key: &str,
+        weights: W,
+        bytes: u64,
+        how: Put,
+    ) -> Result<Admission<W, R>, CacheError> {
+        let cap = self.group.budget.cap();
+        if bytes > cap {
+            return Err(CacheError::TooLarge { key: key.to_owned(), bytes, cap });
+        }
+        if how.prefetch && self.state.with(|s| s.shut_down) {
+            return Err(CacheError::ShutDown { key: key.to_owned() });
+        }
+        if let Some(record) = self.admit_existing(key) {
+            return Ok(Admission { cache: Arc::clone(self), record: Some(record) });
+        }
+        self.make_room(bytes);
+        let (residency, bytes) = if how.shared {
+            // An adopted canonical keeps the size it was charged with.
+            let canonical = self.group.store.insert(key, weights, bytes).0;
+            let bytes = canonical.bytes();
+            (Residency::Shared(canonical), bytes)
+        } else {
+            let charge = self.group.budget.charge_non_shared(self.id, bytes);
+            (Residency::Own { weights, _charge: charge }, bytes)
+        };
+        let fresh = Arc::new(Record { key: key.to_owned(), bytes, residency });
+        let (record, spare) = self.state.with(|s| {
+            s.clock += 1;
+            let (clock, stale) = (s.clock, s.shut_down);
+            let slot = s.slots.entry(key.to_owned()).or_insert_with(|| Slot {
+                record: Arc::clone(&fresh),
+                locks: 0,
+                holds: 0,
+                admitting: 0,
+                stale,
+                last_used: clock,
+            });
+            slot.admitting += 1;
+            let record = Arc::clone(&slot.record);
+            let spare = (!Arc::ptr_eq(&record, &fresh)).then_some(fresh);
+            (record, spare)
+        });
+        drop(spare);
+        if self.group.budget.excess() > 0 {
+            for peer in self.group.peers(self) {
+                peer.request_reconcile();
+            }
+        }
+        Ok(Admission { cache: Arc::clone(self), record: Some(record) })
+    }
+
+    fn admit_existing(&self, key: &str) -> Option<Arc<Record<W, R>>> {
+        self.state.with(|s| {
+            let slot = s.slots.get_mut(key)?;
+            slot.admitting += 1;
+            Some(Arc::clone(&slot.record))
+        })
+    }
+
+    /// The model resident under `key`, with its first-use hold armed in the same critical
+    /// section as the lookup (so no eviction path can take it before its first lock).
+    pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
+        let record = self.state.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            match s.slots.get_mut(key) {
+                Some(slot) => {
+                    slot.holds += 1;
+                    slot.last_used = clock;
+                    s.stats.hits += 1;
+                    Some(Arc::clone(&slot.record))
+                }
+                None => {
+                    s.stats.misses += 1;
+                    None
+                }
+            }
+        })?;
+        Some(LoadedModel { cache: Arc::clone(self), record: Some(record) })
+    }
+
+    /// Evicts unprotected records of this cache, least recently used first, until `bytes`
+    /// more fit the global budget (re-reading the global total after each eviction); then asks
+    /// each peer to do the same without waiting for it. Returns how many records this cache
+    /// evicted.
+    pub fn make_room(&self, bytes: u64) -> usize {
+        let evicted = self.evict_while(|budget| !budget.fits(bytes));
+        if !self.group.budget.fits(bytes) {
+            for peer in self.group.peers(self) {
+                peer.request_room(bytes);
+            }
+        }
+        evicted
+    }
+
+    /// Evicts the key's idle records now, marks its locked, held or admitting ones stale (their
+    /// last release evicts them), and invalidates the key in the store, so that a rebuild never
+    /// adopts the old weights. Returns how many records were evicted now.
+    pub fn drop_model(&self, key: &str) -> usize {
+        let evicted = self.state.with(|s| {
+            let keys: Vec<String> = s
+                .slots
+                .keys()
+                .filter(|k| *k == key || k.strip_prefix(key).is_some_and(|r| r.starts_with(':')))
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| Self::evict_or_mark(s, k)).collect::<Vec<_>>()
+        });
+        self.group.store.invalidate(key);
+        self.finish_evictions(evicted)
+    }
+
+    /// Idempotent: evicts idle records now; marks locked, held or admitting ones stale, so that
+    /// their last release evicts them. After shutdown an admission is stale at birth and a
+    /// prefetch is refused.
+    pub fn shutdown(&self) -> usize {
+        let evicted = self.state.with(|s| {
+            s.shut_down = true;
+            let keys: Vec<String> = s.slots.keys().cloned().collect();
+            keys.iter().filter_map(|k| Self::evict_or_mark(s, k)).collect::<Vec<_>>()
+        });
+        self.finish_evictions(evicted)
+    }
+
+    /// Whether `shutdown` ran.
+    pub fn is_shut_down(&self) -> bool {
+        self.state.with(|s| s.shut_down)
+    }
+
+    /// Keys resident now, in order.
+    pub fn keys(&self) -> Vec<String> {
+        self.state.with(|s| s.slots.keys().cloned().collect())
+    }
+
+    /// Hit, miss and eviction counters.
+    pub fn stats(&self) -> CacheStats {
+        self.state.with(|s| s.stats)
+    }
+
+    /// Bytes of the records resident in this cache that are not shared.
+    pub fn non_shared_bytes(&self) -> u64 {
+        self.group.budget.non_shared_bytes(self.id)
+    }
+
+    /// Records resident now, for accounting checks.
+    pub fn resident(&self) -> Vec<Resident> {
+        self.state.with(|s| {
+            s.slots
+                .values()
+                .map(|v| Resident {
+                    key: v.record.key.clone(),
+                    bytes: v.record.bytes,
+                    canonical: v.record.shared().map(|c| Arc::as_ptr(c) as *const () as usize),
+                })
+                .collect()
+        })
+    }
+
+    /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
+    /// without waiting. If the cache is busy, its next release honours the flag.
+    pub(crate) fn request_reconcile(&self) {
+        self.request_room(0);
+    }
+
+    /// Like [`DeviceCache::request_reconcile`], evicting until `bytes` more fit if it can get
+    /// the cache's lock right now (a deferred reconcile only brings the budget back to its cap).
+    pub(crate) fn request_room(&self, bytes: u64) {
+        self.reconcile_pending.with(|p| *p = true);
+        let evicted = self.state.try_with(|s| {
+            self.reconcile_pending.with(|p| *p = false);
+            Self::evict_lru_while(s, |b| !b.fits(bytes), &self.group)
+        });
+        if let Some(evicted) = evicted {
+            self.finish_evictions(evicted);
+        }
+    }
+
+    /// Turns one claim on `record` into another, in one critical section.
+    pub(crate) fn convert(&self, record: &Arc<Record<W, R>>, from: Claim, to: Claim) {
+        self.state.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            if let Some(slot) = Self::occupant(s, record) {
+                *Self::counter(slot, from) -= 1;
+                *Self::counter(slot, to) += 1;
+                slot.last_used = clock;
+            }
+        });
+    }
+
+    /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
+    /// and now free; then honours a pending reconcile or this cache's own overshoot.
+    pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
+        let evicted = self.state.with(|s| {
+            let slot = Self::occupant(s, record)?;
+            *Self::counter(slot, claim) -= 1;
+            (slot.stale && slot.free()).then(|| Self::remove(s, &record.key)).flatten()
+        });
+        self.finish_evictions(evicted.into_iter().collect());
+        let pending = self.reconcile_pending.with(std::mem::take);
+        if pending || self.group.budget.excess() > 0 {
+            let evicted = self.state.with(|s| Self::evict_lru_while(s, |b| b.excess() > 0, &self.group));
+            self.finish_evictions(evicted);
+        }
+    }
+
+    fn counter(slot: &mut Slot<W, R>, claim: Claim) -> &mut usize {
+        match claim {
+            Claim::Admitting => &mut slot.admitting,
+            Claim::Hold => &mut slot.holds,
+            Claim::Lock => &mut slot.locks,
+        }
+    }
+
+    /// The slot of `record` if `record` is still the occupant of its key (identity, not key).
+    fn occupant<'s>(s: &'s mut State<W, R>, record: &Arc<Record<W, R>>) -> Option<&'s mut Slot<W, R>> {
+        s.slots.get_mut(&record.key).filter(|slot| Arc::ptr_eq(&slot.record, record))
+    }
+
+    fn remove(s: &mut State<W, R>, key: &str) -> Option<Arc<Record<W, R>>> {
+        let slot = s.slots.remove(key)?;
+        s.stats.evictions += 1;
+        s.stats.bytes_evicted += slot.record.bytes;
+        Some(slot.record)
+    }
+
+    fn evict_or_mark(s: &mut State<W, R>, key: &str) -> Option<Arc<Record<W, R>>> {
+        let slot = s.slots.get_mut(key)?;
+        if slot.free() {
+            Self::remove(s, key)
+        } else {
+            slot.stale = true;
+            None
+        }
+    }
+
+    fn evict_while(&self, more: impl Fn(&super::RamBudget<R>) -> bool) -> usize {
+        let evicted = self.state.with(|s| Self::evict_lru_while(s, more, &self.group));
+        self.finish_evictions(evicted)
+    }
+
+    /// Evicts free records, least recently used first, while `more(budget)` holds. Each evicted
+    /// record is dropped at once (records are plain data), so the global total it re-reads
+    /// reflects every eviction so far.
+    fn evict_lru_while(
+        s: &mut State<W, R>,
+        more: impl Fn(&super::RamBudget<R>) -> bool,
+        group: &CacheGroup<W, R>,
+    ) -> Evicted<W, R> {
+        let mut evicted = Vec::new();
+        while more(&group.budget) {
+            let victim = s
+                .slots
+                .iter()
+                .filter(|(_, v)| v.free())
+                .min_by_key(|(_, v)| v.last_used)
+                .map(|(k, _)| k.clone());
+            let Some(victim) = victim else { break };
+            if let Some(record) = Self::remove(s, &victim) {
+                evicted.push(Arc::clone(&record));
+                drop(record);
+            }
+        }
+        evicted
+    }
+
+    /// Drops the evicted records (outside every lock) and reports them; returns how many.
+    fn finish_evictions(&self, evicted: Evicted<W, R>) -> usize {
+        let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
+        let count = evicted.len();
+        for record in evicted {
+            tracing::debug!(device = %self.device, key = %record.key, bytes = record.bytes, "evicted");
+            if let Some(callback) = &callback {
+                callback(&record.key, record.bytes);
+            }
+        }
+        count
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for DeviceCache<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceCache").field("device", &self.device).field("keys", &self.keys()).finish()
+    }
+}

@@ -1,0 +1,69 @@
+//! [`CacheGroup`]: the device caches that share one [`WeightStore`] and one [`RamBudget`].
+
+use std::fmt;
+
+use super::DeviceCache;
+use super::budget::RamBudget;
+use super::weights::WeightStore;
+use crate::error::InvalidConfig;
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
+
+/// Peers: one cache per device over one store and one budget.
+pub struct CacheGroup<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    pub(crate) runtime: R,
+    pub(crate) budget: Arc<RamBudget<R>>,
+    pub(crate) store: Arc<WeightStore<W, R>>,
+    caches: R::Monitor<Vec<Weak<DeviceCache<W, R>>>>,
+}
+
+impl<W: Send + Sync + 'static> CacheGroup<W> {
+    /// A group with a global RAM cap of `cap` bytes, on the production runtime.
+    pub fn new(cap: u64) -> Result<Arc<Self>, InvalidConfig> {
+        Self::with_runtime(cap, StdRuntime::new())
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
+    /// A group on an explicit runtime (the model checker's, in `resident-sim`).
+    pub fn with_runtime(cap: u64, runtime: R) -> Result<Arc<Self>, InvalidConfig> {
+        let budget = RamBudget::new(cap, &runtime)?;
+        let store = WeightStore::new(Arc::clone(&budget), &runtime);
+        let caches = runtime.monitor(Vec::new());
+        Ok(Arc::new(Self { runtime, budget, store, caches }))
+    }
+
+    /// The shared RAM budget.
+    pub fn budget(&self) -> &Arc<RamBudget<R>> {
+        &self.budget
+    }
+
+    /// The shared weight store.
+    pub fn store(&self) -> &Arc<WeightStore<W, R>> {
+        &self.store
+    }
+
+    /// A new device cache (one per device), a peer of every other cache of the group.
+    pub fn cache(self: &Arc<Self>, device: &str) -> Arc<DeviceCache<W, R>> {
+        let cache = DeviceCache::new(Arc::clone(self), device);
+        self.caches.with(|c| {
+            c.retain(|w| w.strong_count() > 0);
+            c.push(Arc::downgrade(&cache));
+        });
+        cache
+    }
+
+    /// The live caches other than `except`.
+    pub(crate) fn peers(&self, except: &DeviceCache<W, R>) -> Vec<Arc<DeviceCache<W, R>>> {
+        self.caches
+            .with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>())
+            .into_iter()
+            .filter(|c| !std::ptr::eq(Arc::as_ptr(c), except))
+            .collect()
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for CacheGroup<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheGroup").field("budget", &self.budget).finish_non_exhaustive()
+    }
+}

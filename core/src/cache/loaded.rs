@@ -1,0 +1,141 @@
+//! The handles a cache hands out. Each one protects its record from eviction for as long as it
+//! lives, and its `Drop` is the record's guaranteed releaser: no hold, lock or admission can be
+//! stranded, whatever path (return, error, panic) drops it.
+
+use std::fmt;
+use std::ops::Deref;
+
+use super::DeviceCache;
+use super::record::Record;
+use crate::runtime::{Arc, Runtime, StdRuntime};
+
+/// Which counter of the record a handle holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    Admitting,
+    Hold,
+    Lock,
+}
+
+/// Returned by `put`: the record is inside its admission window until this is turned into a
+/// [`LoadedModel`] or dropped.
+pub struct Admission<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    pub(crate) cache: Arc<DeviceCache<W, R>>,
+    pub(crate) record: Option<Arc<Record<W, R>>>,
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
+    /// Hands the admitted record to its user: the admission becomes a first-use hold in one
+    /// critical section, so nothing can evict the record in between.
+    pub fn into_loaded(mut self) -> LoadedModel<W, R> {
+        let record = self.record.take().expect("an admission is converted once");
+        self.cache.convert(&record, Claim::Admitting, Claim::Hold);
+        LoadedModel { cache: Arc::clone(&self.cache), record: Some(record) }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.record.as_ref().expect("live admission").key
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Drop for Admission<W, R> {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            self.cache.release(&record, Claim::Admitting);
+        }
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for Admission<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admission").field("key", &self.record.as_ref().map(|r| &r.key)).finish()
+    }
+}
+
+/// Returned by `get`: a first-use hold on a record, armed in the same critical section as the
+/// lookup. [`LoadedModel::lock`] turns it into a [`ModelGuard`]; dropping it unused releases it.
+pub struct LoadedModel<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    pub(crate) cache: Arc<DeviceCache<W, R>>,
+    pub(crate) record: Option<Arc<Record<W, R>>>,
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
+    /// Locks the record for use: the hold becomes a lock in one critical section.
+    pub fn lock(mut self) -> ModelGuard<W, R> {
+        let record = self.record.take().expect("a loaded model is locked once");
+        self.cache.convert(&record, Claim::Hold, Claim::Lock);
+        ModelGuard { cache: Arc::clone(&self.cache), record: Some(record) }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.record.as_ref().expect("live hold").key
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Drop for LoadedModel<W, R> {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            self.cache.release(&record, Claim::Hold);
+        }
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for LoadedModel<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadedModel").field("key", &self.record.as_ref().map(|r| &r.key)).finish()
+    }
+}
+
+/// A locked record: never evicted while this lives. Dereferences to the weights.
+pub struct ModelGuard<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    cache: Arc<DeviceCache<W, R>>,
+    record: Option<Arc<Record<W, R>>>,
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.record().key
+    }
+
+    /// Whether this record's weights are the key's shared canonical (`false`: private copy).
+    pub fn is_shared(&self) -> bool {
+        self.record().shared().is_some()
+    }
+
+    /// Whether this record shares its canonical weights with `other`'s.
+    pub fn shares_weights_with(&self, other: &ModelGuard<W, R>) -> bool {
+        match (self.record().shared(), other.record().shared()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    fn record(&self) -> &Record<W, R> {
+        self.record.as_ref().expect("live guard")
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Deref for ModelGuard<W, R> {
+    type Target = W;
+
+    fn deref(&self) -> &W {
+        self.record().weights()
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Drop for ModelGuard<W, R> {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            self.cache.release(&record, Claim::Lock);
+        }
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for ModelGuard<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelGuard").field("key", &self.key()).finish()
+    }
+}

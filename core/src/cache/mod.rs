@@ -1,0 +1,30 @@
+//! The shared-weight cache: several [`DeviceCache`]s (one per device) over one
+//! [`WeightStore`] of canonical CPU weights and one global [`RamBudget`], grouped by a
+//! [`CacheGroup`].
+//!
+//! # Guarantees
+//! - A1: the budget counts each live canonical once plus each non-shared resident record, by
+//!   construction: canonicals and non-shared charges debit in their `Drop`.
+//! - A2: at most one live canonical per key across all peers (adoption upgrades the store's
+//!   `Weak` under its lock), unless the key was invalidated.
+//! - A4/A5: every eviction acts only on the current occupant of its key (identity), and never on
+//!   a locked, held or admitting record; a stale record is evicted by its last release.
+//! - A6: dropping every handle and the caches (with or without `shutdown`) releases every
+//!   record, canonical and budget byte.
+//!
+//! The first-use hold of [`DeviceCache::get`] is armed in the same critical section as the
+//! lookup, and every handle's `Drop` releases its claim; this replaces upstream's weakref
+//! finalizers, deferred worker and epochs.
+
+mod budget;
+mod device;
+mod group;
+mod loaded;
+mod record;
+mod weights;
+
+pub use budget::{CacheId, NonSharedCharge, RamBudget, SharedCharge};
+pub use device::{CacheStats, DeviceCache, EvictionCallback, Put, Resident};
+pub use group::CacheGroup;
+pub use loaded::{Admission, LoadedModel, ModelGuard};
+pub use weights::{Canonical, WeightStore};

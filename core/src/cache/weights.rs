@@ -1,0 +1,154 @@
+//! [`WeightStore`]: canonical CPU weights per key, shared by every device cache.
+//!
+//! The store maps `key → Weak<Canonical>`. Adopting a canonical is upgrading the `Weak` under the
+//! store's monitor, and inserting re-checks for a live canonical in the same critical section, so
+//! two caches can never end up with two live canonicals for one key (A2), and an adoption can
+//! never race the last release (upstream race 28): either the upgrade wins and the bytes stay
+//! counted once, or the canonical is gone and the insert registers (and charges) a new one.
+//!
+//! [`WeightStore::invalidate`] forgets a key: later loads build fresh weights, while holders of
+//! the old canonical keep it alive, and counted, until they let go.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Deref;
+
+use super::budget::{RamBudget, SharedCharge};
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
+
+/// One canonical set of CPU weights; its bytes are counted for exactly as long as it lives.
+pub struct Canonical<W, R: Runtime = StdRuntime> {
+    key: String,
+    bytes: u64,
+    weights: W,
+    _charge: SharedCharge<R>,
+}
+
+impl<W, R: Runtime> Canonical<W, R> {
+    /// The key it was registered under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Its size in bytes, as charged to the budget.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl<W, R: Runtime> Deref for Canonical<W, R> {
+    type Target = W;
+
+    fn deref(&self) -> &W {
+        &self.weights
+    }
+}
+
+impl<W, R: Runtime> fmt::Debug for Canonical<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Canonical").field("key", &self.key).field("bytes", &self.bytes).finish()
+    }
+}
+
+/// Canonical CPU weights per key, shared by every device cache on one [`RamBudget`].
+pub struct WeightStore<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
+    budget: Arc<RamBudget<R>>,
+    map: R::Monitor<BTreeMap<String, Weak<Canonical<W, R>>>>,
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
+    /// An empty store charging `budget`.
+    pub fn new(budget: Arc<RamBudget<R>>, runtime: &R) -> Arc<Self> {
+        Arc::new(Self { budget, map: runtime.monitor(BTreeMap::new()) })
+    }
+
+    /// The budget this store charges.
+    pub fn budget(&self) -> &Arc<RamBudget<R>> {
+        &self.budget
+    }
+
+    /// The live canonical of `key`, if some holder keeps it alive.
+    pub fn adopt(&self, key: &str) -> Option<Arc<Canonical<W, R>>> {
+        self.map.with(|m| m.get(key).and_then(Weak::upgrade))
+    }
+
+    /// Registers `weights` (of `bytes`) as the canonical of `key` and charges the budget —
+    /// unless a live canonical appeared meanwhile, which is adopted instead. The second value
+    /// says whether `weights` were adopted away (and so dropped, outside every lock).
+    pub fn insert(&self, key: &str, weights: W, bytes: u64) -> (Arc<Canonical<W, R>>, bool) {
+        let mut spare = Some(weights);
+        let canonical = self.map.with(|m| {
+            if let Some(live) = m.get(key).and_then(Weak::upgrade) {
+                return live;
+            }
+            let weights = spare.take().expect("weights are used once");
+            let charge = self.budget.charge_shared(bytes);
+            let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
+            m.insert(key.to_owned(), Arc::downgrade(&canonical));
+            canonical
+        });
+        let adopted = spare.is_some();
+        drop(spare);
+        (canonical, adopted)
+    }
+
+    /// Forgets `key`: the next load builds fresh weights. Live holders keep the old canonical
+    /// (and its bytes stay counted) until they let go.
+    pub fn invalidate(&self, key: &str) {
+        let forgotten = self.map.with(|m| m.remove(key));
+        drop(forgotten);
+    }
+
+    /// Keys with a live canonical, in order.
+    pub fn live_keys(&self) -> Vec<String> {
+        self.map.with(|m| {
+            m.retain(|_, w| w.strong_count() > 0);
+            m.keys().cloned().collect()
+        })
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for WeightStore<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeightStore").field("budget", &self.budget).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> Arc<WeightStore<Vec<u8>>> {
+        let rt = StdRuntime::new();
+        WeightStore::new(RamBudget::new(1000, &rt).unwrap(), &rt)
+    }
+
+    #[test]
+    fn a_live_canonical_is_adopted_and_counted_once() {
+        let store = store();
+        let (a, adopted) = store.insert("m", vec![1; 10], 10);
+        assert!(!adopted);
+        let (b, adopted) = store.insert("m", vec![2; 10], 10);
+        assert!(adopted && Arc::ptr_eq(&a, &b));
+        assert!(Arc::ptr_eq(&store.adopt("m").unwrap(), &a));
+        assert_eq!(store.budget().in_use(), 10);
+        drop((a, b));
+        assert_eq!(store.budget().in_use(), 0, "the last holder's drop debits");
+        assert!(store.adopt("m").is_none());
+        assert!(store.live_keys().is_empty());
+    }
+
+    #[test]
+    fn invalidate_forgets_the_key_but_keeps_the_old_bytes_counted() {
+        let store = store();
+        let (old, _) = store.insert("m", vec![0; 10], 10);
+        store.invalidate("m");
+        assert!(store.adopt("m").is_none(), "a rebuild never adopts the invalidated canonical");
+        let (new, adopted) = store.insert("m", vec![1; 12], 12);
+        assert!(!adopted && !Arc::ptr_eq(&old, &new));
+        assert_eq!(store.budget().in_use(), 22);
+        drop(old);
+        assert_eq!(store.budget().in_use(), 12);
+        assert_eq!(new[0], 1);
+    }
+}

@@ -1,0 +1,136 @@
+//! The shared-weight cache on the production runtime: adoption across peers, truthful
+//! accounting through shutdown, drop_model and cache drop, holds and stale release.
+
+use resident::CacheError;
+use resident::cache::{CacheGroup, Put};
+use resident::runtime::Arc;
+
+type Weights = Vec<u8>;
+
+fn weights(n: usize) -> Weights {
+    vec![7; n]
+}
+
+#[test]
+fn a_peer_adopts_the_live_canonical_instead_of_copying_it() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    let a = gpu0.put("m", weights(40), 40, Put::default()).unwrap().into_loaded().lock();
+    let b = gpu1.put("m", weights(40), 40, Put::default()).unwrap().into_loaded().lock();
+    assert!(a.shares_weights_with(&b));
+    assert_eq!(group.budget().in_use(), 40, "one canonical, counted once");
+    assert_eq!(group.store().live_keys(), ["m"]);
+    drop((a, b));
+    assert_eq!(group.budget().in_use(), 40, "resident, idle records keep it");
+    gpu0.shutdown();
+    assert_eq!(group.budget().in_use(), 40, "gpu1 still holds the canonical");
+    gpu1.shutdown();
+    assert_eq!(group.budget().in_use(), 0);
+}
+
+#[test]
+fn shutdown_keeps_a_record_in_use_until_its_last_release() {
+    // C-R1/C-R2/C-R5 in one line each: a shut-down record in use stays counted as shared, a peer
+    // reload adopts it, and the last release evicts it with the bytes debited exactly once.
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    drop(gpu0.put("m", weights(30), 30, Put::default()).unwrap());
+    let held = gpu0.get("m").expect("resident");
+    assert_eq!(gpu0.shutdown(), 0, "held: marked stale, not evicted");
+    let peer = gpu1.put("m", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    let mine = held.lock();
+    assert!(mine.shares_weights_with(&peer));
+    assert_eq!(group.budget().in_use(), 30);
+    drop(mine);
+    assert!(gpu0.keys().is_empty(), "the stale record went at its last release");
+    assert_eq!(group.budget().in_use(), 30, "the peer still holds the canonical");
+    drop(peer);
+    gpu1.shutdown();
+    assert_eq!(group.budget().in_use(), 0);
+    assert_eq!(gpu0.stats().evictions, 1);
+}
+
+#[test]
+fn admission_after_shutdown_is_stale_at_birth_and_prefetch_is_refused() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    gpu.shutdown();
+    let prefetch = Put { prefetch: true, ..Put::default() };
+    assert_eq!(gpu.put("p", weights(5), 5, prefetch).unwrap_err(), CacheError::ShutDown { key: "p".into() });
+    let guard = gpu.put("m", weights(10), 10, Put::default()).unwrap().into_loaded().lock();
+    assert_eq!(guard.len(), 10);
+    drop(guard);
+    assert!(gpu.keys().is_empty() && group.budget().in_use() == 0);
+    let cancelled = gpu.put("c", weights(10), 10, Put::default()).unwrap();
+    drop(cancelled); // C-R12: a loader cancelled between put and get still releases
+    assert!(gpu.keys().is_empty() && group.budget().in_use() == 0);
+}
+
+#[test]
+fn make_room_skips_locked_held_and_admitting_records() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    let locked = gpu.put("locked", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    let held = gpu.put("held", weights(30), 30, Put::default()).unwrap().into_loaded();
+    let admitting = gpu.put("admitting", weights(30), 30, Put::default()).unwrap();
+    drop(gpu.put("idle", weights(10), 10, Put::default()).unwrap());
+    assert_eq!(gpu.make_room(50), 1, "only the idle record can go");
+    assert_eq!(gpu.keys(), ["admitting", "held", "locked"]);
+    drop((locked, held, admitting));
+    assert_eq!(group.budget().in_use(), 90);
+}
+
+#[test]
+fn drop_model_invalidates_so_a_rebuild_never_adopts_the_old_weights() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    let old = gpu0.put("m", vec![1; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    assert_eq!(gpu0.drop_model("m"), 0, "locked: marked stale");
+    let new = gpu1.put("m", vec![2; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    assert!(!old.shares_weights_with(&new));
+    assert_eq!((old[0], new[0]), (1, 2));
+    assert_eq!(group.budget().in_use(), 20, "the old bytes stay counted until their holder lets go");
+    drop(old);
+    assert_eq!(group.budget().in_use(), 10);
+    assert!(gpu0.keys().is_empty());
+    drop(new);
+}
+
+#[test]
+fn a_model_larger_than_the_budget_is_refused_before_admission() {
+    let group = CacheGroup::<Weights>::new(10).unwrap();
+    let gpu = group.cache("cuda:0");
+    let err = gpu.put("huge", weights(1), 11, Put::default()).unwrap_err();
+    assert_eq!(err, CacheError::TooLarge { key: "huge".into(), bytes: 11, cap: 10 });
+    assert!(gpu.keys().is_empty());
+}
+
+#[test]
+fn non_shared_records_are_charged_per_cache_and_a_dropped_cache_releases_everything() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    let private = Put { shared: false, ..Put::default() };
+    drop(gpu0.put("m", weights(20), 20, private).unwrap());
+    drop(gpu1.put("m", weights(20), 20, private).unwrap());
+    assert_eq!((gpu0.non_shared_bytes(), gpu1.non_shared_bytes(), group.budget().in_use()), (20, 20, 40));
+    drop(gpu0); // C-R26: no shutdown
+    assert_eq!(group.budget().in_use(), 20);
+    drop(gpu1);
+    assert_eq!(group.budget().in_use(), 0);
+}
+
+#[test]
+fn a_peer_over_budget_is_reconciled_when_the_admitting_cache_needs_room() {
+    let group = CacheGroup::<Weights>::new(50).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    drop(gpu0.put("a", weights(30), 30, Put::default()).unwrap());
+    let b = gpu1.put("b", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    assert!(gpu0.keys().is_empty(), "gpu1's make_room asked gpu0 to evict its idle record");
+    assert_eq!(group.budget().in_use(), 30);
+    let evicted = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&evicted);
+    gpu1.on_evict(move |key, bytes| seen.lock().unwrap().push((key.to_owned(), bytes)));
+    drop(b);
+    gpu1.drop_model("b");
+    assert_eq!(*evicted.lock().unwrap(), [("b".to_owned(), 30)]);
+}

@@ -1,0 +1,104 @@
+//! Random programs over two peer caches sharing one store and one budget. After every step the
+//! budget's count equals what is actually alive — each distinct live canonical once plus each
+//! cache's non-shared resident records (A1, zero drift) — and when every handle and cache is
+//! gone nothing is left counted (A6).
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use resident::cache::{CacheGroup, DeviceCache, Put};
+use resident::runtime::Arc;
+use resident_proptests::CacheProgramOp;
+
+const KEYS: &[&str] = &["a", "b", "c"];
+const CAP: u64 = 100;
+
+/// A handle kept alive by the program (a hold or a lock), dropped oldest first.
+type Kept = Box<dyn std::any::Any>;
+
+fn op() -> impl Strategy<Value = CacheProgramOp> {
+    let (cache, key) = (0..2usize, 0..KEYS.len());
+    prop_oneof![
+        5 => (cache.clone(), key.clone(), 1..60u64, any::<bool>(), 0..3u8)
+            .prop_map(|(cache, key, bytes, shared, keep)| CacheProgramOp::Put { cache, key, bytes, shared, keep }),
+        3 => (cache.clone(), key.clone(), any::<bool>()).prop_map(|(cache, key, lock)| CacheProgramOp::Get { cache, key, lock }),
+        4 => Just(CacheProgramOp::Release),
+        1 => (cache.clone(), 1..80u64).prop_map(|(cache, bytes)| CacheProgramOp::MakeRoom { cache, bytes }),
+        1 => (cache.clone(), key).prop_map(|(cache, key)| CacheProgramOp::DropModel { cache, key }),
+        1 => cache.prop_map(|cache| CacheProgramOp::Shutdown { cache }),
+    ]
+}
+
+/// What the budget must count (A1): each distinct live canonical once (every live canonical
+/// belongs to a resident record: no path evicts a record that a handle still protects) plus
+/// every cache's private records.
+fn expected(caches: &[Arc<DeviceCache<u64>>]) -> u64 {
+    let mut canonicals: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut private = 0;
+    for record in caches.iter().flat_map(|c| c.resident()) {
+        match record.canonical {
+            Some(id) => {
+                canonicals.insert(id, record.bytes);
+            }
+            None => private += record.bytes,
+        }
+    }
+    canonicals.values().sum::<u64>() + private
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "../fixtures/proptest-regressions/shared_cache.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_budget_counts_exactly_what_is_alive(program in proptest::collection::vec(op(), 1..60)) {
+        let group = CacheGroup::<u64>::new(CAP).unwrap();
+        let caches = [group.cache("cuda:0"), group.cache("cuda:1")];
+        let mut kept: Vec<Kept> = Vec::new();
+        for (step, op) in program.iter().enumerate() {
+            match *op {
+                CacheProgramOp::Put { cache, key, bytes, shared, keep } => {
+                    let how = Put { shared, prefetch: false };
+                    if let Ok(admission) = caches[cache].put(KEYS[key], bytes, bytes, how) {
+                        match keep {
+                            0 => drop(admission),
+                            1 => kept.push(Box::new(admission.into_loaded())),
+                            _ => kept.push(Box::new(admission.into_loaded().lock())),
+                        }
+                    }
+                }
+                CacheProgramOp::Get { cache, key, lock } => {
+                    if let Some(loaded) = caches[cache].get(KEYS[key]) {
+                        kept.push(if lock { Box::new(loaded.lock()) } else { Box::new(loaded) });
+                    }
+                }
+                CacheProgramOp::Release => {
+                    if !kept.is_empty() {
+                        kept.remove(0);
+                    }
+                }
+                CacheProgramOp::MakeRoom { cache, bytes } => {
+                    caches[cache].make_room(bytes);
+                }
+                CacheProgramOp::DropModel { cache, key } => {
+                    caches[cache].drop_model(KEYS[key]);
+                }
+                CacheProgramOp::Shutdown { cache } => {
+                    caches[cache].shutdown();
+                }
+            }
+            prop_assert_eq!(group.budget().in_use(), expected(&caches), "A1 drift after step {}: {:?}", step, op);
+        }
+        drop(kept);
+        let [c0, c1] = caches;
+        drop(c0);
+        drop(c1);
+        prop_assert_eq!(group.budget().in_use(), 0, "A6: nothing left counted");
+    }
+}
