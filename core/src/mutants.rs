@@ -67,6 +67,24 @@ mutants! {
     PinNotForwarded = "pin-not-forwarded",
     /// S13: eviction waits for a victim's lifecycle lock while holding the queue lock.
     QueueLockDuringEviction = "queue-lock-during-eviction",
+    /// C-R1: shutdown lets go of retained records' canonicals (a peer reload copies them).
+    ShutdownReleasesWeights = "shutdown-releases-weights",
+    /// C-R3/C-R23: eviction paths treat records inside their admission window as free.
+    AdmissionUnprotected = "admission-unprotected",
+    /// C-R4/C-R27: a release finds its record by key, not identity.
+    KeyMatchRelease = "key-match-release",
+    /// C-R5/C-R14: `get` arms the first-use hold in a second critical section after the lookup.
+    HoldAfterLookup = "hold-after-lookup",
+    /// C-R6/C-R12: dropping an unused admission or hold releases nothing.
+    UnusedHandleLeaks = "unused-handle-leaks",
+    /// C-R7: an admission clears every other record's first-use holds.
+    SiblingAdmissionClearsHolds = "sibling-admission-clears-holds",
+    /// C-R8: a stale record is evicted at its last unlock even while another handle holds it.
+    StaleUnlockIgnoresHolds = "stale-unlock-ignores-holds",
+    /// C-R22: a release honours only a peer's request, not its own cache's overshoot.
+    NoOwnReconcile = "no-own-reconcile",
+    /// C-R28: adoption peeks, and the insert does not re-check for a live canonical.
+    AdoptByPeek = "adopt-by-peek",
 }
 
 impl fmt::Display for Mutant {

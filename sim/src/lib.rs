@@ -6,6 +6,7 @@
 //! bugs switchable back on as mutants. A failing execution yields a replay file
 //! ([`replay_file::ReplayFile`]) that reproduces it exactly.
 
+pub mod cache_world;
 pub mod explore;
 pub mod kill;
 pub mod replay_file;

@@ -70,6 +70,22 @@ scenario_tests! {
     m_s12 => "M-S12",
     m_s13 => "M-S13",
     m_l2 => "M-L2",
+    c_r1 => "C-R1",
+    c_r3 => "C-R3",
+    c_r4 => "C-R4",
+    c_r5 => "C-R5",
+    c_r6 => "C-R6",
+    c_r7 => "C-R7",
+    c_r8 => "C-R8",
+    c_r9 => "C-R9",
+    c_r12 => "C-R12",
+    c_r13 => "C-R13",
+    c_r14 => "C-R14",
+    c_r22 => "C-R22",
+    c_r23 => "C-R23",
+    c_r26 => "C-R26",
+    c_r27 => "C-R27",
+    c_r28 => "C-R28",
 }
 
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.

@@ -17,7 +17,8 @@ use super::group::CacheGroup;
 use super::loaded::{Admission, Claim, LoadedModel};
 use super::record::{Record, Residency, Slot};
 use crate::error::CacheError;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+use crate::mutants::{Mutant, on};
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// How to admit a model in [`DeviceCache::put`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +59,8 @@ pub struct Resident {
     /// Identity of the shared canonical it uses (equal for records sharing one), or `None` for a
     /// private copy.
     pub canonical: Option<usize>,
+    /// Replaced in the map while stale; alive only through a handle.
+    pub detached: bool,
 }
 
 /// A function called after every eviction with the key and the record's bytes.
@@ -65,6 +68,8 @@ pub type EvictionCallback = Box<dyn Fn(&str, u64) + Send + Sync>;
 
 struct State<W, R: Runtime> {
     slots: BTreeMap<String, Slot<W, R>>,
+    /// Records replaced while stale and still held: alive (and counted) until their holders let go.
+    detached: Vec<Weak<Record<W, R>>>,
     clock: u64,
     shut_down: bool,
     stats: CacheStats,
@@ -88,6 +93,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let rt = &group.runtime;
         let state = rt.monitor(State {
             slots: BTreeMap::new(),
+            detached: Vec::new(),
             clock: 0,
             shut_down: false,
             stats: CacheStats::default(),
@@ -133,10 +139,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if let Some(record) = self.admit_existing(key) {
             return Ok(Admission { cache: Arc::clone(self), record: Some(record) });
         }
+        if self.mutant(Mutant::SiblingAdmissionClearsHolds) {
+            self.state.with(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
+        }
         self.make_room(bytes);
         let (residency, bytes) = if how.shared {
             // An adopted canonical keeps the size it was charged with.
-            let canonical = self.group.store.insert(key, weights, bytes).0;
+            let canonical = if self.mutant(Mutant::AdoptByPeek) {
+                let peeked = self.group.store.adopt(key);
+                peeked.unwrap_or_else(|| self.group.store.insert_unchecked(key, weights, bytes))
+            } else {
+                self.group.store.insert(key, weights, bytes).0
+            };
             let bytes = canonical.bytes();
             (Residency::Shared(canonical), bytes)
         } else {
@@ -147,18 +161,29 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let (record, spare) = self.state.with(|s| {
             s.clock += 1;
             let (clock, stale) = (s.clock, s.shut_down);
-            let slot = s.slots.entry(key.to_owned()).or_insert_with(|| Slot {
-                record: Arc::clone(&fresh),
-                locks: 0,
-                holds: 0,
-                admitting: 0,
-                stale,
-                last_used: clock,
-            });
-            slot.admitting += 1;
-            let record = Arc::clone(&slot.record);
-            let spare = (!Arc::ptr_eq(&record, &fresh)).then_some(fresh);
-            (record, spare)
+            match s.slots.get_mut(key) {
+                // Admitted by someone else meanwhile: join that record.
+                Some(slot) if !slot.stale => {
+                    slot.admitting += 1;
+                    (Arc::clone(&slot.record), Some(fresh))
+                }
+                // Absent, or a stale occupant (dropped or shut down while in use): the new record
+                // takes the key; the old one is detached and its holders' releases act on it only.
+                _ => {
+                    let slot = Slot {
+                        record: Arc::clone(&fresh),
+                        locks: 0,
+                        holds: 0,
+                        admitting: 1,
+                        stale,
+                        last_used: clock,
+                    };
+                    if let Some(old) = s.slots.insert(key.to_owned(), slot) {
+                        s.detached.push(Arc::downgrade(&old.record));
+                    }
+                    (fresh, None)
+                }
+            }
         });
         drop(spare);
         if self.group.budget.excess() > 0 {
@@ -171,7 +196,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     fn admit_existing(&self, key: &str) -> Option<Arc<Record<W, R>>> {
         self.state.with(|s| {
-            let slot = s.slots.get_mut(key)?;
+            let slot = s.slots.get_mut(key).filter(|slot| !slot.stale)?;
             slot.admitting += 1;
             Some(Arc::clone(&slot.record))
         })
@@ -180,6 +205,15 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The model resident under `key`, with its first-use hold armed in the same critical
     /// section as the lookup (so no eviction path can take it before its first lock).
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
+        if self.mutant(Mutant::HoldAfterLookup) {
+            let record = self.state.with(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
+            self.state.with(|s| {
+                if let Some(slot) = Self::occupant(s, &record, false) {
+                    slot.holds += 1;
+                }
+            });
+            return Some(LoadedModel { cache: Arc::clone(self), record: Some(record) });
+        }
         let record = self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
@@ -195,8 +229,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                     None
                 }
             }
-        })?;
-        Some(LoadedModel { cache: Arc::clone(self), record: Some(record) })
+        });
+        self.honour_requests();
+        Some(LoadedModel { cache: Arc::clone(self), record: Some(record?) })
     }
 
     /// Evicts unprotected records of this cache, least recently used first, until `bytes`
@@ -210,6 +245,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 peer.request_room(bytes);
             }
         }
+        self.honour_requests();
         evicted
     }
 
@@ -217,6 +253,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// last release evicts them), and invalidates the key in the store, so that a rebuild never
     /// adopts the old weights. Returns how many records were evicted now.
     pub fn drop_model(&self, key: &str) -> usize {
+        let admitting = self.mutant(Mutant::AdmissionUnprotected);
         let evicted = self.state.with(|s| {
             let keys: Vec<String> = s
                 .slots
@@ -224,7 +261,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 .filter(|k| *k == key || k.strip_prefix(key).is_some_and(|r| r.starts_with(':')))
                 .cloned()
                 .collect();
-            keys.iter().filter_map(|k| Self::evict_or_mark(s, k)).collect::<Vec<_>>()
+            keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>()
         });
         self.group.store.invalidate(key);
         self.finish_evictions(evicted)
@@ -234,11 +271,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// their last release evicts them. After shutdown an admission is stale at birth and a
     /// prefetch is refused.
     pub fn shutdown(&self) -> usize {
-        let evicted = self.state.with(|s| {
+        let admitting = self.mutant(Mutant::AdmissionUnprotected);
+        let (evicted, retained) = self.state.with(|s| {
             s.shut_down = true;
             let keys: Vec<String> = s.slots.keys().cloned().collect();
-            keys.iter().filter_map(|k| Self::evict_or_mark(s, k)).collect::<Vec<_>>()
+            let evicted =
+                keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>();
+            (evicted, keys.into_iter().filter(|k| s.slots.contains_key(k)).collect::<Vec<_>>())
         });
+        if self.mutant(Mutant::ShutdownReleasesWeights) {
+            retained.iter().for_each(|key| self.group.store.invalidate(key));
+        }
         self.finish_evictions(evicted)
     }
 
@@ -262,18 +305,22 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.group.budget.non_shared_bytes(self.id)
     }
 
-    /// Records resident now, for accounting checks.
+    /// Records alive in this cache now, for accounting checks: the resident ones, and detached
+    /// ones (replaced while stale) that a handle still holds.
     pub fn resident(&self) -> Vec<Resident> {
-        self.state.with(|s| {
-            s.slots
-                .values()
-                .map(|v| Resident {
-                    key: v.record.key.clone(),
-                    bytes: v.record.bytes,
-                    canonical: v.record.shared().map(|c| Arc::as_ptr(c) as *const () as usize),
-                })
-                .collect()
-        })
+        let describe = |record: &Record<W, R>, detached: bool| Resident {
+            key: record.key.clone(),
+            bytes: record.bytes,
+            canonical: record.shared().map(|c| Arc::as_ptr(c) as *const () as usize),
+            detached,
+        };
+        let (mut out, detached) = self.state.with(|s| {
+            s.detached.retain(|w| w.strong_count() > 0);
+            let out: Vec<Resident> = s.slots.values().map(|v| describe(&v.record, false)).collect();
+            (out, s.detached.iter().filter_map(Weak::upgrade).collect::<Vec<_>>())
+        });
+        out.extend(detached.iter().map(|record| describe(record, true)));
+        out
     }
 
     /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
@@ -286,9 +333,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// the cache's lock right now (a deferred reconcile only brings the budget back to its cap).
     pub(crate) fn request_room(&self, bytes: u64) {
         self.reconcile_pending.with(|p| *p = true);
+        let admitting = self.mutant(Mutant::AdmissionUnprotected);
         let evicted = self.state.try_with(|s| {
             self.reconcile_pending.with(|p| *p = false);
-            Self::evict_lru_while(s, |b| !b.fits(bytes), &self.group)
+            Self::evict_lru_while(s, |b| !b.fits(bytes), &self.group, admitting)
         });
         if let Some(evicted) = evicted {
             self.finish_evictions(evicted);
@@ -300,8 +348,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
-            if let Some(slot) = Self::occupant(s, record) {
-                *Self::counter(slot, from) -= 1;
+            if let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease)) {
+                decrement(Self::counter(slot, from));
                 *Self::counter(slot, to) += 1;
                 slot.last_used = clock;
             }
@@ -311,15 +359,28 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
     /// and now free; then honours a pending reconcile or this cache's own overshoot.
     pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
+        let ignore_holds = self.mutant(Mutant::StaleUnlockIgnoresHolds);
         let evicted = self.state.with(|s| {
-            let slot = Self::occupant(s, record)?;
-            *Self::counter(slot, claim) -= 1;
-            (slot.stale && slot.free()).then(|| Self::remove(s, &record.key)).flatten()
+            let slot = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease))?;
+            decrement(Self::counter(slot, claim));
+            let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
+            (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten()
         });
         self.finish_evictions(evicted.into_iter().collect());
+        self.honour_requests();
+    }
+
+    /// Runs at the end of every operation: honours a peer's pending reconcile request, and
+    /// this cache's own overshoot, without ever waiting for a peer.
+    fn honour_requests(&self) {
         let pending = self.reconcile_pending.with(std::mem::take);
-        if pending || self.group.budget.excess() > 0 {
-            let evicted = self.state.with(|s| Self::evict_lru_while(s, |b| b.excess() > 0, &self.group));
+        // The own-overshoot check also backs up the flag: a request whose try failed found this
+        // cache inside an operation, whose exit here sees the overshoot.
+        let own = !self.mutant(Mutant::NoOwnReconcile) && self.group.budget.excess() > 0;
+        if pending || own {
+            let admitting = self.mutant(Mutant::AdmissionUnprotected);
+            let evicted =
+                self.state.with(|s| Self::evict_lru_while(s, |b| b.excess() > 0, &self.group, admitting));
             self.finish_evictions(evicted);
         }
     }
@@ -332,9 +393,23 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
     }
 
-    /// The slot of `record` if `record` is still the occupant of its key (identity, not key).
-    fn occupant<'s>(s: &'s mut State<W, R>, record: &Arc<Record<W, R>>) -> Option<&'s mut Slot<W, R>> {
-        s.slots.get_mut(&record.key).filter(|slot| Arc::ptr_eq(&slot.record, record))
+    /// The slot of `record` if `record` is still the occupant of its key (identity, not key;
+    /// `by_key` is the mutant that matches by key).
+    fn occupant<'s>(
+        s: &'s mut State<W, R>,
+        record: &Arc<Record<W, R>>,
+        by_key: bool,
+    ) -> Option<&'s mut Slot<W, R>> {
+        s.slots.get_mut(&record.key).filter(|slot| by_key || Arc::ptr_eq(&slot.record, record))
+    }
+
+    fn mutant(&self, mutant: Mutant) -> bool {
+        on(self.group.mutants, mutant)
+    }
+
+    /// Mutant C-R6/C-R12: unused handles release nothing.
+    pub(crate) fn leaks_unused_handles(&self) -> bool {
+        self.mutant(Mutant::UnusedHandleLeaks)
     }
 
     fn remove(s: &mut State<W, R>, key: &str) -> Option<Arc<Record<W, R>>> {
@@ -344,9 +419,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         Some(slot.record)
     }
 
-    fn evict_or_mark(s: &mut State<W, R>, key: &str) -> Option<Arc<Record<W, R>>> {
+    fn evict_or_mark(s: &mut State<W, R>, key: &str, admitting_is_free: bool) -> Option<Arc<Record<W, R>>> {
         let slot = s.slots.get_mut(key)?;
-        if slot.free() {
+        if evictable(slot, admitting_is_free) {
             Self::remove(s, key)
         } else {
             slot.stale = true;
@@ -355,7 +430,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     fn evict_while(&self, more: impl Fn(&super::RamBudget<R>) -> bool) -> usize {
-        let evicted = self.state.with(|s| Self::evict_lru_while(s, more, &self.group));
+        let admitting = self.mutant(Mutant::AdmissionUnprotected);
+        let evicted = self.state.with(|s| Self::evict_lru_while(s, more, &self.group, admitting));
         self.finish_evictions(evicted)
     }
 
@@ -366,13 +442,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         s: &mut State<W, R>,
         more: impl Fn(&super::RamBudget<R>) -> bool,
         group: &CacheGroup<W, R>,
+        admitting_is_free: bool,
     ) -> Evicted<W, R> {
         let mut evicted = Vec::new();
         while more(&group.budget) {
             let victim = s
                 .slots
                 .iter()
-                .filter(|(_, v)| v.free())
+                .filter(|(_, v)| evictable(v, admitting_is_free))
                 .min_by_key(|(_, v)| v.last_used)
                 .map(|(k, _)| k.clone());
             let Some(victim) = victim else { break };
@@ -402,4 +479,14 @@ impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for DeviceCache<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceCache").field("device", &self.device).field("keys", &self.keys()).finish()
     }
+}
+
+/// Whether an eviction path may take this record (`admitting_is_free`: the C-R3/C-R23 mutant).
+fn evictable<W, R: Runtime>(slot: &Slot<W, R>, admitting_is_free: bool) -> bool {
+    slot.free() || (admitting_is_free && slot.locks == 0 && slot.holds == 0)
+}
+
+/// Releases one claim. A counter already at zero means a claim was lost (only mutants do that).
+fn decrement(counter: &mut usize) {
+    *counter = counter.saturating_sub(1);
 }

@@ -41,7 +41,7 @@ impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
 
 impl<W: Send + Sync + 'static, R: Runtime> Drop for Admission<W, R> {
     fn drop(&mut self) {
-        if let Some(record) = self.record.take() {
+        if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
             self.cache.release(&record, Claim::Admitting);
         }
     }
@@ -76,7 +76,7 @@ impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
 
 impl<W: Send + Sync + 'static, R: Runtime> Drop for LoadedModel<W, R> {
     fn drop(&mut self) {
-        if let Some(record) = self.record.take() {
+        if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
             self.cache.release(&record, Claim::Hold);
         }
     }
@@ -103,6 +103,12 @@ impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
     /// Whether this record's weights are the key's shared canonical (`false`: private copy).
     pub fn is_shared(&self) -> bool {
         self.record().shared().is_some()
+    }
+
+    /// Identity of the shared canonical this record uses (equal for records sharing one), or
+    /// `None` for a private copy.
+    pub fn canonical_id(&self) -> Option<usize> {
+        self.record().shared().map(|c| Arc::as_ptr(c) as *const () as usize)
     }
 
     /// Whether this record shares its canonical weights with `other`'s.

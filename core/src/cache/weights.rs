@@ -92,6 +92,17 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
         (canonical, adopted)
     }
 
+    /// Mutant C-R28: registers `weights` without re-checking for a live canonical (the peek
+    /// that preceded it may be stale), overwriting the key's entry.
+    pub(crate) fn insert_unchecked(&self, key: &str, weights: W, bytes: u64) -> Arc<Canonical<W, R>> {
+        self.map.with(|m| {
+            let charge = self.budget.charge_shared(bytes);
+            let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
+            m.insert(key.to_owned(), Arc::downgrade(&canonical));
+            canonical
+        })
+    }
+
     /// Forgets `key`: the next load builds fresh weights. Live holders keep the old canonical
     /// (and its bytes stay counted) until they let go.
     pub fn invalidate(&self, key: &str) {

@@ -5,6 +5,7 @@
 //! invariant breaks, inside a thread or in the quiescence checks after every thread is joined.
 //! Each scenario names the mutants it must catch.
 
+mod cache;
 pub mod layers;
 mod manager;
 
@@ -116,6 +117,38 @@ pub const CATALOGUE: &[Scenario] = &[
         timeouts: false, loom: None, targets: [QueueLockDuringEviction], layers::lock_order::<_, layers::ThreeDeep>),
     scenario!("M-L2", "eviction skips models in use",
         timeouts: true, loom: None, targets: [EvictLeased], layers::eviction_skips_in_use::<_, layers::ThreeDeep>),
+    scenario!("C-R1", "shutdown keeps a record in use: a peer reload adopts the same canonical (1)",
+        timeouts: false, loom: Some(2), targets: [ShutdownReleasesWeights], cache::shutdown_keeps_weights),
+    scenario!("C-R3", "shutdown inside the admission window (3)",
+        timeouts: false, loom: Some(2), targets: [AdmissionUnprotected], cache::shutdown_in_admission_window),
+    scenario!("C-R4", "detached stale record, key re-admitted, old record's last release (4)",
+        timeouts: false, loom: None, targets: [KeyMatchRelease], cache::drop_model_during_use),
+    scenario!("C-R5", "shutdown between get() and the first lock (5)",
+        timeouts: false, loom: Some(2), targets: [HoldAfterLookup], cache::shutdown_before_first_lock),
+    scenario!("C-R6", "a holder dropped unused after shutdown (6)",
+        timeouts: false, loom: Some(2), targets: [UnusedHandleLeaks], cache::abandoned_holder),
+    scenario!("C-R7", "a sibling admission must not strip or evict a held record (7)",
+        timeouts: false, loom: Some(2), targets: [SiblingAdmissionClearsHolds], cache::sibling_admission),
+    scenario!("C-R8", "stale unlock while a second holder exists (8)",
+        timeouts: false, loom: Some(2), targets: [StaleUnlockIgnoresHolds], cache::stale_unlock_with_second_holder),
+    scenario!("C-R9", "holders panic while locked or held: unwinding releases everything (9-11)",
+        timeouts: false, loom: Some(1), targets: [UnusedHandleLeaks], cache::holder_panics),
+    scenario!("C-R12", "loader cancelled between put and get, before or after shutdown (12, 15)",
+        timeouts: false, loom: Some(2), targets: [UnusedHandleLeaks], cache::cancelled_admission),
+    scenario!("C-R13", "post-shutdown prefetch refused (13)",
+        timeouts: false, loom: Some(2), targets: [UnusedHandleLeaks], cache::prefetch_after_shutdown),
+    scenario!("C-R14", "shutdown between lookup and hold: impossible by construction (14)",
+        timeouts: false, loom: Some(1), targets: [HoldAfterLookup], cache::hold_armed_with_lookup),
+    scenario!("C-R22", "own-cache overshoot reconciled at unlock (22)",
+        timeouts: false, loom: Some(2), targets: [NoOwnReconcile], cache::own_overshoot),
+    scenario!("C-R23", "a reconcile must not evict a just-admitted model before its first use (23)",
+        timeouts: false, loom: Some(2), targets: [AdmissionUnprotected], cache::reconcile_spares_admission),
+    scenario!("C-R26", "caches dropped without shutdown release everything (26)",
+        timeouts: false, loom: Some(1), targets: [UnusedHandleLeaks], cache::dropped_without_shutdown),
+    scenario!("C-R27", "drop_model during use; a rebuild never adopts the invalidated canonical (27)",
+        timeouts: false, loom: None, targets: [KeyMatchRelease], cache::drop_model_during_use),
+    scenario!("C-R28", "adoption racing another load of the key: one canonical (28)",
+        timeouts: false, loom: Some(2), targets: [AdoptByPeek], cache::adoption_race),
 ];
 
 /// The cache scenarios again on a one-deep stack (cache directly over the base), to show the

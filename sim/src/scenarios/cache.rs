@@ -1,0 +1,429 @@
+//! Shared-weight cache scenarios: shutdown, holds, admissions, identity, reconcile, adoption.
+//! Every run ends with A1 (accounting) and A6 (nothing left once every handle is gone); threads
+//! check A2 (one live canonical per key) and A5 (a locked record is resident) as they go.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use resident::cache::{DeviceCache, ModelGuard, Put};
+use resident::mutants::MutantSet;
+use resident::runtime::Arc;
+
+use crate::cache_world::{CacheWorld, Weights, ensure_resident};
+use crate::ensure;
+use crate::runtime::SimRuntime;
+use crate::trace;
+use crate::violation::InjectedPanic;
+
+type Cache<R> = Arc<DeviceCache<Weights, R>>;
+
+fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
+    R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
+}
+
+/// Admits and locks `key` (`bytes`) in `cache`.
+fn load<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64, thread: &str) -> ModelGuard<Weights, R> {
+    trace::record(thread, format!("put({key}) on {}", cache.device()));
+    let admission = cache.put(key, bytes, bytes, Put::default());
+    ensure!(admission.is_ok(), "contract", "{thread}: put({key}) gave {admission:?}");
+    let guard = admission.expect("checked").into_loaded().lock();
+    ensure_resident(cache, &guard, thread);
+    guard
+}
+
+/// Leaves `key` resident and idle in `cache`.
+fn preload<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64) {
+    drop(cache.put(key, bytes, bytes, Put::default()).expect("setup put"));
+}
+
+fn finish<R: SimRuntime>(world: &CacheWorld<R>) {
+    world.check_accounting();
+    world.check_drained();
+}
+
+fn shutdown_thread<R: SimRuntime>(world: &CacheWorld<R>, cache: usize) -> R::Handle<()> {
+    let cache = Arc::clone(&world.caches[cache]);
+    world.rt.spawn("T0", move || {
+        trace::record("T0", format!("shutdown({})", cache.device()));
+        cache.shutdown();
+    })
+}
+
+/// C-R1: T1 uses m on cuda:0 while cuda:0 shuts down and cuda:1 reloads m: the reload adopts T1's
+/// canonical (one copy, counted once).
+pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 2);
+    preload(&world.caches[0], "m", 30);
+    let (held, reloaded) = (world.mailbox(), world.mailbox());
+    let (c0, h1, r1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&reloaded));
+    let t1 = world.rt.spawn("T1", move || {
+        let Some(loaded) = c0.get("m") else { return h1.post(None) };
+        let guard = loaded.lock();
+        ensure_resident(&c0, &guard, "T1");
+        h1.post(guard.canonical_id());
+        r1.wait();
+    });
+    let t0 = shutdown_thread(&world, 0);
+    let (c1, h2, r2) = (Arc::clone(&world.caches[1]), Arc::clone(&held), Arc::clone(&reloaded));
+    let t2 = world.rt.spawn("T2", move || {
+        let mine = held_id(&h2);
+        let guard = load(&c1, "m", 30, "T2");
+        if let Some(theirs) = mine {
+            ensure!(
+                guard.canonical_id() == Some(theirs),
+                "A2",
+                "cuda:1 copied m while T1 held its canonical"
+            );
+        }
+        r2.post(None);
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    join::<R, _>(t2);
+    finish(&world);
+}
+
+fn held_id<R: SimRuntime>(mailbox: &crate::cache_world::Mailbox<R>) -> Option<usize> {
+    mailbox.wait()
+}
+
+/// C-R3: shutdown lands inside m's admission window; the loader still gets its record.
+pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let admission = c0.put("m", 30, 30, Put::default()).expect("put before or after shutdown");
+        R::yield_now();
+        let guard = admission.into_loaded().lock();
+        ensure_resident(&c0, &guard, "T1");
+    });
+    let t0 = shutdown_thread(&world, 0);
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R5 / C-R14: shutdown between the lookup of `get` and the first lock; with a peer reload
+/// (C-R14) the reload must adopt the same canonical.
+fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, mutants: MutantSet, peer_reload: bool) {
+    let world = CacheWorld::new(rt, mutants, 100, 2);
+    preload(&world.caches[0], "m", 30);
+    let (held, reloaded) = (world.mailbox(), world.mailbox());
+    let (c0, h1, r1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&reloaded));
+    let t1 = world.rt.spawn("T1", move || {
+        let Some(loaded) = c0.get("m") else { return h1.post(None) };
+        R::yield_now();
+        let guard = loaded.lock();
+        ensure_resident(&c0, &guard, "T1");
+        h1.post(guard.canonical_id());
+        if peer_reload {
+            r1.wait();
+        }
+        ensure_resident(&c0, &guard, "T1");
+    });
+    let t0 = shutdown_thread(&world, 0);
+    let t2 = peer_reload.then(|| {
+        let (c1, h2, r2) = (Arc::clone(&world.caches[1]), Arc::clone(&held), Arc::clone(&reloaded));
+        world.rt.spawn("T2", move || {
+            let theirs = h2.wait();
+            let guard = load(&c1, "m", 30, "T2");
+            if let Some(theirs) = theirs {
+                ensure!(
+                    guard.canonical_id() == Some(theirs),
+                    "A2",
+                    "cuda:1 copied m while T1 held its canonical"
+                );
+            }
+            r2.post(None);
+        })
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    if let Some(t2) = t2 {
+        join::<R, _>(t2);
+    }
+    finish(&world);
+}
+
+/// C-R5.
+pub(super) fn shutdown_before_first_lock<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    shutdown_between_get_and_lock(rt, mutants, false);
+}
+
+/// C-R14.
+pub(super) fn hold_armed_with_lookup<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    shutdown_between_get_and_lock(rt, mutants, true);
+}
+
+/// C-R6: a holder dropped unused after shutdown still releases: the stale record goes.
+pub(super) fn abandoned_holder<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    preload(&world.caches[0], "m", 30);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let loaded = c0.get("m");
+        R::yield_now();
+        drop(loaded);
+    });
+    let t0 = shutdown_thread(&world, 0);
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R12: a loader cancelled between `put` and `get`, before or after shutdown, still releases.
+pub(super) fn cancelled_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let admission = c0.put("m", 30, 30, Put::default());
+        R::yield_now();
+        drop(admission);
+    });
+    let t0 = shutdown_thread(&world, 0);
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R13: a prefetch after shutdown is refused; before it, it is an ordinary admission.
+pub(super) fn prefetch_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let prefetch = c0.put("m", 30, 30, Put { prefetch: true, ..Put::default() });
+        let refused = matches!(prefetch, Err(resident::CacheError::ShutDown { .. }));
+        ensure!(prefetch.is_ok() || refused, "contract", "prefetch gave {prefetch:?}");
+        ensure!(!refused || c0.is_shut_down(), "contract", "prefetch refused before shutdown");
+    });
+    let t0 = shutdown_thread(&world, 0);
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R7: a sibling admission (and its make_room) must not strip or evict a held record.
+pub(super) fn sibling_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 50, 1);
+    preload(&world.caches[0], "first", 30);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let Some(first) = c0.get("first") else { return };
+        let second = load(&c0, "second", 30, "T1");
+        drop(second);
+        let first = first.lock();
+        ensure_resident(&c0, &first, "T1");
+    });
+    let t0 = shutdown_thread(&world, 0);
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R8: a stale record's unlock must not evict it while a second holder exists.
+pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    preload(&world.caches[0], "m", 30);
+    let (holding, down) = (world.mailbox(), world.mailbox());
+    let first = world.caches[0].get("m").expect("preloaded").lock();
+    let (c0, h2) = (Arc::clone(&world.caches[0]), Arc::clone(&holding));
+    let t2 = world.rt.spawn("T2", move || {
+        let Some(loaded) = c0.get("m") else { return h2.post(None) };
+        h2.post(Some(1));
+        R::yield_now();
+        let guard = loaded.lock();
+        ensure_resident(&c0, &guard, "T2");
+    });
+    let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
+    let t0 = world.rt.spawn("T0", move || {
+        c0.shutdown();
+        d0.post(None);
+    });
+    holding.wait();
+    down.wait();
+    drop(first);
+    join::<R, _>(t2);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R9: a holder panics while locked, another while holding: unwinding releases everything.
+pub(super) fn holder_panics<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    preload(&world.caches[0], "m", 30);
+    let spawn_panicker = |name: &'static str, lock: bool| {
+        let c0 = Arc::clone(&world.caches[0]);
+        world.rt.spawn(name, move || {
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                let loaded = c0.get("m");
+                let _guard = loaded.map(|l| {
+                    if lock {
+                        Some(l.lock())
+                    } else {
+                        drop(l);
+                        None
+                    }
+                });
+                R::yield_now();
+                std::panic::panic_any(InjectedPanic);
+            }));
+            ensure!(
+                caught.is_err_and(|p| p.is::<InjectedPanic>()),
+                "contract",
+                "{name}: the injected panic was lost"
+            );
+        })
+    };
+    let (t1, t2) = (spawn_panicker("T1", true), spawn_panicker("T2", false));
+    let t0 = shutdown_thread(&world, 0);
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R4 / C-R27: m is dropped while in use and re-admitted in the same cache and a peer: the
+/// re-admission gets fresh weights, and the old record's last release touches only itself.
+pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 200, 2);
+    preload(&world.caches[0], "m", 30);
+    let (dropped, loaded, released) = (world.mailbox(), world.mailbox(), world.mailbox());
+    let old = world.caches[0].get("m").expect("preloaded").lock();
+    let old_id = old.canonical_id();
+    let (c0, c1) = (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]));
+    let (d2, l2, r2) = (Arc::clone(&dropped), Arc::clone(&loaded), Arc::clone(&released));
+    let t2 = world.rt.spawn("T2", move || {
+        d2.wait();
+        let fresh = load(&c0, "m", 40, "T2");
+        let peer = load(&c1, "m", 40, "T2");
+        // The old canonical is still alive (held by the main thread): identities are comparable.
+        ensure!(fresh.canonical_id() != old_id, "A2", "the rebuild adopted the dropped canonical");
+        ensure!(peer.canonical_id() == fresh.canonical_id(), "A2", "two live canonicals for the rebuilt m");
+        l2.post(None);
+        r2.wait();
+        c0.make_room(200);
+        ensure_resident(&c0, &fresh, "T2");
+    });
+    let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&dropped));
+    let t0 = world.rt.spawn("T0", move || {
+        trace::record("T0", "drop_model(m)");
+        c0.drop_model("m");
+        d0.post(None);
+    });
+    loaded.wait();
+    trace::record("main", "drop(old m)");
+    drop(old);
+    released.post(None);
+    join::<R, _>(t2);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
+/// C-R22: a cache over the budget because of its own locked record reconciles at its unlock.
+pub(super) fn own_overshoot<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 50, 1);
+    let both = (world.mailbox(), world.mailbox());
+    let spawn_user = |name: &'static str,
+                      key: &'static str,
+                      mine: &Arc<crate::cache_world::Mailbox<R>>,
+                      theirs: &Arc<crate::cache_world::Mailbox<R>>| {
+        let (c0, mine, theirs) = (Arc::clone(&world.caches[0]), Arc::clone(mine), Arc::clone(theirs));
+        world.rt.spawn(name, move || {
+            let guard = load(&c0, key, 30, name);
+            mine.post(None);
+            theirs.wait(); // both locked at once: the cache is over its cap by its own records
+            drop(guard);
+        })
+    };
+    let t1 = spawn_user("T1", "a", &both.0, &both.1);
+    let t2 = spawn_user("T2", "b", &both.1, &both.0);
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    let budget = world.group.budget();
+    ensure!(
+        budget.in_use() <= budget.cap(),
+        "A9",
+        "budget {} over cap {} after every unlock",
+        budget.in_use(),
+        budget.cap()
+    );
+    finish(&world);
+}
+
+/// C-R23: a reconcile after m's admission must not evict m before its first use.
+pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 40, 1);
+    preload(&world.caches[0], "y", 30);
+    let y = world.caches[0].get("y").expect("preloaded").lock();
+    let admitted = world.mailbox();
+    let (c0, a1) = (Arc::clone(&world.caches[0]), Arc::clone(&admitted));
+    let t1 = world.rt.spawn("T1", move || {
+        let admission = c0.put("m", 30, 30, Put::default()).expect("fits the cap");
+        a1.post(None);
+        R::yield_now();
+        let guard = admission.into_loaded().lock();
+        ensure_resident(&c0, &guard, "T1");
+    });
+    admitted.wait();
+    drop(world.caches[0].get("y")); // touch y: m is now the least recently used
+    drop(y); // the release reconciles: y may go, m may not
+    join::<R, _>(t1);
+    finish(&world);
+}
+
+/// C-R26: caches dropped without shutdown release everything; nothing stays pinned meanwhile.
+pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 2);
+    let spawn_user = |name: &'static str, cache: usize| {
+        let c = Arc::clone(&world.caches[cache]);
+        world.rt.spawn(name, move || {
+            let admission = c.put("m", 30, 30, Put::default());
+            R::yield_now();
+            drop(admission);
+            drop(c.get("m"));
+        })
+    };
+    let (t1, t2) = (spawn_user("T1", 0), spawn_user("T2", 1));
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    for cache in &world.caches {
+        cache.make_room(world.group.budget().cap());
+        ensure!(
+            cache.keys().is_empty(),
+            "A6",
+            "{} keeps {:?} pinned with no handle left",
+            cache.device(),
+            cache.keys()
+        );
+    }
+    let CacheWorld { group, caches, .. } = world;
+    drop(caches);
+    ensure!(
+        group.budget().in_use() == 0,
+        "A6",
+        "{} bytes counted after every cache was dropped",
+        group.budget().in_use()
+    );
+}
+
+/// C-R28: two peers load m at once: one canonical, whoever wins the race.
+pub(super) fn adoption_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 2);
+    let (from0, from1) = (world.mailbox(), world.mailbox());
+    let spawn_loader = |name: &'static str,
+                        cache: usize,
+                        mine: Arc<crate::cache_world::Mailbox<R>>,
+                        theirs: Arc<crate::cache_world::Mailbox<R>>| {
+        let c = Arc::clone(&world.caches[cache]);
+        world.rt.spawn(name, move || {
+            let guard = load(&c, "m", 30, name);
+            mine.post(guard.canonical_id());
+            let other = theirs.wait();
+            ensure!(other == guard.canonical_id(), "A2", "{name} and its peer hold two live canonicals for m");
+        })
+    };
+    let t1 = spawn_loader("T1", 0, Arc::clone(&from0), Arc::clone(&from1));
+    let t2 = spawn_loader("T2", 1, from1, from0);
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    finish(&world);
+}
