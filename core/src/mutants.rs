@@ -81,6 +81,11 @@ mutants! {
     SiblingAdmissionClearsHolds = "sibling-admission-clears-holds",
     /// C-R8: a stale record is evicted at its last unlock even while another handle holds it.
     StaleUnlockIgnoresHolds = "stale-unlock-ignores-holds",
+    /// C-R18: a busy peer drops reconcile requests: its next operation honours neither the
+    /// pending flag nor the overshoot (upstream before #9263).
+    DeferredReconcileSkipped = "deferred-reconcile-skipped",
+    /// C-K1: keep-alive expiry takes records that are held but not yet locked.
+    KeepAliveEvictsHeld = "keep-alive-evicts-held",
     /// C-R22: a release honours only a peer's request, not its own cache's overshoot.
     NoOwnReconcile = "no-own-reconcile",
     /// C-R28: adoption peeks, and the insert does not re-check for a live canonical.

@@ -134,3 +134,37 @@ fn a_peer_over_budget_is_reconciled_when_the_admitting_cache_needs_room() {
     gpu1.drop_model("b");
     assert_eq!(*evicted.lock().unwrap(), [("b".to_owned(), 30)]);
 }
+
+#[test]
+fn keep_alive_expires_idle_records_only_and_shutdown_cancels_it() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    assert!(gpu.set_keep_alive(Some(std::time::Duration::ZERO)));
+    drop(gpu.put("idle", weights(10), 10, Put::default()).unwrap());
+    let held = gpu.put("held", weights(10), 10, Put::default()).unwrap().into_loaded();
+    assert_eq!(gpu.keys(), ["held"], "the next operation ran the expiry: idle went");
+    assert_eq!(gpu.expire_idle(), 0, "a held record never expires");
+    assert_eq!(gpu.stats().evictions, 1);
+    drop(held.lock());
+    gpu.shutdown();
+    assert_eq!(gpu.keep_alive(), None);
+    assert!(!gpu.set_keep_alive(Some(std::time::Duration::ZERO)), "never re-armed after shutdown");
+}
+
+#[test]
+fn re_admitting_a_dropped_key_detaches_the_old_record_by_identity() {
+    // C-R4: the old record's last release must not touch the key's new occupant.
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    let old = gpu.put("m", vec![1; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    gpu.drop_model("m");
+    let new = gpu.put("m", vec![2; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    assert!(!old.shares_weights_with(&new));
+    assert_eq!(gpu.resident().iter().filter(|r| r.detached).count(), 1);
+    drop(old);
+    assert_eq!(gpu.keys(), ["m"], "the new occupant stays");
+    assert_eq!(group.budget().in_use(), 10);
+    drop(new);
+    assert_eq!(gpu.make_room(100), 1);
+    assert_eq!(group.budget().in_use(), 0);
+}

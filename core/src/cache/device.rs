@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use super::budget::CacheId;
 use super::group::CacheGroup;
@@ -72,6 +73,7 @@ struct State<W, R: Runtime> {
     detached: Vec<Weak<Record<W, R>>>,
     clock: u64,
     shut_down: bool,
+    keep_alive: Option<Duration>,
     stats: CacheStats,
 }
 
@@ -96,6 +98,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             detached: Vec::new(),
             clock: 0,
             shut_down: false,
+            keep_alive: None,
             stats: CacheStats::default(),
         });
         let (reconcile_pending, on_evict) = (rt.monitor(false), rt.monitor(None));
@@ -133,6 +136,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if bytes > cap {
             return Err(CacheError::TooLarge { key: key.to_owned(), bytes, cap });
         }
+        self.expire_idle();
         if how.prefetch && self.state.with(|s| s.shut_down) {
             return Err(CacheError::ShutDown { key: key.to_owned() });
         }
@@ -158,6 +162,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             (Residency::Own { weights, _charge: charge }, bytes)
         };
         let fresh = Arc::new(Record { key: key.to_owned(), bytes, residency });
+        let now = self.group.runtime.now();
         let (record, spare) = self.state.with(|s| {
             s.clock += 1;
             let (clock, stale) = (s.clock, s.shut_down);
@@ -177,6 +182,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                         admitting: 1,
                         stale,
                         last_used: clock,
+                        idle_since: now,
                     };
                     if let Some(old) = s.slots.insert(key.to_owned(), slot) {
                         s.detached.push(Arc::downgrade(&old.record));
@@ -205,6 +211,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The model resident under `key`, with its first-use hold armed in the same critical
     /// section as the lookup (so no eviction path can take it before its first lock).
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
+        self.expire_idle();
         if self.mutant(Mutant::HoldAfterLookup) {
             let record = self.state.with(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
             self.state.with(|s| {
@@ -239,6 +246,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// each peer to do the same without waiting for it. Returns how many records this cache
     /// evicted.
     pub fn make_room(&self, bytes: u64) -> usize {
+        self.expire_idle();
         let evicted = self.evict_while(|budget| !budget.fits(bytes));
         if !self.group.budget.fits(bytes) {
             for peer in self.group.peers(self) {
@@ -274,6 +282,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let admitting = self.mutant(Mutant::AdmissionUnprotected);
         let (evicted, retained) = self.state.with(|s| {
             s.shut_down = true;
+            s.keep_alive = None;
             let keys: Vec<String> = s.slots.keys().cloned().collect();
             let evicted =
                 keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>();
@@ -282,6 +291,44 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::ShutdownReleasesWeights) {
             retained.iter().for_each(|key| self.group.store.invalidate(key));
         }
+        self.finish_evictions(evicted)
+    }
+
+    /// Evicts records that stayed unprotected for `keep_alive` on the runtime's clock; `None`
+    /// turns expiry off. Refused (returns `false`) after [`DeviceCache::shutdown`], which
+    /// cancels keep-alive for good.
+    pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
+        self.state.with(|s| {
+            if s.shut_down {
+                return false;
+            }
+            s.keep_alive = keep_alive;
+            true
+        })
+    }
+
+    /// The keep-alive in force (`None` after shutdown).
+    pub fn keep_alive(&self) -> Option<Duration> {
+        self.state.with(|s| s.keep_alive)
+    }
+
+    /// The keep-alive timer: evicts the records idle (unlocked, unheld, not admitting) for at
+    /// least the keep-alive, on the runtime's clock. Every `put`, `get` and `make_room` runs it
+    /// first; an application with no traffic calls it from its own timer. Returns how many went.
+    pub fn expire_idle(&self) -> usize {
+        let now = self.group.runtime.now();
+        let ignore_holds = self.mutant(Mutant::KeepAliveEvictsHeld);
+        let evicted = self.state.with(|s| {
+            let Some(keep_alive) = s.keep_alive else { return Vec::new() };
+            let expired: Vec<String> = s
+                .slots
+                .iter()
+                .filter(|(_, v)| v.free() || (ignore_holds && v.locks == 0 && v.admitting == 0))
+                .filter(|(_, v)| now.saturating_sub(v.idle_since) >= keep_alive)
+                .map(|(k, _)| k.clone())
+                .collect();
+            expired.iter().filter_map(|k| Self::remove(s, k)).collect()
+        });
         self.finish_evictions(evicted)
     }
 
@@ -345,6 +392,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// Turns one claim on `record` into another, in one critical section.
     pub(crate) fn convert(&self, record: &Arc<Record<W, R>>, from: Claim, to: Claim) {
+        let now = self.group.runtime.now();
         self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
@@ -352,6 +400,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 decrement(Self::counter(slot, from));
                 *Self::counter(slot, to) += 1;
                 slot.last_used = clock;
+                slot.idle_since = now;
             }
         });
     }
@@ -360,9 +409,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// and now free; then honours a pending reconcile or this cache's own overshoot.
     pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
         let ignore_holds = self.mutant(Mutant::StaleUnlockIgnoresHolds);
+        let now = self.group.runtime.now();
         let evicted = self.state.with(|s| {
             let slot = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease))?;
             decrement(Self::counter(slot, claim));
+            slot.idle_since = now;
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
             (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten()
         });
@@ -373,10 +424,13 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Runs at the end of every operation: honours a peer's pending reconcile request, and
     /// this cache's own overshoot, without ever waiting for a peer.
     fn honour_requests(&self) {
-        let pending = self.reconcile_pending.with(std::mem::take);
+        let pending =
+            self.reconcile_pending.with(std::mem::take) && !self.mutant(Mutant::DeferredReconcileSkipped);
         // The own-overshoot check also backs up the flag: a request whose try failed found this
         // cache inside an operation, whose exit here sees the overshoot.
-        let own = !self.mutant(Mutant::NoOwnReconcile) && self.group.budget.excess() > 0;
+        let own =
+            ![Mutant::NoOwnReconcile, Mutant::DeferredReconcileSkipped].into_iter().any(|m| self.mutant(m))
+                && self.group.budget.excess() > 0;
         if pending || own {
             let admitting = self.mutant(Mutant::AdmissionUnprotected);
             let evicted =

@@ -48,6 +48,8 @@ pub(crate) struct Slot<W, R: Runtime> {
     pub(crate) stale: bool,
     /// LRU clock of the last use.
     pub(crate) last_used: u64,
+    /// Runtime time of the last claim change (for keep-alive expiry).
+    pub(crate) idle_since: std::time::Duration,
 }
 
 impl<W, R: Runtime> Slot<W, R> {

@@ -128,6 +128,12 @@ impl SimRuntime for LoomRuntime {
         Self { clock: Arc::new(AtomicU64::new(0)), timeouts, wakers: Arc::new(Mutex::new(Vec::new())) }
     }
 
+    fn advance_clock(&self, by: Duration) {
+        let nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        let now = self.clock.load(Ordering::SeqCst);
+        self.clock.store(now.saturating_add(nanos), Ordering::SeqCst);
+    }
+
     fn start_time(&self) -> Option<Self::Handle<()>> {
         if !self.timeouts {
             return None;

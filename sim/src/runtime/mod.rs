@@ -119,6 +119,9 @@ pub trait SimRuntime: Runtime {
     /// A new counter starting at zero, for code that has no runtime at hand.
     fn counter_for_model() -> Self::Counter;
 
+    /// Moves the logical clock forward by `by` (a scenario letting time pass, for keep-alive).
+    fn advance_clock(&self, by: std::time::Duration);
+
     /// Starts whatever makes deadlines pass (loom's timer thread), if this execution explores
     /// timeouts and the runtime needs a thread for it.
     fn start_time(&self) -> Option<Self::Handle<()>>;

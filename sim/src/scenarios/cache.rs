@@ -318,6 +318,38 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R, mutants: MutantSet) {
     finish(&world);
 }
 
+/// C-R18: cuda:0 is over the budget with a locked record when cuda:1 asks it for room; its
+/// unlock, later, must honour the request: the budget is back under its cap at quiescence.
+pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 50, 2);
+    preload(&world.caches[0], "a", 30);
+    let a = world.caches[0].get("a").expect("preloaded").lock();
+    // Over the cap: a is locked on cuda:0 and b on cuda:1.
+    let b = world.caches[1].put("b", 30, 30, Put::default()).expect("setup put").into_loaded().lock();
+    let c1 = Arc::clone(&world.caches[1]);
+    let t1 = world.rt.spawn("T1", move || {
+        trace::record("T1", "make_room(10) on cuda:1");
+        c1.make_room(10);
+        drop(b);
+    });
+    let t2 = world.rt.spawn("T2", move || {
+        R::yield_now();
+        trace::record("T2", "unlock a on cuda:0");
+        drop(a);
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    let budget = world.group.budget();
+    ensure!(
+        budget.in_use() <= budget.cap(),
+        "A9",
+        "budget {} over cap {}: a deferred reconcile was lost",
+        budget.in_use(),
+        budget.cap()
+    );
+    finish(&world);
+}
+
 /// C-R22: a cache over the budget because of its own locked record reconciles at its unlock.
 pub(super) fn own_overshoot<R: SimRuntime>(rt: R, mutants: MutantSet) {
     let world = CacheWorld::new(rt, mutants, 50, 1);
@@ -418,12 +450,48 @@ pub(super) fn adoption_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
             let guard = load(&c, "m", 30, name);
             mine.post(guard.canonical_id());
             let other = theirs.wait();
-            ensure!(other == guard.canonical_id(), "A2", "{name} and its peer hold two live canonicals for m");
+            ensure!(
+                other == guard.canonical_id(),
+                "A2",
+                "{name} and its peer hold two live canonicals for m"
+            );
         })
     };
     let t1 = spawn_loader("T1", 0, Arc::clone(&from0), Arc::clone(&from1));
     let t2 = spawn_loader("T2", 1, from1, from0);
     join::<R, _>(t1);
     join::<R, _>(t2);
+    finish(&world);
+}
+
+/// C-K1: keep-alive expiry racing a get-then-lock, and shutdown cancelling keep-alive for good.
+pub(super) fn keep_alive<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    let ten = std::time::Duration::from_secs(10);
+    ensure!(world.caches[0].set_keep_alive(Some(ten)), "contract", "keep-alive refused before shutdown");
+    preload(&world.caches[0], "m", 30);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let Some(loaded) = c0.get("m") else { return };
+        R::yield_now();
+        let guard = loaded.lock();
+        ensure_resident(&c0, &guard, "T1");
+    });
+    let (c0, rt) = (Arc::clone(&world.caches[0]), world.rt.clone());
+    let t0 = world.rt.spawn("T0", move || {
+        trace::record("T0", "20 s pass; expire_idle()");
+        rt.advance_clock(2 * ten);
+        c0.expire_idle();
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t3 = world.rt.spawn("T3", move || {
+        trace::record("T3", "shutdown()");
+        c0.shutdown();
+        ensure!(c0.keep_alive().is_none(), "K1", "keep-alive survived shutdown");
+        ensure!(!c0.set_keep_alive(Some(ten)), "K1", "keep-alive re-armed after shutdown");
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    join::<R, _>(t3);
     finish(&world);
 }
