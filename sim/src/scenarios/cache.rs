@@ -48,38 +48,31 @@ fn shutdown_thread<R: SimRuntime>(world: &CacheWorld<R>, cache: usize) -> R::Han
     })
 }
 
+/// One cache (with `m` preloaded if `preload`), one user thread T1 running `user`, and T0
+/// shutting the cache down at any point; then A1 and A6.
+fn user_against_shutdown<R: SimRuntime>(
+    rt: R,
+    mutants: MutantSet,
+    cap: u64,
+    preload_m: bool,
+    user: impl FnOnce(Cache<R>) + Send + 'static,
+) {
+    let world = CacheWorld::new(rt, mutants, cap, 1);
+    if preload_m {
+        preload(&world.caches[0], "m", 30);
+    }
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || user(c0));
+    let t0 = shutdown_thread(&world, 0);
+    join::<R, _>(t1);
+    join::<R, _>(t0);
+    finish(&world);
+}
+
 /// C-R1: T1 uses m on cuda:0 while cuda:0 shuts down and cuda:1 reloads m: the reload adopts T1's
 /// canonical (one copy, counted once).
 pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 2);
-    preload(&world.caches[0], "m", 30);
-    let (held, reloaded) = (world.mailbox(), world.mailbox());
-    let (c0, h1, r1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&reloaded));
-    let t1 = world.rt.spawn("T1", move || {
-        let Some(loaded) = c0.get("m") else { return h1.post(None) };
-        let guard = loaded.lock();
-        ensure_resident(&c0, &guard, "T1");
-        h1.post(guard.canonical_id());
-        r1.wait();
-    });
-    let t0 = shutdown_thread(&world, 0);
-    let (c1, h2, r2) = (Arc::clone(&world.caches[1]), Arc::clone(&held), Arc::clone(&reloaded));
-    let t2 = world.rt.spawn("T2", move || {
-        let mine = held_id(&h2);
-        let guard = load(&c1, "m", 30, "T2");
-        if let Some(theirs) = mine {
-            ensure!(
-                guard.canonical_id() == Some(theirs),
-                "A2",
-                "cuda:1 copied m while T1 held its canonical"
-            );
-        }
-        r2.post(None);
-    });
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    join::<R, _>(t2);
-    finish(&world);
+    shutdown_between_get_and_lock(rt, mutants, true);
 }
 
 fn held_id<R: SimRuntime>(mailbox: &crate::cache_world::Mailbox<R>) -> Option<usize> {
@@ -88,18 +81,12 @@ fn held_id<R: SimRuntime>(mailbox: &crate::cache_world::Mailbox<R>) -> Option<us
 
 /// C-R3: shutdown lands inside m's admission window; the loader still gets its record.
 pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
-    let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
         let admission = c0.put("m", 30, 30, Put::default()).expect("put before or after shutdown");
         R::yield_now();
         let guard = admission.into_loaded().lock();
         ensure_resident(&c0, &guard, "T1");
     });
-    let t0 = shutdown_thread(&world, 0);
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    finish(&world);
 }
 
 /// C-R5 / C-R14: shutdown between the lookup of `get` and the first lock; with a peer reload
@@ -156,49 +143,30 @@ pub(super) fn hold_armed_with_lookup<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// C-R6: a holder dropped unused after shutdown still releases: the stale record goes.
 pub(super) fn abandoned_holder<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
-    preload(&world.caches[0], "m", 30);
-    let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    user_against_shutdown(rt, mutants, 100, true, |c0: Cache<R>| {
         let loaded = c0.get("m");
         R::yield_now();
         drop(loaded);
     });
-    let t0 = shutdown_thread(&world, 0);
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    finish(&world);
 }
 
 /// C-R12: a loader cancelled between `put` and `get`, before or after shutdown, still releases.
 pub(super) fn cancelled_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
-    let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
         let admission = c0.put("m", 30, 30, Put::default());
         R::yield_now();
         drop(admission);
     });
-    let t0 = shutdown_thread(&world, 0);
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    finish(&world);
 }
 
 /// C-R13: a prefetch after shutdown is refused; before it, it is an ordinary admission.
 pub(super) fn prefetch_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
-    let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
         let prefetch = c0.put("m", 30, 30, Put { prefetch: true, ..Put::default() });
         let refused = matches!(prefetch, Err(resident::CacheError::ShutDown { .. }));
         ensure!(prefetch.is_ok() || refused, "contract", "prefetch gave {prefetch:?}");
         ensure!(!refused || c0.is_shut_down(), "contract", "prefetch refused before shutdown");
     });
-    let t0 = shutdown_thread(&world, 0);
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    finish(&world);
 }
 
 /// C-R7: a sibling admission (and its make_room) must not strip or evict a held record.
