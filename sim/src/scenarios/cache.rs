@@ -75,10 +75,6 @@ pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R, mutants: MutantSet) {
     shutdown_between_get_and_lock(rt, mutants, true);
 }
 
-fn held_id<R: SimRuntime>(mailbox: &crate::cache_world::Mailbox<R>) -> Option<usize> {
-    mailbox.wait()
-}
-
 /// C-R3: shutdown lands inside m's admission window; the loader still gets its record.
 pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R, mutants: MutantSet) {
     user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
