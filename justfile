@@ -29,6 +29,10 @@ fixtures:
     rm -f fixtures/replays/*.json
     cargo run --release -p resident-sim -- mutants --write fixtures/replays
 
+# Hot-path benchmarks (results in BENCHMARKS.md).
+bench:
+    cargo bench -p resident --bench hot_paths
+
 # Formatting and lints.
 lint:
     cargo fmt --all -- --check
