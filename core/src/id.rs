@@ -67,6 +67,12 @@ impl ModelId {
     /// assert!(ModelId::new("../etc/passwd").is_err());
     /// ```
     pub fn new(id: &str) -> Result<Self, InvalidId> {
+        Self::validate(id)?;
+        Ok(Self(Arc::from(id)))
+    }
+
+    /// Checks `id` as [`ModelId::new`] does, without allocating.
+    pub fn validate(id: &str) -> Result<(), InvalidId> {
         if id.is_empty() {
             return Err(InvalidId::Empty);
         }
@@ -82,7 +88,7 @@ impl ModelId {
         if let Some(component) = id.split('/').find(|c| c.is_empty() || *c == "." || *c == "..") {
             return Err(InvalidId::BadComponent { id: id.to_owned(), component: component.to_owned() });
         }
-        Ok(Self(Arc::from(id)))
+        Ok(())
     }
 
     /// The id as a string slice.

@@ -141,9 +141,13 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         &self.loader
     }
 
+    /// The slot of `id`, validating the id without allocating on this hot path.
     fn slot(&self, id: &str) -> Result<Arc<Slot<L::Model, R>>, ManagerError> {
-        let id = ModelId::new(id)?;
-        self.table.with(|t| t.registry.get(&id).cloned()).ok_or(ManagerError::NotFound { id })
+        ModelId::validate(id)?;
+        match self.table.with(|t| t.registry.get(id).cloned()) {
+            Some(slot) => Ok(slot),
+            None => Err(ManagerError::NotFound { id: ModelId::new(id)? }),
+        }
     }
 
     fn check_guard(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
