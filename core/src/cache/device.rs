@@ -192,6 +192,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
         });
         drop(spare);
+        tracing::debug!(device = %self.device, key, bytes, "admitted");
         if self.group.budget.excess() > 0 {
             for peer in self.group.peers(self) {
                 peer.request_reconcile();
@@ -238,6 +239,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
         });
         self.honour_requests();
+        tracing::debug!(device = %self.device, key, hit = record.is_some(), "get");
         Some(LoadedModel { cache: Arc::clone(self), record: Some(record?) })
     }
 
@@ -288,6 +290,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>();
             (evicted, keys.into_iter().filter(|k| s.slots.contains_key(k)).collect::<Vec<_>>())
         });
+        tracing::debug!(device = %self.device, evicted = evicted.len(), stale = retained.len(), "shutdown");
         if self.mutant(Mutant::ShutdownReleasesWeights) {
             retained.iter().for_each(|key| self.group.store.invalidate(key));
         }
@@ -392,6 +395,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// Turns one claim on `record` into another, in one critical section.
     pub(crate) fn convert(&self, record: &Arc<Record<W, R>>, from: Claim, to: Claim) {
+        tracing::debug!(device = %self.device, key = %record.key, ?from, ?to, "claim converted");
         let now = self.group.runtime.now();
         self.state.with(|s| {
             s.clock += 1;
@@ -408,6 +412,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
     /// and now free; then honours a pending reconcile or this cache's own overshoot.
     pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
+        tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         let ignore_holds = self.mutant(Mutant::StaleUnlockIgnoresHolds);
         let now = self.group.runtime.now();
         let evicted = self.state.with(|s| {
