@@ -141,6 +141,26 @@ pub enum CacheError {
         /// The budget's cap.
         cap: u64,
     },
+    /// The device copies of locked records leave no room for this one on the device.
+    #[error("no device room for `{key}`: needs {needed} bytes, {used} of {budget} held by locked copies")]
+    DeviceFull {
+        /// The key.
+        key: String,
+        /// Device bytes the copy needs.
+        needed: u64,
+        /// The cache's device budget.
+        budget: u64,
+        /// Device bytes in use that could not be offloaded.
+        used: u64,
+    },
+    /// Moving the weights to the device failed; the record stays resident on the CPU.
+    #[error("moving `{key}` to the device failed: {message}")]
+    DeviceMove {
+        /// The key.
+        key: String,
+        /// The mover's error.
+        message: String,
+    },
     /// The cache was shut down; a prefetch (an admission nobody retrieves) is refused.
     #[error("the cache is shut down; prefetch of `{key}` refused")]
     ShutDown {

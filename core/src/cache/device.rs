@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::budget::CacheId;
 use super::group::CacheGroup;
 use super::loaded::{Admission, Claim, LoadedModel};
-use super::record::{Record, Residency, Slot};
+use super::record::{DeviceCopy, Record, Residency, Slot};
 use crate::error::CacheError;
 use crate::mutants::{Mutant, on};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
@@ -67,13 +67,14 @@ pub struct Resident {
 /// A function called after every eviction with the key and the record's bytes.
 pub type EvictionCallback = Box<dyn Fn(&str, u64) + Send + Sync>;
 
-struct State<W, R: Runtime> {
-    slots: BTreeMap<String, Slot<W, R>>,
+pub(crate) struct State<W, R: Runtime> {
+    pub(crate) slots: BTreeMap<String, Slot<W, R>>,
     /// Records replaced while stale and still held: alive (and counted) until their holders let go.
     detached: Vec<Weak<Record<W, R>>>,
     clock: u64,
     shut_down: bool,
     keep_alive: Option<Duration>,
+    pub(crate) device_budget: Option<u64>,
     stats: CacheStats,
 }
 
@@ -99,6 +100,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             clock: 0,
             shut_down: false,
             keep_alive: None,
+            device_budget: None,
             stats: CacheStats::default(),
         });
         let (reconcile_pending, on_evict) = (rt.monitor(false), rt.monitor(None));
@@ -183,6 +185,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                         stale,
                         last_used: clock,
                         idle_since: now,
+                        device: DeviceCopy::Absent,
                     };
                     if let Some(old) = s.slots.insert(key.to_owned(), slot) {
                         s.detached.push(Arc::downgrade(&old.record));
@@ -444,6 +447,21 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
     }
 
+    /// Limits the bytes of device copies this cache keeps (`None`: no limit). A lock that needs
+    /// room offloads unlocked copies, smallest first.
+    pub fn set_device_budget(&self, bytes: Option<u64>) {
+        self.state.with(|s| s.device_budget = bytes);
+    }
+
+    /// Bytes of the device copies this cache keeps now.
+    pub fn device_bytes(&self) -> u64 {
+        self.state.with(|s| device_bytes(s))
+    }
+
+    pub(crate) fn state(&self) -> &R::Monitor<State<W, R>> {
+        &self.state
+    }
+
     fn counter(slot: &mut Slot<W, R>, claim: Claim) -> &mut usize {
         match claim {
             Claim::Admitting => &mut slot.admitting,
@@ -548,4 +566,15 @@ fn evictable<W, R: Runtime>(slot: &Slot<W, R>, admitting_is_free: bool) -> bool 
 /// Releases one claim. A counter already at zero means a claim was lost (only mutants do that).
 fn decrement(counter: &mut usize) {
     *counter = counter.saturating_sub(1);
+}
+
+/// Bytes of the device copies resident in a cache's state.
+pub(crate) fn device_bytes<W, R: Runtime>(s: &State<W, R>) -> u64 {
+    s.slots
+        .values()
+        .map(|v| match v.device {
+            DeviceCopy::Resident { bytes, .. } => bytes,
+            DeviceCopy::Absent | DeviceCopy::Moving => 0,
+        })
+        .sum()
 }

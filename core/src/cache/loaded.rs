@@ -122,6 +122,16 @@ impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
     fn record(&self) -> &Record<W, R> {
         self.record.as_ref().expect("live guard")
     }
+
+    /// The cache this guard belongs to.
+    pub(crate) fn cache(&self) -> &Arc<DeviceCache<W, R>> {
+        &self.cache
+    }
+
+    /// The record this guard locks.
+    pub(crate) fn locked(&self) -> &Arc<Record<W, R>> {
+        self.record.as_ref().expect("live guard")
+    }
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> Deref for ModelGuard<W, R> {

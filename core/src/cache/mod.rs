@@ -20,6 +20,7 @@ mod budget;
 mod device;
 mod group;
 mod loaded;
+mod placement;
 mod record;
 mod weights;
 
@@ -27,4 +28,5 @@ pub use budget::{CacheId, NonSharedCharge, RamBudget, SharedCharge};
 pub use device::{CacheStats, DeviceCache, EvictionCallback, Put, Resident};
 pub use group::CacheGroup;
 pub use loaded::{Admission, LoadedModel, ModelGuard};
+pub use placement::{DeviceGuard, DeviceWeights};
 pub use weights::{Canonical, WeightStore};

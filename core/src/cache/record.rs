@@ -50,6 +50,18 @@ pub(crate) struct Slot<W, R: Runtime> {
     pub(crate) last_used: u64,
     /// Runtime time of the last claim change (for keep-alive expiry).
     pub(crate) idle_since: std::time::Duration,
+    /// The record's copy on the cache's device.
+    pub(crate) device: DeviceCopy,
+}
+
+/// Where a record stands on its cache's device.
+pub(crate) enum DeviceCopy {
+    /// Not on the device.
+    Absent,
+    /// A lock is moving it there; other lockers wait for that move.
+    Moving,
+    /// On the device: the copy (typed by the weights' `OnDevice`) and its device bytes.
+    Resident { copy: Arc<dyn std::any::Any + Send + Sync>, bytes: u64 },
 }
 
 impl<W, R: Runtime> Slot<W, R> {

@@ -1,0 +1,115 @@
+//! Placing locked records on a cache's device within its device budget: sharing, offloading
+//! unlocked copies smallest first, refusing when locked copies fill it, failed and blocked moves.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+
+use resident::cache::{CacheGroup, DeviceWeights, Put};
+use resident::{BoxError, CacheError};
+
+/// A gate the test opens (flag and condition variable), and where a blocked move says it started.
+type Gate = Arc<(Mutex<bool>, Condvar, mpsc::SyncSender<()>)>;
+
+/// Test weights: device bytes, a move counter, a failure switch and an optional gate.
+#[derive(Default)]
+struct Weights {
+    device_bytes: u64,
+    moves: AtomicUsize,
+    fail: Mutex<bool>,
+    gate: Option<Gate>,
+}
+
+impl DeviceWeights for Weights {
+    type OnDevice = String;
+
+    fn device_bytes(&self) -> u64 {
+        self.device_bytes
+    }
+
+    fn to_device(&self, device: &str) -> Result<String, BoxError> {
+        self.moves.fetch_add(1, Ordering::SeqCst);
+        if let Some(gate) = &self.gate {
+            gate.2.send(()).unwrap();
+            let mut open = gate.0.lock().unwrap();
+            while !*open {
+                open = gate.1.wait(open).unwrap();
+            }
+        }
+        if *self.fail.lock().unwrap() {
+            return Err("device out of memory".into());
+        }
+        Ok(format!("on {device}"))
+    }
+}
+
+fn weights(device_bytes: u64) -> Weights {
+    Weights { device_bytes, ..Weights::default() }
+}
+
+#[test]
+fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
+    let group = CacheGroup::<Weights>::new(1000).unwrap();
+    let gpu = group.cache("cuda:0");
+    gpu.set_device_budget(Some(100));
+    for (key, bytes) in [("small", 20), ("big", 50)] {
+        drop(
+            gpu.put(key, weights(bytes), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap(),
+        );
+    }
+    assert_eq!(gpu.device_bytes(), 70);
+    let held =
+        gpu.put("held", weights(30), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    assert_eq!(*held, "on cuda:0");
+    assert_eq!(gpu.device_bytes(), 100, "30 more fit exactly");
+    let next =
+        gpu.put("next", weights(20), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    assert_eq!(gpu.device_bytes(), 100, "small (20) was offloaded, not big and not the locked one");
+    let err =
+        gpu.put("huge", weights(90), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap_err();
+    assert!(matches!(err, CacheError::DeviceFull { needed: 90, budget: 100, .. }), "{err}");
+    assert_eq!(gpu.device_bytes(), 100, "a refusal offloads nothing");
+    drop((held, next));
+    let again = gpu.get("held").unwrap().lock_on_device().unwrap();
+    assert_eq!(*again, "on cuda:0");
+}
+
+#[test]
+fn a_failed_move_is_a_typed_error_and_the_record_stays_usable() {
+    let group = CacheGroup::<Weights>::new(1000).unwrap();
+    let gpu = group.cache("cuda:0");
+    let w = weights(10);
+    *w.fail.lock().unwrap() = true;
+    let admission = gpu.put("m", w, 10, Put::default()).unwrap();
+    let err = admission.into_loaded().lock_on_device().unwrap_err();
+    assert_eq!(err, CacheError::DeviceMove { key: "m".into(), message: "device out of memory".into() });
+    let cpu = gpu.get("m").expect("still resident").lock();
+    *cpu.fail.lock().unwrap() = false;
+    drop(cpu);
+    let placed = gpu.get("m").unwrap().lock_on_device().unwrap();
+    assert_eq!(placed.cpu().moves.load(Ordering::SeqCst), 2);
+    assert_eq!(gpu.device_bytes(), 10);
+}
+
+#[test]
+fn a_second_locker_waits_for_the_first_move_and_shares_its_copy() {
+    let group = CacheGroup::<Weights>::new(1000).unwrap();
+    let gpu = group.cache("cuda:0");
+    let (entered_tx, entered) = mpsc::sync_channel(4);
+    let gate = Arc::new((Mutex::new(false), Condvar::new(), entered_tx));
+    let w = Weights { device_bytes: 10, gate: Some(Arc::clone(&gate)), ..Weights::default() };
+    drop(gpu.put("m", w, 10, Put::default()).unwrap());
+    let spawn_locker = || {
+        let gpu = Arc::clone(&gpu);
+        std::thread::spawn(move || {
+            gpu.get("m").unwrap().lock_on_device().map(|g| g.cpu().moves.load(Ordering::SeqCst))
+        })
+    };
+    let first = spawn_locker();
+    entered.recv().unwrap(); // the first locker is inside its move
+    let second = spawn_locker();
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    assert_eq!(first.join().unwrap().unwrap(), 1);
+    assert_eq!(second.join().unwrap().unwrap(), 1, "one move for both lockers");
+    assert!(entered.try_recv().is_err(), "no second move started");
+}
