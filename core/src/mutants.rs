@@ -69,6 +69,9 @@ mutants! {
     QueueLockDuringEviction = "queue-lock-during-eviction",
     /// C-R1: shutdown lets go of retained records' canonicals (a peer reload copies them).
     ShutdownReleasesWeights = "shutdown-releases-weights",
+    /// C-R2: evicting a shared record after shutdown also debits its bytes from the cache's
+    /// non-shared count (upstream read a flag that shutdown had flipped).
+    MisDebitShared = "mis-debit-shared",
     /// C-R3/C-R23: eviction paths treat records inside their admission window as free.
     AdmissionUnprotected = "admission-unprotected",
     /// C-R4/C-R27: a release finds its record by key, not identity.

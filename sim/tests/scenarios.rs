@@ -71,6 +71,7 @@ scenario_tests! {
     m_s13 => "M-S13",
     m_l2 => "M-L2",
     c_r1 => "C-R1",
+    c_r2 => "C-R2",
     c_r3 => "C-R3",
     c_r4 => "C-R4",
     c_r5 => "C-R5",

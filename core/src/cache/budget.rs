@@ -95,6 +95,16 @@ impl<R: Runtime> RamBudget<R> {
         })
     }
 
+    /// Mutant C-R2 only: subtracts `bytes` from `cache`'s non-shared count with no charge behind
+    /// it (the historical mis-debit).
+    pub(crate) fn mis_debit(&self, cache: CacheId, bytes: u64) {
+        self.counters.with(|c| {
+            if let Some(charged) = c.non_shared.get_mut(&cache) {
+                *charged = charged.saturating_sub(bytes);
+            }
+        });
+    }
+
     /// Counts `bytes` of canonical weights until the returned charge is dropped.
     pub(crate) fn charge_shared(self: &Arc<Self>, bytes: u64) -> SharedCharge<R> {
         self.counters.with(|c| {
@@ -149,7 +159,10 @@ impl<R: Runtime> Drop for NonSharedCharge<R> {
     fn drop(&mut self) {
         self.budget.counters.with(|c| {
             let charged = c.non_shared.entry(self.cache).or_default();
-            *charged -= self.bytes;
+            // Only the C-R2 mutant can make this underflow; saturate rather than abort there.
+            #[cfg(not(feature = "mutants"))]
+            debug_assert!(*charged >= self.bytes, "non-shared bytes debited twice");
+            *charged = charged.saturating_sub(self.bytes);
             if *charged == 0 {
                 c.non_shared.remove(&self.cache);
             }

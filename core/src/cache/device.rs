@@ -425,6 +425,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
             (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten()
         });
+        if let Some(record) = evicted.as_ref().filter(|r| r.shared().is_some())
+            && self.mutant(Mutant::MisDebitShared)
+            && self.is_shut_down()
+        {
+            self.group.budget.mis_debit(self.id, record.bytes);
+        }
         self.finish_evictions(evicted.into_iter().collect());
         self.honour_requests();
     }

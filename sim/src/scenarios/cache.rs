@@ -459,3 +459,37 @@ pub(super) fn keep_alive<R: SimRuntime>(rt: R, mutants: MutantSet) {
     join::<R, _>(t3);
     finish(&world);
 }
+
+/// C-R2: a shared record in use at shutdown is evicted at its last release with its bytes
+/// debited as shared (by its canonical), never from the cache's private count.
+pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 1);
+    preload(&world.caches[0], "m", 30);
+    let private = Put { shared: false, ..Put::default() };
+    drop(world.caches[0].put("p", 20, 20, private).expect("setup put"));
+    let m = world.caches[0].get("m").expect("preloaded").lock();
+    let p = world.caches[0].get("p").expect("preloaded").lock();
+    let down = world.mailbox();
+    let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
+    let t0 = world.rt.spawn("T0", move || {
+        trace::record("T0", "shutdown()");
+        c0.shutdown();
+        d0.post(None);
+    });
+    let (c0, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
+    let t1 = world.rt.spawn("T1", move || {
+        d1.wait();
+        trace::record("T1", "unlock m (stale, shared)");
+        drop(m);
+        let private = c0.non_shared_bytes();
+        ensure!(
+            private == 20,
+            "A1",
+            "the private count is {private} after a shared record's eviction; p still holds 20"
+        );
+        drop(p);
+    });
+    join::<R, _>(t0);
+    join::<R, _>(t1);
+    finish(&world);
+}

@@ -119,6 +119,8 @@ pub const CATALOGUE: &[Scenario] = &[
         timeouts: true, loom: None, targets: [EvictLeased], layers::eviction_skips_in_use::<_, layers::ThreeDeep>),
     scenario!("C-R1", "shutdown keeps a record in use: a peer reload adopts the same canonical (1)",
         timeouts: false, loom: Some(2), targets: [ShutdownReleasesWeights], cache::shutdown_keeps_weights),
+    scenario!("C-R2", "shared bytes are never debited as non-shared after shutdown (2)",
+        timeouts: false, loom: Some(2), targets: [MisDebitShared], cache::shared_debit_after_shutdown),
     scenario!("C-R3", "shutdown inside the admission window (3)",
         timeouts: false, loom: Some(2), targets: [AdmissionUnprotected], cache::shutdown_in_admission_window),
     scenario!("C-R4", "detached stale record, key re-admitted, old record's last release (4)",
