@@ -55,6 +55,14 @@ impl<R: SimRuntime> CacheWorld<R> {
         ensure!(counted == expected, "A1", "budget counts {counted} bytes, {expected} are alive");
     }
 
+    /// A9 (no lost reconcile): the budget is back within its cap; `why` says what should have
+    /// brought it there.
+    pub fn check_within_cap(&self, why: &str) {
+        let budget = self.group.budget();
+        let (used, cap) = (budget.in_use(), budget.cap());
+        ensure!(used <= cap, "A9", "budget {used} over cap {cap}: {why}");
+    }
+
     /// A6: with every handle gone, shutting every cache down leaves nothing resident or counted.
     pub fn check_drained(&self) {
         for cache in &self.caches {

@@ -148,7 +148,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::SiblingAdmissionClearsHolds) {
             self.state.with(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
         }
-        self.make_room(bytes);
+        self.make_room_after_expiry(bytes);
         let (residency, bytes) = if how.shared {
             // An adopted canonical keeps the size it was charged with.
             let canonical = if self.mutant(Mutant::AdoptByPeek) {
@@ -252,6 +252,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// evicted.
     pub fn make_room(&self, bytes: u64) -> usize {
         self.expire_idle();
+        self.make_room_after_expiry(bytes)
+    }
+
+    /// [`DeviceCache::make_room`] for a caller that has just run the keep-alive expiry.
+    fn make_room_after_expiry(&self, bytes: u64) -> usize {
         let evicted = self.evict_while(|budget| !budget.fits(bytes));
         if !self.group.budget.fits(bytes) {
             for peer in self.group.peers(self) {

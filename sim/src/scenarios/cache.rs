@@ -35,6 +35,14 @@ fn preload<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64) {
     drop(cache.put(key, bytes, bytes, Put::default()).expect("setup put"));
 }
 
+/// Joins every scenario thread, then runs the end-of-run checks.
+fn join_then_finish<R: SimRuntime, const N: usize>(world: &CacheWorld<R>, threads: [R::Handle<()>; N]) {
+    for thread in threads {
+        join::<R, _>(thread);
+    }
+    finish(world);
+}
+
 fn finish<R: SimRuntime>(world: &CacheWorld<R>) {
     world.check_accounting();
     world.check_drained();
@@ -64,9 +72,7 @@ fn user_against_shutdown<R: SimRuntime>(
     let c0 = Arc::clone(&world.caches[0]);
     let t1 = world.rt.spawn("T1", move || user(c0));
     let t0 = shutdown_thread(&world, 0);
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    finish(&world);
+    join_then_finish(&world, [t1, t0]);
 }
 
 /// C-R1: T1 uses m on cuda:0 while cuda:0 shuts down and cuda:1 reloads m: the reload adopts T1's
@@ -178,9 +184,7 @@ pub(super) fn sibling_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
         ensure_resident(&c0, &first, "T1");
     });
     let t0 = shutdown_thread(&world, 0);
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    finish(&world);
+    join_then_finish(&world, [t1, t0]);
 }
 
 /// C-R8: a stale record's unlock must not evict it while a second holder exists.
@@ -205,9 +209,7 @@ pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R, mutants: Mut
     holding.wait();
     down.wait();
     drop(first);
-    join::<R, _>(t2);
-    join::<R, _>(t0);
-    finish(&world);
+    join_then_finish(&world, [t2, t0]);
 }
 
 /// C-R9: a holder panics while locked, another while holding: unwinding releases everything.
@@ -239,10 +241,7 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R, mutants: MutantSet) {
     };
     let (t1, t2) = (spawn_panicker("T1", true), spawn_panicker("T2", false));
     let t0 = shutdown_thread(&world, 0);
-    join::<R, _>(t1);
-    join::<R, _>(t2);
-    join::<R, _>(t0);
-    finish(&world);
+    join_then_finish(&world, [t1, t2, t0]);
 }
 
 /// C-R4 / C-R27: m is dropped while in use and re-admitted in the same cache and a peer: the
@@ -277,9 +276,7 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R, mutants: MutantSet) {
     trace::record("main", "drop(old m)");
     drop(old);
     released.post(None);
-    join::<R, _>(t2);
-    join::<R, _>(t0);
-    finish(&world);
+    join_then_finish(&world, [t2, t0]);
 }
 
 /// C-R18: cuda:0 is over the budget with a locked record when cuda:1 asks it for room; its
@@ -303,14 +300,7 @@ pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R, mutants: MutantSet)
     });
     join::<R, _>(t1);
     join::<R, _>(t2);
-    let budget = world.group.budget();
-    ensure!(
-        budget.in_use() <= budget.cap(),
-        "A9",
-        "budget {} over cap {}: a deferred reconcile was lost",
-        budget.in_use(),
-        budget.cap()
-    );
+    world.check_within_cap("a deferred reconcile was lost");
     finish(&world);
 }
 
@@ -334,14 +324,7 @@ pub(super) fn own_overshoot<R: SimRuntime>(rt: R, mutants: MutantSet) {
     let t2 = spawn_user("T2", "b", &both.1, &both.0);
     join::<R, _>(t1);
     join::<R, _>(t2);
-    let budget = world.group.budget();
-    ensure!(
-        budget.in_use() <= budget.cap(),
-        "A9",
-        "budget {} over cap {} after every unlock",
-        budget.in_use(),
-        budget.cap()
-    );
+    world.check_within_cap("the last unlock did not reconcile the cache's own overshoot");
     finish(&world);
 }
 
@@ -362,8 +345,7 @@ pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R, mutants: MutantSe
     admitted.wait();
     drop(world.caches[0].get("y")); // touch y: m is now the least recently used
     drop(y); // the release reconciles: y may go, m may not
-    join::<R, _>(t1);
-    finish(&world);
+    join_then_finish(&world, [t1]);
 }
 
 /// C-R26: caches dropped without shutdown release everything; nothing stays pinned meanwhile.
@@ -423,9 +405,7 @@ pub(super) fn adoption_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
     };
     let t1 = spawn_loader("T1", 0, Arc::clone(&from0), Arc::clone(&from1));
     let t2 = spawn_loader("T2", 1, from1, from0);
-    join::<R, _>(t1);
-    join::<R, _>(t2);
-    finish(&world);
+    join_then_finish(&world, [t1, t2]);
 }
 
 /// C-K1: keep-alive expiry racing a get-then-lock, and shutdown cancelling keep-alive for good.
@@ -454,10 +434,7 @@ pub(super) fn keep_alive<R: SimRuntime>(rt: R, mutants: MutantSet) {
         ensure!(c0.keep_alive().is_none(), "K1", "keep-alive survived shutdown");
         ensure!(!c0.set_keep_alive(Some(ten)), "K1", "keep-alive re-armed after shutdown");
     });
-    join::<R, _>(t1);
-    join::<R, _>(t0);
-    join::<R, _>(t3);
-    finish(&world);
+    join_then_finish(&world, [t1, t0, t3]);
 }
 
 /// C-R2: a shared record in use at shutdown is evicted at its last release with its bytes
@@ -489,7 +466,5 @@ pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantS
         );
         drop(p);
     });
-    join::<R, _>(t0);
-    join::<R, _>(t1);
-    finish(&world);
+    join_then_finish(&world, [t0, t1]);
 }
