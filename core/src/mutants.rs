@@ -84,9 +84,15 @@ mutants! {
     SiblingAdmissionClearsHolds = "sibling-admission-clears-holds",
     /// C-R8: a stale record is evicted at its last unlock even while another handle holds it.
     StaleUnlockIgnoresHolds = "stale-unlock-ignores-holds",
-    /// C-R18: a busy peer drops reconcile requests: its next operation honours neither the
-    /// pending flag nor the overshoot (upstream before #9263).
+    /// C-R18: a busy peer drops reconcile requests: its releases honour neither the pending
+    /// flag nor the overshoot (upstream before #9263).
     DeferredReconcileSkipped = "deferred-reconcile-skipped",
+    /// C-R19: a requester sets a peer's reconcile flag only after its try of the peer's lock
+    /// failed, so the holder may release and check the flag in between (lost wakeup).
+    FlagSetAfterTry = "flag-set-after-try",
+    /// C-R21: a reconcile clears the flag after its critical section instead of inside it,
+    /// erasing a request that landed meanwhile (set/clear race).
+    FlagClearedLate = "flag-cleared-late",
     /// C-K1: keep-alive expiry takes records that are held but not yet locked.
     KeepAliveEvictsHeld = "keep-alive-evicts-held",
     /// C-R22: a release honours only a peer's request, not its own cache's overshoot.

@@ -136,6 +136,20 @@ fn a_peer_over_budget_is_reconciled_when_the_admitting_cache_needs_room() {
 }
 
 #[test]
+fn a_reconcile_evicts_only_the_least_recently_used_records_it_needs() {
+    let group = CacheGroup::<Weights>::new(50).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    for key in ["old", "new"] {
+        drop(gpu1.put(key, weights(20), 20, Put::default()).unwrap());
+    }
+    let a = gpu0.put("a", weights(20), 20, Put::default()).unwrap().into_loaded().lock();
+    assert_eq!(gpu1.keys(), ["new"], "one eviction was enough: the least recently used went");
+    assert_eq!(group.budget().in_use(), 40);
+    assert_eq!(gpu1.stats().evictions, 1);
+    drop(a);
+}
+
+#[test]
 fn keep_alive_expires_idle_records_only_and_shutdown_cancels_it() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");

@@ -4,7 +4,15 @@
 //! # Lock order
 //! `cache state` → `store` → `budget` (the budget is a leaf). A cache takes a *peer's* state
 //! only with `try_with`; when that fails it leaves the peer a pending-reconcile flag (a leaf
-//! monitor of its own), set *before* the try so that a peer releasing in between cannot miss it.
+//! monitor of its own).
+//!
+//! # The reconcile flag
+//! A requester sets the flag *before* it tries the peer's lock, and the flag is cleared only
+//! under that lock, in the same critical section as the reconcile it asks for. Every holder of
+//! the lock checks the flag *after* releasing it (`with_state` does this for every operation), and
+//! keeps reconciling while the flag reads set and the lock is free. So a request whose try failed
+//! is seen by the holder that made it fail (no lost wakeup, C-R19), and a request that lands
+//! while a reconcile runs survives that reconcile's clear (no set/clear race, C-R21).
 //! Handles ([`Admission`], [`LoadedModel`], [`ModelGuard`]) re-enter the cache from `Drop`, so
 //! cache code never drops one while it holds a lock; evicted records are plain data and may be
 //! dropped anywhere.
@@ -78,8 +86,17 @@ pub(crate) struct State<W, R: Runtime> {
     stats: CacheStats,
 }
 
-/// Evicted records with their keys, dropped (and reported) once the state lock is released.
-type Evicted<W, R> = Vec<Arc<Record<W, R>>>;
+/// One evicted record, reported once the state lock is released. The record itself is dropped
+/// at eviction, under the lock (records are plain data; dropping one touches only the budget, a
+/// leaf), so that the budget an eviction loop re-reads reflects every eviction so far.
+struct Gone {
+    key: String,
+    bytes: u64,
+    shared: bool,
+}
+
+/// The evictions of one critical section.
+type Evicted = Vec<Gone>;
 
 /// The models resident for one device. Created by [`CacheGroup::cache`].
 pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
@@ -139,16 +156,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return Err(CacheError::TooLarge { key: key.to_owned(), bytes, cap });
         }
         self.expire_idle();
-        if how.prefetch && self.state.with(|s| s.shut_down) {
+        if how.prefetch && self.with_state(|s| s.shut_down) {
             return Err(CacheError::ShutDown { key: key.to_owned() });
         }
         if let Some(record) = self.admit_existing(key) {
             return Ok(Admission { cache: Arc::clone(self), record: Some(record) });
         }
         if self.mutant(Mutant::SiblingAdmissionClearsHolds) {
-            self.state.with(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
+            self.with_state(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
         }
-        self.make_room_after_expiry(bytes);
+        // Own records first; peers reconcile once the admission is charged (below).
+        self.evict_while(|budget| !budget.fits(bytes));
         let (residency, bytes) = if how.shared {
             // An adopted canonical keeps the size it was charged with.
             let canonical = if self.mutant(Mutant::AdoptByPeek) {
@@ -165,7 +183,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         };
         let fresh = Arc::new(Record { key: key.to_owned(), bytes, residency });
         let now = self.group.runtime.now();
-        let (record, spare) = self.state.with(|s| {
+        let (record, spare) = self.with_state(|s| {
             s.clock += 1;
             let (clock, stale) = (s.clock, s.shut_down);
             match s.slots.get_mut(key) {
@@ -205,7 +223,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     fn admit_existing(&self, key: &str) -> Option<Arc<Record<W, R>>> {
-        self.state.with(|s| {
+        self.with_state(|s| {
             let slot = s.slots.get_mut(key).filter(|slot| !slot.stale)?;
             slot.admitting += 1;
             Some(Arc::clone(&slot.record))
@@ -217,15 +235,15 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
         self.expire_idle();
         if self.mutant(Mutant::HoldAfterLookup) {
-            let record = self.state.with(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
-            self.state.with(|s| {
+            let record = self.with_state(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
+            self.with_state(|s| {
                 if let Some(slot) = Self::occupant(s, &record, false) {
                     slot.holds += 1;
                 }
             });
             return Some(LoadedModel { cache: Arc::clone(self), record: Some(record) });
         }
-        let record = self.state.with(|s| {
+        let record = self.with_state(|s| {
             s.clock += 1;
             let clock = s.clock;
             match s.slots.get_mut(key) {
@@ -241,7 +259,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 }
             }
         });
-        self.honour_requests();
         tracing::debug!(device = %self.device, key, hit = record.is_some(), "get");
         Some(LoadedModel { cache: Arc::clone(self), record: Some(record?) })
     }
@@ -252,18 +269,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// evicted.
     pub fn make_room(&self, bytes: u64) -> usize {
         self.expire_idle();
-        self.make_room_after_expiry(bytes)
-    }
-
-    /// [`DeviceCache::make_room`] for a caller that has just run the keep-alive expiry.
-    fn make_room_after_expiry(&self, bytes: u64) -> usize {
         let evicted = self.evict_while(|budget| !budget.fits(bytes));
         if !self.group.budget.fits(bytes) {
             for peer in self.group.peers(self) {
                 peer.request_room(bytes);
             }
         }
-        self.honour_requests();
         evicted
     }
 
@@ -272,7 +283,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// adopts the old weights. Returns how many records were evicted now.
     pub fn drop_model(&self, key: &str) -> usize {
         let admitting = self.mutant(Mutant::AdmissionUnprotected);
-        let evicted = self.state.with(|s| {
+        let evicted = self.with_state(|s| {
             let keys: Vec<String> = s
                 .slots
                 .keys()
@@ -290,7 +301,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// prefetch is refused.
     pub fn shutdown(&self) -> usize {
         let admitting = self.mutant(Mutant::AdmissionUnprotected);
-        let (evicted, retained) = self.state.with(|s| {
+        let (evicted, retained) = self.with_state(|s| {
             s.shut_down = true;
             s.keep_alive = None;
             let keys: Vec<String> = s.slots.keys().cloned().collect();
@@ -309,7 +320,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// turns expiry off. Refused (returns `false`) after [`DeviceCache::shutdown`], which
     /// cancels keep-alive for good.
     pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
-        self.state.with(|s| {
+        self.with_state(|s| {
             if s.shut_down {
                 return false;
             }
@@ -320,7 +331,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// The keep-alive in force (`None` after shutdown).
     pub fn keep_alive(&self) -> Option<Duration> {
-        self.state.with(|s| s.keep_alive)
+        self.with_state(|s| s.keep_alive)
     }
 
     /// The keep-alive timer: evicts the records idle (unlocked, unheld, not admitting) for at
@@ -329,7 +340,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub fn expire_idle(&self) -> usize {
         let now = self.group.runtime.now();
         let ignore_holds = self.mutant(Mutant::KeepAliveEvictsHeld);
-        let evicted = self.state.with(|s| {
+        let evicted = self.with_state(|s| {
             let Some(keep_alive) = s.keep_alive else { return Vec::new() };
             let expired: Vec<String> = s
                 .slots
@@ -345,17 +356,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// Whether `shutdown` ran.
     pub fn is_shut_down(&self) -> bool {
-        self.state.with(|s| s.shut_down)
+        self.with_state(|s| s.shut_down)
     }
 
     /// Keys resident now, in order.
     pub fn keys(&self) -> Vec<String> {
-        self.state.with(|s| s.slots.keys().cloned().collect())
+        self.with_state(|s| s.slots.keys().cloned().collect())
     }
 
     /// Hit, miss and eviction counters.
     pub fn stats(&self) -> CacheStats {
-        self.state.with(|s| s.stats)
+        self.with_state(|s| s.stats)
     }
 
     /// Bytes of the records resident in this cache that are not shared.
@@ -372,7 +383,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             canonical: record.shared().map(|c| Arc::as_ptr(c) as *const () as usize),
             detached,
         };
-        let (mut out, detached) = self.state.with(|s| {
+        let (mut out, detached) = self.with_state(|s| {
             s.detached.retain(|w| w.strong_count() > 0);
             let out: Vec<Resident> = s.slots.values().map(|v| describe(&v.record, false)).collect();
             (out, s.detached.iter().filter_map(Weak::upgrade).collect::<Vec<_>>())
@@ -382,7 +393,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
-    /// without waiting. If the cache is busy, its next release honours the flag.
+    /// without waiting. If the cache is busy, the holder of its lock honours the flag.
     pub(crate) fn request_reconcile(&self) {
         self.request_room(0);
     }
@@ -390,22 +401,66 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Like [`DeviceCache::request_reconcile`], evicting until `bytes` more fit if it can get
     /// the cache's lock right now (a deferred reconcile only brings the budget back to its cap).
     pub(crate) fn request_room(&self, bytes: u64) {
-        self.reconcile_pending.with(|p| *p = true);
-        let admitting = self.mutant(Mutant::AdmissionUnprotected);
+        let set_after_try = self.mutant(Mutant::FlagSetAfterTry);
+        if !set_after_try {
+            self.set_pending(true);
+        }
+        match self.reconcile_now(|budget| !budget.fits(bytes)) {
+            Some(evicted) => {
+                self.finish_evictions(evicted);
+                self.drain_requests();
+            }
+            None if set_after_try => self.set_pending(true),
+            None => {}
+        }
+    }
+
+    /// One reconcile if the lock is free right now: clears the flag and evicts while `more`, in
+    /// one critical section. `None` if the lock is held.
+    fn reconcile_now(&self, more: impl Fn(&super::RamBudget<R>) -> bool) -> Option<Evicted> {
+        let (admitting, clear_late) =
+            (self.mutant(Mutant::AdmissionUnprotected), self.mutant(Mutant::FlagClearedLate));
         let evicted = self.state.try_with(|s| {
-            self.reconcile_pending.with(|p| *p = false);
-            Self::evict_lru_while(s, |b| !b.fits(bytes), &self.group, admitting)
-        });
-        if let Some(evicted) = evicted {
+            if !clear_late {
+                self.set_pending(false);
+            }
+            Self::evict_lru_while(s, more, &self.group, admitting)
+        })?;
+        if clear_late {
+            self.set_pending(false);
+        }
+        Some(evicted)
+    }
+
+    /// Honours the pending flag after this thread released the state lock: reconciles while the
+    /// flag reads set and the lock is free. When the lock is held, its holder checks after its
+    /// own release.
+    pub(crate) fn drain_requests(&self) {
+        if self.mutant(Mutant::DeferredReconcileSkipped) {
+            return;
+        }
+        while self.reconcile_pending.with(|p| *p) {
+            let Some(evicted) = self.reconcile_now(|budget| budget.excess() > 0) else { return };
             self.finish_evictions(evicted);
         }
+    }
+
+    fn set_pending(&self, pending: bool) {
+        self.reconcile_pending.with(|p| *p = pending);
+    }
+
+    /// Runs `f` under the state lock, then honours reconcile requests that arrived meanwhile.
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut State<W, R>) -> T) -> T {
+        let out = self.state.with(f);
+        self.drain_requests();
+        out
     }
 
     /// Turns one claim on `record` into another, in one critical section.
     pub(crate) fn convert(&self, record: &Arc<Record<W, R>>, from: Claim, to: Claim) {
         tracing::debug!(device = %self.device, key = %record.key, ?from, ?to, "claim converted");
         let now = self.group.runtime.now();
-        self.state.with(|s| {
+        self.with_state(|s| {
             s.clock += 1;
             let clock = s.clock;
             if let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease)) {
@@ -418,55 +473,42 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
-    /// and now free; then honours a pending reconcile or this cache's own overshoot.
+    /// and now free; then, if the budget is over its cap, evicts this cache's free records
+    /// (the excess may be this cache's own, C-R22).
     pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
         tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         let ignore_holds = self.mutant(Mutant::StaleUnlockIgnoresHolds);
         let now = self.group.runtime.now();
-        let evicted = self.state.with(|s| {
+        let evicted = self.with_state(|s| {
             let slot = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease))?;
             decrement(Self::counter(slot, claim));
             slot.idle_since = now;
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
             (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten()
         });
-        if let Some(record) = evicted.as_ref().filter(|r| r.shared().is_some())
+        if let Some(gone) = evicted.as_ref().filter(|gone| gone.shared)
             && self.mutant(Mutant::MisDebitShared)
             && self.is_shut_down()
         {
-            self.group.budget.mis_debit(self.id, record.bytes);
+            self.group.budget.mis_debit(self.id, gone.bytes);
         }
         self.finish_evictions(evicted.into_iter().collect());
-        self.honour_requests();
-    }
-
-    /// Runs at the end of every operation: honours a peer's pending reconcile request, and
-    /// this cache's own overshoot, without ever waiting for a peer.
-    fn honour_requests(&self) {
-        let pending =
-            self.reconcile_pending.with(std::mem::take) && !self.mutant(Mutant::DeferredReconcileSkipped);
-        // The own-overshoot check also backs up the flag: a request whose try failed found this
-        // cache inside an operation, whose exit here sees the overshoot.
-        let own =
-            ![Mutant::NoOwnReconcile, Mutant::DeferredReconcileSkipped].into_iter().any(|m| self.mutant(m))
-                && self.group.budget.excess() > 0;
-        if pending || own {
-            let admitting = self.mutant(Mutant::AdmissionUnprotected);
-            let evicted =
-                self.state.with(|s| Self::evict_lru_while(s, |b| b.excess() > 0, &self.group, admitting));
-            self.finish_evictions(evicted);
+        let skip =
+            [Mutant::NoOwnReconcile, Mutant::DeferredReconcileSkipped].into_iter().any(|m| self.mutant(m));
+        if !skip {
+            self.evict_while(|budget| budget.excess() > 0);
         }
     }
 
     /// Limits the bytes of device copies this cache keeps (`None`: no limit). A lock that needs
     /// room offloads unlocked copies, smallest first.
     pub fn set_device_budget(&self, bytes: Option<u64>) {
-        self.state.with(|s| s.device_budget = bytes);
+        self.with_state(|s| s.device_budget = bytes);
     }
 
     /// Bytes of the device copies this cache keeps now.
     pub fn device_bytes(&self) -> u64 {
-        self.state.with(|s| device_bytes(s))
+        self.with_state(|s| device_bytes(s))
     }
 
     pub(crate) fn state(&self) -> &R::Monitor<State<W, R>> {
@@ -500,14 +542,15 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.mutant(Mutant::UnusedHandleLeaks)
     }
 
-    fn remove(s: &mut State<W, R>, key: &str) -> Option<Arc<Record<W, R>>> {
+    fn remove(s: &mut State<W, R>, key: &str) -> Option<Gone> {
         let slot = s.slots.remove(key)?;
+        let record = &slot.record;
         s.stats.evictions += 1;
-        s.stats.bytes_evicted += slot.record.bytes;
-        Some(slot.record)
+        s.stats.bytes_evicted += record.bytes;
+        Some(Gone { key: record.key.clone(), bytes: record.bytes, shared: record.shared().is_some() })
     }
 
-    fn evict_or_mark(s: &mut State<W, R>, key: &str, admitting_is_free: bool) -> Option<Arc<Record<W, R>>> {
+    fn evict_or_mark(s: &mut State<W, R>, key: &str, admitting_is_free: bool) -> Option<Gone> {
         let slot = s.slots.get_mut(key)?;
         if evictable(slot, admitting_is_free) {
             Self::remove(s, key)
@@ -519,19 +562,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     fn evict_while(&self, more: impl Fn(&super::RamBudget<R>) -> bool) -> usize {
         let admitting = self.mutant(Mutant::AdmissionUnprotected);
-        let evicted = self.state.with(|s| Self::evict_lru_while(s, more, &self.group, admitting));
+        let evicted = self.with_state(|s| Self::evict_lru_while(s, more, &self.group, admitting));
         self.finish_evictions(evicted)
     }
 
     /// Evicts free records, least recently used first, while `more(budget)` holds. Each evicted
-    /// record is dropped at once (records are plain data), so the global total it re-reads
-    /// reflects every eviction so far.
+    /// record is dropped at once, so the global total it re-reads reflects every eviction so far
+    /// (a record whose canonical a peer still shares frees nothing, and the loop goes on).
     fn evict_lru_while(
         s: &mut State<W, R>,
         more: impl Fn(&super::RamBudget<R>) -> bool,
         group: &CacheGroup<W, R>,
         admitting_is_free: bool,
-    ) -> Evicted<W, R> {
+    ) -> Evicted {
         let mut evicted = Vec::new();
         while more(&group.budget) {
             let victim = s
@@ -541,22 +584,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 .min_by_key(|(_, v)| v.last_used)
                 .map(|(k, _)| k.clone());
             let Some(victim) = victim else { break };
-            if let Some(record) = Self::remove(s, &victim) {
-                evicted.push(Arc::clone(&record));
-                drop(record);
-            }
+            evicted.extend(Self::remove(s, &victim));
         }
         evicted
     }
 
-    /// Drops the evicted records (outside every lock) and reports them; returns how many.
-    fn finish_evictions(&self, evicted: Evicted<W, R>) -> usize {
+    /// Reports the evictions (outside every lock); returns how many.
+    fn finish_evictions(&self, evicted: Evicted) -> usize {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
-        for record in evicted {
-            tracing::debug!(device = %self.device, key = %record.key, bytes = record.bytes, "evicted");
+        for gone in evicted {
+            tracing::debug!(device = %self.device, key = %gone.key, bytes = gone.bytes, "evicted");
             if let Some(callback) = &callback {
-                callback(&record.key, record.bytes);
+                callback(&gone.key, gone.bytes);
             }
         }
         count

@@ -82,6 +82,7 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
         let (cache, record) = (guard.cache(), guard.locked());
         let need = record.weights().device_bytes();
         let decided = cache.state().wait_until(None, |s| decide(s, record, need));
+        cache.drain_requests();
         let step = decided.map_err(|_| CacheError::DeviceMove {
             key: record.key.clone(),
             message: "gave up waiting for another move".to_owned(),
@@ -193,7 +194,7 @@ struct MoveClaim<'a, W: DeviceWeights, R: Runtime> {
 impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
     fn settle(mut self, copy: Option<&Copy>) {
         self.settled = true;
-        self.cache.state().with(|s| settle(s, self.record, self.need, copy));
+        self.cache.with_state(|s| settle(s, self.record, self.need, copy));
         self.cache.state().notify_all();
     }
 }
@@ -201,7 +202,7 @@ impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
 impl<W: DeviceWeights, R: Runtime> Drop for MoveClaim<'_, W, R> {
     fn drop(&mut self) {
         if !self.settled {
-            self.cache.state().with(|s| settle(s, self.record, self.need, None));
+            self.cache.with_state(|s| settle(s, self.record, self.need, None));
             self.cache.state().notify_all();
         }
     }

@@ -304,6 +304,46 @@ pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R, mutants: MutantSet)
     finish(&world);
 }
 
+/// C-R19: T1's admission on cuda:0 overshoots while T2 is inside an operation on cuda:1, whose
+/// idle record must go. T1's try of cuda:1's lock may fail; T2, releasing, must then see the flag
+/// T1 set before trying. Checked at quiescence, with T1's model still locked.
+pub(super) fn reconcile_no_lost_wakeup<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 50, 2);
+    preload(&world.caches[1], "b", 30);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || load(&c0, "a", 30, "T1"));
+    let c1 = Arc::clone(&world.caches[1]);
+    let t2 = world.rt.spawn("T2", move || {
+        for _ in 0..3 {
+            trace::record("T2", "stats() on cuda:1");
+            c1.stats();
+        }
+    });
+    let a = join::<R, _>(t1);
+    join::<R, _>(t2);
+    world.check_within_cap("cuda:1 missed a reconcile request (lost wakeup)");
+    drop(a);
+    finish(&world);
+}
+
+/// C-R21: admissions on cuda:0 and cuda:2 each overshoot and ask cuda:1 (two idle records) to
+/// reconcile. The second request may land while the first reconcile still holds cuda:1's lock,
+/// after its eviction loop saw the budget satisfied: that reconcile's clear must not erase it.
+pub(super) fn reconcile_flag_survives_clear<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 50, 3);
+    preload(&world.caches[1], "b", 20);
+    preload(&world.caches[1], "c", 20);
+    let spawn_loader = |name: &'static str, cache: usize, key: &'static str| {
+        let c = Arc::clone(&world.caches[cache]);
+        world.rt.spawn(name, move || load(&c, key, 20, name))
+    };
+    let (t1, t2) = (spawn_loader("T1", 0, "a"), spawn_loader("T2", 2, "d"));
+    let locked = (join::<R, _>(t1), join::<R, _>(t2));
+    world.check_within_cap("a reconcile's clear erased a request made while it ran");
+    drop(locked);
+    finish(&world);
+}
+
 /// C-R22: a cache over the budget because of its own locked record reconciles at its unlock.
 pub(super) fn own_overshoot<R: SimRuntime>(rt: R, mutants: MutantSet) {
     let world = CacheWorld::new(rt, mutants, 50, 1);

@@ -133,8 +133,10 @@ pub const CATALOGUE: &[Scenario] = &[
         timeouts: false, loom: Some(2), targets: [SiblingAdmissionClearsHolds], cache::sibling_admission),
     scenario!("C-R8", "stale unlock while a second holder exists (8)",
         timeouts: false, loom: Some(2), targets: [StaleUnlockIgnoresHolds], cache::stale_unlock_with_second_holder),
+    // Not under loom: loom's threads share one OS thread, so while one unwinds, a guard another
+    // drops sees `thread::panicking()` and poisons a loom mutex, whose `lock` then panics.
     scenario!("C-R9", "holders panic while locked or held: unwinding releases everything (9-11)",
-        timeouts: false, loom: Some(1), targets: [UnusedHandleLeaks], cache::holder_panics),
+        timeouts: false, loom: None, targets: [UnusedHandleLeaks], cache::holder_panics),
     scenario!("C-R12", "loader cancelled between put and get, before or after shutdown (12, 15)",
         timeouts: false, loom: Some(2), targets: [UnusedHandleLeaks], cache::cancelled_admission),
     scenario!("C-R13", "post-shutdown prefetch refused (13)",
@@ -143,6 +145,13 @@ pub const CATALOGUE: &[Scenario] = &[
         timeouts: false, loom: Some(1), targets: [HoldAfterLookup], cache::hold_armed_with_lookup),
     scenario!("C-R18", "a contended peer defers the reconcile to its next release (18)",
         timeouts: false, loom: Some(2), targets: [DeferredReconcileSkipped], cache::contended_peer_reconcile),
+    // C-R19 and C-R21 not under loom: both races need a `try_lock` to fail inside another
+    // thread's critical section, and loom 0.7 records `try_lock` as an opaque branch that it never
+    // reorders against that section (their mutants survive loom even at preemption bound 4).
+    scenario!("C-R19", "a reconcile request racing the busy peer's release: no lost wakeup (19)",
+        timeouts: false, loom: None, targets: [FlagSetAfterTry], cache::reconcile_no_lost_wakeup),
+    scenario!("C-R21", "a request landing during a reconcile survives its clear (21)",
+        timeouts: false, loom: None, targets: [FlagClearedLate], cache::reconcile_flag_survives_clear),
     scenario!("C-R22", "own-cache overshoot reconciled at unlock (22)",
         timeouts: false, loom: Some(2), targets: [NoOwnReconcile], cache::own_overshoot),
     scenario!("C-R23", "a reconcile must not evict a just-admitted model before its first use (23)",
