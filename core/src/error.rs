@@ -20,6 +20,11 @@ impl SourceError {
     pub(crate) fn new(error: BoxError) -> Self {
         Self(Arc::from(error))
     }
+
+    /// The user's error, if it is an `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref::<E>()
+    }
 }
 
 impl fmt::Debug for SourceError {

@@ -18,6 +18,8 @@
 //! what ships.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "burn")]
+pub mod burn;
 pub mod cache;
 mod error;
 mod id;

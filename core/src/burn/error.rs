@@ -1,0 +1,73 @@
+//! [`BurnError`]: every way loading, placing or running a burn model fails.
+
+use std::path::PathBuf;
+
+/// A typed error from the burn adapter; nothing in it panics on bad files or bad input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BurnError {
+    /// No file for the model.
+    #[error("model file {} not found", path.display())]
+    NotFound {
+        /// The file looked for.
+        path: PathBuf,
+    },
+    /// The file exists but cannot be read or parsed as SafeTensors.
+    #[error("model file {} is unreadable or corrupt: {message}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The file's tensors do not fit the architecture (missing tensors, wrong shapes or dtypes).
+    #[error("model file {} does not match the architecture: {message}", path.display())]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// What did not match.
+        message: String,
+    },
+    /// A model id that cannot name a file (empty, or with a path separator or `..`).
+    #[error("model id `{id}` cannot name a model file")]
+    BadId {
+        /// The id.
+        id: String,
+    },
+    /// A device name this backend does not serve.
+    #[error("device `{name}` is not a {backend} device")]
+    UnknownDevice {
+        /// The name.
+        name: String,
+        /// The backend.
+        backend: &'static str,
+    },
+    /// The CUDA driver library cannot be found, so no CUDA device can be used.
+    #[error("CUDA is unavailable: {reason}")]
+    CudaUnavailable {
+        /// Why.
+        reason: String,
+    },
+    /// Copying the weights to a device failed.
+    #[error("copying the weights to {device} failed: {message}")]
+    Transfer {
+        /// The device.
+        device: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Input rows of the wrong width.
+    #[error("{len} input values are not whole rows of {width}")]
+    Input {
+        /// Values given.
+        len: usize,
+        /// Values per row.
+        width: usize,
+    },
+    /// The backend failed to produce the output.
+    #[error("the forward pass failed: {message}")]
+    Forward {
+        /// What went wrong.
+        message: String,
+    },
+}

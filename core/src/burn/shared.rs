@@ -1,0 +1,104 @@
+//! [`SharedLoader`]: one device's loader over a cache group, so that every device shares one
+//! copy of each model's CPU weights.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::architecture::Architecture;
+use super::backend::{Cpu, ServeBackend};
+use super::error::BurnError;
+use super::file::{infer, model_path};
+use super::weights::BurnWeights;
+use crate::cache::{CacheGroup, DeviceCache, DeviceGuard, Put};
+use crate::error::BoxError;
+use crate::id::ModelId;
+use crate::manager::{Loader, Model};
+use crate::runtime::Arc;
+
+/// The weights a [`SharedLoader`] keeps in its cache group.
+pub type SharedWeights<A, T> = BurnWeights<A, T>;
+
+/// Loads models for one device: the CPU weights come from the group (a record already in this
+/// device's cache, or a canonical alive in a peer's) or else from `<dir>/<id>.safetensors`; the
+/// model is then locked on the device until the manager unloads it.
+pub struct SharedLoader<A: Architecture, T: ServeBackend = Cpu> {
+    arch: Arc<A>,
+    dir: PathBuf,
+    group: Arc<CacheGroup<SharedWeights<A, T>>>,
+    cache: Arc<DeviceCache<SharedWeights<A, T>>>,
+}
+
+impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
+    /// A loader for `device`, whose cache joins `group`.
+    pub fn new(arch: Arc<A>, dir: &Path, group: &Arc<CacheGroup<SharedWeights<A, T>>>, device: &str) -> Self {
+        Self { arch, dir: dir.to_owned(), group: Arc::clone(group), cache: group.cache(device) }
+    }
+
+    /// This device's cache.
+    pub fn cache(&self) -> &Arc<DeviceCache<SharedWeights<A, T>>> {
+        &self.cache
+    }
+
+    fn cpu_weights(&self, key: &str) -> Result<SharedWeights<A, T>, BurnError> {
+        match self.group.store().adopt(key) {
+            // Cloning shares the canonical's tensors; `put` then adopts the canonical itself.
+            Some(canonical) => Ok(SharedWeights::clone(&canonical)),
+            None => BurnWeights::load(Arc::clone(&self.arch), &model_path(&self.dir, key)?),
+        }
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
+    type Model = Served<A, T>;
+
+    fn load(&self, id: &ModelId) -> Result<Served<A, T>, BoxError> {
+        let key = id.as_str();
+        let loaded = match self.cache.get(key) {
+            Some(loaded) => loaded,
+            None => {
+                let weights = self.cpu_weights(key)?;
+                let bytes = weights.stats().bytes;
+                self.cache.put(key, weights, bytes, Put::default())?.into_loaded()
+            }
+        };
+        Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device()? })
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> fmt::Debug for SharedLoader<A, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedLoader").field("dir", &self.dir).field("device", &self.cache.device()).finish()
+    }
+}
+
+/// A model served from a device: a lock on its cache record and its device copy. Unloading it
+/// (dropping it) unlocks the record; the CPU weights stay in the group until its budget evicts
+/// them.
+pub struct Served<A: Architecture, T: ServeBackend = Cpu> {
+    arch: Arc<A>,
+    guard: DeviceGuard<SharedWeights<A, T>>,
+}
+
+impl<A: Architecture, T: ServeBackend> Served<A, T> {
+    /// The record lock and device copy.
+    pub fn guard(&self) -> &DeviceGuard<SharedWeights<A, T>> {
+        &self.guard
+    }
+
+    /// Runs whole rows of `input` through the device copy; returns the output rows, flat.
+    pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
+        infer(&*self.arch, &self.guard.module, &self.guard.device, input)
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> Model for Served<A, T> {
+    fn size_bytes(&self) -> u64 {
+        self.guard.cpu().stats().bytes
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> fmt::Debug for Served<A, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Served").field("key", &self.guard.cpu().key()).finish()
+    }
+}

@@ -1,0 +1,176 @@
+//! Canonical CPU weights: loading and saving SafeTensors files, and their byte sizes.
+
+use std::fmt;
+use std::path::Path;
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Bool, Int, Tensor};
+use burn_store::{ModuleSnapshot, SafetensorsStore, SafetensorsStoreError};
+
+use super::architecture::Architecture;
+use super::backend::{Cpu, ServeBackend};
+use super::error::BurnError;
+use crate::cache::DeviceWeights;
+use crate::error::BoxError;
+use crate::runtime::Arc;
+
+/// Bytes of every parameter tensor of `module`: elements × dtype size, summed.
+pub fn param_bytes<B: Backend, M: Module<B>>(module: &M) -> u64 {
+    let mut sizes = Sizes(0);
+    module.visit(&mut sizes);
+    sizes.0
+}
+
+struct Sizes(u64);
+
+impl Sizes {
+    fn add<B: Backend, const D: usize, K>(&mut self, tensor: &Tensor<B, D, K>)
+    where
+        K: burn::tensor::BasicOps<B>,
+    {
+        let bytes = tensor.shape().num_elements() * tensor.dtype().size();
+        self.0 += u64::try_from(bytes).unwrap_or(u64::MAX);
+    }
+}
+
+impl<B: Backend> ModuleVisitor<B> for Sizes {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        self.add(&param.val());
+    }
+
+    fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<B, D, Int>>) {
+        self.add(&param.val());
+    }
+
+    fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<B, D, Bool>>) {
+        self.add(&param.val());
+    }
+}
+
+/// What a load cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadStats {
+    /// Bytes of the loaded tensors.
+    pub bytes: u64,
+    /// Most bytes alive during the load: the tensors plus the file's bytes, which the loader
+    /// maps while it decodes.
+    pub peak_bytes: u64,
+}
+
+/// Writes `module`'s tensors to a SafeTensors file at `path` (replacing it).
+pub fn save<B: Backend, M: Module<B>>(module: &M, path: &Path) -> Result<(), BurnError> {
+    let corrupt = |message: String| BurnError::Corrupt { path: path.to_owned(), message };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| corrupt(e.to_string()))?;
+    }
+    let mut store = SafetensorsStore::from_file(path).overwrite(true);
+    module.save_into(&mut store).map_err(|e| corrupt(e.to_string()))
+}
+
+/// Loads `arch`'s weights from the SafeTensors file at `path` into CPU tensors. Every tensor
+/// must be present with the architecture's shape and dtype; otherwise a typed error, and nothing
+/// half-loaded escapes.
+pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, LoadStats), BurnError> {
+    let file_bytes = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => meta.len(),
+        Ok(_) => return Err(BurnError::NotFound { path: path.to_owned() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(BurnError::NotFound { path: path.to_owned() });
+        }
+        Err(e) => return Err(BurnError::Corrupt { path: path.to_owned(), message: e.to_string() }),
+    };
+    let mut module = arch.init::<Cpu>(&Default::default());
+    let mut store = SafetensorsStore::from_file(path);
+    let applied = module.load_from(&mut store).map_err(|e| classify(e, path))?;
+    if !applied.errors.is_empty() {
+        let message = applied.errors.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join("; ");
+        return Err(BurnError::Mismatch { path: path.to_owned(), message });
+    }
+    let bytes = param_bytes(&module);
+    Ok((module, LoadStats { bytes, peak_bytes: bytes + file_bytes }))
+}
+
+fn classify(error: SafetensorsStoreError, path: &Path) -> BurnError {
+    let path = path.to_owned();
+    match error {
+        SafetensorsStoreError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            BurnError::NotFound { path }
+        }
+        SafetensorsStoreError::TensorNotFound(message) | SafetensorsStoreError::ValidationFailed(message) => {
+            BurnError::Mismatch { path, message }
+        }
+        other => BurnError::Corrupt { path, message: other.to_string() },
+    }
+}
+
+/// A model's canonical CPU weights, as the shared-weight cache keeps them: placed on a
+/// [`ServeBackend`] device by [`DeviceWeights::to_device`]. Cloning shares the tensors.
+pub struct BurnWeights<A: Architecture, T: ServeBackend = Cpu> {
+    arch: Arc<A>,
+    module: A::Module<Cpu>,
+    stats: LoadStats,
+    _target: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<A: Architecture, T: ServeBackend> BurnWeights<A, T> {
+    /// Loads the weights from `path` (see [`load`]).
+    pub fn load(arch: Arc<A>, path: &Path) -> Result<Self, BurnError> {
+        let (module, stats) = load(&*arch, path)?;
+        Ok(Self { arch, module, stats, _target: std::marker::PhantomData })
+    }
+
+    /// The CPU module.
+    pub fn module(&self) -> &A::Module<Cpu> {
+        &self.module
+    }
+
+    /// The architecture.
+    pub fn arch(&self) -> &Arc<A> {
+        &self.arch
+    }
+
+    /// Bytes of the CPU tensors, and the load's peak.
+    pub fn stats(&self) -> LoadStats {
+        self.stats
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> Clone for BurnWeights<A, T> {
+    fn clone(&self) -> Self {
+        Self {
+            arch: Arc::clone(&self.arch),
+            module: self.module.clone(),
+            stats: self.stats,
+            _target: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> fmt::Debug for BurnWeights<A, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BurnWeights").field("bytes", &self.stats.bytes).finish_non_exhaustive()
+    }
+}
+
+/// A model placed on a device: its module there and the device, to build inputs on.
+pub struct OnDevice<A: Architecture, T: ServeBackend> {
+    /// The module on the device.
+    pub module: A::Module<T>,
+    /// The device.
+    pub device: T::Device,
+}
+
+impl<A: Architecture, T: ServeBackend> DeviceWeights for BurnWeights<A, T> {
+    type OnDevice = OnDevice<A, T>;
+
+    fn device_bytes(&self) -> u64 {
+        self.stats.bytes
+    }
+
+    fn to_device(&self, device: &str) -> Result<OnDevice<A, T>, BoxError> {
+        let target = T::device(device)?;
+        let module = T::place(&*self.arch, &self.module, &target, device)?;
+        Ok(OnDevice { module, device: target })
+    }
+}

@@ -1,0 +1,166 @@
+//! The fixture burn models, loaded from their files through the manager and the shared-weight
+//! cache, give the stored outputs; bad files, ids and inputs give typed errors.
+#![cfg(feature = "burn")]
+
+use std::path::{Path, PathBuf};
+
+use resident::burn::zoo::{CnnSpec, MlpSpec};
+use resident::burn::{Architecture, BurnError, Cpu, FileLoader, SharedLoader, SharedWeights, copy_to};
+use resident::cache::CacheGroup;
+use resident::runtime::Arc;
+use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ModelManager};
+
+#[derive(serde::Deserialize)]
+struct Expected {
+    id: String,
+    kind: String,
+    sizes: [usize; 3],
+    input: Vec<f32>,
+    output: Vec<f32>,
+}
+
+fn models_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models")
+}
+
+fn expected() -> Vec<Expected> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        models: Vec<Expected>,
+    }
+    let text =
+        std::fs::read_to_string(models_dir().join("expected.json")).expect("fixtures/models/expected.json");
+    serde_json::from_str::<File>(&text).expect("valid expected.json").models
+}
+
+fn fixture(kind: &str) -> Expected {
+    expected().into_iter().find(|e| e.kind == kind).expect("fixture of that kind")
+}
+
+fn mlp_spec(e: &Expected) -> MlpSpec {
+    MlpSpec { d_in: e.sizes[0], hidden: e.sizes[1], d_out: e.sizes[2] }
+}
+
+fn cnn_spec(e: &Expected) -> CnnSpec {
+    CnnSpec { side: e.sizes[0], channels: e.sizes[1], d_out: e.sizes[2] }
+}
+
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: output length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{what}[{i}]: got {g}, stored {w}");
+    }
+}
+
+/// Loads the fixture through a manager and checks its output on the stored input.
+fn check_through_manager<A: Architecture>(arch: A, e: &Expected) {
+    let manager = ModelManager::new(FileLoader::new(arch, &models_dir()));
+    manager.add_model(&e.id, None).expect("fixture loads");
+    let output = manager.infer(&e.id, |model| model.infer(&e.input)).expect("resident").expect("forward");
+    assert_close(&output, &e.output, &e.id);
+    let bytes = manager.infer(&e.id, |model| model.stats()).unwrap();
+    assert!(bytes.bytes > 0 && bytes.peak_bytes > bytes.bytes, "{bytes:?}");
+}
+
+#[test]
+fn every_fixture_loads_through_the_manager_and_gives_its_stored_output() {
+    let all = expected();
+    assert_eq!(all.len(), 2);
+    for e in &all {
+        match e.kind.as_str() {
+            "mlp" => check_through_manager(mlp_spec(e), e),
+            "cnn" => check_through_manager(cnn_spec(e), e),
+            other => panic!("unknown fixture kind {other}"),
+        }
+    }
+}
+
+#[test]
+fn byte_sizes_are_the_tensors_own() {
+    let e = fixture("mlp");
+    let spec = mlp_spec(&e);
+    let manager = ModelManager::new(FileLoader::new(spec, &models_dir()));
+    manager.add_model("mlp", None).unwrap();
+    let params = spec.d_in * spec.hidden + spec.hidden + spec.hidden * spec.d_out + spec.d_out;
+    let size = manager.infer("mlp", resident::Model::size_bytes).unwrap();
+    assert_eq!(size, (params * 4) as u64, "f32 parameters, 4 bytes each");
+}
+
+fn load_error<A: Architecture>(arch: A, dir: &Path, id: &str) -> BurnError {
+    let manager = ModelManager::new(FileLoader::new(arch, dir));
+    let err = manager.add_model(id, None).expect_err("the load must fail");
+    assert!(manager.is_empty(), "a failed load registers nothing");
+    let ManagerError::Load { source, .. } = err else { panic!("not a load error: {err:?}") };
+    source.downcast_ref::<BurnError>().cloned().unwrap_or_else(|| panic!("not a BurnError: {source:?}"))
+}
+
+#[test]
+fn bad_files_and_ids_are_typed_errors_and_register_nothing() {
+    let e = fixture("mlp");
+    let scratch = std::env::temp_dir().join(format!("resident-burn-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("garbage.safetensors"), b"\x10\0\0\0\0\0\0\0not a header at all").unwrap();
+    let mlp = std::fs::read(models_dir().join("mlp.safetensors")).unwrap();
+    std::fs::write(scratch.join("truncated.safetensors"), &mlp[..mlp.len() / 2]).unwrap();
+
+    assert!(matches!(load_error(mlp_spec(&e), &scratch, "absent"), BurnError::NotFound { .. }));
+    assert!(matches!(load_error(mlp_spec(&e), &scratch, "garbage"), BurnError::Corrupt { .. }));
+    assert!(matches!(load_error(mlp_spec(&e), &scratch, "truncated"), BurnError::Corrupt { .. }));
+    let wider = MlpSpec { hidden: mlp_spec(&e).hidden + 1, ..mlp_spec(&e) };
+    assert!(matches!(load_error(wider, &models_dir(), "mlp"), BurnError::Mismatch { .. }));
+    let other = cnn_spec(&fixture("cnn"));
+    assert!(matches!(load_error(other, &models_dir(), "mlp"), BurnError::Mismatch { .. }));
+    assert!(matches!(load_error(mlp_spec(&e), &models_dir(), "nested/mlp"), BurnError::BadId { .. }));
+    std::fs::remove_dir_all(&scratch).unwrap();
+}
+
+#[test]
+fn input_that_is_not_whole_rows_is_a_typed_error() {
+    let e = fixture("cnn");
+    let manager = ModelManager::new(FileLoader::new(cnn_spec(&e), &models_dir()));
+    manager.add_model("cnn", None).unwrap();
+    let err = manager.infer("cnn", |m| m.infer(&e.input[..e.input.len() - 1])).unwrap().unwrap_err();
+    assert!(matches!(err, BurnError::Input { .. }), "{err:?}");
+}
+
+#[test]
+fn a_real_tensor_copy_gives_the_same_outputs() {
+    let e = fixture("cnn");
+    let spec = cnn_spec(&e);
+    let (cpu, _) = resident::burn::load(&spec, &models_dir().join("cnn.safetensors")).unwrap();
+    let copy = copy_to::<CnnSpec, Cpu>(&spec, &cpu, &Default::default(), "cpu").unwrap();
+    let rows = e.input.len() / spec.input_width();
+    let input = burn::tensor::Tensor::<Cpu, 2>::from_data(
+        burn::tensor::TensorData::new(e.input.clone(), [rows, spec.input_width()]),
+        &Default::default(),
+    );
+    let output = spec.forward(&copy, input).into_data().to_vec::<f32>().unwrap();
+    assert_close(&output, &e.output, "copy");
+}
+
+#[test]
+fn two_device_caches_share_one_copy_of_the_cpu_weights() {
+    let e = fixture("mlp");
+    let spec = Arc::new(mlp_spec(&e));
+    let group = CacheGroup::<SharedWeights<MlpSpec, Cpu>>::new(1 << 20).unwrap();
+    let device = |name: &str| {
+        let loader = SharedLoader::new(Arc::clone(&spec), &models_dir(), &group, name);
+        FixedSizeCache::new(ModelManager::new(loader), FixedSizeConfig::new(1)).unwrap()
+    };
+    let (gpu0, gpu1) = (device("cpu:0"), device("cpu:1"));
+    gpu0.add_model("mlp", None).unwrap();
+    gpu1.add_model("mlp", None).unwrap();
+    let bytes = gpu0.infer("mlp", resident::Model::size_bytes).unwrap();
+    assert_eq!(group.budget().in_use(), bytes, "one canonical, counted once");
+    assert_eq!(group.store().live_keys(), ["mlp"]);
+    for cache in [&gpu0, &gpu1] {
+        let output = cache.infer("mlp", |m| m.infer(&e.input)).unwrap().unwrap();
+        assert_close(&output, &e.output, "served");
+    }
+    let shared =
+        gpu0.infer("mlp", |a| gpu1.infer("mlp", |b| a.guard().cpu().shares_weights_with(b.guard().cpu())));
+    assert!(shared.unwrap().unwrap(), "both devices lock records over one canonical");
+    gpu0.remove("mlp").unwrap();
+    gpu1.remove("mlp").unwrap();
+    assert_eq!(group.budget().in_use(), bytes, "unloaded from the devices, still resident on the CPU");
+}
