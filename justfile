@@ -33,6 +33,18 @@ fixtures:
 bench:
     cargo bench -p resident --bench hot_paths
 
+# The serving example on ndarray: throughput, latency, loads, evictions, budget.
+serve:
+    cargo run --release -p resident --example serve
+
+# Regenerate the fixture burn models and their stored outputs.
+models:
+    cargo run -p resident --example make_fixtures
+
+# Build the CUDA smoke binary (compiles without a GPU) and run it where a CUDA driver exists.
+cuda-smoke:
+    scripts/cuda-smoke.sh
+
 # Formatting and lints.
 lint:
     cargo fmt --all -- --check
