@@ -12,23 +12,7 @@
 //!   and counted once in its budget; each model the manager holds is a [`Served`] lock on a
 //!   device copy ([`ServeBackend::place`]: ndarray shares the CPU tensors, CUDA copies them).
 //!
-//! ```
-//! use resident::burn::{FileLoader, zoo::MlpSpec};
-//! use resident::{Manager, ModelManager};
-//!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let dir = std::env::temp_dir().join(format!("resident-doc-{}", std::process::id()));
-//! let spec = MlpSpec { d_in: 4, hidden: 8, d_out: 2 };
-//! resident::burn::save(&spec.generate::<resident::burn::Cpu>(7, &Default::default()), &dir.join("mlp.safetensors"))?;
-//!
-//! let manager = ModelManager::new(FileLoader::new(spec, &dir));
-//! manager.add_model("mlp", None)?;
-//! let logits = manager.infer("mlp", |model| model.infer(&[0.1, 0.2, 0.3, 0.4]))??;
-//! assert_eq!(logits.len(), 2);
-//! # std::fs::remove_dir_all(&dir)?;
-//! # Ok(())
-//! # }
-//! ```
+//! The [crate root](crate) shows a burn model served through the manager.
 
 mod architecture;
 mod backend;
