@@ -16,28 +16,7 @@
 //! production [`StdRuntime`](runtime::StdRuntime). The `resident-sim` crate plugs in the
 //! shuttle and loom model checkers through the same parameter, so what is checked is exactly
 //! what ships.
-//!
-//! ## burn models
-//! With the `burn` feature (on by default), [`burn`](mod@crate::burn) serves burn models: here
-//! an MLP saved as SafeTensors, loaded through the manager and run on ndarray.
-//!
-//! ```
-//! use resident::burn::{FileLoader, zoo::MlpSpec};
-//! use resident::{Manager, ModelManager};
-//!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let dir = std::env::temp_dir().join(format!("resident-doc-{}", std::process::id()));
-//! let spec = MlpSpec { d_in: 4, hidden: 8, d_out: 2 };
-//! resident::burn::save(&spec.generate::<resident::burn::Cpu>(7, &Default::default()), &dir.join("mlp.safetensors"))?;
-//!
-//! let manager = ModelManager::new(FileLoader::new(spec, &dir));
-//! manager.add_model("mlp", None)?;
-//! let logits = manager.infer("mlp", |model| model.infer(&[0.1, 0.2, 0.3, 0.4]))??;
-//! assert_eq!(logits.len(), 2);
-//! # std::fs::remove_dir_all(&dir)?;
-//! # Ok(())
-//! # }
-//! ```
+#![cfg_attr(feature = "burn", doc = include_str!("burn_example.md"))]
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "burn")]

@@ -146,8 +146,8 @@ pub const CATALOGUE: &[Scenario] = &[
     scenario!("C-R18", "a contended peer defers the reconcile to its next release (18)",
         timeouts: false, loom: Some(2), targets: [DeferredReconcileSkipped], cache::contended_peer_reconcile),
     // C-R19 and C-R21 not under loom: both races need a `try_lock` to fail inside another
-    // thread's critical section, and loom 0.7 records `try_lock` as an opaque branch that it never
-    // reorders against that section (their mutants survive loom even at preemption bound 4).
+    // thread's critical section, and loom 0.7 never explores a failing `try_lock` (a two-thread
+    // probe gives 4 executions, no failed try; these mutants survive loom at preemption bound 4).
     scenario!("C-R19", "a reconcile request racing the busy peer's release: no lost wakeup (19)",
         timeouts: false, loom: None, targets: [FlagSetAfterTry], cache::reconcile_no_lost_wakeup),
     scenario!("C-R21", "a request landing during a reconcile survives its clear (21)",
