@@ -94,6 +94,31 @@ fn load_error<A: Architecture>(arch: A, dir: &Path, id: &str) -> BurnError {
     source.downcast_ref::<BurnError>().cloned().unwrap_or_else(|| panic!("not a BurnError: {source:?}"))
 }
 
+/// A SafeTensors file with the MLP's tensor names and shapes, every tensor of `dtype` (zeros).
+fn mlp_file_of_dtype(path: &Path, spec: MlpSpec, dtype: &str, width: usize) {
+    let tensors = [
+        ("fc1.bias", vec![spec.hidden]),
+        ("fc1.weight", vec![spec.d_in, spec.hidden]),
+        ("fc2.bias", vec![spec.d_out]),
+        ("fc2.weight", vec![spec.hidden, spec.d_out]),
+    ];
+    let mut header = serde_json::Map::new();
+    let mut offset = 0;
+    for (name, shape) in &tensors {
+        let len = shape.iter().product::<usize>() * width;
+        header.insert(
+            (*name).to_owned(),
+            serde_json::json!({ "dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len] }),
+        );
+        offset += len;
+    }
+    let header = serde_json::to_vec(&header).unwrap();
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header);
+    bytes.resize(bytes.len() + offset, 0);
+    std::fs::write(path, bytes).unwrap();
+}
+
 #[test]
 fn bad_files_and_ids_are_typed_errors_and_register_nothing() {
     let e = fixture("mlp");
@@ -102,6 +127,20 @@ fn bad_files_and_ids_are_typed_errors_and_register_nothing() {
     std::fs::write(scratch.join("garbage.safetensors"), b"\x10\0\0\0\0\0\0\0not a header at all").unwrap();
     let mlp = std::fs::read(models_dir().join("mlp.safetensors")).unwrap();
     std::fs::write(scratch.join("truncated.safetensors"), &mlp[..mlp.len() / 2]).unwrap();
+
+    // burn-store alone would panic (f16 on ndarray) or load f64 to fail later in forward.
+    mlp_file_of_dtype(&scratch.join("half.safetensors"), mlp_spec(&e), "F16", 2);
+    mlp_file_of_dtype(&scratch.join("double.safetensors"), mlp_spec(&e), "F64", 8);
+    mlp_file_of_dtype(&scratch.join("float.safetensors"), mlp_spec(&e), "F32", 4);
+    for id in ["half", "double"] {
+        let err = load_error(mlp_spec(&e), &scratch, id);
+        assert!(
+            matches!(&err, BurnError::Mismatch { message, .. } if message.contains("dtype")),
+            "{id}: {err:?}"
+        );
+    }
+    let manager = ModelManager::new(FileLoader::new(mlp_spec(&e), &scratch));
+    manager.add_model("float", None).expect("the same layout in f32 loads");
 
     assert!(matches!(load_error(mlp_spec(&e), &scratch, "absent"), BurnError::NotFound { .. }));
     assert!(matches!(load_error(mlp_spec(&e), &scratch, "garbage"), BurnError::Corrupt { .. }));

@@ -6,7 +6,7 @@ use std::path::Path;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor};
-use burn_store::{ModuleSnapshot, SafetensorsStore, SafetensorsStoreError};
+use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, SafetensorsStoreError};
 
 use super::architecture::Architecture;
 use super::backend::{Cpu, ServeBackend};
@@ -58,19 +58,24 @@ pub struct LoadStats {
     pub peak_bytes: u64,
 }
 
-/// Writes `module`'s tensors to a SafeTensors file at `path` (replacing it).
+/// Writes `module`'s tensors to a SafeTensors file at `path`, replacing it atomically.
 pub fn save<B: Backend, M: Module<B>>(module: &M, path: &Path) -> Result<(), BurnError> {
     let corrupt = |message: String| BurnError::Corrupt { path: path.to_owned(), message };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| corrupt(e.to_string()))?;
     }
-    let mut store = SafetensorsStore::from_file(path).overwrite(true);
-    module.save_into(&mut store).map_err(|e| corrupt(e.to_string()))
+    // Written beside the target, then renamed over it: a reader that maps the old file never
+    // sees it truncated, and a failed save leaves the old file whole.
+    let partial = path.with_extension("safetensors.partial");
+    let mut store = SafetensorsStore::from_file(&partial).overwrite(true);
+    module.save_into(&mut store).map_err(|e| corrupt(e.to_string()))?;
+    std::fs::rename(&partial, path).map_err(|e| corrupt(e.to_string()))
 }
 
 /// Loads `arch`'s weights from the SafeTensors file at `path` into CPU tensors. Every tensor
-/// must be present with the architecture's shape and dtype; otherwise a typed error, and nothing
-/// half-loaded escapes.
+/// must be present with the architecture's shape and dtype: the file's header is checked
+/// against the module before any tensor is built (burn-store would panic on a dtype ndarray
+/// cannot hold, mid-update), so a bad file is a typed error and nothing half-loaded escapes.
 pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, LoadStats), BurnError> {
     let file_bytes = match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() => meta.len(),
@@ -82,6 +87,7 @@ pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, L
     };
     let mut module = arch.init::<Cpu>(&Default::default());
     let mut store = SafetensorsStore::from_file(path);
+    check_header(&module, &mut store, path)?;
     let applied = module.load_from(&mut store).map_err(|e| classify(e, path))?;
     if !applied.errors.is_empty() {
         let message = applied.errors.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join("; ");
@@ -89,6 +95,37 @@ pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, L
     }
     let bytes = param_bytes(&module);
     Ok((module, LoadStats { bytes, peak_bytes: bytes + file_bytes }))
+}
+
+/// Every tensor of `module` is in the file with the same shape and dtype.
+fn check_header<M: ModuleSnapshot<Cpu>>(
+    module: &M,
+    store: &mut SafetensorsStore,
+    path: &Path,
+) -> Result<(), BurnError> {
+    let found = store.get_all_snapshots().map_err(|e| classify(e, path))?;
+    let problems: Vec<String> = module
+        .collect(None, None, false)
+        .iter()
+        .filter_map(|want| {
+            let key = want.full_path();
+            match found.get(&key) {
+                None => Some(format!("{key} is missing")),
+                Some(have) if have.shape != want.shape => {
+                    Some(format!("{key} has shape {:?}, expected {:?}", have.shape, want.shape))
+                }
+                Some(have) if have.dtype != want.dtype => {
+                    Some(format!("{key} has dtype {:?}, expected {:?}", have.dtype, want.dtype))
+                }
+                Some(_) => None,
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(BurnError::Mismatch { path: path.to_owned(), message: problems.join("; ") })
+    }
 }
 
 fn classify(error: SafetensorsStoreError, path: &Path) -> BurnError {
