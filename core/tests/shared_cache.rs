@@ -150,6 +150,19 @@ fn a_reconcile_evicts_only_the_least_recently_used_records_it_needs() {
 }
 
 #[test]
+fn adopting_a_live_canonical_evicts_nothing() {
+    let group = CacheGroup::<Weights>::new(50).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    let m = gpu0.put("m", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    drop(gpu1.put("x", weights(20), 20, Put::default()).unwrap());
+    let adopted = gpu1.put("m", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    assert!(adopted.shares_weights_with(&m));
+    assert_eq!(gpu1.keys(), ["m", "x"], "no room was needed: x stays");
+    assert_eq!(group.budget().in_use(), 50);
+    drop((m, adopted));
+}
+
+#[test]
 fn keep_alive_expires_idle_records_only_and_shutdown_cancels_it() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");

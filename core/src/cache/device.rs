@@ -14,8 +14,9 @@
 //! is seen by the holder that made it fail (no lost wakeup, C-R19), and a request that lands
 //! while a reconcile runs survives that reconcile's clear (no set/clear race, C-R21).
 //! Handles ([`Admission`], [`LoadedModel`], [`ModelGuard`]) re-enter the cache from `Drop`, so
-//! cache code never drops one while it holds a lock; evicted records are plain data and may be
-//! dropped anywhere.
+//! cache code never drops one while it holds a lock. Evicted records and device copies are dropped
+//! after the lock is released too, because dropping them runs the weights' destructors (user
+//! code); an eviction loop counts the bytes its evictions will give back.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -86,17 +87,26 @@ pub(crate) struct State<W, R: Runtime> {
     stats: CacheStats,
 }
 
-/// One evicted record, reported once the state lock is released. The record itself is dropped
-/// at eviction, under the lock (records are plain data; dropping one touches only the budget, a
-/// leaf), so that the budget an eviction loop re-reads reflects every eviction so far.
-struct Gone {
-    key: String,
-    bytes: u64,
-    shared: bool,
+/// One evicted record and its device copy, out of the map. Dropped (and reported) once the
+/// state lock is released: dropping them may run the weights' destructors, which are user code.
+struct Gone<W, R: Runtime> {
+    record: Arc<Record<W, R>>,
+    _device: DeviceCopy,
+}
+
+impl<W, R: Runtime> Gone<W, R> {
+    /// Bytes the budget gets back when this is dropped: none while a handle still holds the
+    /// record or a peer's record shares its canonical. (A peer may adopt the canonical at any
+    /// moment, so this is what the eviction loop expects, not a promise; the budget itself is
+    /// exact by construction either way.)
+    fn frees(&self) -> u64 {
+        let shared_elsewhere = self.record.shared().is_some_and(|c| Arc::strong_count(c) > 1);
+        if Arc::strong_count(&self.record) > 1 || shared_elsewhere { 0 } else { self.record.bytes }
+    }
 }
 
 /// The evictions of one critical section.
-type Evicted = Vec<Gone>;
+type Evicted<W, R> = Vec<Gone<W, R>>;
 
 /// The models resident for one device. Created by [`CacheGroup::cache`].
 pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
@@ -135,7 +145,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.id
     }
 
-    /// Calls `callback(key, bytes)` after every eviction, whatever path evicts.
+    /// Calls `callback(key, bytes)` after every eviction, whatever path evicts. It runs on the
+    /// thread that evicted, outside the cache's locks, and any call on any cache of the group
+    /// (a read-only one such as [`DeviceCache::stats`] included) may be that thread: it honours
+    /// pending reconcile requests. Don't take a lock in the callback that a caller of the cache
+    /// may hold.
     pub fn on_evict(&self, callback: impl Fn(&str, u64) + Send + Sync + 'static) {
         let callback: EvictionCallback = Box::new(callback);
         self.on_evict.with(|c| *c = Some(Arc::new(callback)));
@@ -165,15 +179,22 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::SiblingAdmissionClearsHolds) {
             self.with_state(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
         }
-        // Own records first; peers reconcile once the admission is charged (below).
-        self.evict_while(|budget| !budget.fits(bytes));
+        // Adopting a live canonical adds no bytes, so it needs no room.
+        let adopted = if how.shared { self.group.store.adopt(key) } else { None };
+        if adopted.is_none() {
+            // Own records first; peers reconcile once the admission is charged (below).
+            self.make_room_here(bytes);
+        }
         let (residency, bytes) = if how.shared {
-            // An adopted canonical keeps the size it was charged with.
-            let canonical = if self.mutant(Mutant::AdoptByPeek) {
-                let peeked = self.group.store.adopt(key);
-                peeked.unwrap_or_else(|| self.group.store.insert_unchecked(key, weights, bytes))
-            } else {
-                self.group.store.insert(key, weights, bytes).0
+            // An adopted canonical keeps the size it was charged with. Adoption upgrades the
+            // store's weak reference under its lock; the insert re-checks for one that came
+            // alive meanwhile (the C-R28 mutant does not).
+            let canonical = match adopted {
+                Some(canonical) => canonical,
+                None if self.mutant(Mutant::AdoptByPeek) => {
+                    self.group.store.insert_unchecked(key, weights, bytes)
+                }
+                None => self.group.store.insert(key, weights, bytes).0,
             };
             let bytes = canonical.bytes();
             (Residency::Shared(canonical), bytes)
@@ -269,7 +290,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// evicted.
     pub fn make_room(&self, bytes: u64) -> usize {
         self.expire_idle();
-        let evicted = self.evict_while(|budget| !budget.fits(bytes));
+        let evicted = self.make_room_here(bytes);
         if !self.group.budget.fits(bytes) {
             for peer in self.group.peers(self) {
                 peer.request_room(bytes);
@@ -405,7 +426,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if !set_after_try {
             self.set_pending(true);
         }
-        match self.reconcile_now(|budget| !budget.fits(bytes)) {
+        match self.reconcile_now(bytes) {
             Some(evicted) => {
                 self.finish_evictions(evicted);
                 self.drain_requests();
@@ -415,16 +436,16 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
     }
 
-    /// One reconcile if the lock is free right now: clears the flag and evicts while `more`, in
-    /// one critical section. `None` if the lock is held.
-    fn reconcile_now(&self, more: impl Fn(&super::RamBudget<R>) -> bool) -> Option<Evicted> {
+    /// One reconcile if the lock is free right now: clears the flag and evicts until `room` more
+    /// bytes fit, in one critical section. `None` if the lock is held.
+    fn reconcile_now(&self, room: u64) -> Option<Evicted<W, R>> {
         let (admitting, clear_late) =
             (self.mutant(Mutant::AdmissionUnprotected), self.mutant(Mutant::FlagClearedLate));
         let evicted = self.state.try_with(|s| {
             if !clear_late {
                 self.set_pending(false);
             }
-            Self::evict_lru_while(s, more, &self.group, admitting)
+            Self::evict_lru_while(s, room, &self.group, admitting)
         })?;
         if clear_late {
             self.set_pending(false);
@@ -440,7 +461,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return;
         }
         while self.reconcile_pending.with(|p| *p) {
-            let Some(evicted) = self.reconcile_now(|budget| budget.excess() > 0) else { return };
+            let Some(evicted) = self.reconcile_now(0) else { return };
             self.finish_evictions(evicted);
         }
     }
@@ -486,17 +507,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
             (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten()
         });
-        if let Some(gone) = evicted.as_ref().filter(|gone| gone.shared)
+        if let Some(gone) = evicted.as_ref().filter(|gone| gone.record.shared().is_some())
             && self.mutant(Mutant::MisDebitShared)
             && self.is_shut_down()
         {
-            self.group.budget.mis_debit(self.id, gone.bytes);
+            self.group.budget.mis_debit(self.id, gone.record.bytes);
         }
         self.finish_evictions(evicted.into_iter().collect());
         let skip =
             [Mutant::NoOwnReconcile, Mutant::DeferredReconcileSkipped].into_iter().any(|m| self.mutant(m));
-        if !skip {
-            self.evict_while(|budget| budget.excess() > 0);
+        if !skip && self.group.budget.excess() > 0 {
+            self.make_room_here(0);
         }
     }
 
@@ -542,15 +563,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.mutant(Mutant::UnusedHandleLeaks)
     }
 
-    fn remove(s: &mut State<W, R>, key: &str) -> Option<Gone> {
+    fn remove(s: &mut State<W, R>, key: &str) -> Option<Gone<W, R>> {
         let slot = s.slots.remove(key)?;
-        let record = &slot.record;
         s.stats.evictions += 1;
-        s.stats.bytes_evicted += record.bytes;
-        Some(Gone { key: record.key.clone(), bytes: record.bytes, shared: record.shared().is_some() })
+        s.stats.bytes_evicted += slot.record.bytes;
+        Some(Gone { record: slot.record, _device: slot.device })
     }
 
-    fn evict_or_mark(s: &mut State<W, R>, key: &str, admitting_is_free: bool) -> Option<Gone> {
+    fn evict_or_mark(s: &mut State<W, R>, key: &str, admitting_is_free: bool) -> Option<Gone<W, R>> {
         let slot = s.slots.get_mut(key)?;
         if evictable(slot, admitting_is_free) {
             Self::remove(s, key)
@@ -560,23 +580,24 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
     }
 
-    fn evict_while(&self, more: impl Fn(&super::RamBudget<R>) -> bool) -> usize {
+    /// Evicts this cache's free records until `room` more bytes fit the global budget.
+    fn make_room_here(&self, room: u64) -> usize {
         let admitting = self.mutant(Mutant::AdmissionUnprotected);
-        let evicted = self.with_state(|s| Self::evict_lru_while(s, more, &self.group, admitting));
+        let evicted = self.with_state(|s| Self::evict_lru_while(s, room, &self.group, admitting));
         self.finish_evictions(evicted)
     }
 
-    /// Evicts free records, least recently used first, while `more(budget)` holds. Each evicted
-    /// record is dropped at once, so the global total it re-reads reflects every eviction so far
-    /// (a record whose canonical a peer still shares frees nothing, and the loop goes on).
+    /// Evicts free records, least recently used first, until `room` more bytes fit the global
+    /// budget, counting what the evictions so far will give back once they are dropped.
     fn evict_lru_while(
         s: &mut State<W, R>,
-        more: impl Fn(&super::RamBudget<R>) -> bool,
+        room: u64,
         group: &CacheGroup<W, R>,
         admitting_is_free: bool,
-    ) -> Evicted {
-        let mut evicted = Vec::new();
-        while more(&group.budget) {
+    ) -> Evicted<W, R> {
+        let mut evicted: Evicted<W, R> = Vec::new();
+        let mut pending = 0;
+        while group.budget.in_use().saturating_sub(pending).saturating_add(room) > group.budget.cap() {
             let victim = s
                 .slots
                 .iter()
@@ -584,19 +605,24 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 .min_by_key(|(_, v)| v.last_used)
                 .map(|(k, _)| k.clone());
             let Some(victim) = victim else { break };
-            evicted.extend(Self::remove(s, &victim));
+            if let Some(gone) = Self::remove(s, &victim) {
+                pending += gone.frees();
+                evicted.push(gone);
+            }
         }
         evicted
     }
 
     /// Reports the evictions (outside every lock); returns how many.
-    fn finish_evictions(&self, evicted: Evicted) -> usize {
+    fn finish_evictions(&self, evicted: Evicted<W, R>) -> usize {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
         for gone in evicted {
-            tracing::debug!(device = %self.device, key = %gone.key, bytes = gone.bytes, "evicted");
+            let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);
+            drop(gone);
+            tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
             if let Some(callback) = &callback {
-                callback(&gone.key, gone.bytes);
+                callback(&key, bytes);
             }
         }
         count
