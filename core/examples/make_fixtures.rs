@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use burn::tensor::{Tensor, TensorData};
 use resident::burn::zoo::{CnnSpec, MlpSpec};
 use resident::burn::{Architecture, Cpu, FileLoader, save};
 use resident::{Loader, ModelId};
@@ -36,11 +37,18 @@ fn fixture<A: Architecture>(
     arch: A,
     module: A::Module<Cpu>,
 ) -> Result<Expected, resident::BoxError> {
-    save(&module, &dir.join(format!("{id}.safetensors")))?;
     let rows = 3;
     let input = input(arch.input_width(), rows);
+    let batch = TensorData::new(input.clone(), [rows, arch.input_width()]);
+    let direct = arch.forward(&module, Tensor::<Cpu, 2>::from_data(batch, &Default::default()));
+    let direct = direct.into_data().to_vec::<f32>().map_err(|e| format!("{e:?}"))?;
+    save(&module, &dir.join(format!("{id}.safetensors")))?;
+    // The stored outputs are the generated module's; the file, loaded back, must give them too.
     let model = FileLoader::new(arch, dir).load(&ModelId::new(id)?)?;
     let output = model.infer(&input)?;
+    if output != direct {
+        return Err(format!("{id}: the saved and reloaded model differs from the generated one").into());
+    }
     Ok(Expected { id, kind, sizes, seed, rows, input, output })
 }
 

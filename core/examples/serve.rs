@@ -137,11 +137,13 @@ fn main() -> Result<(), BoxError> {
         .devices
         .iter()
         .map(|name| {
-            let loader = SharedLoader::new(Arc::clone(&arch), &dir, &group, name);
+            let loader = SharedLoader::new(Arc::clone(&arch), &dir, &group, name)?;
+            // Device copies of models the manager unloaded go first when a lock needs room.
+            loader.cache().set_device_budget(Some(PER_DEVICE as u64 * model_bytes));
             let manager = ModelManager::new(Counting { inner: loader, loads: AtomicU64::new(0) });
-            FixedSizeCache::new(manager, FixedSizeConfig::new(PER_DEVICE)).map(Arc::new)
+            Ok(Arc::new(FixedSizeCache::new(manager, FixedSizeConfig::new(PER_DEVICE))?))
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, BoxError>>()?;
 
     let started = Instant::now();
     let per_client = options.requests.div_ceil(options.clients);
@@ -168,6 +170,9 @@ fn main() -> Result<(), BoxError> {
     }
     let elapsed = started.elapsed();
     latencies.sort();
+    if latencies.is_empty() {
+        return Err("no requests ran".into());
+    }
 
     println!(
         "{} requests from {} clients on {} in {elapsed:.2?}",

@@ -58,8 +58,9 @@ fn check_through_manager<A: Architecture>(arch: A, e: &Expected) {
     manager.add_model(&e.id, None).expect("fixture loads");
     let output = manager.infer(&e.id, |model| model.infer(&e.input)).expect("resident").expect("forward");
     assert_close(&output, &e.output, &e.id);
-    let bytes = manager.infer(&e.id, |model| model.stats()).unwrap();
-    assert!(bytes.bytes > 0 && bytes.peak_bytes > bytes.bytes, "{bytes:?}");
+    let stats = manager.infer(&e.id, |model| model.stats()).unwrap();
+    let file = std::fs::metadata(models_dir().join(format!("{}.safetensors", e.id))).unwrap().len();
+    assert_eq!(stats.peak_bytes, stats.bytes + file, "the load peaks at the tensors plus the mapped file");
 }
 
 #[test]
@@ -183,7 +184,7 @@ fn two_device_caches_share_one_copy_of_the_cpu_weights() {
     let spec = Arc::new(mlp_spec(&e));
     let group = CacheGroup::<SharedWeights<MlpSpec, Cpu>>::new(1 << 20).unwrap();
     let device = |name: &str| {
-        let loader = SharedLoader::new(Arc::clone(&spec), &models_dir(), &group, name);
+        let loader = SharedLoader::new(Arc::clone(&spec), &models_dir(), &group, name).unwrap();
         FixedSizeCache::new(ModelManager::new(loader), FixedSizeConfig::new(1)).unwrap()
     };
     let (gpu0, gpu1) = (device("cpu:0"), device("cpu:1"));
@@ -202,4 +203,12 @@ fn two_device_caches_share_one_copy_of_the_cpu_weights() {
     gpu0.remove("mlp").unwrap();
     gpu1.remove("mlp").unwrap();
     assert_eq!(group.budget().in_use(), bytes, "unloaded from the devices, still resident on the CPU");
+}
+
+#[test]
+fn a_device_the_backend_cannot_serve_is_refused_up_front() {
+    let group = CacheGroup::<SharedWeights<MlpSpec, Cpu>>::new(1 << 20).unwrap();
+    let spec = Arc::new(mlp_spec(&fixture("mlp")));
+    let err = SharedLoader::new(spec, &models_dir(), &group, "cuda:0").unwrap_err();
+    assert!(matches!(err, BurnError::UnknownDevice { .. }), "{err:?}");
 }

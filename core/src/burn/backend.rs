@@ -21,6 +21,9 @@ pub trait ServeBackend: Backend {
     /// The backend's name in errors.
     const NAME: &'static str;
 
+    /// Whether a device copy shares the CPU tensors (so it costs no device bytes).
+    const SHARES_CPU_TENSORS: bool;
+
     /// The device a cache's device name stands for.
     fn device(name: &str) -> Result<Self::Device, BurnError>;
 
@@ -43,6 +46,7 @@ fn index(name: &str, prefix: &str) -> Option<usize> {
 
 impl ServeBackend for Cpu {
     const NAME: &'static str = "ndarray";
+    const SHARES_CPU_TENSORS: bool = true;
 
     /// `cpu` or `cpu:N` (every index is the one CPU device).
     fn device(name: &str) -> Result<Self::Device, BurnError> {
@@ -65,6 +69,7 @@ impl ServeBackend for Cpu {
 #[cfg(feature = "cuda")]
 impl ServeBackend for Gpu {
     const NAME: &'static str = "cuda";
+    const SHARES_CPU_TENSORS: bool = false;
 
     /// `cuda` or `cuda:N`, once the driver library is known to be present (burn's CUDA backend
     /// panics on its first operation without it).

@@ -29,9 +29,16 @@ pub struct SharedLoader<A: Architecture, T: ServeBackend = Cpu> {
 }
 
 impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
-    /// A loader for `device`, whose cache joins `group`.
-    pub fn new(arch: Arc<A>, dir: &Path, group: &Arc<CacheGroup<SharedWeights<A, T>>>, device: &str) -> Self {
-        Self { arch, dir: dir.to_owned(), group: Arc::clone(group), cache: group.cache(device) }
+    /// A loader for `device`, whose cache joins `group`. Fails (and creates no cache) if the
+    /// backend cannot serve `device`, for instance CUDA without a driver.
+    pub fn new(
+        arch: Arc<A>,
+        dir: &Path,
+        group: &Arc<CacheGroup<SharedWeights<A, T>>>,
+        device: &str,
+    ) -> Result<Self, BurnError> {
+        T::device(device)?;
+        Ok(Self { arch, dir: dir.to_owned(), group: Arc::clone(group), cache: group.cache(device) })
     }
 
     /// This device's cache.
@@ -72,8 +79,10 @@ impl<A: Architecture, T: ServeBackend> fmt::Debug for SharedLoader<A, T> {
 }
 
 /// A model served from a device: a lock on its cache record and its device copy. Unloading it
-/// (dropping it) unlocks the record; the CPU weights stay in the group until its budget evicts
-/// them.
+/// (dropping it) unlocks the record. The CPU weights stay in the group until its RAM budget
+/// evicts them, and the device copy stays with the record until then, or until the cache's
+/// device budget ([`DeviceCache::set_device_budget`]) offloads it to make room for another
+/// lock: set one to bound device memory by more than the RAM budget.
 pub struct Served<A: Architecture, T: ServeBackend = Cpu> {
     arch: Arc<A>,
     guard: DeviceGuard<SharedWeights<A, T>>,

@@ -202,7 +202,7 @@ impl<A: Architecture, T: ServeBackend> DeviceWeights for BurnWeights<A, T> {
     type OnDevice = OnDevice<A, T>;
 
     fn device_bytes(&self) -> u64 {
-        self.stats.bytes
+        if T::SHARES_CPU_TENSORS { 0 } else { self.stats.bytes }
     }
 
     fn to_device(&self, device: &str) -> Result<OnDevice<A, T>, BoxError> {
