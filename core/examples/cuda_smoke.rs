@@ -1,6 +1,7 @@
 //! The GPU smoke run: each fixture model served on CUDA through the manager and a cache group,
 //! compared with its stored CPU outputs, unloaded, and served again from the group's shared
-//! canonical (no second file read), with the driver's memory figures around each step.
+//! canonical (no second file read), with the driver's and the CUDA runtime's memory figures
+//! around each step.
 //!
 //! Built by `scripts/cuda-smoke.sh` (`--release --features cuda`); exits 2 with a typed error
 //! where there is no CUDA driver.
@@ -28,13 +29,21 @@ struct Fixtures {
     models: Vec<Expected>,
 }
 
-/// The driver's view of device memory (MiB used), if `nvidia-smi` is there.
-fn driver_mib() -> String {
+/// Device memory as the driver sees it (`nvidia-smi`) and as burn's CUDA runtime sees it (its
+/// pools for this thread's stream, which keep freed memory reserved).
+fn memory_report() -> String {
+    use cubecl::Runtime;
     let out = Command::new("nvidia-smi").args(["--query-gpu=memory.used", "--format=csv,noheader"]).output();
-    match out {
+    let driver = match out {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
         _ => "n/a".to_owned(),
-    }
+    };
+    let client = cubecl::cuda::CudaRuntime::client(&cubecl::cuda::CudaDevice::new(0));
+    let backend = match client.memory_usage() {
+        Ok(usage) => format!("{} bytes in use, {} reserved", usage.bytes_in_use, usage.bytes_reserved),
+        Err(e) => format!("n/a ({e:?})"),
+    };
+    format!("driver {driver}; backend {backend}")
 }
 
 /// The largest difference; a NaN anywhere counts as infinitely wrong.
@@ -57,11 +66,11 @@ fn serve_and_check<A: Architecture>(
     let error = max_error(&output, &e.output)?;
     let cache = manager.loader().cache();
     println!(
-        "{}: {round}: max |gpu - cpu| = {error:.2e}; device copies in {}: {} bytes; driver: {}",
+        "{}: {round}: max |gpu - cpu| = {error:.2e}; device copies in {}: {} bytes; memory: {}",
         e.id,
         cache.device(),
         cache.device_bytes(),
-        driver_mib()
+        memory_report()
     );
     if error > 1e-4 {
         return Err(format!("{}: GPU output differs from the CPU's by {error}", e.id).into());
@@ -71,13 +80,13 @@ fn serve_and_check<A: Architecture>(
 
 /// Loads the fixture on one cache (from the file), serves it from a second cache on the same
 /// GPU (adopting the first one's canonical: no file read, a fresh device copy), then evicts
-/// everything, reporting the driver's memory along the way.
+/// everything, reporting device memory along the way.
 fn smoke<A: Architecture>(arch: A, dir: &Path, e: &Expected) -> Result<(), BoxError> {
     let group = CacheGroup::<SharedWeights<A, Gpu>>::new(1 << 30)?;
     let arch = Arc::new(arch);
     let first = ModelManager::new(SharedLoader::new(Arc::clone(&arch), dir, &group, "cuda:0")?);
     let second = ModelManager::new(SharedLoader::new(arch, dir, &group, "cuda:0")?);
-    println!("{}: driver before: {}", e.id, driver_mib());
+    println!("{}: memory before: {}", e.id, memory_report());
     serve_and_check(&first, e, "loaded from the file")?;
     first.remove(&e.id)?;
     serve_and_check(&second, e, "reloaded from the shared canonical")?;
@@ -91,11 +100,11 @@ fn smoke<A: Architecture>(arch: A, dir: &Path, e: &Expected) -> Result<(), BoxEr
         manager.loader().cache().shutdown();
     }
     println!(
-        "{}: evicted everywhere: RAM budget {} bytes, device copies {} bytes; driver (burn's pools keep freed memory): {}",
+        "{}: evicted everywhere: RAM budget {} bytes, device copies {} bytes; memory: {}",
         e.id,
         group.budget().in_use(),
         first.loader().cache().device_bytes() + second.loader().cache().device_bytes(),
-        driver_mib()
+        memory_report()
     );
     Ok(())
 }
