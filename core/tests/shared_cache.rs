@@ -163,6 +163,19 @@ fn adopting_a_live_canonical_evicts_nothing() {
 }
 
 #[test]
+fn eviction_prefers_records_that_give_bytes_back() {
+    let group = CacheGroup::<Weights>::new(50).unwrap();
+    let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+    let shared = gpu1.put("s", weights(20), 20, Put::default()).unwrap().into_loaded().lock();
+    drop(gpu0.put("s", weights(20), 20, Put::default()).unwrap()); // adopts: least recently used
+    drop(gpu0.put("p", weights(20), 20, Put::default()).unwrap());
+    let n = gpu0.put("n", weights(20), 20, Put::default()).unwrap();
+    assert_eq!(gpu0.keys(), ["n", "s"], "evicting s would free nothing (cuda:1 holds it): p went");
+    assert_eq!(group.budget().in_use(), 40);
+    drop((n, shared));
+}
+
+#[test]
 fn keep_alive_expires_idle_records_only_and_shutdown_cancels_it() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");

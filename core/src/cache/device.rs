@@ -94,15 +94,13 @@ struct Gone<W, R: Runtime> {
     _device: DeviceCopy,
 }
 
-impl<W, R: Runtime> Gone<W, R> {
-    /// Bytes the budget gets back when this is dropped: none while a handle still holds the
-    /// record or a peer's record shares its canonical. (A peer may adopt the canonical at any
-    /// moment, so this is what the eviction loop expects, not a promise; the budget itself is
-    /// exact by construction either way.)
-    fn frees(&self) -> u64 {
-        let shared_elsewhere = self.record.shared().is_some_and(|c| Arc::strong_count(c) > 1);
-        if Arc::strong_count(&self.record) > 1 || shared_elsewhere { 0 } else { self.record.bytes }
-    }
+/// Bytes the budget gets back when the map's reference to `record` is dropped: none while a
+/// handle still holds the record or a peer's record shares its canonical. (A peer may adopt the
+/// canonical at any moment, so this is what an eviction loop expects, not a promise; the budget
+/// itself is exact by construction either way.)
+fn frees<W, R: Runtime>(record: &Arc<Record<W, R>>) -> u64 {
+    let shared_elsewhere = record.shared().is_some_and(|c| Arc::strong_count(c) > 1);
+    if Arc::strong_count(record) > 1 || shared_elsewhere { 0 } else { record.bytes }
 }
 
 /// The evictions of one critical section.
@@ -598,15 +596,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let mut evicted: Evicted<W, R> = Vec::new();
         let mut pending = 0;
         while group.budget.in_use().saturating_sub(pending).saturating_add(room) > group.budget.cap() {
+            // Records that give bytes back first (least recently used among them): evicting one
+            // whose canonical a peer shares frees nothing, so it goes only when nothing else can.
             let victim = s
                 .slots
                 .iter()
                 .filter(|(_, v)| evictable(v, admitting_is_free))
-                .min_by_key(|(_, v)| v.last_used)
+                .min_by_key(|(_, v)| (frees(&v.record) == 0, v.last_used))
                 .map(|(k, _)| k.clone());
             let Some(victim) = victim else { break };
             if let Some(gone) = Self::remove(s, &victim) {
-                pending += gone.frees();
+                pending += frees(&gone.record);
                 evicted.push(gone);
             }
         }
