@@ -172,4 +172,32 @@ pub enum CacheError {
         /// The key.
         key: String,
     },
+    /// Another thread's move of this record to the device did not finish in time. Nothing
+    /// changed; the record stays resident on the CPU.
+    #[error("timed out after {waited:?} waiting for another move of `{key}` to the device")]
+    DeviceMoveTimeout {
+        /// The key.
+        key: String,
+        /// The cache's move wait.
+        waited: Duration,
+    },
+    /// A cache key was refused (keys follow the model-id rules; a `:sub` suffix names a
+    /// submodel).
+    #[error("invalid cache key: {source}")]
+    InvalidKey {
+        /// Why the key was refused.
+        #[from]
+        source: InvalidId,
+    },
+    /// A byte count would overflow the budget's or the device's sums; refused with nothing
+    /// changed.
+    #[error("`{key}`: {bytes} more bytes would overflow the {what}")]
+    SizeOverflow {
+        /// The key.
+        key: String,
+        /// The bytes that were to be added.
+        bytes: u64,
+        /// Which sum would overflow (`RAM budget`, `device budget`).
+        what: &'static str,
+    },
 }

@@ -36,7 +36,7 @@ mod mutants;
 
 pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
-pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Manager, Traced};
+pub use layer::{CapacityPolicy, Eviction, FixedSizeCache, FixedSizeConfig, Manager, Traced};
 pub use manager::{
     Added, Lease, LifecycleGuard, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot,
 };

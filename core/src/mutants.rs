@@ -99,6 +99,43 @@ mutants! {
     NoOwnReconcile = "no-own-reconcile",
     /// C-R28: adoption peeks, and the insert does not re-check for a live canonical.
     AdoptByPeek = "adopt-by-peek",
+    /// C-D1: `get` arms a hold on a stale occupant (serving dropped or shut-down weights).
+    GetServesStale = "get-serves-stale",
+    /// C-D2: `drop_model(key)` invalidates only `key` in the store, not its `key:*` submodels.
+    DropKeyOnly = "drop-key-only",
+    /// C-D2: `drop_model` acts on the calling cache only, not on its peers.
+    DropOneCache = "drop-one-cache",
+    /// C-D3: an admission inserts an adopted canonical without re-checking that `drop_model`
+    /// did not invalidate it meanwhile.
+    AdoptAcrossDrop = "adopt-across-drop",
+    /// C-D4: user code (spare weights' `Drop`, inline evictions and their callbacks) runs after
+    /// a claim is counted and before the handle that releases it exists.
+    ClaimBeforeHandle = "claim-before-handle",
+    /// C-P1: a claimed move charges nothing to the device budget until it settles.
+    MoveUncharged = "move-uncharged",
+    /// C-P2: a device copy used through a detached record is no longer counted.
+    DetachedCopyUncounted = "detached-copy-uncounted",
+    /// C-P3: the move claim is created only after user code (offloaded copies' `Drop`, inline
+    /// reconciles) ran, so a panic there strands the slot in `Moving`.
+    MoveClaimLate = "move-claim-late",
+    /// C-P3: a wait for another thread's move has no bound.
+    MoveWaitUnbounded = "move-wait-unbounded",
+    /// C-P4: replacing a stale slot drops its device copy under the state lock.
+    StaleCopyDroppedLocked = "stale-copy-dropped-locked",
+    /// M-E1: `pin` takes no lifecycle lock, so an eviction that checked pins before it still
+    /// unloads the model.
+    PinUnordered = "pin-unordered",
+    /// M-E2: eviction closes its victim with remove's blocking drain, refusing leases
+    /// (`Removing`, then `Busy`) on a model it then keeps.
+    EvictDrainsLeases = "evict-drains-leases",
+    /// M-E3: a layer never learns of removals made below it (an inner cache's evictions).
+    NestedQueueStale = "nested-queue-stale",
+    /// M-E4: a cold add checks its capacity deadline only when nothing at all is evictable.
+    DeadlineOnlyWhenFull = "deadline-only-when-full",
+    /// M-P1: the cache asks the new model its size before queueing it.
+    SizeBeforeQueue = "size-before-queue",
+    /// M-P2: the queue is updated only when the inner remove returns normally.
+    QueueSkippedOnPanic = "queue-skipped-on-panic",
 }
 
 impl fmt::Display for Mutant {
@@ -120,9 +157,9 @@ impl FromStr for Mutant {
     }
 }
 
-/// A set of switched-on mutants; empty by default.
+/// A set of switched-on mutants; empty by default. One bit per mutant (room for 128).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MutantSet(u64);
+pub struct MutantSet(u128);
 
 impl MutantSet {
     /// No mutant on.
@@ -135,12 +172,12 @@ impl MutantSet {
 
     /// This set plus `mutant`.
     pub fn with(self, mutant: Mutant) -> Self {
-        Self(self.0 | 1 << mutant as u32)
+        Self(self.0 | 1u128 << mutant as u32)
     }
 
     /// Whether `mutant` is on.
     pub fn contains(self, mutant: Mutant) -> bool {
-        self.0 & (1 << mutant as u32) != 0
+        self.0 & (1u128 << mutant as u32) != 0
     }
 
     /// Whether no mutant is on.
@@ -174,4 +211,21 @@ pub(crate) fn on(set: MutantSet, mutant: Mutant) -> bool {
 #[inline(always)]
 pub(crate) fn on(_set: MutantSet, _mutant: Mutant) -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mutant_fits_the_set_and_round_trips() {
+        assert!(Mutant::ALL.len() <= u128::BITS as usize, "widen MutantSet");
+        let all: MutantSet = Mutant::ALL.iter().copied().collect();
+        assert_eq!(all.iter().count(), Mutant::ALL.len(), "one distinct bit per mutant");
+        for &m in Mutant::ALL {
+            assert!(MutantSet::only(m).contains(m));
+            assert_eq!(MutantSet::only(m).iter().collect::<Vec<_>>(), [m]);
+            assert_eq!(m.name().parse::<Mutant>(), Ok(m));
+        }
+    }
 }

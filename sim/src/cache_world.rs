@@ -1,27 +1,184 @@
 //! The world a shared-weight cache scenario runs in: peer caches over one store and budget on a
-//! checker runtime, mailboxes for explicit sync points between threads, and the accounting
-//! checks (A1, A2, A5, A6).
+//! checker runtime, scripted weights and device copies (their user code checks that it runs
+//! outside every monitor, and may block or panic), mailboxes for explicit sync points between
+//! threads, and the accounting checks (A1, A2, A5, A6).
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
-use resident::cache::{CacheGroup, DeviceCache, ModelGuard};
+use resident::BoxError;
+use resident::cache::{CacheGroup, DeviceCache, DeviceWeights, ModelGuard};
 use resident::mutants::MutantSet;
 use resident::runtime::Arc;
 
 use crate::ensure;
 use crate::runtime::{Counter, SimRuntime};
+use crate::violation::InjectedPanic;
 
-/// Weights of a scenario model: just a number (its bytes are declared separately).
-pub type Weights = u64;
+/// What a scripted weight's or copy's user code does besides checking where it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Behaviour {
+    /// The weights' `Drop` panics while the script is armed.
+    pub drop_panics: bool,
+    /// The device copy's `Drop` panics while the script is armed.
+    pub copy_drop_panics: bool,
+    /// `to_device` waits for the device script's gate.
+    pub gated_move: bool,
+}
+
+/// Weights of a scenario model: a number (scenarios use the byte count), the device bytes a copy
+/// needs, and scripted user code.
+pub struct Weights<R: SimRuntime> {
+    /// The number standing for the tensors.
+    pub value: u64,
+    behaviour: Behaviour,
+    device: Option<Arc<Script<R>>>,
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R: SimRuntime> Weights<R> {
+    /// Weights with no script beyond the "outside every monitor" check.
+    pub fn plain(value: u64) -> Self {
+        Self { value, behaviour: Behaviour::default(), device: None, _runtime: PhantomData }
+    }
+
+    /// Weights whose user code does `behaviour`, placed through `device`.
+    pub fn scripted(value: u64, behaviour: Behaviour, device: &Arc<Script<R>>) -> Self {
+        Self { value, behaviour, device: Some(Arc::clone(device)), _runtime: PhantomData }
+    }
+}
+
+/// Fails the execution if user code runs inside one of the runtime's monitors (SPEC 3.10).
+pub fn ensure_outside_monitors<R: SimRuntime>(what: &str) {
+    if !std::thread::panicking() {
+        let held = R::monitors_held();
+        ensure!(held == 0, "U1", "{what} (user code) ran inside {held} internal monitor(s)");
+    }
+}
+
+/// Panics with [`InjectedPanic`] unless the thread is already unwinding (that would abort).
+fn inject_panic() {
+    if !std::thread::panicking() {
+        std::panic::panic_any(InjectedPanic);
+    }
+}
+
+impl<R: SimRuntime> Drop for Weights<R> {
+    fn drop(&mut self) {
+        ensure_outside_monitors::<R>("a weights' Drop");
+        if self.behaviour.drop_panics && self.device.as_ref().is_some_and(|s| s.armed()) {
+            inject_panic();
+        }
+    }
+}
+
+/// The scripted side of a world: a device byte budget the scripted moves hold the cache to,
+/// counters of live copies and moves in flight, a gate that gated moves wait for, and an arming
+/// switch for scripted panics (so that weights outliving their scenario drop quietly).
+pub struct Script<R: SimRuntime> {
+    budget: u64,
+    armed: R::Counter,
+    /// Bytes of scripted device copies alive now.
+    pub live: R::Counter,
+    /// Bytes of moves inside `to_device` now.
+    pub moving: R::Counter,
+    /// Moves that entered `to_device`.
+    pub started: R::Counter,
+    /// Opened (non-zero) by the scenario; gated moves wait for it.
+    pub gate: R::Counter,
+}
+
+impl<R: SimRuntime> Script<R> {
+    /// A device of `budget` bytes; scripted panics armed.
+    pub fn new(rt: &R, budget: u64) -> Arc<Self> {
+        let script = Self {
+            budget,
+            armed: rt.counter(),
+            live: rt.counter(),
+            moving: rt.counter(),
+            started: rt.counter(),
+            gate: rt.counter(),
+        };
+        script.armed.add(1);
+        Arc::new(script)
+    }
+
+    /// Whether scripted panics fire.
+    pub fn armed(&self) -> bool {
+        self.armed.get() > 0
+    }
+
+    /// Scripted panics stop firing.
+    pub fn disarm(&self) {
+        if self.armed() {
+            self.armed.sub(1);
+        }
+    }
+
+    /// Waits (yielding) until `n` moves have entered `to_device`.
+    pub fn wait_for_moves(&self, n: usize) {
+        while self.started.get() < n {
+            R::yield_now();
+        }
+    }
+}
+
+/// A scripted device copy: counted live until dropped.
+pub struct SimCopy<R: SimRuntime> {
+    bytes: u64,
+    panics: bool,
+    device: Arc<Script<R>>,
+}
+
+impl<R: SimRuntime> Drop for SimCopy<R> {
+    fn drop(&mut self) {
+        ensure_outside_monitors::<R>("a device copy's Drop");
+        self.device.live.sub(self.bytes as usize);
+        if self.panics && self.device.armed() {
+            inject_panic();
+        }
+    }
+}
+
+impl<R: SimRuntime> DeviceWeights for Weights<R> {
+    type OnDevice = SimCopy<R>;
+
+    fn device_bytes(&self) -> u64 {
+        self.value
+    }
+
+    /// Checks, from inside the move, that live copies plus moves in flight fit the device
+    /// budget (C-P1, C-P2), then waits for the gate if gated.
+    fn to_device(&self, _device: &str) -> Result<SimCopy<R>, BoxError> {
+        ensure_outside_monitors::<R>("to_device");
+        let device = Arc::clone(self.device.as_ref().expect("placed weights are scripted"));
+        let bytes = self.value as usize;
+        let moving = device.moving.add(bytes) + bytes;
+        device.started.add(1);
+        let used = device.live.get() + moving;
+        ensure!(
+            used as u64 <= device.budget,
+            "A7",
+            "{used} device bytes live or moving, over the device budget of {}",
+            device.budget
+        );
+        while self.behaviour.gated_move && device.gate.get() == 0 {
+            R::yield_now();
+        }
+        device.live.add(bytes);
+        device.moving.sub(bytes);
+        Ok(SimCopy { bytes: self.value, panics: self.behaviour.copy_drop_panics, device })
+    }
+}
 
 /// Peer caches sharing one store and one budget.
 pub struct CacheWorld<R: SimRuntime> {
     /// The execution's runtime.
     pub rt: R,
     /// Store and budget.
-    pub group: Arc<CacheGroup<Weights, R>>,
+    pub group: Arc<CacheGroup<Weights<R>, R>>,
     /// `cuda:0`, `cuda:1`, ...
-    pub caches: Vec<Arc<DeviceCache<Weights, R>>>,
+    pub caches: Vec<Arc<DeviceCache<Weights<R>, R>>>,
 }
 
 impl<R: SimRuntime> CacheWorld<R> {
@@ -30,6 +187,20 @@ impl<R: SimRuntime> CacheWorld<R> {
         let group = CacheGroup::with_mutants(cap, rt.clone(), mutants).expect("valid cap");
         let caches = (0..peers).map(|i| group.cache(&format!("cuda:{i}"))).collect();
         Self { rt, group, caches }
+    }
+
+    /// Gives every cache a device budget of `bytes`, and returns the script that holds the
+    /// scripted moves to it.
+    pub fn with_device(&self, bytes: u64) -> Arc<Script<R>> {
+        for cache in &self.caches {
+            cache.set_device_budget(Some(bytes));
+        }
+        Script::new(&self.rt, bytes)
+    }
+
+    /// A script for weights that are never placed on a device.
+    pub fn script(&self) -> Arc<Script<R>> {
+        Script::new(&self.rt, u64::MAX)
     }
 
     /// A mailbox for one value between two threads.
@@ -82,8 +253,8 @@ impl<R: SimRuntime> CacheWorld<R> {
 
 /// A5: a locked record is resident in its cache (no path evicted it while locked).
 pub fn ensure_resident<R: SimRuntime>(
-    cache: &DeviceCache<Weights, R>,
-    guard: &ModelGuard<Weights, R>,
+    cache: &DeviceCache<Weights<R>, R>,
+    guard: &ModelGuard<Weights<R>, R>,
     thread: &str,
 ) {
     let id = guard.canonical_id();

@@ -8,6 +8,7 @@ use resident::mutants::MutantSet;
 use resident::runtime::Arc;
 use resident::{BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, Model, ModelId, ModelManager};
 
+use crate::cache_world::ensure_outside_monitors;
 use crate::ensure;
 use crate::runtime::{Counter, SimRuntime};
 use crate::trace;
@@ -35,6 +36,9 @@ pub struct IdProbe<R: SimRuntime> {
     active_mutations: R::Counter,
     constructed: R::Counter,
     unloaded: R::Counter,
+    size_calls: R::Counter,
+    size_panics: bool,
+    drop_panics: bool,
 }
 
 impl<R: SimRuntime> IdProbe<R> {
@@ -112,8 +116,23 @@ impl<R: SimRuntime> WorldBuilder<R> {
             active_mutations: self.rt.counter(),
             constructed: self.rt.counter(),
             unloaded: self.rt.counter(),
+            size_calls: self.rt.counter(),
+            size_panics: false,
+            drop_panics: false,
         };
         self.ids.insert(id.to_owned(), probe);
+        self
+    }
+
+    /// The first `size_bytes` of `id`'s models panics (M-P1).
+    pub fn size_panics(mut self, id: &str) -> Self {
+        self.ids.get_mut(id).expect("declared id").size_panics = true;
+        self
+    }
+
+    /// The `Drop` of `id`'s models panics once they were unloaded (M-P2).
+    pub fn drop_panics(mut self, id: &str) -> Self {
+        self.ids.get_mut(id).expect("declared id").drop_panics = true;
         self
     }
 
@@ -256,6 +275,7 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
     type Model = SimModel<R>;
 
     fn load(&self, id: &ModelId) -> Result<SimModel<R>, BoxError> {
+        ensure_outside_monitors::<R>("a load");
         let p = self.probe.id(id.as_str());
         let call = p.load_calls.add(1);
         enter::<R>(&p.active_loads, "I1", "load", &p.id);
@@ -311,10 +331,16 @@ impl<R: SimRuntime> SimModel<R> {
 
 impl<R: SimRuntime> Model for SimModel<R> {
     fn size_bytes(&self) -> u64 {
+        ensure_outside_monitors::<R>("size_bytes");
+        let p = self.probe.id(&self.id);
+        if p.size_calls.add(1) == 0 && p.size_panics {
+            std::panic::panic_any(InjectedPanic);
+        }
         1
     }
 
     fn unload(&self) -> Result<(), BoxError> {
+        ensure_outside_monitors::<R>("an unload");
         let p = self.probe.id(&self.id);
         let call = p.unload_calls.add(1);
         enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
@@ -337,6 +363,16 @@ impl<R: SimRuntime> Model for SimModel<R> {
             Step::Ok => Ok(()),
             Step::Fail => Err(format!("injected failure of unload #{call} of {}", self.id).into()),
             Step::Panic => std::panic::panic_any(InjectedPanic),
+        }
+    }
+}
+
+impl<R: SimRuntime> Drop for SimModel<R> {
+    fn drop(&mut self) {
+        ensure_outside_monitors::<R>("a model's Drop");
+        let scripted = self.probe.ids.get(&self.id).is_some_and(|p| p.drop_panics);
+        if scripted && self.unloaded.get() > 0 && !std::thread::panicking() {
+            std::panic::panic_any(InjectedPanic);
         }
     }
 }

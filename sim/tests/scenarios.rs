@@ -91,6 +91,21 @@ scenario_tests! {
     c_k1 => "C-K1",
     c_r27 => "C-R27",
     c_r28 => "C-R28",
+    m_e1 => "M-E1",
+    m_e2 => "M-E2",
+    m_e3 => "M-E3",
+    m_e4 => "M-E4",
+    m_p1 => "M-P1",
+    m_p2 => "M-P2",
+    c_p1 => "C-P1",
+    c_p2 => "C-P2",
+    c_p3 => "C-P3",
+    c_p3w => "C-P3w",
+    c_p4 => "C-P4",
+    c_d1 => "C-D1",
+    c_d2 => "C-D2",
+    c_d3 => "C-D3",
+    c_d4 => "C-D4",
 }
 
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.

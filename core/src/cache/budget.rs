@@ -21,6 +21,9 @@ pub struct CacheId(u64);
 
 #[derive(Debug, Default)]
 struct Counters {
+    /// `shared` plus every `non_shared` count; every charge is checked against it, so no
+    /// partial sum can overflow and no debit can underflow.
+    total: u64,
     shared: u64,
     non_shared: BTreeMap<CacheId, u64>,
     high_water: u64,
@@ -29,13 +32,20 @@ struct Counters {
 
 impl Counters {
     fn in_use(&self) -> u64 {
-        self.shared + self.non_shared.values().sum::<u64>()
+        self.total
     }
 
-    fn note_high_water(&mut self) {
-        self.high_water = self.high_water.max(self.in_use());
+    /// Adds `bytes` to the total, or refuses (changing nothing) if the sum would overflow.
+    fn add(&mut self, bytes: u64) -> Result<(), Overflow> {
+        self.total = self.total.checked_add(bytes).ok_or(Overflow)?;
+        self.high_water = self.high_water.max(self.total);
+        Ok(())
     }
 }
+
+/// A charge would overflow the budget's byte sums; nothing was charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Overflow;
 
 /// The global RAM cap, and what is counted against it right now.
 pub struct RamBudget<R: Runtime = StdRuntime> {
@@ -100,27 +110,37 @@ impl<R: Runtime> RamBudget<R> {
     pub(crate) fn mis_debit(&self, cache: CacheId, bytes: u64) {
         self.counters.with(|c| {
             if let Some(charged) = c.non_shared.get_mut(&cache) {
-                *charged = charged.saturating_sub(bytes);
+                let debit = bytes.min(*charged);
+                *charged -= debit;
+                c.total -= debit;
             }
         });
     }
 
-    /// Counts `bytes` of canonical weights until the returned charge is dropped.
-    pub(crate) fn charge_shared(self: &Arc<Self>, bytes: u64) -> SharedCharge<R> {
+    /// Counts `bytes` of canonical weights until the returned charge is dropped; refused if the
+    /// budget's sums would overflow.
+    pub(crate) fn charge_shared(self: &Arc<Self>, bytes: u64) -> Result<SharedCharge<R>, Overflow> {
         self.counters.with(|c| {
+            c.add(bytes)?;
             c.shared += bytes;
-            c.note_high_water();
-        });
-        SharedCharge { budget: Arc::clone(self), bytes }
+            Ok(())
+        })?;
+        Ok(SharedCharge { budget: Arc::clone(self), bytes })
     }
 
-    /// Counts `bytes` of a non-shared record of `cache` until the returned charge is dropped.
-    pub(crate) fn charge_non_shared(self: &Arc<Self>, cache: CacheId, bytes: u64) -> NonSharedCharge<R> {
+    /// Counts `bytes` of a non-shared record of `cache` until the returned charge is dropped;
+    /// refused if the budget's sums would overflow.
+    pub(crate) fn charge_non_shared(
+        self: &Arc<Self>,
+        cache: CacheId,
+        bytes: u64,
+    ) -> Result<NonSharedCharge<R>, Overflow> {
         self.counters.with(|c| {
+            c.add(bytes)?;
             *c.non_shared.entry(cache).or_default() += bytes;
-            c.note_high_water();
-        });
-        NonSharedCharge { budget: Arc::clone(self), cache, bytes }
+            Ok(())
+        })?;
+        Ok(NonSharedCharge { budget: Arc::clone(self), cache, bytes })
     }
 }
 
@@ -138,7 +158,10 @@ pub struct SharedCharge<R: Runtime = StdRuntime> {
 
 impl<R: Runtime> Drop for SharedCharge<R> {
     fn drop(&mut self) {
-        self.budget.counters.with(|c| c.shared -= self.bytes);
+        self.budget.counters.with(|c| {
+            c.shared -= self.bytes;
+            c.total -= self.bytes;
+        });
     }
 }
 
@@ -162,7 +185,9 @@ impl<R: Runtime> Drop for NonSharedCharge<R> {
             // Only the C-R2 mutant can make this underflow; saturate rather than abort there.
             #[cfg(not(feature = "mutants"))]
             debug_assert!(*charged >= self.bytes, "non-shared bytes debited twice");
-            *charged = charged.saturating_sub(self.bytes);
+            let debit = self.bytes.min(*charged);
+            *charged -= debit;
+            c.total -= debit;
             if *charged == 0 {
                 c.non_shared.remove(&self.cache);
             }
@@ -184,14 +209,29 @@ mod tests {
     fn charges_count_until_dropped() {
         let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
         let cache = budget.register_cache();
-        let shared = budget.charge_shared(40);
-        let own = budget.charge_non_shared(cache, 70);
+        let shared = budget.charge_shared(40).unwrap();
+        let own = budget.charge_non_shared(cache, 70).unwrap();
         assert_eq!((budget.in_use(), budget.excess(), budget.high_water()), (110, 10, 110));
         assert!(!budget.fits(1));
         drop(shared);
         assert_eq!((budget.shared_bytes(), budget.non_shared_bytes(cache)), (0, 70));
         drop(own);
         assert_eq!((budget.in_use(), budget.high_water()), (0, 110));
+    }
+
+    #[test]
+    fn a_charge_that_would_overflow_is_refused_and_changes_nothing() {
+        let budget = RamBudget::new(u64::MAX, &StdRuntime::new()).unwrap();
+        let cache = budget.register_cache();
+        let half = u64::MAX / 2 + 1;
+        let first = budget.charge_shared(half).unwrap();
+        assert_eq!(budget.charge_non_shared(cache, half).unwrap_err(), Overflow);
+        assert_eq!(budget.charge_shared(half).unwrap_err(), Overflow);
+        assert_eq!((budget.in_use(), budget.non_shared_bytes(cache), budget.high_water()), (half, 0, half));
+        let rest = budget.charge_non_shared(cache, u64::MAX - half).unwrap();
+        assert_eq!(budget.in_use(), u64::MAX);
+        drop((first, rest));
+        assert_eq!(budget.in_use(), 0);
     }
 
     #[test]

@@ -17,6 +17,21 @@
 //! cache code never drops one while it holds a lock. Evicted records and device copies are dropped
 //! after the lock is released too, because dropping them runs the weights' destructors (user
 //! code); an eviction loop counts the bytes its evictions will give back.
+//!
+//! # User code
+//! User code — the weights' and device copies' `Drop`, eviction callbacks, `to_device` — never
+//! runs inside a monitor closure (cache state, store, budget, reconcile flag), nor between
+//! counting a claim (admission, hold, lock, move) and creating the handle that releases it: a
+//! claim is counted in one critical section, its handle is built right after, and only then may
+//! the thread honour reconcile requests or drop spare weights ([`DeviceCache::hand_out`]). A
+//! panic in user code therefore drops a live handle, which releases its claim.
+//!
+//! # drop_model
+//! [`CacheGroup::drop_model`] first invalidates the key and its submodels in the store, then
+//! marks or evicts them in every cache of the group. An admission re-checks, in the critical
+//! section that inserts its record, that the canonical it adopted or registered is still the
+//! store's: if `drop_model` invalidated it meanwhile, the record is stale at birth. So an
+//! admission that overlaps `drop_model` either ends stale or did not adopt the old canonical.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,9 +39,12 @@ use std::time::Duration;
 
 use super::budget::CacheId;
 use super::group::CacheGroup;
+use super::ledger::DeviceBudget;
 use super::loaded::{Admission, Claim, LoadedModel};
 use super::record::{DeviceCopy, Record, Residency, Slot};
-use crate::error::CacheError;
+use super::weights::is_model_or_submodel;
+use crate::error::{CacheError, InvalidConfig};
+use crate::id::ModelId;
 use crate::mutants::{Mutant, on};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
@@ -83,15 +101,29 @@ pub(crate) struct State<W, R: Runtime> {
     clock: u64,
     shut_down: bool,
     keep_alive: Option<Duration>,
-    pub(crate) device_budget: Option<u64>,
+    /// How long a lock waits for another thread's move of the same record.
+    move_wait: Duration,
     stats: CacheStats,
 }
+
+/// The default bound on a wait for another thread's move of the same record.
+const DEFAULT_MOVE_WAIT: Duration = Duration::from_secs(60);
 
 /// One evicted record and its device copy, out of the map. Dropped (and reported) once the
 /// state lock is released: dropping them may run the weights' destructors, which are user code.
 struct Gone<W, R: Runtime> {
     record: Arc<Record<W, R>>,
-    _device: DeviceCopy,
+    device: DeviceCopy,
+}
+
+impl<W, R: Runtime> State<W, R> {
+    /// Takes `old` (just replaced in the map while stale) out of the map: its record is
+    /// remembered as detached; the returned record and device copy are dropped outside the
+    /// lock (the copy counts against the device budget until its destructor has run).
+    fn detach(&mut self, old: Slot<W, R>) -> Gone<W, R> {
+        self.detached.push(Arc::downgrade(&old.record));
+        Gone { record: old.record, device: old.device }
+    }
 }
 
 /// Bytes the budget gets back when the map's reference to `record` is dropped: none while a
@@ -103,6 +135,14 @@ fn frees<W, R: Runtime>(record: &Arc<Record<W, R>>) -> u64 {
     if Arc::strong_count(record) > 1 || shared_elsewhere { 0 } else { record.bytes }
 }
 
+/// Where an admission's weights come from.
+enum Source<W, R: Runtime> {
+    /// A canonical alive in some peer.
+    Adopted(Arc<super::weights::Canonical<W, R>>),
+    /// The caller's weights.
+    Fresh(W),
+}
+
 /// The evictions of one critical section.
 type Evicted<W, R> = Vec<Gone<W, R>>;
 
@@ -112,6 +152,7 @@ pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     id: CacheId,
     group: Arc<CacheGroup<W, R>>,
     state: R::Monitor<State<W, R>>,
+    device_budget: Arc<DeviceBudget<R>>,
     reconcile_pending: R::Monitor<bool>,
     on_evict: R::Monitor<Option<Arc<EvictionCallback>>>,
 }
@@ -125,12 +166,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             clock: 0,
             shut_down: false,
             keep_alive: None,
-            device_budget: None,
+            move_wait: DEFAULT_MOVE_WAIT,
             stats: CacheStats::default(),
         });
         let (reconcile_pending, on_evict) = (rt.monitor(false), rt.monitor(None));
         let id = group.budget.register_cache();
-        Arc::new(Self { device: device.to_owned(), id, group, state, reconcile_pending, on_evict })
+        let device_budget = DeviceBudget::new(rt);
+        let device = device.to_owned();
+        Arc::new(Self { device, id, group, state, device_budget, reconcile_pending, on_evict })
     }
 
     /// The device this cache serves.
@@ -155,7 +198,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// Admits `weights` (of `bytes`) under `key` and returns the admission the loader turns
     /// into a [`LoadedModel`]. A key already resident is admitted again (no second copy); with
-    /// `shared`, a canonical alive in any peer is adopted.
+    /// `shared`, a canonical alive in any peer is adopted. Keys follow the model-id rules (a
+    /// `:sub` suffix names a submodel): a bad key is [`CacheError::InvalidKey`]; a size that
+    /// would overflow the budget's sums is [`CacheError::SizeOverflow`]; both change nothing.
     pub fn put(
         self: &Arc<Self>,
         key: &str,
@@ -163,6 +208,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         bytes: u64,
         how: Put,
     ) -> Result<Admission<W, R>, CacheError> {
+        ModelId::validate(key)?;
         let cap = self.group.budget.cap();
         if bytes > cap {
             return Err(CacheError::TooLarge { key: key.to_owned(), bytes, cap });
@@ -172,85 +218,132 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return Err(CacheError::ShutDown { key: key.to_owned() });
         }
         if let Some(record) = self.admit_existing(key) {
-            return Ok(Admission { cache: Arc::clone(self), record: Some(record) });
+            // The caller's weights are not needed; they are dropped (user code) only once the
+            // admission exists — never implicitly at return, where a panic would leak it.
+            let admission = self.hand_out_then(
+                || Admission { cache: Arc::clone(self), record: Some(record) },
+                move || drop(weights),
+            );
+            return Ok(admission);
         }
         if self.mutant(Mutant::SiblingAdmissionClearsHolds) {
             self.with_state(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
         }
         // Adopting a live canonical adds no bytes, so it needs no room.
         let adopted = if how.shared { self.group.store.adopt(key) } else { None };
-        if adopted.is_none() {
-            // Own records first; peers reconcile once the admission is charged (below).
-            self.make_room_here(bytes);
-        }
-        let (residency, bytes) = if how.shared {
-            // An adopted canonical keeps the size it was charged with. Adoption upgrades the
-            // store's weak reference under its lock; the insert re-checks for one that came
-            // alive meanwhile (the C-R28 mutant does not).
-            let canonical = match adopted {
-                Some(canonical) => canonical,
-                None if self.mutant(Mutant::AdoptByPeek) => {
-                    self.group.store.insert_unchecked(key, weights, bytes)
-                }
-                None => self.group.store.insert(key, weights, bytes).0,
-            };
-            let bytes = canonical.bytes();
-            (Residency::Shared(canonical), bytes)
-        } else {
-            let charge = self.group.budget.charge_non_shared(self.id, bytes);
-            (Residency::Own { weights, _charge: charge }, bytes)
+        let source = match adopted {
+            // The caller's weights are not needed: dropped now, before any claim is counted.
+            Some(canonical) => {
+                drop(weights);
+                Source::Adopted(canonical)
+            }
+            None => {
+                // Own records first; peers reconcile once the admission is charged (below).
+                self.make_room_here(bytes);
+                Source::Fresh(weights)
+            }
         };
+        let overflow = || CacheError::SizeOverflow { key: key.to_owned(), bytes, what: "RAM budget" };
+        // An adopted canonical keeps the size it was charged with. Adoption upgrades the store's
+        // weak reference under its lock; the insert re-checks for one that came alive meanwhile
+        // (the C-R28 mutant does not). Refused weights are dropped here, outside every lock.
+        let residency = match source {
+            Source::Adopted(canonical) => Residency::Shared(canonical),
+            Source::Fresh(weights) if how.shared && self.mutant(Mutant::AdoptByPeek) => Residency::Shared(
+                self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
+            ),
+            Source::Fresh(weights) if how.shared => {
+                Residency::Shared(self.group.store.insert(key, weights, bytes).map_err(|_| overflow())?.0)
+            }
+            Source::Fresh(weights) => {
+                let charge = self.group.budget.charge_non_shared(self.id, bytes).map_err(|_| overflow())?;
+                Residency::Own { weights, _charge: charge }
+            }
+        };
+        let bytes = residency.shared().map_or(bytes, |canonical| canonical.bytes());
         let fresh = Arc::new(Record { key: key.to_owned(), bytes, residency });
         let now = self.group.runtime.now();
-        let (record, spare) = self.with_state(|s| {
+        let recheck = !self.mutant(Mutant::AdoptAcrossDrop);
+        let copy_under_lock = self.mutant(Mutant::StaleCopyDroppedLocked);
+        let (record, spare, replaced) = self.state.with(|s| {
             s.clock += 1;
-            let (clock, stale) = (s.clock, s.shut_down);
+            let clock = s.clock;
             match s.slots.get_mut(key) {
                 // Admitted by someone else meanwhile: join that record.
                 Some(slot) if !slot.stale => {
                     slot.admitting += 1;
-                    (Arc::clone(&slot.record), Some(fresh))
+                    (Arc::clone(&slot.record), Some(fresh), None)
                 }
                 // Absent, or a stale occupant (dropped or shut down while in use): the new record
                 // takes the key; the old one is detached and its holders' releases act on it only.
                 _ => {
+                    // `drop_model` invalidated the canonical since it was adopted: born stale.
+                    let dropped =
+                        recheck && fresh.shared().is_some_and(|c| !self.group.store.is_current(key, c));
                     let slot = Slot {
                         record: Arc::clone(&fresh),
                         locks: 0,
                         holds: 0,
                         admitting: 1,
-                        stale,
+                        stale: s.shut_down || dropped,
                         last_used: clock,
                         idle_since: now,
                         device: DeviceCopy::Absent,
                     };
-                    if let Some(old) = s.slots.insert(key.to_owned(), slot) {
-                        s.detached.push(Arc::downgrade(&old.record));
+                    let mut replaced = s.slots.insert(key.to_owned(), slot).map(|old| s.detach(old));
+                    if copy_under_lock && let Some(gone) = replaced.as_mut() {
+                        gone.device = DeviceCopy::Absent;
                     }
-                    (fresh, None)
+                    (fresh, None, replaced)
                 }
             }
         });
-        drop(spare);
         tracing::debug!(device = %self.device, key, bytes, "admitted");
+        let admission = self.hand_out_then(
+            || Admission { cache: Arc::clone(self), record: Some(record) },
+            move || drop((spare, replaced)),
+        );
         if self.group.budget.excess() > 0 {
             for peer in self.group.peers(self) {
                 peer.request_reconcile();
             }
         }
-        Ok(Admission { cache: Arc::clone(self), record: Some(record) })
+        Ok(admission)
     }
 
     fn admit_existing(&self, key: &str) -> Option<Arc<Record<W, R>>> {
-        self.with_state(|s| {
+        self.state.with(|s| {
             let slot = s.slots.get_mut(key).filter(|slot| !slot.stale)?;
             slot.admitting += 1;
             Some(Arc::clone(&slot.record))
         })
     }
 
+    /// Builds the handle of a claim just counted, then honours pending reconcile requests (which
+    /// may run user code: eviction callbacks, weights' `Drop`) — in that order, so that a panic
+    /// there drops the handle and so releases the claim. The C-D4 mutant runs them first.
+    pub(crate) fn hand_out<T>(&self, handle: impl FnOnce() -> T) -> T {
+        self.hand_out_then(handle, || {})
+    }
+
+    /// [`DeviceCache::hand_out`], running `after` (user code too: dropping spare weights) once the
+    /// handle exists.
+    fn hand_out_then<T>(&self, handle: impl FnOnce() -> T, after: impl FnOnce()) -> T {
+        if self.mutant(Mutant::ClaimBeforeHandle) {
+            after();
+            self.drain_requests();
+            return handle();
+        }
+        let handle = handle();
+        after();
+        self.drain_requests();
+        handle
+    }
+
     /// The model resident under `key`, with its first-use hold armed in the same critical
-    /// section as the lookup (so no eviction path can take it before its first lock).
+    /// section as the lookup (so no eviction path can take it before its first lock). A stale
+    /// occupant (dropped by `drop_model` or shut down while in use) is a miss: its weights are
+    /// never handed out again.
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
         self.expire_idle();
         if self.mutant(Mutant::HoldAfterLookup) {
@@ -262,10 +355,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             });
             return Some(LoadedModel { cache: Arc::clone(self), record: Some(record) });
         }
-        let record = self.with_state(|s| {
+        let serve_stale = self.mutant(Mutant::GetServesStale);
+        let record = self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
-            match s.slots.get_mut(key) {
+            match s.slots.get_mut(key).filter(|slot| serve_stale || !slot.stale) {
                 Some(slot) => {
                     slot.holds += 1;
                     slot.last_used = clock;
@@ -279,7 +373,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
         });
         tracing::debug!(device = %self.device, key, hit = record.is_some(), "get");
-        Some(LoadedModel { cache: Arc::clone(self), record: Some(record?) })
+        self.hand_out(|| record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) }))
     }
 
     /// Evicts unprotected records of this cache, least recently used first, until `bytes`
@@ -297,21 +391,26 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         evicted
     }
 
-    /// Evicts the key's idle records now, marks its locked, held or admitting ones stale (their
-    /// last release evicts them), and invalidates the key in the store, so that a rebuild never
-    /// adopts the old weights. Returns how many records were evicted now.
+    /// [`CacheGroup::drop_model`]: drops `key` and its submodels `key:*` from the store and from
+    /// every cache of this cache's group. Returns how many records were evicted now.
     pub fn drop_model(&self, key: &str) -> usize {
+        if self.mutant(Mutant::DropOneCache) {
+            let evicted = self.drop_here(key);
+            self.group.invalidate(key);
+            return evicted;
+        }
+        self.group.drop_model(key)
+    }
+
+    /// This cache's part of `drop_model`: evicts the idle records of `key` and `key:*` now and
+    /// marks the locked, held or admitting ones stale (their last release evicts them).
+    pub(crate) fn drop_here(&self, key: &str) -> usize {
         let admitting = self.mutant(Mutant::AdmissionUnprotected);
         let evicted = self.with_state(|s| {
-            let keys: Vec<String> = s
-                .slots
-                .keys()
-                .filter(|k| *k == key || k.strip_prefix(key).is_some_and(|r| r.starts_with(':')))
-                .cloned()
-                .collect();
+            let keys: Vec<String> =
+                s.slots.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
             keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>()
         });
-        self.group.store.invalidate(key);
         self.finish_evictions(evicted)
     }
 
@@ -475,11 +574,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         out
     }
 
-    /// Turns one claim on `record` into another, in one critical section.
+    /// Turns one claim on `record` into another, in one critical section. The caller builds the
+    /// new claim's handle and only then honours reconcile requests ([`DeviceCache::hand_out`]).
     pub(crate) fn convert(&self, record: &Arc<Record<W, R>>, from: Claim, to: Claim) {
         tracing::debug!(device = %self.device, key = %record.key, ?from, ?to, "claim converted");
         let now = self.group.runtime.now();
-        self.with_state(|s| {
+        self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
             if let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease)) {
@@ -522,12 +622,36 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Limits the bytes of device copies this cache keeps (`None`: no limit). A lock that needs
     /// room offloads unlocked copies, smallest first.
     pub fn set_device_budget(&self, bytes: Option<u64>) {
-        self.with_state(|s| s.device_budget = bytes);
+        self.device_budget.set_cap(bytes);
     }
 
-    /// Bytes of the device copies this cache keeps now.
+    /// Bounds a lock's wait for another thread's move of the same record (default 60 s); the
+    /// wait then fails with [`CacheError::DeviceMoveTimeout`]. A zero wait is refused;
+    /// `Duration::MAX` (or any wait too long to represent as a deadline) means unbounded, as
+    /// for every timeout of this crate.
+    pub fn set_move_wait(&self, wait: Duration) -> Result<(), InvalidConfig> {
+        if wait.is_zero() {
+            return Err(InvalidConfig { field: "move_wait", reason: "must be greater than zero" });
+        }
+        self.with_state(|s| s.move_wait = wait);
+        Ok(())
+    }
+
+    /// The bound on a wait for another thread's move.
+    pub fn move_wait(&self) -> Duration {
+        self.with_state(|s| s.move_wait)
+    }
+
+    /// Device bytes counted against this cache's device budget now: every device copy alive
+    /// (resident, used through a detached record, or offloaded and not yet dropped) plus the
+    /// moves in flight.
     pub fn device_bytes(&self) -> u64 {
-        self.with_state(|s| device_bytes(s))
+        self.device_budget.used(true)
+    }
+
+    /// The device budget's accounting.
+    pub(crate) fn device_budget(&self) -> &Arc<DeviceBudget<R>> {
+        &self.device_budget
     }
 
     pub(crate) fn state(&self) -> &R::Monitor<State<W, R>> {
@@ -556,6 +680,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         on(self.group.mutants, mutant)
     }
 
+    /// The mutants switched on for this cache's group.
+    pub(crate) fn mutants(&self) -> crate::mutants::MutantSet {
+        self.group.mutants
+    }
+
     /// Mutant C-R6/C-R12: unused handles release nothing.
     pub(crate) fn leaks_unused_handles(&self) -> bool {
         self.mutant(Mutant::UnusedHandleLeaks)
@@ -565,7 +694,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let slot = s.slots.remove(key)?;
         s.stats.evictions += 1;
         s.stats.bytes_evicted += slot.record.bytes;
-        Some(Gone { record: slot.record, _device: slot.device })
+        Some(Gone { record: slot.record, device: slot.device })
     }
 
     fn evict_or_mark(s: &mut State<W, R>, key: &str, admitting_is_free: bool) -> Option<Gone<W, R>> {
@@ -645,13 +774,8 @@ fn decrement(counter: &mut usize) {
     *counter = counter.saturating_sub(1);
 }
 
-/// Bytes of the device copies resident in a cache's state.
-pub(crate) fn device_bytes<W, R: Runtime>(s: &State<W, R>) -> u64 {
-    s.slots
-        .values()
-        .map(|v| match v.device {
-            DeviceCopy::Resident { bytes, .. } => bytes,
-            DeviceCopy::Absent | DeviceCopy::Moving => 0,
-        })
-        .sum()
+/// Bytes of the device copies of resident records (what the C-P2 mutant counts instead of
+/// every live copy).
+pub(crate) fn slot_device_bytes<W, R: Runtime>(s: &State<W, R>) -> u64 {
+    s.slots.values().fold(0, |sum, v| sum.saturating_add(v.device.resident_bytes()))
 }

@@ -6,7 +6,7 @@ use super::DeviceCache;
 use super::budget::RamBudget;
 use super::weights::WeightStore;
 use crate::error::InvalidConfig;
-use crate::mutants::MutantSet;
+use crate::mutants::{Mutant, MutantSet, on};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// Peers: one cache per device over one store and one budget.
@@ -62,6 +62,27 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             c.push(Arc::downgrade(&cache));
         });
         cache
+    }
+
+    /// Drops `key` and every submodel key `key:*`: invalidates them in the store first (a
+    /// rebuild never adopts the old weights), then, in every cache of the group, evicts the idle
+    /// records now and marks the locked, held or admitting ones stale (their last release evicts
+    /// them; `get` misses them). The old bytes stay counted until their last holder lets go.
+    /// An admission that overlaps it either ends stale or did not adopt the old canonical.
+    /// Returns how many records were evicted now.
+    pub fn drop_model(&self, key: &str) -> usize {
+        self.invalidate(key);
+        let caches = self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>());
+        caches.iter().map(|cache| cache.drop_here(key)).sum()
+    }
+
+    /// The store side of `drop_model` (the C-D2 mutant forgets `key` alone).
+    pub(crate) fn invalidate(&self, key: &str) {
+        if on(self.mutants, Mutant::DropKeyOnly) {
+            self.store.invalidate(key);
+        } else {
+            self.store.invalidate_model(key);
+        }
     }
 
     /// The live caches other than `except`.

@@ -30,7 +30,7 @@ impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
     pub fn into_loaded(mut self) -> LoadedModel<W, R> {
         let record = self.record.take().expect("an admission is converted once");
         self.cache.convert(&record, Claim::Admitting, Claim::Hold);
-        LoadedModel { cache: Arc::clone(&self.cache), record: Some(record) }
+        self.cache.hand_out(|| LoadedModel { cache: Arc::clone(&self.cache), record: Some(record) })
     }
 
     /// The key.
@@ -65,7 +65,7 @@ impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
     pub fn lock(mut self) -> ModelGuard<W, R> {
         let record = self.record.take().expect("a loaded model is locked once");
         self.cache.convert(&record, Claim::Hold, Claim::Lock);
-        ModelGuard { cache: Arc::clone(&self.cache), record: Some(record) }
+        self.cache.hand_out(|| ModelGuard { cache: Arc::clone(&self.cache), record: Some(record) })
     }
 
     /// The key.

@@ -19,6 +19,7 @@
 mod budget;
 mod device;
 mod group;
+mod ledger;
 mod loaded;
 mod placement;
 mod record;

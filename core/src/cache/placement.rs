@@ -5,19 +5,32 @@
 //! weights have a copy on the device: an existing copy is shared; otherwise room is made by
 //! offloading the device copies of *unlocked* records, smallest first, and the move runs outside
 //! every lock. One move per record at a time: a second locker waits for the first one's move
-//! and shares its copy. A failed move leaves the record resident on the CPU, unlocked, and
-//! returns a typed error. Device allocators (burn's memory pools among them) keep freed memory
-//! reserved, so the budget counts the copies this cache keeps, not what the driver reports.
+//! and shares its copy, waiting at most the cache's move wait. A failed move leaves the record
+//! resident on the CPU, unlocked, and returns a typed error. Device allocators (burn's memory
+//! pools among them) keep freed memory reserved, so the budget counts the copies this cache
+//! keeps, not what the driver reports.
+//!
+//! # The device budget
+//! Device bytes in use are every device copy alive — counted by construction until its
+//! destructor has run, whether it is resident, used through a detached record or offloaded —
+//! plus every move in flight (charged in the critical section that claims it): at every step
+//! that sum stays within the budget. Making room offloads unlocked copies and claims nothing:
+//! the locker drops them (user code) holding no claim, then decides again. A claimed move is
+//! settled by a [`MoveClaim`] created right after the claim, before any user code (a
+//! reconcile's callbacks, `to_device`) runs, so a panic there settles the slot and wakes the
+//! waiters.
 
 use std::any::Any;
 use std::fmt;
 use std::ops::Deref;
 
-use super::device::{State, device_bytes};
+use super::device::{State, slot_device_bytes};
+use super::ledger::{DeviceBudget, Placed};
 use super::loaded::{LoadedModel, ModelGuard};
 use super::record::{DeviceCopy, Record};
 use crate::error::{BoxError, CacheError};
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+use crate::mutants::{Mutant, MutantSet, on};
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
 
 /// What a cache needs from a model's weights to place them on its device.
 pub trait DeviceWeights: Send + Sync + 'static {
@@ -33,8 +46,10 @@ pub trait DeviceWeights: Send + Sync + 'static {
 
 /// A record locked and placed on its cache's device. Dereferences to the device copy.
 pub struct DeviceGuard<W: DeviceWeights, R: Runtime = StdRuntime> {
+    // Dropped first: the copy is let go before the record is unlocked, so an unlocked record's
+    // copy is held by its slot alone and offloading it frees it.
+    copy: Arc<Placed<W::OnDevice, R>>,
     guard: ModelGuard<W, R>,
-    copy: Arc<W::OnDevice>,
 }
 
 impl<W: DeviceWeights, R: Runtime> DeviceGuard<W, R> {
@@ -63,127 +78,181 @@ impl<W: DeviceWeights, R: Runtime> fmt::Debug for DeviceGuard<W, R> {
     }
 }
 
-type Copy = Arc<dyn Any + Send + Sync>;
+/// A device copy as a slot keeps it: an `Arc<Placed<W::OnDevice, R>>`, type-erased.
+pub(crate) type Copy = Arc<dyn Any + Send + Sync>;
 
-/// What the first critical section of a placement decided.
+/// What one critical section of a placement decided.
 enum Step {
     /// A copy is resident: share it.
     Ready(Copy),
-    /// This locker moves the weights (`keep`: record the copy on the slot); the offloaded
-    /// copies are dropped outside the lock.
-    Move { offloaded: Vec<Copy>, keep: bool },
+    /// Room is made: drop these offloaded copies outside the lock (no claim held), then decide
+    /// again.
+    Offload(Vec<Copy>),
+    /// This locker moves the weights (the move is charged to the device budget). `offloaded` is
+    /// empty but under the C-P3 mutant, which offloads and claims in one step.
+    Move { offloaded: Vec<Copy> },
 }
 
 impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// Locks the record and places it on the cache's device (see the module docs). On error the
-    /// lock is released and the record stays resident on the CPU.
+    /// lock is released and the record stays resident on the CPU. A wait for another thread's
+    /// move of the same record is bounded by [`DeviceCache::move_wait`](super::DeviceCache::move_wait).
     pub fn lock_on_device(self) -> Result<DeviceGuard<W, R>, CacheError> {
         let guard = self.lock();
         let (cache, record) = (guard.cache(), guard.locked());
         let need = record.weights().device_bytes();
-        let decided = cache.state().wait_until(None, |s| decide(s, record, need));
-        cache.drain_requests();
-        let step = decided.map_err(|_| CacheError::DeviceMove {
-            key: record.key.clone(),
-            message: "gave up waiting for another move".to_owned(),
-        })??;
-        let copy = match step {
-            Step::Ready(copy) => copy,
-            Step::Move { offloaded, keep } => {
-                drop(offloaded);
-                // Settles the slot on every path, a panicking mover included, so that waiters
-                // never wait for a move that will not finish.
-                let claim = keep.then(|| MoveClaim { cache, record, need, settled: false });
-                let moved = record.weights().to_device(cache.device()).map(|copy| Arc::new(copy) as Copy);
-                if let Some(claim) = claim {
-                    claim.settle(moved.as_ref().ok());
+        let mutants = cache.mutants();
+        let wait = (!on(mutants, Mutant::MoveWaitUnbounded)).then_some(cache.move_wait());
+        let budget = cache.device_budget();
+        let copy = loop {
+            let decided = cache.state().wait_until(wait, |s| decide(s, budget, record, need, mutants));
+            let step = match decided {
+                Ok(Ok(step)) => step,
+                Ok(Err(error)) => {
+                    cache.drain_requests();
+                    return Err(error);
                 }
-                moved
-                    .map_err(|e| CacheError::DeviceMove { key: record.key.clone(), message: e.to_string() })?
+                Err(TimedOut) => {
+                    cache.drain_requests();
+                    let waited = wait.unwrap_or_default();
+                    return Err(CacheError::DeviceMoveTimeout { key: record.key.clone(), waited });
+                }
+            };
+            match step {
+                Step::Ready(copy) => {
+                    cache.drain_requests();
+                    break copy;
+                }
+                Step::Offload(copies) => {
+                    cache.drain_requests();
+                    drop(copies);
+                }
+                Step::Move { offloaded } if on(mutants, Mutant::MoveClaimLate) => {
+                    cache.drain_requests();
+                    drop(offloaded);
+                    break run_move(MoveClaim { cache, record, need, settled: false })?;
+                }
+                Step::Move { offloaded } => {
+                    // The claim settles the slot on every path, a panicking mover included, so it
+                    // exists before any user code runs.
+                    let claim = MoveClaim { cache, record, need, settled: false };
+                    drop(offloaded);
+                    cache.drain_requests();
+                    break run_move(claim)?;
+                }
             }
         };
-        let copy = copy.downcast::<W::OnDevice>().map_err(|_| CacheError::DeviceMove {
-            key: record.key.clone(),
+        let copy = copy.downcast::<Placed<W::OnDevice, R>>().map_err(|_| CacheError::DeviceMove {
+            key: guard.key().to_owned(),
             message: "the device copy has another type".to_owned(),
         })?;
-        Ok(DeviceGuard { guard, copy })
+        Ok(DeviceGuard { copy, guard })
     }
 }
 
-/// Under the cache's state: share a resident copy, wait for a move in progress, or claim the
-/// move after offloading unlocked copies (smallest first) until `need` fits the budget.
+/// Runs the claimed move outside every lock and settles it: a copy takes over the move's charge.
+fn run_move<W: DeviceWeights, R: Runtime>(claim: MoveClaim<'_, W, R>) -> Result<Copy, CacheError> {
+    let (cache, record) = (claim.cache, claim.record);
+    match record.weights().to_device(cache.device()) {
+        Ok(copy) => {
+            let placed: Copy = Arc::new(cache.device_budget().place(copy, claim.need));
+            claim.settle(Some(&placed));
+            Ok(placed)
+        }
+        Err(error) => {
+            claim.settle(None);
+            Err(CacheError::DeviceMove { key: record.key.clone(), message: error.to_string() })
+        }
+    }
+}
+
+/// Under the cache's state: share a resident copy, wait for a move in progress, offload unlocked
+/// copies (smallest first) until `need` fits, or claim the move, charging it to the device
+/// budget. A detached record (replaced while stale) moves for this use only.
 fn decide<W, R: Runtime>(
     s: &mut State<W, R>,
+    budget: &DeviceBudget<R>,
     record: &Arc<Record<W, R>>,
     need: u64,
+    mutants: MutantSet,
 ) -> Option<Result<Step, CacheError>> {
-    let budget = s.device_budget;
-    let mut used = device_bytes(s);
-    let Some(slot) = s.slots.get_mut(&record.key).filter(|v| Arc::ptr_eq(&v.record, record)) else {
-        // Detached (replaced while stale): move it for this use only.
-        return Some(Ok(Step::Move { offloaded: Vec::new(), keep: false }));
-    };
-    match &slot.device {
-        DeviceCopy::Resident { copy, .. } => return Some(Ok(Step::Ready(Arc::clone(copy)))),
-        DeviceCopy::Moving => return None,
-        DeviceCopy::Absent => {}
-    }
-    let mut offloaded = Vec::new();
-    if let Some(budget) = budget {
-        // Refuse up front when even offloading every unlocked copy would not make room, so that
-        // a refusal offloads nothing.
-        let freeable: u64 = s
-            .slots
-            .values()
-            .filter(|v| v.locks == 0)
-            .map(|v| match v.device {
-                DeviceCopy::Resident { bytes, .. } => bytes,
-                DeviceCopy::Absent | DeviceCopy::Moving => 0,
-            })
-            .sum();
-        let pinned = used - freeable;
-        if pinned + need > budget {
-            return Some(Err(CacheError::DeviceFull {
-                key: record.key.clone(),
-                needed: need,
-                budget,
-                used: pinned,
-            }));
+    let attached = s.slots.get(&record.key).is_some_and(|v| Arc::ptr_eq(&v.record, record));
+    if attached {
+        match &s.slots[&record.key].device {
+            DeviceCopy::Resident { copy, .. } => return Some(Ok(Step::Ready(Arc::clone(copy)))),
+            DeviceCopy::Moving => return None,
+            DeviceCopy::Absent => {}
         }
-        while used + need > budget {
-            let victim = s
-                .slots
-                .iter()
-                .filter(|(_, v)| v.locks == 0)
-                .filter_map(|(k, v)| match v.device {
-                    DeviceCopy::Resident { bytes, .. } => Some((bytes, k.clone())),
-                    DeviceCopy::Absent | DeviceCopy::Moving => None,
-                })
-                .min();
-            let Some((bytes, key)) = victim else {
-                return Some(Err(CacheError::DeviceFull {
-                    key: record.key.clone(),
-                    needed: need,
-                    budget,
-                    used,
-                }));
+    }
+    let charge_moves = !on(mutants, Mutant::MoveUncharged);
+    let offloaded = match budget.cap() {
+        Some(cap) => {
+            let used = if on(mutants, Mutant::DetachedCopyUncounted) {
+                slot_device_bytes(s).saturating_add(if charge_moves { budget.moving() } else { 0 })
+            } else {
+                budget.used(charge_moves)
             };
-            if let Some(v) = s.slots.get_mut(&key)
-                && let DeviceCopy::Resident { copy, .. } =
-                    std::mem::replace(&mut v.device, DeviceCopy::Absent)
-            {
-                offloaded.push(copy);
+            match make_device_room(s, &record.key, need, cap, used) {
+                Ok(offloaded) => offloaded,
+                Err(error) => return Some(Err(error)),
             }
-            used -= bytes;
         }
+        None => Vec::new(),
+    };
+    if !offloaded.is_empty() && !on(mutants, Mutant::MoveClaimLate) {
+        return Some(Ok(Step::Offload(offloaded)));
     }
-    if let Some(slot) = s.slots.get_mut(&record.key) {
+    if charge_moves && budget.claim_move(need).is_none() {
+        let key = record.key.clone();
+        return Some(Err(CacheError::SizeOverflow { key, bytes: need, what: "device budget" }));
+    }
+    if attached && let Some(slot) = s.slots.get_mut(&record.key) {
         slot.device = DeviceCopy::Moving;
     }
-    Some(Ok(Step::Move { offloaded, keep: true }))
+    Some(Ok(Step::Move { offloaded }))
 }
 
-/// A claimed move: settles the slot when done, or (unwinding) marks it absent again.
+/// Takes the device copies of unlocked records, smallest first, out of their slots until `need`
+/// more bytes would fit `cap` once they are dropped; refuses up front (taking nothing) when even
+/// offloading every one would not make room. `used` counts every live copy and move.
+fn make_device_room<W, R: Runtime>(
+    s: &mut State<W, R>,
+    key: &str,
+    need: u64,
+    cap: u64,
+    mut used: u64,
+) -> Result<Vec<Copy>, CacheError> {
+    let freeable = s
+        .slots
+        .values()
+        .filter(|v| v.locks == 0)
+        .fold(0u64, |sum, v| sum.saturating_add(v.device.resident_bytes()));
+    let pinned = used.saturating_sub(freeable);
+    let full = |used: u64| CacheError::DeviceFull { key: key.to_owned(), needed: need, budget: cap, used };
+    if need > cap.saturating_sub(pinned) {
+        return Err(full(pinned));
+    }
+    let mut offloaded = Vec::new();
+    while need > cap.saturating_sub(used) {
+        let victim = s
+            .slots
+            .iter()
+            .filter(|(_, v)| v.locks == 0 && v.device.resident_bytes() > 0)
+            .map(|(k, v)| (v.device.resident_bytes(), k.clone()))
+            .min();
+        let Some((bytes, victim)) = victim else { return Err(full(used)) };
+        if let Some(v) = s.slots.get_mut(&victim)
+            && let DeviceCopy::Resident { copy, .. } = std::mem::replace(&mut v.device, DeviceCopy::Absent)
+        {
+            offloaded.push(copy);
+        }
+        used = used.saturating_sub(bytes);
+    }
+    Ok(offloaded)
+}
+
+/// A claimed move: settles the slot when done, or (unwinding) marks it absent again and
+/// releases the move's charge; either way it wakes the lockers waiting for this move.
 struct MoveClaim<'a, W: DeviceWeights, R: Runtime> {
     cache: &'a Arc<super::DeviceCache<W, R>>,
     record: &'a Arc<Record<W, R>>,
@@ -194,21 +263,32 @@ struct MoveClaim<'a, W: DeviceWeights, R: Runtime> {
 impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
     fn settle(mut self, copy: Option<&Copy>) {
         self.settled = true;
-        self.cache.with_state(|s| settle(s, self.record, self.need, copy));
+        self.finish(copy);
+    }
+
+    fn finish(&self, copy: Option<&Copy>) {
+        if copy.is_none() && !on(self.cache.mutants(), Mutant::MoveUncharged) {
+            self.cache.device_budget().end_move(self.need);
+        }
+        self.cache.state().with(|s| settle(s, self.record, self.need, copy));
         self.cache.state().notify_all();
+        // Reconciles run user code; never start one while unwinding (a second panic aborts).
+        if !panicking() {
+            self.cache.drain_requests();
+        }
     }
 }
 
 impl<W: DeviceWeights, R: Runtime> Drop for MoveClaim<'_, W, R> {
     fn drop(&mut self) {
         if !self.settled {
-            self.cache.with_state(|s| settle(s, self.record, self.need, None));
-            self.cache.state().notify_all();
+            self.finish(None);
         }
     }
 }
 
-/// Under the cache's state: record the move's outcome on the record, if it is still the occupant.
+/// Under the cache's state: records the move's outcome on the record if it is still the
+/// occupant (a detached record's copy lives with its guard only).
 fn settle<W, R: Runtime>(s: &mut State<W, R>, record: &Arc<Record<W, R>>, need: u64, copy: Option<&Copy>) {
     if let Some(slot) = s.slots.get_mut(&record.key).filter(|v| Arc::ptr_eq(&v.record, record)) {
         slot.device = match copy {

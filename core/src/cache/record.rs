@@ -19,6 +19,15 @@ pub(crate) struct Record<W, R: Runtime> {
     pub(crate) residency: Residency<W, R>,
 }
 
+impl<W, R: Runtime> Residency<W, R> {
+    pub(crate) fn shared(&self) -> Option<&Arc<Canonical<W, R>>> {
+        match self {
+            Residency::Shared(canonical) => Some(canonical),
+            Residency::Own { .. } => None,
+        }
+    }
+}
+
 impl<W, R: Runtime> Record<W, R> {
     pub(crate) fn weights(&self) -> &W {
         match &self.residency {
@@ -28,10 +37,7 @@ impl<W, R: Runtime> Record<W, R> {
     }
 
     pub(crate) fn shared(&self) -> Option<&Arc<Canonical<W, R>>> {
-        match &self.residency {
-            Residency::Shared(canonical) => Some(canonical),
-            Residency::Own { .. } => None,
-        }
+        self.residency.shared()
     }
 }
 
@@ -62,6 +68,16 @@ pub(crate) enum DeviceCopy {
     Moving,
     /// On the device: the copy (typed by the weights' `OnDevice`) and its device bytes.
     Resident { copy: Arc<dyn std::any::Any + Send + Sync>, bytes: u64 },
+}
+
+impl DeviceCopy {
+    /// Device bytes of a resident copy (0 otherwise: a move in flight is charged by the ledger).
+    pub(crate) fn resident_bytes(&self) -> u64 {
+        match self {
+            DeviceCopy::Resident { bytes, .. } => *bytes,
+            DeviceCopy::Absent | DeviceCopy::Moving => 0,
+        }
+    }
 }
 
 impl<W, R: Runtime> Slot<W, R> {

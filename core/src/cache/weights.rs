@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 
-use super::budget::{RamBudget, SharedCharge};
+use super::budget::{Overflow, RamBudget, SharedCharge};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// One canonical set of CPU weights; its bytes are counted for exactly as long as it lives.
@@ -74,33 +74,47 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
 
     /// Registers `weights` (of `bytes`) as the canonical of `key` and charges the budget —
     /// unless a live canonical appeared meanwhile, which is adopted instead. The second value
-    /// says whether `weights` were adopted away (and so dropped, outside every lock).
-    pub fn insert(&self, key: &str, weights: W, bytes: u64) -> (Arc<Canonical<W, R>>, bool) {
+    /// says whether `weights` were adopted away (and so dropped, outside every lock). If the
+    /// charge would overflow the budget's sums, nothing is registered and the weights come back.
+    pub fn insert(&self, key: &str, weights: W, bytes: u64) -> Result<(Arc<Canonical<W, R>>, bool), W> {
         let mut spare = Some(weights);
         let canonical = self.map.with(|m| {
             if let Some(live) = m.get(key).and_then(Weak::upgrade) {
-                return live;
+                return Ok(live);
             }
+            let charge = self.budget.charge_shared(bytes)?;
             let weights = spare.take().expect("weights are used once");
-            let charge = self.budget.charge_shared(bytes);
             let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
             m.insert(key.to_owned(), Arc::downgrade(&canonical));
-            canonical
+            Ok::<_, Overflow>(canonical)
         });
-        let adopted = spare.is_some();
-        drop(spare);
-        (canonical, adopted)
+        match canonical {
+            Ok(canonical) => {
+                let adopted = spare.is_some();
+                drop(spare);
+                Ok((canonical, adopted))
+            }
+            Err(Overflow) => Err(spare.take().expect("refused weights come back")),
+        }
     }
 
     /// Mutant C-R28: registers `weights` without re-checking for a live canonical (the peek
     /// that preceded it may be stale), overwriting the key's entry.
-    pub(crate) fn insert_unchecked(&self, key: &str, weights: W, bytes: u64) -> Arc<Canonical<W, R>> {
-        self.map.with(|m| {
-            let charge = self.budget.charge_shared(bytes);
+    pub(crate) fn insert_unchecked(
+        &self,
+        key: &str,
+        weights: W,
+        bytes: u64,
+    ) -> Result<Arc<Canonical<W, R>>, W> {
+        let mut spare = Some(weights);
+        let canonical = self.map.with(|m| {
+            let charge = self.budget.charge_shared(bytes).ok()?;
+            let weights = spare.take().expect("weights are used once");
             let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
             m.insert(key.to_owned(), Arc::downgrade(&canonical));
-            canonical
-        })
+            Some(canonical)
+        });
+        canonical.ok_or_else(|| spare.take().expect("refused weights come back"))
     }
 
     /// Forgets `key`: the next load builds fresh weights. Live holders keep the old canonical
@@ -110,6 +124,22 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
         drop(forgotten);
     }
 
+    /// Forgets `key` and every submodel key `key:*` (see [`WeightStore::invalidate`]).
+    pub fn invalidate_model(&self, key: &str) {
+        let forgotten = self.map.with(|m| {
+            let keys: Vec<String> = m.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
+            keys.iter().filter_map(|k| m.remove(k)).collect::<Vec<_>>()
+        });
+        drop(forgotten);
+    }
+
+    /// Whether `canonical` is still the one registered for `key` (not invalidated since it was
+    /// adopted or inserted).
+    pub fn is_current(&self, key: &str, canonical: &Arc<Canonical<W, R>>) -> bool {
+        let current = Arc::downgrade(canonical);
+        self.map.with(|m| m.get(key).is_some_and(|w| w.ptr_eq(&current)))
+    }
+
     /// Keys with a live canonical, in order.
     pub fn live_keys(&self) -> Vec<String> {
         self.map.with(|m| {
@@ -117,6 +147,11 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             m.keys().cloned().collect()
         })
     }
+}
+
+/// Whether `candidate` is `model` itself or one of its submodels (`model:sub`).
+pub(crate) fn is_model_or_submodel(candidate: &str, model: &str) -> bool {
+    candidate.strip_prefix(model).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for WeightStore<W, R> {
@@ -137,9 +172,9 @@ mod tests {
     #[test]
     fn a_live_canonical_is_adopted_and_counted_once() {
         let store = store();
-        let (a, adopted) = store.insert("m", vec![1; 10], 10);
+        let (a, adopted) = store.insert("m", vec![1; 10], 10).unwrap();
         assert!(!adopted);
-        let (b, adopted) = store.insert("m", vec![2; 10], 10);
+        let (b, adopted) = store.insert("m", vec![2; 10], 10).unwrap();
         assert!(adopted && Arc::ptr_eq(&a, &b));
         assert!(Arc::ptr_eq(&store.adopt("m").unwrap(), &a));
         assert_eq!(store.budget().in_use(), 10);
@@ -152,14 +187,40 @@ mod tests {
     #[test]
     fn invalidate_forgets_the_key_but_keeps_the_old_bytes_counted() {
         let store = store();
-        let (old, _) = store.insert("m", vec![0; 10], 10);
+        let (old, _) = store.insert("m", vec![0; 10], 10).unwrap();
+        assert!(store.is_current("m", &old));
         store.invalidate("m");
+        assert!(!store.is_current("m", &old));
         assert!(store.adopt("m").is_none(), "a rebuild never adopts the invalidated canonical");
-        let (new, adopted) = store.insert("m", vec![1; 12], 12);
+        let (new, adopted) = store.insert("m", vec![1; 12], 12).unwrap();
         assert!(!adopted && !Arc::ptr_eq(&old, &new));
         assert_eq!(store.budget().in_use(), 22);
         drop(old);
         assert_eq!(store.budget().in_use(), 12);
         assert_eq!(new[0], 1);
+    }
+
+    #[test]
+    fn invalidating_a_model_forgets_its_submodels_only() {
+        let store = store();
+        let kept: Vec<_> = ["m", "m:vae", "m:unet", "mx", "n:m"]
+            .into_iter()
+            .map(|k| store.insert(k, vec![0; 1], 1).unwrap().0)
+            .collect();
+        store.invalidate_model("m");
+        assert_eq!(store.live_keys(), ["mx", "n:m"]);
+        drop(kept);
+    }
+
+    #[test]
+    fn an_insert_that_would_overflow_the_budget_returns_the_weights() {
+        let rt = StdRuntime::new();
+        let store: Arc<WeightStore<Vec<u8>>> = WeightStore::new(RamBudget::new(u64::MAX, &rt).unwrap(), &rt);
+        let half = u64::MAX / 2 + 1;
+        let (first, _) = store.insert("a", vec![1], half).unwrap();
+        assert_eq!(store.insert("b", vec![2], half).unwrap_err(), vec![2]);
+        assert_eq!(store.live_keys(), ["a"]);
+        assert_eq!(store.budget().in_use(), half);
+        drop(first);
     }
 }

@@ -52,6 +52,19 @@ use crate::id::ModelId;
 use crate::manager::{Added, Lease, LifecycleGuard, Model, Snapshot};
 use crate::runtime::Runtime;
 
+/// What [`Manager::evict_locked`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Unloaded and unregistered.
+    Evicted,
+    /// Skipped: some layer pins the id.
+    Pinned,
+    /// Skipped: a lease was live at the point of no return.
+    InUse,
+    /// Skipped: nothing is registered under the id.
+    NotRegistered,
+}
+
 /// Splits `(id, alias)` into the canonical id and the resolved id.
 pub fn resolve(id: &str, alias: Option<&str>) -> Result<(ModelId, ModelId), ManagerError> {
     let canonical = ModelId::new(id)?;
@@ -90,6 +103,18 @@ pub trait Manager: Send + Sync + 'static {
     /// [`Manager::remove`] for a caller that already holds `guard`.
     fn remove_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
 
+    /// Evicts the model under `guard` if nothing protects it at the point of no return: no layer
+    /// pins it and no lease is live (the base closes the model without waiting, so an eviction
+    /// never refuses a lease on a model it then keeps, and a lease that loses the race gets
+    /// `NotFound`). An unload error leaves the model registered.
+    fn evict_locked(
+        &self,
+        guard: &LifecycleGuard<Self::Model, Self::Runtime>,
+    ) -> Result<Eviction, ManagerError>;
+
+    /// [`Manager::pin`] for a caller that already holds `guard`: pins its id in every layer.
+    fn pin_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
+
     /// A lease on the model registered under the resolved id `id`, without any lifecycle lock.
     fn lease(&self, id: &str) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError>;
 
@@ -108,8 +133,16 @@ pub trait Manager: Send + Sync + 'static {
     /// Registry and lifecycle table of the innermost base.
     fn snapshot(&self) -> Snapshot;
 
-    /// Protects the resolved id `id` from eviction in every layer of the stack.
-    fn pin(&self, id: &str) -> Result<(), ManagerError>;
+    /// Protects the resolved id `id` from eviction in every layer of the stack. It takes the
+    /// id's lifecycle lock (waiting at most the lock timeout, then `LockTimeout`), which every
+    /// eviction holds from its last pin check to its unload: so a pin that returned `Ok` while
+    /// the model was registered is honoured by every eviction that had not yet unloaded it.
+    /// Pinning an id that is not registered (yet) is allowed; the pin waits for it.
+    fn pin(&self, id: &str) -> Result<(), ManagerError> {
+        let id = ModelId::new(id)?;
+        let guard = self.lock(&id)?;
+        self.pin_locked(&guard)
+    }
 
     /// Undoes [`Manager::pin`] in every layer of the stack.
     fn unpin(&self, id: &str) -> Result<(), ManagerError>;

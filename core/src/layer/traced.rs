@@ -3,7 +3,7 @@
 
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::layer::Manager;
+use crate::layer::{Eviction, Manager};
 use crate::manager::{Added, Lease, LifecycleGuard};
 
 /// Wraps any [`Manager`] and traces every call, then forwards it unchanged.
@@ -70,9 +70,16 @@ impl<M: Manager> Manager for Traced<M> {
         self.inner.lease(id)
     }
 
-    fn pin(&self, id: &str) -> Result<(), ManagerError> {
-        let _span = tracing::debug_span!("pin", id).entered();
-        self.inner.pin(id)
+    fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
+        let _span = tracing::debug_span!("evict", id = %guard.id()).entered();
+        let result = self.inner.evict_locked(guard);
+        tracing::debug!(?result, "evict done");
+        result
+    }
+
+    fn pin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        let _span = tracing::debug_span!("pin", id = %guard.id()).entered();
+        self.inner.pin_locked(guard)
     }
 
     fn unpin(&self, id: &str) -> Result<(), ManagerError> {

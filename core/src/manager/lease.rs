@@ -3,7 +3,9 @@
 //! A lease is taken without any lifecycle lock. Each registered model has a slot with a small
 //! use-state monitor (`leases`, `closing`). `remove` closes the slot before it waits for the
 //! leases to drain, and a closed slot refuses new leases, so no lease can ever observe a model
-//! that is being or has been unloaded.
+//! that is being or has been unloaded. An eviction closes without waiting: only a slot with no
+//! live lease closes, and a lease that loses the race to that close finds the model gone
+//! (`NotFound`), never `Removing`.
 
 use std::fmt;
 use std::ops::Deref;
@@ -15,7 +17,16 @@ use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
 
 struct UseState {
     leases: usize,
-    closing: bool,
+    closing: Option<Closing>,
+}
+
+/// Why a slot refuses new leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// `remove` drains the live leases: new ones get `Removing`.
+    Draining,
+    /// An eviction closed an idle slot: new leases find the model gone (`NotFound`).
+    Evicting,
 }
 
 /// A registered model and its use state.
@@ -27,13 +38,15 @@ pub(crate) struct Slot<M, R: Runtime> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
     pub(crate) fn new(id: ModelId, model: M, runtime: &R) -> Self {
-        Self { id, model, state: runtime.monitor(UseState { leases: 0, closing: false }) }
+        Self { id, model, state: runtime.monitor(UseState { leases: 0, closing: None }) }
     }
 
     pub(crate) fn lease(self: &Arc<Self>) -> Result<Lease<M, R>, ManagerError> {
         self.state.with(|s| {
-            if s.closing {
-                return Err(ManagerError::Removing { id: self.id.clone() });
+            match s.closing {
+                Some(Closing::Draining) => return Err(ManagerError::Removing { id: self.id.clone() }),
+                Some(Closing::Evicting) => return Err(ManagerError::NotFound { id: self.id.clone() }),
+                None => {}
             }
             s.leases += 1;
             Ok(())
@@ -49,7 +62,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
     /// Refuses new leases and waits for the live ones to end. On timeout the slot is open again
     /// and the error says how many leases were still alive.
     pub(crate) fn close(&self, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
-        self.state.with(|s| s.closing = true);
+        self.state.with(|s| s.closing = Some(Closing::Draining));
         let closed = Closed { slot: self, committed: false };
         match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())) {
             Ok(()) => Ok(closed),
@@ -57,8 +70,21 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
         }
     }
 
+    /// Closes the slot only if no lease is live right now (never waits): the point of no return
+    /// of an eviction. `None` if the model is in use.
+    pub(crate) fn try_close(&self) -> Option<Closed<'_, M, R>> {
+        let closed = self.state.with(|s| {
+            let idle = s.leases == 0 && s.closing.is_none();
+            if idle {
+                s.closing = Some(Closing::Evicting);
+            }
+            idle
+        });
+        closed.then_some(Closed { slot: self, committed: false })
+    }
+
     fn reopen(&self) {
-        self.state.with(|s| s.closing = false);
+        self.state.with(|s| s.closing = None);
     }
 }
 
@@ -110,7 +136,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
     fn drop(&mut self) {
         let last = self.slot.state.with(|s| {
             s.leases -= 1;
-            s.leases == 0 && s.closing
+            s.leases == 0 && s.closing.is_some()
         });
         if last {
             self.slot.state.notify_all();

@@ -33,7 +33,7 @@ use table::Table;
 
 use crate::error::{InvalidConfig, ManagerError, SourceError};
 use crate::id::ModelId;
-use crate::layer::Manager;
+use crate::layer::{Eviction, Manager};
 use crate::mutants::{Mutant, MutantSet, on};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
 
@@ -225,25 +225,29 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         } else {
             Some(slot.close(self.config.lease_drain_timeout())?)
         };
-        tracing::debug!(%id, generation = guard.generation(), "remove: unloading");
-        if let Err(error) = slot.model.unload() {
-            tracing::debug!(%id, %error, "remove: unload failed");
-            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
+        self.unload(guard, &slot, closed)
+    }
+
+    /// Unloads the model only if no lease is live at its point of no return (a non-blocking
+    /// close); a lease that loses the race to the close gets `NotFound`. Never waits.
+    fn evict_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<Eviction, ManagerError> {
+        self.check_guard(guard)?;
+        if on(self.mutants, Mutant::EvictDrainsLeases) {
+            return match self.remove_locked(guard) {
+                Ok(()) => Ok(Eviction::Evicted),
+                Err(ManagerError::Busy { .. }) => Ok(Eviction::InUse),
+                Err(ManagerError::NotFound { .. }) => Ok(Eviction::NotRegistered),
+                Err(error) => Err(error),
+            };
         }
-        if let Some(closed) = closed {
-            closed.commit();
-        }
-        self.table.with(|t| {
-            t.registry.remove(id);
-            if on(self.mutants, Mutant::RetireWhileHeld) {
-                t.forget(id);
-            }
-        });
-        tracing::debug!(%id, "remove: unloaded");
-        if on(self.mutants, Mutant::RetireAfterRelease) {
-            guard.forget_on_release();
-        }
-        Ok(())
+        let Some(slot) = self.table.with(|t| t.registry.get(guard.id()).cloned()) else {
+            return Ok(Eviction::NotRegistered);
+        };
+        let Some(closed) = slot.try_close() else {
+            tracing::debug!(id = %guard.id(), "evict: in use, skipped");
+            return Ok(Eviction::InUse);
+        };
+        self.unload(guard, &slot, Some(closed)).map(|()| Eviction::Evicted)
     }
 
     fn lease(&self, id: &str) -> Result<Lease<L::Model, R>, ManagerError> {
@@ -291,9 +295,49 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         Ok(())
     }
 
+    /// The base keeps no pins; it only checks the guard.
+    fn pin_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
+        self.check_guard(guard)
+    }
+
     /// The base keeps no pins; it only validates the id.
     fn unpin(&self, id: &str) -> Result<(), ManagerError> {
         ModelId::new(id)?;
+        Ok(())
+    }
+}
+
+impl<L: Loader, R: Runtime> ModelManager<L, R> {
+    /// Unloads the model of a closed slot and unregisters it. The registry's reference is
+    /// dropped outside the table monitor; the model itself is dropped by the caller's `slot`,
+    /// under the lifecycle lock only (its `Drop` is user code).
+    fn unload(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+        slot: &Arc<Slot<L::Model, R>>,
+        closed: Option<lease::Closed<'_, L::Model, R>>,
+    ) -> Result<(), ManagerError> {
+        let id = guard.id();
+        tracing::debug!(%id, generation = guard.generation(), "remove: unloading");
+        if let Err(error) = slot.model.unload() {
+            tracing::debug!(%id, %error, "remove: unload failed");
+            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
+        }
+        if let Some(closed) = closed {
+            closed.commit();
+        }
+        let removed = self.table.with(|t| {
+            let removed = t.registry.remove(id);
+            if on(self.mutants, Mutant::RetireWhileHeld) {
+                t.forget(id);
+            }
+            removed
+        });
+        drop(removed);
+        tracing::debug!(%id, "remove: unloaded");
+        if on(self.mutants, Mutant::RetireAfterRelease) {
+            guard.forget_on_release();
+        }
         Ok(())
     }
 }

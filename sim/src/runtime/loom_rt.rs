@@ -16,6 +16,8 @@ use resident::runtime::{Arc, Monitor, Runtime, TimedOut, Weak};
 
 use super::SimRuntime;
 
+held_monitors!(loom);
+
 /// The loom-backed runtime. Create one per execution, inside the checked closure.
 #[derive(Clone)]
 pub struct LoomRuntime {
@@ -82,13 +84,21 @@ pub struct LoomMonitor<T> {
 
 impl<T: Send> Monitor<T> for LoomMonitor<T> {
     fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
-        f(&mut self.inner.lock())
+        let mut guard = self.inner.lock();
+        let _held = Held::enter();
+        f(&mut guard)
     }
 
     fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
         match self.inner.value.try_lock() {
-            Ok(mut guard) => Some(f(&mut guard)),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(f(&mut p.into_inner())),
+            Ok(mut guard) => {
+                let _held = Held::enter();
+                Some(f(&mut guard))
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                let _held = Held::enter();
+                Some(f(&mut p.into_inner()))
+            }
             Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
@@ -108,9 +118,11 @@ impl<T: Send> Monitor<T> for LoomMonitor<T> {
         });
         let mut guard = self.inner.lock();
         loop {
+            let held = Held::enter();
             if let Some(done) = f(&mut guard) {
                 return Ok(done);
             }
+            drop(held);
             if deadline.is_some_and(|d| self.clock.load(Ordering::SeqCst) >= d) {
                 return Err(TimedOut);
             }
@@ -148,5 +160,9 @@ impl SimRuntime for LoomRuntime {
                 waker.wake();
             }
         }))
+    }
+
+    fn monitors_held() -> usize {
+        Held::count()
     }
 }

@@ -65,6 +65,35 @@ macro_rules! checker_threads {
     };
 }
 
+/// Counts the monitors the current checker thread holds, in a checker thread-local.
+macro_rules! held_monitors {
+    ($krate:ident) => {
+        $krate::thread_local! {
+            static HELD: std::cell::Cell<usize> = std::cell::Cell::new(0);
+        }
+
+        /// Marks one monitor held by this thread until dropped (unwinding included).
+        pub(super) struct Held(());
+
+        impl Held {
+            pub(super) fn enter() -> Self {
+                let _ = HELD.try_with(|h| h.set(h.get() + 1));
+                Held(())
+            }
+
+            pub(super) fn count() -> usize {
+                HELD.try_with(std::cell::Cell::get).unwrap_or(0)
+            }
+        }
+
+        impl Drop for Held {
+            fn drop(&mut self) {
+                let _ = HELD.try_with(|h| h.set(h.get().saturating_sub(1)));
+            }
+        }
+    };
+}
+
 mod loom_rt;
 mod shuttle_rt;
 
@@ -125,4 +154,9 @@ pub trait SimRuntime: Runtime {
     /// Starts whatever makes deadlines pass (loom's timer thread), if this execution explores
     /// timeouts and the runtime needs a thread for it.
     fn start_time(&self) -> Option<Self::Handle<()>>;
+
+    /// How many of this runtime's monitors the calling checker thread holds right now. Scripted
+    /// user code (loaders, unloads, weights' and copies' destructors, callbacks) checks that it
+    /// is zero: user code never runs inside an internal monitor.
+    fn monitors_held() -> usize;
 }

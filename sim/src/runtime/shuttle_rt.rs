@@ -10,6 +10,8 @@ use shuttle::sync::atomic::{AtomicU64, Ordering};
 
 use super::SimRuntime;
 
+held_monitors!(shuttle);
+
 /// One poll of a bounded wait times out with probability 1 / `TIMEOUT_ODDS`.
 const TIMEOUT_ODDS: u64 = 4;
 
@@ -59,13 +61,20 @@ pub struct ShuttleMonitor<T> {
 impl<T: Send> Monitor<T> for ShuttleMonitor<T> {
     fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
         let mut guard = self.value.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _held = Held::enter();
         f(&mut guard)
     }
 
     fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
         match self.value.try_lock() {
-            Ok(mut guard) => Some(f(&mut guard)),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(f(&mut p.into_inner())),
+            Ok(mut guard) => {
+                let _held = Held::enter();
+                Some(f(&mut guard))
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                let _held = Held::enter();
+                Some(f(&mut p.into_inner()))
+            }
             Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
@@ -106,5 +115,9 @@ impl SimRuntime for ShuttleRuntime {
 
     fn start_time(&self) -> Option<Self::Handle<()>> {
         None
+    }
+
+    fn monitors_held() -> usize {
+        Held::count()
     }
 }

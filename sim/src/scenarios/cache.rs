@@ -14,16 +14,21 @@ use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::InjectedPanic;
 
-type Cache<R> = Arc<DeviceCache<Weights, R>>;
+pub(super) type Cache<R> = Arc<DeviceCache<Weights<R>, R>>;
 
-fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
+pub(super) fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
     R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
 }
 
 /// Admits and locks `key` (`bytes`) in `cache`.
-fn load<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64, thread: &str) -> ModelGuard<Weights, R> {
+pub(super) fn load<R: SimRuntime>(
+    cache: &Cache<R>,
+    key: &str,
+    bytes: u64,
+    thread: &str,
+) -> ModelGuard<Weights<R>, R> {
     trace::record(thread, format!("put({key}) on {}", cache.device()));
-    let admission = cache.put(key, bytes, bytes, Put::default());
+    let admission = cache.put(key, Weights::plain(bytes), bytes, Put::default());
     ensure!(admission.is_ok(), "contract", "{thread}: put({key}) gave {admission:?}");
     let guard = admission.expect("checked").into_loaded().lock();
     ensure_resident(cache, &guard, thread);
@@ -31,8 +36,8 @@ fn load<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64, thread: &str) ->
 }
 
 /// Leaves `key` resident and idle in `cache`.
-fn preload<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64) {
-    drop(cache.put(key, bytes, bytes, Put::default()).expect("setup put"));
+pub(super) fn preload<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64) {
+    drop(cache.put(key, Weights::plain(bytes), bytes, Put::default()).expect("setup put"));
 }
 
 /// Joins every scenario thread, then runs the end-of-run checks.
@@ -43,7 +48,7 @@ fn join_then_finish<R: SimRuntime, const N: usize>(world: &CacheWorld<R>, thread
     finish(world);
 }
 
-fn finish<R: SimRuntime>(world: &CacheWorld<R>) {
+pub(super) fn finish<R: SimRuntime>(world: &CacheWorld<R>) {
     world.check_accounting();
     world.check_drained();
 }
@@ -84,7 +89,8 @@ pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R, mutants: MutantSet) {
 /// C-R3: shutdown lands inside m's admission window; the loader still gets its record.
 pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R, mutants: MutantSet) {
     user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
-        let admission = c0.put("m", 30, 30, Put::default()).expect("put before or after shutdown");
+        let admission =
+            c0.put("m", Weights::plain(30), 30, Put::default()).expect("put before or after shutdown");
         R::yield_now();
         let guard = admission.into_loaded().lock();
         ensure_resident(&c0, &guard, "T1");
@@ -155,7 +161,7 @@ pub(super) fn abandoned_holder<R: SimRuntime>(rt: R, mutants: MutantSet) {
 /// C-R12: a loader cancelled between `put` and `get`, before or after shutdown, still releases.
 pub(super) fn cancelled_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
     user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
-        let admission = c0.put("m", 30, 30, Put::default());
+        let admission = c0.put("m", Weights::plain(30), 30, Put::default());
         R::yield_now();
         drop(admission);
     });
@@ -164,7 +170,7 @@ pub(super) fn cancelled_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
 /// C-R13: a prefetch after shutdown is refused; before it, it is an ordinary admission.
 pub(super) fn prefetch_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
     user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
-        let prefetch = c0.put("m", 30, 30, Put { prefetch: true, ..Put::default() });
+        let prefetch = c0.put("m", Weights::plain(30), 30, Put { prefetch: true, ..Put::default() });
         let refused = matches!(prefetch, Err(resident::CacheError::ShutDown { .. }));
         ensure!(prefetch.is_ok() || refused, "contract", "prefetch gave {prefetch:?}");
         ensure!(!refused || c0.is_shut_down(), "contract", "prefetch refused before shutdown");
@@ -286,7 +292,11 @@ pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R, mutants: MutantSet)
     preload(&world.caches[0], "a", 30);
     let a = world.caches[0].get("a").expect("preloaded").lock();
     // Over the cap: a is locked on cuda:0 and b on cuda:1.
-    let b = world.caches[1].put("b", 30, 30, Put::default()).expect("setup put").into_loaded().lock();
+    let b = world.caches[1]
+        .put("b", Weights::plain(30), 30, Put::default())
+        .expect("setup put")
+        .into_loaded()
+        .lock();
     let c1 = Arc::clone(&world.caches[1]);
     let t1 = world.rt.spawn("T1", move || {
         trace::record("T1", "make_room(10) on cuda:1");
@@ -376,7 +386,7 @@ pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R, mutants: MutantSe
     let admitted = world.mailbox();
     let (c0, a1) = (Arc::clone(&world.caches[0]), Arc::clone(&admitted));
     let t1 = world.rt.spawn("T1", move || {
-        let admission = c0.put("m", 30, 30, Put::default()).expect("fits the cap");
+        let admission = c0.put("m", Weights::plain(30), 30, Put::default()).expect("fits the cap");
         a1.post(None);
         R::yield_now();
         let guard = admission.into_loaded().lock();
@@ -394,7 +404,7 @@ pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet)
     let spawn_user = |name: &'static str, cache: usize| {
         let c = Arc::clone(&world.caches[cache]);
         world.rt.spawn(name, move || {
-            let admission = c.put("m", 30, 30, Put::default());
+            let admission = c.put("m", Weights::plain(30), 30, Put::default());
             R::yield_now();
             drop(admission);
             drop(c.get("m"));
@@ -483,7 +493,7 @@ pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantS
     let world = CacheWorld::new(rt, mutants, 100, 1);
     preload(&world.caches[0], "m", 30);
     let private = Put { shared: false, ..Put::default() };
-    drop(world.caches[0].put("p", 20, 20, private).expect("setup put"));
+    drop(world.caches[0].put("p", Weights::plain(20), 20, private).expect("setup put"));
     let m = world.caches[0].get("m").expect("preloaded").lock();
     let p = world.caches[0].get("p").expect("preloaded").lock();
     let down = world.mailbox();

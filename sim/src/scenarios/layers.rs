@@ -42,15 +42,15 @@ impl Depth for ThreeDeep {
     }
 }
 
-type Stack<R, D> = FixedSizeCache<<D as Depth>::Inner<R>>;
+pub(super) type Stack<R, D> = FixedSizeCache<<D as Depth>::Inner<R>>;
 
-fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
+pub(super) fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
     R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
 }
 
 /// The stack with capacity `max_size`, over a base that already holds `preload` (queued in id
 /// order; `order` re-touches ids to set the LRU order, least recent first).
-fn cache<R: SimRuntime, D: Depth>(
+pub(super) fn cache<R: SimRuntime, D: Depth>(
     builder: WorldBuilder<R>,
     max_size: usize,
     preload: &[&str],
@@ -66,11 +66,13 @@ fn cache<R: SimRuntime, D: Depth>(
     world
 }
 
-fn queue<M: Manager>(cache: &FixedSizeCache<M>) -> Vec<String> {
+pub(super) fn queue<M: Manager>(cache: &FixedSizeCache<M>) -> Vec<String> {
     cache.queue().iter().map(ModelId::to_string).collect()
 }
 
-fn finish<R: SimRuntime, M: Manager<Model = SimModel<R>, Runtime = R>>(world: &World<R, FixedSizeCache<M>>) {
+pub(super) fn finish<R: SimRuntime, M: Manager<Model = SimModel<R>, Runtime = R>>(
+    world: &World<R, FixedSizeCache<M>>,
+) {
     check_queue(&world.manager);
     world.check_quiescent();
 }

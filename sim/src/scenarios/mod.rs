@@ -6,8 +6,12 @@
 //! Each scenario names the mutants it must catch.
 
 mod cache;
+mod drop_model;
+mod eviction;
 pub mod layers;
 mod manager;
+mod panics;
+mod placement;
 
 use resident::mutants::{Mutant, MutantSet};
 
@@ -164,6 +168,36 @@ pub const CATALOGUE: &[Scenario] = &[
         timeouts: false, loom: None, targets: [KeyMatchRelease], cache::drop_model_during_use),
     scenario!("C-R28", "adoption racing another load of the key: one canonical (28)",
         timeouts: false, loom: Some(2), targets: [AdoptByPeek], cache::adoption_race),
+    scenario!("M-E1", "a pin that lands while its model is being evicted is honoured (2.10)",
+        timeouts: false, loom: None, targets: [PinUnordered], eviction::pin_during_eviction::<_, layers::ThreeDeep>),
+    scenario!("M-E2", "a lease racing an eviction: skipped or closed at once, never refused (2.10)",
+        timeouts: true, loom: None, targets: [EvictDrainsLeases], eviction::lease_during_eviction::<_, layers::ThreeDeep>),
+    scenario!("M-E3", "cache over cache: every layer's queue equals the registry (2.11)",
+        timeouts: false, loom: None, targets: [NestedQueueStale], eviction::nested_caches_agree),
+    scenario!("M-E4", "a cold add whose victims keep being skipped fails by its deadline (2.12)",
+        timeouts: true, loom: None, targets: [DeadlineOnlyWhenFull], eviction::skipped_victims_meet_the_deadline),
+    scenario!("M-P1", "size_bytes panics after a successful load: registered and queued (2.13)",
+        timeouts: false, loom: None, targets: [SizeBeforeQueue], panics::size_panics_after_load::<_, layers::ThreeDeep>),
+    scenario!("M-P2", "a model's Drop panics during a successful remove: no phantom entry (2.13)",
+        timeouts: false, loom: None, targets: [QueueSkippedOnPanic], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
+    scenario!("C-P1", "two first locks of different records race on one device: the budget holds (3.9)",
+        timeouts: false, loom: None, targets: [MoveUncharged], placement::first_locks_race),
+    scenario!("C-P2", "a device copy used through a detached record stays counted (3.9)",
+        timeouts: false, loom: None, targets: [DetachedCopyUncounted], placement::detached_copy_counts),
+    scenario!("C-P3", "user code panics during a move; the next locker proceeds (3.9, 3.10)",
+        timeouts: false, loom: None, targets: [MoveClaimLate], placement::panic_during_move),
+    scenario!("C-P3w", "a wait for another thread's hung move is bounded (3.9)",
+        timeouts: true, loom: None, targets: [MoveWaitUnbounded], placement::hung_move_wait_is_bounded),
+    scenario!("C-P4", "a replaced stale slot's device copy is dropped outside every lock (3.10)",
+        timeouts: false, loom: None, targets: [StaleCopyDroppedLocked], placement::replaced_copy_dropped_outside),
+    scenario!("C-D1", "get after drop_model, and after shutdown, misses the stale record (3.3)",
+        timeouts: false, loom: None, targets: [GetServesStale], drop_model::get_misses_stale),
+    scenario!("C-D2", "drop_model(m) invalidates m:* submodels and acts on every peer (3.3)",
+        timeouts: false, loom: Some(1), targets: [DropKeyOnly, DropOneCache], drop_model::drop_covers_submodels_and_peers),
+    scenario!("C-D3", "an admission adopting a canonical races drop_model of its key (3.3)",
+        timeouts: false, loom: None, targets: [AdoptAcrossDrop], drop_model::adoption_races_drop),
+    scenario!("C-D4", "user code panics inside put after its claim was counted: nothing stays pinned (3.10)",
+        timeouts: false, loom: None, targets: [ClaimBeforeHandle], drop_model::panic_inside_admission),
 ];
 
 /// The cache scenarios again on a one-deep stack (cache directly over the base), to show the

@@ -12,6 +12,15 @@
 //! - Eviction takes least-recently-used ids that are neither pinned nor in use, only as many as
 //!   needed; capacity counts cold loads in flight, so `max_size` holds under simultaneous cold
 //!   loads of different ids.
+//! - Eviction is atomic with respect to pins and leases: it holds the victim's lifecycle lock
+//!   from its last pin check to the unload (and `pin` takes that lock), and the base closes the
+//!   victim without waiting, only if no lease is live (SPEC 2.10).
+//! - A layer learns of removals below it: after every inner call that can evict (a cold add
+//!   through an inner cache), queued ids that are no longer registered are dropped, so I4 holds
+//!   at every depth of nesting (SPEC 2.11).
+//! - User code (the loader, `unload`, `size_bytes`, a model's `Drop`) may panic anywhere: while
+//!   the id's lifecycle lock is held, a settle guard brings its queue entry in line with the
+//!   registry on every exit, so a model is either registered and queued, or neither (2.13).
 //!
 //! # Lock order (I12)
 //! `lifecycle lock (the id being added)` → `bookkeeping monitor` → `base monitors`. A thread
@@ -22,6 +31,7 @@
 mod config;
 mod queue;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -31,7 +41,7 @@ use queue::Bookkeeping;
 
 use crate::error::{InvalidConfig, ManagerError};
 use crate::id::ModelId;
-use crate::layer::{Manager, resolve};
+use crate::layer::{Eviction, Manager, resolve};
 use crate::manager::{Added, Lease, LifecycleGuard, Model};
 use crate::mutants::{Mutant, MutantSet, on};
 use crate::runtime::{Monitor, Runtime};
@@ -76,12 +86,43 @@ struct Admission<'a, M: Manager> {
 }
 
 impl<M: Manager> Admission<'_, M> {
-    fn commit(mut self, id: &ModelId, bytes: u64) {
+    /// The load succeeded: the id takes its slot in the queue (its size is recorded apart, as
+    /// asking it runs user code).
+    fn commit(mut self, id: &ModelId) {
         self.committed = true;
         self.cache.book.with(|b| {
             b.loading -= 1;
             b.push(id);
-            b.sizes.insert(id.clone(), bytes);
+        });
+        self.cache.book.notify_all();
+    }
+}
+
+/// Which way a [`Settle`] guard brings an id's queue entry in line with the registry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Settling {
+    /// After an add: a registered id is queued.
+    Add,
+    /// After a removal: an unregistered id is not queued.
+    Remove,
+}
+
+/// Held with an id's lifecycle lock (so its registration is stable) across inner calls that
+/// run user code: on every exit, a panic included, it settles the id's queue entry from the
+/// registry and wakes the adds waiting for room.
+struct Settle<'a, M: Manager> {
+    cache: &'a FixedSizeCache<M>,
+    id: &'a ModelId,
+    way: Settling,
+}
+
+impl<M: Manager> Drop for Settle<'_, M> {
+    fn drop(&mut self) {
+        let registered = self.cache.inner.contains(self.id.as_str());
+        self.cache.book.with(|b| match self.way {
+            Settling::Add if registered && !b.queue.contains(self.id) => b.push(self.id),
+            Settling::Remove if !registered => b.forget(self.id),
+            Settling::Add | Settling::Remove => {}
         });
         self.cache.book.notify_all();
     }
@@ -104,7 +145,7 @@ impl<M: Manager> FixedSizeCache<M> {
         for id in inner.ids() {
             let bytes = inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
             book.push(&id);
-            book.sizes.insert(id, bytes);
+            book.set_size(&id, bytes);
         }
         let book = inner.runtime().monitor(book);
         Ok(Self { inner, config, book, mutants: MutantSet::NONE })
@@ -160,79 +201,100 @@ impl<M: Manager> FixedSizeCache<M> {
     fn admit(&self, id: &ModelId) -> Result<Admission<'_, M>, ManagerError> {
         let max = self.config.max_size();
         let rt = self.inner.runtime();
-        let deadline = rt.now() + self.config.capacity_wait();
+        // A wait too long to represent as a deadline is unbounded (as for every timeout).
+        let deadline = rt.now().checked_add(self.config.capacity_wait());
+        let expired = || deadline.is_some_and(|d| rt.now() >= d);
+        let exhausted = |registered, loading| ManagerError::CapacityExhausted {
+            id: id.clone(),
+            registered,
+            loading,
+            max_size: max,
+            waited: self.config.capacity_wait(),
+        };
         let evict_leased = on(self.mutants, Mutant::EvictLeased);
         let count_inflight = !on(self.mutants, Mutant::CapacityIgnoresInflight);
         if on(self.mutants, Mutant::AppendBeforeEvict) {
             self.book.with(|b| b.push(id));
         }
         loop {
-            let plan = self.book.with(|b| {
+            let (plan, seen) = self.book.with(|b| {
+                let seen = b.version;
                 let queued = b.queue.iter().filter(|q| *q != id).count();
                 let occupied = queued + if count_inflight { b.loading } else { 0 };
                 if occupied < max {
                     b.loading += 1;
-                    return Plan::Admit;
+                    return (Plan::Admit, seen);
                 }
                 let victims = b.victims(occupied + 1 - max, id, |v| {
                     (evict_leased || !self.inner.in_use(v)) && !self.inner.is_locked(v)
                 });
-                if victims.is_empty() {
+                let plan = if victims.is_empty() {
                     Plan::Full { registered: queued, loading: b.loading }
                 } else {
                     Plan::Evict(victims)
-                }
+                };
+                (plan, seen)
             });
-            let stuck = match plan {
+            // The victims every one of which was just skipped: waiting for room, they do not count.
+            let skipped = match plan {
                 Plan::Admit => return Ok(Admission { cache: self, committed: false }),
-                Plan::Evict(victims) => !self.evict_all(&victims)?,
+                Plan::Evict(victims) => {
+                    let Some(pinned) = self.evict_all(&victims)? else { continue };
+                    // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
+                    if !on(self.mutants, Mutant::DeadlineOnlyWhenFull) && expired() {
+                        let (registered, loading) =
+                            self.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
+                        return Err(exhausted(registered, loading));
+                    }
+                    pinned
+                }
                 Plan::Full { registered, loading } => {
                     if self.config.policy() == CapacityPolicy::Overflow {
                         tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
                         self.book.with(|b| b.loading += 1);
                         return Ok(Admission { cache: self, committed: false });
                     }
-                    if rt.now() >= deadline {
-                        return Err(ManagerError::CapacityExhausted {
-                            id: id.clone(),
-                            registered,
-                            loading,
-                            max_size: max,
-                            waited: self.config.capacity_wait(),
-                        });
+                    if expired() {
+                        return Err(exhausted(registered, loading));
                     }
-                    true
+                    Vec::new()
                 }
             };
-            if stuck {
-                // Nothing to evict right now (all in use, pinned or busy): wait for a change,
-                // at most until the next re-plan.
-                let wait = deadline.saturating_sub(rt.now()).min(REPLAN_EVERY).max(Duration::from_nanos(1));
-                let _ = self.book.wait_until(Some(wait), |b| {
-                    let room = b.occupied() < max;
-                    let free = |v: &ModelId| !self.inner.in_use(v) && !self.inner.is_locked(v);
-                    (room || !b.victims(1, id, free).is_empty()).then_some(())
-                });
-            }
+            // Nothing to evict right now (all in use, pinned or busy): wait for a change since the
+            // plan, at most until the next re-plan. A victim that a layer below pins (which this
+            // layer's hints cannot see) is no candidate until something changes: re-planning at
+            // once would spin.
+            let left = deadline.map_or(REPLAN_EVERY, |d| d.saturating_sub(rt.now()));
+            let wait = left.min(REPLAN_EVERY).max(Duration::from_nanos(1));
+            let _ = self.book.wait_until(Some(wait), |b| {
+                let room = b.occupied() < max;
+                let free =
+                    |v: &ModelId| !skipped.contains(v) && !self.inner.in_use(v) && !self.inner.is_locked(v);
+                (room || b.version != seen || !b.victims(1, id, free).is_empty()).then_some(())
+            });
         }
     }
 
-    /// Evicts `victims` in order; `Ok(true)` if at least one went. A busy, pinned or in-use
-    /// victim is skipped; a failed unload ends the round with its error (completed evictions
-    /// stay done; the failed victim keeps its place).
-    fn evict_all(&self, victims: &[ModelId]) -> Result<bool, ManagerError> {
+    /// Evicts `victims` in order: `None` if at least one went, else the skipped victims that
+    /// some layer pins. A busy, pinned or in-use victim is skipped; a failed unload ends the
+    /// round with its error (completed evictions stay done; the failed victim keeps its place).
+    fn evict_all(&self, victims: &[ModelId]) -> Result<Option<Vec<ModelId>>, ManagerError> {
         if on(self.mutants, Mutant::QueueLockDuringEviction) {
-            return self.evict_holding_the_queue(victims);
+            return self.evict_holding_the_queue(victims).map(|evicted| (!evicted).then(Vec::new));
         }
         let popped_pins = self.pop_for_eviction(victims);
-        let mut evicted = false;
+        let (mut evicted, mut pinned) = (false, Vec::new());
         for victim in victims {
-            evicted |= self.evict(victim)?;
+            match self.evict(victim)? {
+                Some(Eviction::Evicted | Eviction::NotRegistered) => evicted = true,
+                Some(Eviction::Pinned) => pinned.push(victim.clone()),
+                Some(Eviction::InUse) | None => {}
+            }
         }
         if let Some(pins) = popped_pins {
             self.book.with(|b| pins.into_iter().rev().for_each(|p| b.queue.push_front(p)));
         }
-        Ok(evicted)
+        Ok((!evicted).then_some(pinned))
     }
 
     /// Mutant S5: pop skipped pins and the victims off the queue before evicting (upstream).
@@ -268,32 +330,64 @@ impl<M: Manager> FixedSizeCache<M> {
         })
     }
 
-    fn evict(&self, victim: &ModelId) -> Result<bool, ManagerError> {
+    /// Evicts one victim; `None` if its lifecycle lock is busy (skipped).
+    fn evict(&self, victim: &ModelId) -> Result<Option<Eviction>, ManagerError> {
         let Some(guard) = self.inner.try_lock(victim) else {
             tracing::debug!(%victim, "evict: busy, skipped");
-            return Ok(false);
+            return Ok(None);
         };
         if !self.inner.contains(victim.as_str()) {
             self.book.with(|b| b.forget(victim));
-            return Ok(true);
+            return Ok(Some(Eviction::NotRegistered));
         }
-        let evict_leased = on(self.mutants, Mutant::EvictLeased);
-        if self.book.with(|b| b.pinned.contains(victim)) || (!evict_leased && self.inner.in_use(victim)) {
-            return Ok(false);
+        if on(self.mutants, Mutant::EvictLeased) {
+            return self.evict_in_use(&guard).map(Some);
         }
-        match self.inner.remove_locked(&guard) {
-            Ok(()) => {
-                self.book.with(|b| b.forget(victim));
-                self.book.notify_all();
-                tracing::debug!(%victim, "evicted");
-                Ok(true)
+        let evicted = self.evict_locked(&guard);
+        match &evicted {
+            Ok(outcome) => tracing::debug!(%victim, ?outcome, "evict"),
+            Err(error) => tracing::debug!(%victim, %error, "eviction failed"),
+        }
+        evicted.map(Some)
+    }
+
+    /// Mutant L2: removes the victim whatever its leases (remove's drain, then `Busy`).
+    fn evict_in_use(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
+        if self.book.with(|b| b.pinned.contains(guard.id())) {
+            return Ok(Eviction::Pinned);
+        }
+        self.inner.remove_locked(guard)?;
+        self.book.with(|b| b.forget(guard.id()));
+        self.book.notify_all();
+        Ok(Eviction::Evicted)
+    }
+
+    /// Drops queued ids (other than `except`) that a layer below removed — an inner cache's
+    /// evictions — so that this layer's queue equals the registry again (I4 at every depth). An
+    /// id whose lifecycle lock is busy is left to its holder, who settles it.
+    fn reconcile_below(&self, except: &ModelId) {
+        if on(self.mutants, Mutant::NestedQueueStale) {
+            return;
+        }
+        let registered: BTreeSet<ModelId> = self.inner.ids().into_iter().collect();
+        let gone: Vec<ModelId> = self
+            .book
+            .with(|b| b.queue.iter().filter(|q| *q != except && !registered.contains(*q)).cloned().collect());
+        for id in &gone {
+            let Some(guard) = self.inner.try_lock(id) else { continue };
+            if !self.inner.contains(id.as_str()) {
+                self.book.with(|b| b.forget(id));
             }
-            Err(ManagerError::Busy { .. }) if !evict_leased => Ok(false),
-            Err(error) => {
-                tracing::debug!(%victim, %error, "eviction failed");
-                Err(error)
-            }
+            drop(guard);
         }
+        if !gone.is_empty() {
+            self.book.notify_all();
+        }
+    }
+
+    /// The registered model's size (user code: called with no monitor held).
+    fn size_of(&self, id: &ModelId) -> u64 {
+        self.inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0)
     }
 
     /// After a load: evict LRU models until the byte budget holds again. Failures only warn:
@@ -315,8 +409,8 @@ impl<M: Manager> FixedSizeCache<M> {
                 return;
             };
             match self.evict(&victim) {
-                Ok(true) => {}
-                Ok(false) => return,
+                Ok(Some(Eviction::Evicted | Eviction::NotRegistered)) => {}
+                Ok(Some(Eviction::Pinned | Eviction::InUse) | None) => return,
                 Err(error) => {
                     tracing::warn!(%victim, %error, "byte-budget eviction failed");
                     return;
@@ -382,9 +476,21 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
             return Ok(added);
         }
         let admission = self.admit(id)?;
-        let added = self.inner.add_locked(guard, canonical)?;
-        let bytes = self.inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
-        admission.commit(id, bytes);
+        if on(self.mutants, Mutant::SizeBeforeQueue) {
+            let added = self.inner.add_locked(guard, canonical)?;
+            let bytes = self.size_of(id);
+            admission.commit(id);
+            self.book.with(|b| b.set_size(id, bytes));
+            return Ok(added);
+        }
+        let settle = Settle { cache: self, id, way: Settling::Add };
+        let added = self.inner.add_locked(guard, canonical);
+        self.reconcile_below(id);
+        let added = added?;
+        admission.commit(id);
+        let bytes = self.size_of(id);
+        self.book.with(|b| b.set_size(id, bytes));
+        drop(settle);
         self.enforce_bytes(id);
         Ok(added)
     }
@@ -395,10 +501,37 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
             self.book.with(|b| b.forget(id));
             return self.inner.remove_locked(guard);
         }
+        let settle = (!on(self.mutants, Mutant::QueueSkippedOnPanic)).then_some(Settle {
+            cache: self,
+            id,
+            way: Settling::Remove,
+        });
         self.inner.remove_locked(guard)?;
         self.book.with(|b| b.forget(id));
         self.book.notify_all();
+        drop(settle);
         Ok(())
+    }
+
+    /// Skips a victim pinned in this layer; otherwise the layers below decide. The queue entry is
+    /// settled from the registry on every exit.
+    fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
+        let id = guard.id();
+        if self.book.with(|b| b.pinned.contains(id)) {
+            return Ok(Eviction::Pinned);
+        }
+        let settle = (!on(self.mutants, Mutant::QueueSkippedOnPanic)).then_some(Settle {
+            cache: self,
+            id,
+            way: Settling::Remove,
+        });
+        let evicted = self.inner.evict_locked(guard)?;
+        if evicted == Eviction::Evicted {
+            self.book.with(|b| b.forget(id));
+            self.book.notify_all();
+        }
+        drop(settle);
+        Ok(evicted)
     }
 
     fn lease(&self, id: &str) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
@@ -414,17 +547,27 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
 
     fn pin(&self, id: &str) -> Result<(), ManagerError> {
         let resolved = ModelId::new(id)?;
-        if !on(self.mutants, Mutant::PinNotForwarded) {
+        if on(self.mutants, Mutant::PinUnordered) {
             self.inner.pin(id)?;
+            self.book.with(|b| b.pinned.insert(resolved));
+            return Ok(());
         }
-        self.book.with(|b| b.pinned.insert(resolved));
+        let guard = self.lock(&resolved)?;
+        self.pin_locked(&guard)
+    }
+
+    fn pin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        if !on(self.mutants, Mutant::PinNotForwarded) {
+            self.inner.pin_locked(guard)?;
+        }
+        self.book.with(|b| b.pinned.insert(guard.id().clone()));
         Ok(())
     }
 
     fn unpin(&self, id: &str) -> Result<(), ManagerError> {
         let resolved = ModelId::new(id)?;
         self.inner.unpin(id)?;
-        self.book.with(|b| b.pinned.remove(&resolved));
+        self.book.with(|b| b.unpin(&resolved));
         self.book.notify_all();
         Ok(())
     }

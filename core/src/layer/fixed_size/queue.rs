@@ -12,6 +12,9 @@ pub(crate) struct Bookkeeping {
     pub(crate) pinned: BTreeSet<ModelId>,
     pub(crate) loading: usize,
     pub(crate) sizes: BTreeMap<ModelId, u64>,
+    /// Bumped whenever the queue gains or loses an id or a pin is lifted: a cold add whose
+    /// victims were all skipped waits for a change, not for the same victims again.
+    pub(crate) version: u64,
 }
 
 impl Bookkeeping {
@@ -33,12 +36,20 @@ impl Bookkeeping {
     pub(crate) fn push(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
         self.queue.push_back(id.clone());
+        self.version += 1;
     }
 
     /// Drops `id` from the queue and the size table.
     pub(crate) fn forget(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
         self.sizes.remove(id);
+        self.version += 1;
+    }
+
+    /// Lifts the pin of `id`.
+    pub(crate) fn unpin(&mut self, id: &ModelId) {
+        self.pinned.remove(id);
+        self.version += 1;
     }
 
     /// Models counted against `max_size`: queued plus loading.
@@ -46,9 +57,14 @@ impl Bookkeeping {
         self.queue.len() + self.loading
     }
 
-    /// Bytes of the queued models.
+    /// Records the size of a queued model.
+    pub(crate) fn set_size(&mut self, id: &ModelId, bytes: u64) {
+        self.sizes.insert(id.clone(), bytes);
+    }
+
+    /// Bytes of the queued models, saturating: a sum past `u64::MAX` is over any byte budget.
     pub(crate) fn bytes(&self) -> u64 {
-        self.sizes.values().sum()
+        self.sizes.values().fold(0, |sum, b| sum.saturating_add(*b))
     }
 
     /// Up to `n` eviction candidates in LRU order: queued, not pinned, not `except`, and
@@ -92,6 +108,14 @@ mod tests {
         assert_eq!(ids(&b.queue), ["b", "c", "a"], "no phantom entry");
         b.push(&id("c"));
         assert_eq!(ids(&b.queue), ["b", "a", "c"], "queued once");
+    }
+
+    #[test]
+    fn the_byte_sum_saturates_instead_of_wrapping() {
+        let mut b = Bookkeeping::default();
+        b.set_size(&id("a"), u64::MAX / 2 + 1);
+        b.set_size(&id("b"), u64::MAX / 2 + 1);
+        assert_eq!(b.bytes(), u64::MAX);
     }
 
     #[test]

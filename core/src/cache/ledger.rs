@@ -1,0 +1,136 @@
+//! [`DeviceBudget`]: the device bytes of one cache, counted by construction.
+//!
+//! Every device copy lives inside a [`Placed`] whose last field is a [`DeviceCharge`]: the copy
+//! is dropped first (its `Drop` is user code, and frees the device memory), then the charge
+//! debits the budget. So a copy counts from the moment its move was claimed until its
+//! destructor has finished — whether it is resident in a slot, used through a detached record,
+//! offloaded and not yet dropped, or evicted with its record — and "device bytes counted" is
+//! never less than the device bytes alive. The budget's monitor is a leaf, like the RAM budget's.
+
+use std::fmt;
+use std::ops::Deref;
+
+use crate::runtime::{Arc, Monitor, Runtime};
+
+#[derive(Debug, Default)]
+struct Counters {
+    cap: Option<u64>,
+    /// Bytes of device copies alive (their `Placed` not yet dropped).
+    live: u64,
+    /// Bytes of moves claimed and not yet settled.
+    moving: u64,
+}
+
+/// One cache's device budget and what counts against it.
+pub(crate) struct DeviceBudget<R: Runtime> {
+    counters: R::Monitor<Counters>,
+}
+
+impl<R: Runtime> DeviceBudget<R> {
+    pub(crate) fn new(runtime: &R) -> Arc<Self> {
+        Arc::new(Self { counters: runtime.monitor(Counters::default()) })
+    }
+
+    pub(crate) fn cap(&self) -> Option<u64> {
+        self.counters.with(|c| c.cap)
+    }
+
+    pub(crate) fn set_cap(&self, cap: Option<u64>) {
+        self.counters.with(|c| c.cap = cap);
+    }
+
+    /// Bytes of live copies and, unless `moves` is false (the C-P1 mutant), moves in flight.
+    pub(crate) fn used(&self, moves: bool) -> u64 {
+        self.counters.with(|c| c.live.saturating_add(if moves { c.moving } else { 0 }))
+    }
+
+    /// Bytes of moves in flight.
+    pub(crate) fn moving(&self) -> u64 {
+        self.counters.with(|c| c.moving)
+    }
+
+    /// Charges a move of `bytes` until it settles; `None` (nothing charged) if the sum of live
+    /// and moving bytes would overflow.
+    pub(crate) fn claim_move(&self, bytes: u64) -> Option<()> {
+        self.counters.with(|c| {
+            c.live.checked_add(c.moving)?.checked_add(bytes)?;
+            c.moving += bytes;
+            Some(())
+        })
+    }
+
+    /// Releases the charge of a move that produced no copy.
+    pub(crate) fn end_move(&self, bytes: u64) {
+        self.counters.with(|c| c.moving = c.moving.saturating_sub(bytes));
+    }
+
+    /// Turns a settled move's charge into the charge of its copy, in one step.
+    pub(crate) fn place<T>(self: &Arc<Self>, copy: T, bytes: u64) -> Placed<T, R> {
+        self.counters.with(|c| {
+            c.moving = c.moving.saturating_sub(bytes);
+            c.live += bytes;
+        });
+        Placed { copy, _charge: DeviceCharge { budget: Arc::clone(self), bytes } }
+    }
+}
+
+/// Device bytes of one copy, counted until dropped.
+pub(crate) struct DeviceCharge<R: Runtime> {
+    budget: Arc<DeviceBudget<R>>,
+    bytes: u64,
+}
+
+impl<R: Runtime> Drop for DeviceCharge<R> {
+    fn drop(&mut self) {
+        self.budget.counters.with(|c| c.live = c.live.saturating_sub(self.bytes));
+    }
+}
+
+/// A device copy and its charge. Fields drop in order: the copy (user code), then the charge.
+pub(crate) struct Placed<T, R: Runtime> {
+    copy: T,
+    _charge: DeviceCharge<R>,
+}
+
+impl<T, R: Runtime> Deref for Placed<T, R> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.copy
+    }
+}
+
+impl<T, R: Runtime> fmt::Debug for Placed<T, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Placed").field("bytes", &self._charge.bytes).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::StdRuntime;
+
+    #[test]
+    fn a_copy_counts_from_its_claim_until_it_is_dropped() {
+        let budget = DeviceBudget::new(&StdRuntime::new());
+        budget.claim_move(60).unwrap();
+        assert_eq!((budget.used(true), budget.used(false)), (60, 0));
+        let copy = budget.place(7u8, 60);
+        assert_eq!((budget.used(true), budget.used(false)), (60, 60));
+        assert_eq!(*copy, 7);
+        drop(copy);
+        assert_eq!(budget.used(true), 0);
+        budget.claim_move(10).unwrap();
+        budget.end_move(10);
+        assert_eq!(budget.used(true), 0);
+    }
+
+    #[test]
+    fn a_move_that_would_overflow_is_not_charged() {
+        let budget = DeviceBudget::new(&StdRuntime::new());
+        budget.claim_move(u64::MAX / 2 + 1).unwrap();
+        assert!(budget.claim_move(u64::MAX / 2 + 1).is_none());
+        assert_eq!(budget.used(true), u64::MAX / 2 + 1);
+    }
+}

@@ -1,0 +1,148 @@
+//! `drop_model` scenarios found by review (SPEC 3.3, 3.4, 3.10): `get` never serves a stale
+//! record, a drop covers submodels and every peer, an admission racing a drop either ends stale
+//! or did not adopt the old canonical, and user code panicking inside an admission strands no
+//! claim.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use resident::cache::Put;
+use resident::mutants::MutantSet;
+use resident::runtime::Arc;
+
+use super::cache::{finish, join, load, preload};
+use crate::cache_world::{Behaviour, CacheWorld, Weights};
+use crate::ensure;
+use crate::runtime::SimRuntime;
+use crate::trace;
+use crate::violation::InjectedPanic;
+
+/// C-D1: T1 keeps m locked on cuda:0 and n locked on cuda:1; T2 drops m and then gets it, T3
+/// shuts cuda:1 down and then gets n: both gets miss the stale records.
+pub(super) fn get_misses_stale<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 100, 2);
+    preload(&world.caches[0], "m", 30);
+    preload(&world.caches[1], "n", 30);
+    let (locked, done) = (world.mailbox(), world.mailbox());
+    let (c0, c1, l1, d1) =
+        (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked), Arc::clone(&done));
+    let t1 = world.rt.spawn("T1", move || {
+        let guards = (load(&c0, "m", 30, "T1"), load(&c1, "n", 30, "T1"));
+        l1.post(None);
+        d1.wait();
+        drop(guards);
+    });
+    let (c0, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&locked));
+    let t2 = world.rt.spawn("T2", move || {
+        l2.wait();
+        trace::record("T2", "drop_model(m)");
+        c0.drop_model("m");
+        let hit = c0.get("m").is_some();
+        ensure!(!hit, "C-D1", "get(m) after drop_model(m) served the dropped record");
+    });
+    let (c1, l3) = (Arc::clone(&world.caches[1]), Arc::clone(&locked));
+    let t3 = world.rt.spawn("T3", move || {
+        l3.wait();
+        trace::record("T3", "shutdown(cuda:1)");
+        c1.shutdown();
+        let hit = c1.get("n").is_some();
+        ensure!(!hit, "C-D1", "get(n) after shutdown served a stale record");
+    });
+    join::<R, _>(t2);
+    join::<R, _>(t3);
+    done.post(None);
+    join::<R, _>(t1);
+    finish(&world);
+}
+
+/// C-D2: T1 holds `m:vae` on cuda:0 and `m` on cuda:1; T2 drops m through cuda:0. cuda:1's `m`
+/// is stale (its get misses) and a reload of `m:vae` on cuda:1 does not adopt the old canonical.
+pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 2);
+    let (locked, done) = (world.mailbox(), world.mailbox());
+    let (c0, c1, l1, d1) =
+        (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked), Arc::clone(&done));
+    let t1 = world.rt.spawn("T1", move || {
+        let vae = load(&c0, "m:vae", 20, "T1");
+        let m = load(&c1, "m", 30, "T1");
+        l1.post(vae.canonical_id());
+        d1.wait();
+        drop((vae, m));
+    });
+    let (c0, c1, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked));
+    let t2 = world.rt.spawn("T2", move || {
+        let old_vae = l2.wait();
+        trace::record("T2", "drop_model(m) on cuda:0");
+        c0.drop_model("m");
+        ensure!(c1.get("m").is_none(), "C-D2", "cuda:1 still serves m after drop_model(m)");
+        let vae = load(&c1, "m:vae", 20, "T2");
+        ensure!(vae.canonical_id() != old_vae, "C-D2", "a reload of m:vae adopted the dropped canonical");
+    });
+    join::<R, _>(t2);
+    done.post(None);
+    join::<R, _>(t1);
+    finish(&world);
+}
+
+/// C-D3: T1 keeps m's canonical alive on cuda:0; T2 admits m on cuda:1 (adopting it) while T3
+/// drops m. Afterwards a `get` of m on cuda:1 never serves the dropped canonical.
+pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 2);
+    preload(&world.caches[0], "m", 30);
+    let (locked, done) = (world.mailbox(), world.mailbox());
+    let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&locked), Arc::clone(&done));
+    let t1 = world.rt.spawn("T1", move || {
+        let guard = load(&c0, "m", 30, "T1");
+        l1.post(guard.canonical_id());
+        d1.wait();
+        drop(guard);
+    });
+    let (c1, l2) = (Arc::clone(&world.caches[1]), Arc::clone(&locked));
+    let t2 = world.rt.spawn("T2", move || {
+        l2.wait();
+        drop(load(&c1, "m", 30, "T2"));
+    });
+    let (c0, l3) = (Arc::clone(&world.caches[0]), Arc::clone(&locked));
+    let t3 = world.rt.spawn("T3", move || {
+        l3.wait();
+        trace::record("T3", "drop_model(m)");
+        c0.drop_model("m");
+    });
+    join::<R, _>(t2);
+    join::<R, _>(t3);
+    let old = locked.wait();
+    if let Some(loaded) = world.caches[1].get("m") {
+        let guard = loaded.lock();
+        ensure!(guard.canonical_id() != old, "C-D3", "cuda:1 serves the canonical drop_model(m) invalidated");
+    }
+    done.post(None);
+    join::<R, _>(t1);
+    finish(&world);
+}
+
+/// C-D4: T1 and T2 admit m at once; T2's private weights panic when dropped, which happens
+/// inside its `put` if it joins T1's record (they are spare then). The panic strands no
+/// admission: at the end nothing stays pinned (A6).
+pub(super) fn panic_inside_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 1);
+    let script = world.script();
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || drop(load(&c0, "m", 30, "T1")));
+    let (c0, s2) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
+    let t2 = world.rt.spawn("T2", move || {
+        let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &s2);
+        trace::record("T2", "put(m) with panicking spare weights");
+        let put = catch_unwind(AssertUnwindSafe(|| {
+            let private = Put { shared: false, ..Put::default() };
+            c0.put("m", weights, 30, private).map(|admission| drop(admission.into_loaded().lock()))
+        }));
+        s2.disarm();
+        match put {
+            Ok(result) => ensure!(result.is_ok(), "contract", "T2: put(m) gave {result:?}"),
+            Err(payload) if payload.is::<InjectedPanic>() => {}
+            Err(payload) => resume_unwind(payload),
+        }
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    finish(&world);
+}

@@ -1,0 +1,123 @@
+//! Eviction atomicity scenarios found by review (SPEC 2.10–2.12): a pin or a lease racing an
+//! eviction, nested caches learning of removals below them, and a capacity wait whose victims
+//! keep being skipped. Each ends with I4 (queue = registry) at every layer and the manager's
+//! quiescence checks.
+
+use std::time::Duration;
+
+use resident::mutants::MutantSet;
+use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
+
+use super::layers::{Depth, cache, finish, join};
+use crate::ensure;
+use crate::runtime::SimRuntime;
+use crate::world::{Base, World, check_queue, traced};
+
+/// M-E1: max_size 1 with A registered; T1 adds N (evicting A) while T2 pins A. A pin that
+/// returned `Ok` while A was registered is honoured: A stays registered until T2 unpins it.
+pub(super) fn pin_during_eviction<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
+    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("N", &[], &[]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    let t2 = world.spawn("T2", |m, t| {
+        traced(t, "pin(A)", || m.pin("A")).expect("pin of a valid id");
+        let pinned_registered = m.contains("A");
+        for _ in 0..3 {
+            R::yield_now();
+        }
+        let still = m.contains("A");
+        traced(t, "unpin(A)", || m.unpin("A")).expect("unpin");
+        (pinned_registered, still)
+    });
+    let added = join::<R, _>(t1);
+    let (pinned_registered, still) = join::<R, _>(t2);
+    ensure!(added.is_ok(), "contract", "add(N) gave {added:?}");
+    ensure!(
+        !pinned_registered || still,
+        "I10",
+        "A was evicted after pin(A) returned Ok while A was registered"
+    );
+    finish(&world);
+}
+
+/// M-E2: max_size 1 with A registered; T1 adds N (evicting A) while T2 leases A. The eviction
+/// skips a leased A or closes an idle one at once: the lease gets the model or `NotFound`, never
+/// `Removing` or `Busy`, and the eviction never waits on it.
+pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
+    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("N", &[], &[]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    let t2 = world.spawn("T2", |m, t| {
+        traced(t, "lease(A)", || {
+            m.lease("A").map(|lease| {
+                lease.serve("T2");
+            })
+        })
+    });
+    let added = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    // The add may run out of time while T2's lease lives; it must never take A from under it.
+    ensure!(
+        matches!(added, Ok(_) | Err(ManagerError::CapacityExhausted { .. })),
+        "contract",
+        "add(N) gave {added:?}"
+    );
+    ensure!(
+        matches!(leased, Ok(()) | Err(ManagerError::NotFound { .. })),
+        "I10",
+        "an eviction refused lease(A): {leased:?}"
+    );
+    finish(&world);
+}
+
+/// The stack of M-E3 and M-E4: a cache over a cache over the base.
+type Nested<R> = FixedSizeCache<FixedSizeCache<Base<R>>>;
+
+fn nested<R: SimRuntime>(
+    builder: crate::world::WorldBuilder<R>,
+    outer: usize,
+    inner: usize,
+    preload: &[&str],
+) -> World<R, Nested<R>> {
+    let cfg = |n| FixedSizeConfig::new(n).with_capacity_wait(Duration::from_millis(30));
+    builder.preloaded(preload, |base, mutants| {
+        let inner = FixedSizeCache::new(base, cfg(inner)).expect("valid").with_mutants(mutants);
+        FixedSizeCache::new(inner, cfg(outer)).expect("valid").with_mutants(mutants)
+    })
+}
+
+/// M-E3: an outer cache (max 2) over an inner one (max 1); A and B are added at once. The inner
+/// cache evicts one of them, and the outer queue must learn it: I4 at both layers.
+pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("B", &[], &[]);
+    let world = nested(builder, 2, 1, &[]);
+    let ta = world.spawn("T1", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
+    let tb = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let results = [join::<R, _>(ta), join::<R, _>(tb)];
+    ensure!(results.iter().all(Result::is_ok), "contract", "adds gave {results:?}");
+    check_queue(world.manager.get_ref());
+    check_queue(&*world.manager);
+    world.check_quiescent();
+}
+
+/// M-E4: an outer cache (max 1) over an inner one (max 2) that pins V, the outer's only queued
+/// id: every plan names V and every eviction skips it, so the cold add of N must fail with
+/// `CapacityExhausted` once its wait has passed.
+pub(super) fn skipped_victims_meet_the_deadline<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let builder = World::builder(rt, mutants).model("V", &[], &[]).model("N", &[], &[]);
+    let world = nested(builder, 1, 2, &["V"]);
+    world.manager.get_ref().pin("V").expect("pin in the inner cache only");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(V)", || m.lease("V").map(drop)));
+    let added = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    ensure!(leased.is_ok(), "contract", "lease(V) gave {leased:?}");
+    ensure!(
+        matches!(added, Err(ManagerError::CapacityExhausted { .. })),
+        "I12",
+        "a cold add whose victims are all skipped gave {added:?}"
+    );
+    check_queue(world.manager.get_ref());
+    check_queue(&*world.manager);
+    world.check_quiescent();
+}

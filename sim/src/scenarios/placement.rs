@@ -1,0 +1,202 @@
+//! Device placement scenarios (SPEC 3.9, 3.10): the device budget holds at every step — checked
+//! from inside every scripted move, where live copies plus moves in flight must fit — a copy used
+//! through a detached record stays counted, panicking user code never strands a move, a wait for
+//! another thread's move is bounded, and a replaced slot's copy is dropped outside every lock.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use resident::CacheError;
+use resident::cache::{DeviceGuard, Put};
+use resident::mutants::MutantSet;
+use resident::runtime::Arc;
+
+use super::cache::{Cache, finish, join};
+use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
+use crate::ensure;
+use crate::runtime::{Counter, SimRuntime};
+use crate::trace;
+use crate::violation::InjectedPanic;
+
+type Placed<R> = DeviceGuard<Weights<R>, R>;
+
+/// Leaves `key` (`bytes`, scripted with `behaviour`) resident and idle in `cache`.
+fn admit<R: SimRuntime>(
+    cache: &Cache<R>,
+    script: &Arc<Script<R>>,
+    key: &str,
+    bytes: u64,
+    behaviour: Behaviour,
+) {
+    let weights = Weights::scripted(bytes, behaviour, script);
+    drop(cache.put(key, weights, bytes, Put::default()).expect("setup put"));
+}
+
+/// `get(key)` then `lock_on_device`, traced.
+fn place<R: SimRuntime>(cache: &Cache<R>, key: &str, thread: &str) -> Result<Placed<R>, CacheError> {
+    trace::record(thread, format!("lock_on_device({key})"));
+    let loaded = cache.get(key).expect("resident");
+    let placed = loaded.lock_on_device();
+    trace::record(thread, format!("lock_on_device({key}) -> {:?}", placed.as_ref().map(|_| ())));
+    placed
+}
+
+/// Runs `f`, turning an injected panic into `None`.
+fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(out) => Some(out),
+        Err(payload) if payload.is::<InjectedPanic>() => None,
+        Err(payload) => resume_unwind(payload),
+    }
+}
+
+fn full_or_ok<R: SimRuntime>(placed: &Result<Placed<R>, CacheError>) -> bool {
+    matches!(placed, Ok(_) | Err(CacheError::DeviceFull { .. }))
+}
+
+/// C-P1: a device budget of 100; two first locks of two 60-byte records race. Each move checks
+/// that live copies plus moves in flight fit; one lock gets `DeviceFull` or waits its turn.
+pub(super) fn first_locks_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 1);
+    let script = world.with_device(100);
+    for key in ["a", "b"] {
+        admit(&world.caches[0], &script, key, 60, Behaviour::default());
+    }
+    let handles = ["a", "b"].map(|key| {
+        let c0 = Arc::clone(&world.caches[0]);
+        let name = if key == "a" { "T1" } else { "T2" };
+        world.rt.spawn(name, move || {
+            let placed = place(&c0, key, name);
+            ensure!(full_or_ok(&placed), "contract", "{name}: lock_on_device({key}) gave {placed:?}");
+        })
+    });
+    for handle in handles {
+        join::<R, _>(handle);
+    }
+    ensure!(
+        world.caches[0].device_bytes() <= 100,
+        "A7",
+        "{} device bytes counted",
+        world.caches[0].device_bytes()
+    );
+    finish(&world);
+}
+
+/// C-P2: T1 keeps m placed (60 of 100 device bytes) while T2 drops m, admits it again and places
+/// the fresh record: T1's copy, now used through a detached record, still counts.
+pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 1);
+    let script = world.with_device(100);
+    admit(&world.caches[0], &script, "m", 60, Behaviour::default());
+    let (placed, done) = (world.mailbox(), world.mailbox());
+    let (c0, p1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&placed), Arc::clone(&done));
+    let t1 = world.rt.spawn("T1", move || {
+        let guard = place(&c0, "m", "T1");
+        ensure!(guard.is_ok(), "contract", "T1: lock_on_device(m) gave {guard:?}");
+        p1.post(None);
+        d1.wait();
+    });
+    let (c0, s2, p2, d2) =
+        (Arc::clone(&world.caches[0]), Arc::clone(&script), Arc::clone(&placed), Arc::clone(&done));
+    let t2 = world.rt.spawn("T2", move || {
+        p2.wait();
+        trace::record("T2", "drop_model(m), put(m)");
+        c0.drop_model("m");
+        admit(&c0, &s2, "m", 60, Behaviour::default());
+        let again = place(&c0, "m", "T2");
+        ensure!(full_or_ok(&again), "contract", "T2: lock_on_device(m) gave {again:?}");
+        drop(again);
+        d2.post(None);
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    finish(&world);
+}
+
+/// C-P3: a device budget of 60; a's copy is resident and unlocked, and its `Drop` panics. T1 and
+/// T2 place b, which offloads a's copy: whoever offloads it panics, and the move it claimed must
+/// be settled — at quiescence b can be placed.
+pub(super) fn panic_during_move<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 1);
+    let script = world.with_device(60);
+    admit(&world.caches[0], &script, "a", 60, Behaviour { copy_drop_panics: true, ..Behaviour::default() });
+    admit(&world.caches[0], &script, "b", 60, Behaviour::default());
+    drop(place(&world.caches[0], "a", "main").expect("a fits the device"));
+    let handles = ["T1", "T2"].map(|name| {
+        let c0 = Arc::clone(&world.caches[0]);
+        world.rt.spawn(name, move || {
+            // DeviceFull: the other locker's offloaded copy was not dropped yet.
+            let placed = catching(|| place(&c0, "b", name).map(drop));
+            ensure!(
+                matches!(placed, None | Some(Ok(()) | Err(CacheError::DeviceFull { .. }))),
+                "contract",
+                "{name}: lock_on_device(b) gave {placed:?}"
+            );
+        })
+    });
+    for handle in handles {
+        join::<R, _>(handle);
+    }
+    script.disarm();
+    let again = place(&world.caches[0], "b", "main");
+    ensure!(again.is_ok(), "C-P3", "b cannot be placed at quiescence: {again:?}");
+    drop(again);
+    finish(&world);
+}
+
+/// C-P3w: T1's move of b hangs (its `to_device` waits for a gate); T2 locks b meanwhile and must
+/// give up with `DeviceMoveTimeout`, after which it opens the gate.
+pub(super) fn hung_move_wait_is_bounded<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 1);
+    let script = world.with_device(100);
+    admit(&world.caches[0], &script, "b", 60, Behaviour { gated_move: true, ..Behaviour::default() });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let placed = place(&c0, "b", "T1");
+        ensure!(placed.is_ok(), "contract", "T1: lock_on_device(b) gave {placed:?}");
+    });
+    let (c0, s2) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
+    let t2 = world.rt.spawn("T2", move || {
+        s2.wait_for_moves(1);
+        let placed = place(&c0, "b", "T2");
+        s2.gate.add(1);
+        ensure!(
+            matches!(placed, Err(CacheError::DeviceMoveTimeout { .. })),
+            "C-P3",
+            "T2 waited on a hung move and got {placed:?}"
+        );
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    finish(&world);
+}
+
+/// C-P4: m's copy is resident while T1 holds m unlocked; T2 drops m and admits it again, which
+/// replaces the stale slot: the old slot's copy (its last reference) is dropped outside every
+/// lock (the copy's `Drop` checks).
+pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R, mutants: MutantSet) {
+    let world = CacheWorld::new(rt, mutants, 1000, 1);
+    let script = world.with_device(100);
+    admit(&world.caches[0], &script, "m", 60, Behaviour::default());
+    drop(place(&world.caches[0], "m", "main").expect("m fits the device"));
+    let (held, done) = (world.mailbox(), world.mailbox());
+    let (c0, h1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&done));
+    let t1 = world.rt.spawn("T1", move || {
+        let hold = c0.get("m");
+        ensure!(hold.is_some(), "contract", "T1: get(m) missed");
+        h1.post(None);
+        d1.wait();
+        drop(hold);
+    });
+    let (c0, s2, h2, d2) =
+        (Arc::clone(&world.caches[0]), Arc::clone(&script), Arc::clone(&held), Arc::clone(&done));
+    let t2 = world.rt.spawn("T2", move || {
+        h2.wait();
+        trace::record("T2", "drop_model(m), put(m)");
+        c0.drop_model("m");
+        admit(&c0, &s2, "m", 60, Behaviour::default());
+        d2.post(None);
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    finish(&world);
+}
