@@ -28,6 +28,19 @@ pub enum BurnError {
         /// What did not match.
         message: String,
     },
+    /// The file (or the tensors its header declares) is larger than a budget it must fit:
+    /// refused before any module or tensor is built.
+    #[error("model file {} needs {bytes} bytes; the {budget} is {cap}", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bytes it needs (its length, or its tensors' bytes).
+        bytes: u64,
+        /// Which budget refused it (`RAM budget`, `device budget`).
+        budget: &'static str,
+        /// That budget's cap.
+        cap: u64,
+    },
     /// A model id that cannot name a file (empty, or with a path separator or `..`).
     #[error("model id `{id}` cannot name a model file")]
     BadId {

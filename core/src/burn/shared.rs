@@ -8,7 +8,7 @@ use super::architecture::Architecture;
 use super::backend::{Cpu, ServeBackend};
 use super::error::BurnError;
 use super::file::{infer, model_path};
-use super::weights::BurnWeights;
+use super::weights::{BurnWeights, file_len, header_tensor_bytes};
 use crate::cache::{CacheGroup, DeviceCache, DeviceGuard, Put};
 use crate::error::BoxError;
 use crate::id::ModelId;
@@ -50,7 +50,34 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         match self.group.store().adopt(key) {
             // Cloning shares the canonical's tensors; `put` then adopts the canonical itself.
             Some(canonical) => Ok(SharedWeights::clone(&canonical)),
-            None => BurnWeights::load(Arc::clone(&self.arch), &model_path(&self.dir, key)?),
+            None => {
+                let path = model_path(&self.dir, key)?;
+                self.check_budgets(&path)?;
+                BurnWeights::load(Arc::clone(&self.arch), &path)
+            }
+        }
+    }
+
+    /// Refuses a file that cannot fit, before any module or tensor is built: its length
+    /// against the RAM budget, then the bytes its header declares against the RAM budget and
+    /// (for a backend whose device copies cost device memory) this cache's device budget.
+    fn check_budgets(&self, path: &Path) -> Result<(), BurnError> {
+        let too_large =
+            |bytes, budget, cap| BurnError::TooLarge { path: path.to_owned(), bytes, budget, cap };
+        let cap = self.group.budget().cap();
+        let len = file_len(path)?;
+        if len > cap {
+            return Err(too_large(len, "RAM budget", cap));
+        }
+        let tensors = header_tensor_bytes(path)?;
+        if tensors > cap {
+            return Err(too_large(tensors, "RAM budget", cap));
+        }
+        match self.cache.device_budget_cap() {
+            Some(device) if !T::SHARES_CPU_TENSORS && tensors > device => {
+                Err(too_large(tensors, "device budget", device))
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -77,14 +77,7 @@ pub fn save<B: Backend, M: Module<B>>(module: &M, path: &Path) -> Result<(), Bur
 /// against the module before any tensor is built (burn-store would panic on a dtype ndarray
 /// cannot hold, mid-update), so a bad file is a typed error and nothing half-loaded escapes.
 pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, LoadStats), BurnError> {
-    let file_bytes = match std::fs::metadata(path) {
-        Ok(meta) if meta.is_file() => meta.len(),
-        Ok(_) => return Err(BurnError::NotFound { path: path.to_owned() }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(BurnError::NotFound { path: path.to_owned() });
-        }
-        Err(e) => return Err(BurnError::Corrupt { path: path.to_owned(), message: e.to_string() }),
-    };
+    let file_bytes = file_len(path)?;
     let mut module = arch.init::<Cpu>(&Default::default());
     let mut store = SafetensorsStore::from_file(path);
     check_header(&module, &mut store, path)?;
@@ -95,6 +88,31 @@ pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, L
     }
     let bytes = param_bytes(&module);
     Ok((module, LoadStats { bytes, peak_bytes: bytes + file_bytes }))
+}
+
+/// Length of the model file at `path`, or `NotFound` / `Corrupt`.
+pub(super) fn file_len(path: &Path) -> Result<u64, BurnError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(meta.len()),
+        Ok(_) => Err(BurnError::NotFound { path: path.to_owned() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(BurnError::NotFound { path: path.to_owned() })
+        }
+        Err(e) => Err(BurnError::Corrupt { path: path.to_owned(), message: e.to_string() }),
+    }
+}
+
+/// Bytes of the tensors the file's header declares (elements × dtype size), read from the
+/// header alone: burn-store maps the file and parses its header without decoding any tensor.
+pub(super) fn header_tensor_bytes(path: &Path) -> Result<u64, BurnError> {
+    let mut store = SafetensorsStore::from_file(path);
+    let snapshots = store.get_all_snapshots().map_err(|e| classify(e, path))?;
+    let overflow =
+        || BurnError::Corrupt { path: path.to_owned(), message: "tensor sizes overflow".to_owned() };
+    snapshots.values().try_fold(0u64, |sum, t| {
+        let bytes = t.shape.num_elements().checked_mul(t.dtype.size()).ok_or_else(overflow)?;
+        sum.checked_add(u64::try_from(bytes).map_err(|_| overflow())?).ok_or_else(overflow)
+    })
 }
 
 /// Every tensor of `module` is in the file with the same shape and dtype.

@@ -649,6 +649,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.device_budget.used(true)
     }
 
+    /// The device budget set by [`DeviceCache::set_device_budget`] (`None`: no limit).
+    pub fn device_budget_cap(&self) -> Option<u64> {
+        self.device_budget.cap()
+    }
+
     /// The device budget's accounting.
     pub(crate) fn device_budget(&self) -> &Arc<DeviceBudget<R>> {
         &self.device_budget

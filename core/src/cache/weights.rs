@@ -125,7 +125,7 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     }
 
     /// Forgets `key` and every submodel key `key:*` (see [`WeightStore::invalidate`]).
-    pub fn invalidate_model(&self, key: &str) {
+    pub(crate) fn invalidate_model(&self, key: &str) {
         let forgotten = self.map.with(|m| {
             let keys: Vec<String> = m.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
             keys.iter().filter_map(|k| m.remove(k)).collect::<Vec<_>>()
@@ -135,7 +135,7 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
 
     /// Whether `canonical` is still the one registered for `key` (not invalidated since it was
     /// adopted or inserted).
-    pub fn is_current(&self, key: &str, canonical: &Arc<Canonical<W, R>>) -> bool {
+    pub(crate) fn is_current(&self, key: &str, canonical: &Arc<Canonical<W, R>>) -> bool {
         let current = Arc::downgrade(canonical);
         self.map.with(|m| m.get(key).is_some_and(|w| w.ptr_eq(&current)))
     }

@@ -84,7 +84,7 @@ pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R, mutants: Mut
 }
 
 /// C-D3: T1 keeps m's canonical alive on cuda:0; T2 admits m on cuda:1 (adopting it) while T3
-/// drops m. Afterwards a `get` of m on cuda:1 never serves the dropped canonical.
+/// drops m through the group. Afterwards a `get` of m on cuda:1 never serves the dropped canonical.
 pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R, mutants: MutantSet) {
     let world = CacheWorld::new(rt, mutants, 1000, 2);
     preload(&world.caches[0], "m", 30);
@@ -101,11 +101,11 @@ pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R, mutants: MutantSet) {
         l2.wait();
         drop(load(&c1, "m", 30, "T2"));
     });
-    let (c0, l3) = (Arc::clone(&world.caches[0]), Arc::clone(&locked));
+    let (group, l3) = (Arc::clone(&world.group), Arc::clone(&locked));
     let t3 = world.rt.spawn("T3", move || {
         l3.wait();
-        trace::record("T3", "drop_model(m)");
-        c0.drop_model("m");
+        trace::record("T3", "drop_model(m) on the group");
+        group.drop_model("m");
     });
     join::<R, _>(t2);
     join::<R, _>(t3);

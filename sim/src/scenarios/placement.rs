@@ -4,6 +4,7 @@
 //! another thread's move is bounded, and a replaced slot's copy is dropped outside every lock.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::time::Duration;
 
 use resident::CacheError;
 use resident::cache::{DeviceGuard, Put};
@@ -72,12 +73,8 @@ pub(super) fn first_locks_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
     for handle in handles {
         join::<R, _>(handle);
     }
-    ensure!(
-        world.caches[0].device_bytes() <= 100,
-        "A7",
-        "{} device bytes counted",
-        world.caches[0].device_bytes()
-    );
+    let (used, cap) = (world.caches[0].device_bytes(), world.caches[0].device_budget_cap());
+    ensure!(cap == Some(100) && used <= 100, "A7", "{used} device bytes counted, budget {cap:?}");
     finish(&world);
 }
 
@@ -149,6 +146,9 @@ pub(super) fn hung_move_wait_is_bounded<R: SimRuntime>(rt: R, mutants: MutantSet
     let world = CacheWorld::new(rt, mutants, 1000, 1);
     let script = world.with_device(100);
     admit(&world.caches[0], &script, "b", 60, Behaviour { gated_move: true, ..Behaviour::default() });
+    let wait = Duration::from_millis(5);
+    world.caches[0].set_move_wait(wait).expect("a valid wait");
+    ensure!(world.caches[0].move_wait() == wait, "contract", "the move wait did not take");
     let c0 = Arc::clone(&world.caches[0]);
     let t1 = world.rt.spawn("T1", move || {
         let placed = place(&c0, "b", "T1");
