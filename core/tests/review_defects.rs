@@ -19,6 +19,7 @@ use resident::{
 struct Script {
     size_panics: Mutex<BTreeSet<String>>,
     drop_panics: Mutex<BTreeSet<String>>,
+    load_panics: Mutex<BTreeSet<String>>,
 }
 
 struct Scripted {
@@ -56,6 +57,9 @@ impl Loader for ScriptedLoader {
     type Model = Scripted;
 
     fn load(&self, id: &ModelId) -> Result<Scripted, BoxError> {
+        if self.0.load_panics.lock().unwrap().remove(id.as_str()) {
+            panic!("the load of {id} panics");
+        }
         Ok(Scripted { id: id.to_string(), unloaded: Mutex::new(false), script: Arc::clone(&self.0) })
     }
 }
@@ -81,6 +85,35 @@ fn nested_caches_keep_every_queue_equal_to_the_registry() {
     outer.add_model("b", None).unwrap();
     assert_eq!(outer.ids(), [ModelId::new("b").unwrap()]);
     assert_queue_is_registry(outer.get_ref(), "inner");
+    assert_queue_is_registry(&outer, "outer");
+}
+
+/// Item 7, with a panic: the inner cache evicts `a`, then `b`'s load panics; the outer queue
+/// still learns of the eviction.
+#[test]
+fn nested_caches_agree_when_an_inner_load_panics() {
+    let (inner, script) = cache(1);
+    let outer = FixedSizeCache::new(inner, FixedSizeConfig::new(2)).unwrap();
+    outer.add_model("a", None).unwrap();
+    script.load_panics.lock().unwrap().insert("b".to_owned());
+    assert!(catch_unwind(AssertUnwindSafe(|| outer.add_model("b", None))).is_err());
+    assert!(outer.is_empty());
+    assert_queue_is_registry(outer.get_ref(), "inner");
+    assert_queue_is_registry(&outer, "outer");
+}
+
+/// Item 16's neighbour: the least recently used id is pinned only in the inner cache; the outer
+/// cache evicts the next one instead of re-planning the pinned one until its deadline.
+#[test]
+fn a_victim_pinned_below_is_passed_over_for_the_next_one() {
+    let (inner, _) = cache(4);
+    let config = FixedSizeConfig::new(2).with_capacity_wait(Duration::from_millis(20));
+    let outer = FixedSizeCache::new(inner, config).unwrap();
+    outer.add_model("p", None).unwrap();
+    outer.add_model("a", None).unwrap();
+    outer.get_ref().pin("p").unwrap();
+    outer.add_model("x", None).unwrap();
+    assert_eq!(outer.ids(), ["p", "x"].map(|s| ModelId::new(s).unwrap()));
     assert_queue_is_registry(&outer, "outer");
 }
 

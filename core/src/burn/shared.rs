@@ -19,8 +19,9 @@ use crate::runtime::Arc;
 pub type SharedWeights<A, T> = BurnWeights<A, T>;
 
 /// Loads models for one device: the CPU weights come from the group (a record already in this
-/// device's cache, or a canonical alive in a peer's) or else from `<dir>/<id>.safetensors`; the
-/// model is then locked on the device until the manager unloads it.
+/// device's cache, or a canonical alive in a peer's, adopted as it is) or else from
+/// `<dir>/<id>.safetensors`; the model is then locked on the device until the manager unloads
+/// it.
 pub struct SharedLoader<A: Architecture, T: ServeBackend = Cpu> {
     arch: Arc<A>,
     dir: PathBuf,
@@ -46,16 +47,11 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         &self.cache
     }
 
+    /// Reads the weights of `key` from its file, after the budget checks.
     fn cpu_weights(&self, key: &str) -> Result<SharedWeights<A, T>, BurnError> {
-        match self.group.store().adopt(key) {
-            // Cloning shares the canonical's tensors; `put` then adopts the canonical itself.
-            Some(canonical) => Ok(SharedWeights::clone(&canonical)),
-            None => {
-                let path = model_path(&self.dir, key)?;
-                self.check_budgets(&path)?;
-                BurnWeights::load(Arc::clone(&self.arch), &path)
-            }
-        }
+        let path = model_path(&self.dir, key)?;
+        self.check_budgets(&path)?;
+        BurnWeights::load(Arc::clone(&self.arch), &path)
     }
 
     /// Refuses a file that cannot fit, before any module or tensor is built: its length
@@ -89,11 +85,15 @@ impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
         let key = id.as_str();
         let loaded = match self.cache.get(key) {
             Some(loaded) => loaded,
-            None => {
-                let weights = self.cpu_weights(key)?;
-                let bytes = weights.stats().bytes;
-                self.cache.put(key, weights, bytes, Put::default())?.into_loaded()
-            }
+            // A canonical alive in a peer is adopted as it is: no file read, no second copy.
+            None => match self.cache.adopt(key)? {
+                Some(admission) => admission.into_loaded(),
+                None => {
+                    let weights = self.cpu_weights(key)?;
+                    let bytes = weights.stats().bytes;
+                    self.cache.put(key, weights, bytes, Put::default())?.into_loaded()
+                }
+            },
         };
         Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device()? })
     }

@@ -143,6 +143,21 @@ enum Source<W, R: Runtime> {
     Fresh(W),
 }
 
+/// Records [`DeviceCache::mark_dropped`] took out, still to be finished outside every lock.
+pub(crate) struct Dropped<'a, W: Send + Sync + 'static, R: Runtime> {
+    cache: &'a DeviceCache<W, R>,
+    evicted: Vec<Gone<W, R>>,
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Dropped<'_, W, R> {
+    /// Drops and reports the records, then honours pending reconcile requests; returns how many.
+    pub(crate) fn finish(self) -> usize {
+        let count = self.cache.finish_evictions(self.evicted);
+        self.cache.drain_requests();
+        count
+    }
+}
+
 /// The evictions of one critical section.
 type Evicted<W, R> = Vec<Gone<W, R>>;
 
@@ -193,7 +208,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// may hold.
     pub fn on_evict(&self, callback: impl Fn(&str, u64) + Send + Sync + 'static) {
         let callback: EvictionCallback = Box::new(callback);
-        self.on_evict.with(|c| *c = Some(Arc::new(callback)));
+        // The previous callback (and what it captured) is dropped outside the monitor.
+        let previous = self.on_evict.with(|c| c.replace(Arc::new(callback)));
+        drop(previous);
     }
 
     /// Admits `weights` (of `bytes`) under `key` and returns the admission the loader turns
@@ -243,6 +260,33 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 Source::Fresh(weights)
             }
         };
+        self.admit(key, source, bytes, how)
+    }
+
+    /// Admits the canonical of `key` that is alive in some cache of the group, without weights of
+    /// the caller's: `Ok(None)` when none is alive (the caller then loads the weights and calls
+    /// [`DeviceCache::put`]). A key already resident here is admitted again. Unlike adopting by
+    /// cloning the canonical's weights into a `put`, an adoption that races `drop_model` is
+    /// stale at birth, so dropped weights are never registered anew.
+    pub fn adopt(self: &Arc<Self>, key: &str) -> Result<Option<Admission<W, R>>, CacheError> {
+        ModelId::validate(key)?;
+        self.expire_idle();
+        if let Some(record) = self.admit_existing(key) {
+            return Ok(Some(self.hand_out(|| Admission { cache: Arc::clone(self), record: Some(record) })));
+        }
+        let Some(canonical) = self.group.store.adopt(key) else { return Ok(None) };
+        let bytes = canonical.bytes();
+        self.admit(key, Source::Adopted(canonical), bytes, Put::default()).map(Some)
+    }
+
+    /// Registers the record of a `put` or an `adopt` and hands out its admission.
+    fn admit(
+        self: &Arc<Self>,
+        key: &str,
+        source: Source<W, R>,
+        bytes: u64,
+        how: Put,
+    ) -> Result<Admission<W, R>, CacheError> {
         let overflow = || CacheError::SizeOverflow { key: key.to_owned(), bytes, what: "RAM budget" };
         // An adopted canonical keeps the size it was charged with. Adoption upgrades the store's
         // weak reference under its lock; the insert re-checks for one that came alive meanwhile
@@ -405,13 +449,20 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// This cache's part of `drop_model`: evicts the idle records of `key` and `key:*` now and
     /// marks the locked, held or admitting ones stale (their last release evicts them).
     pub(crate) fn drop_here(&self, key: &str) -> usize {
+        let dropped = self.mark_dropped(key);
+        dropped.finish()
+    }
+
+    /// The state half of [`DeviceCache::drop_here`]: marks and takes out the records, running no
+    /// user code; the returned evictions are finished (dropped, reported) by the caller.
+    pub(crate) fn mark_dropped(&self, key: &str) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::AdmissionUnprotected);
-        let evicted = self.with_state(|s| {
+        let evicted = self.state.with(|s| {
             let keys: Vec<String> =
                 s.slots.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
             keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>()
         });
-        self.finish_evictions(evicted)
+        Dropped { cache: self, evicted }
     }
 
     /// Idempotent: evicts idle records now; marks locked, held or admitting ones stale, so that
@@ -554,7 +605,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// flag reads set and the lock is free. When the lock is held, its holder checks after its
     /// own release.
     pub(crate) fn drain_requests(&self) {
-        if self.mutant(Mutant::DeferredReconcileSkipped) {
+        // A reconcile runs user code (weights' `Drop`, callbacks): never while unwinding, where a
+        // second panic aborts. The flag stays set for the next holder.
+        if self.mutant(Mutant::DeferredReconcileSkipped) || crate::runtime::panicking() {
             return;
         }
         while self.reconcile_pending.with(|p| *p) {
@@ -654,6 +707,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.device_budget.cap()
     }
 
+    /// The time on the group's runtime clock.
+    pub(crate) fn now(&self) -> Duration {
+        self.group.runtime.now()
+    }
+
     /// The device budget's accounting.
     pub(crate) fn device_budget(&self) -> &Arc<DeviceBudget<R>> {
         &self.device_budget
@@ -698,7 +756,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     fn remove(s: &mut State<W, R>, key: &str) -> Option<Gone<W, R>> {
         let slot = s.slots.remove(key)?;
         s.stats.evictions += 1;
-        s.stats.bytes_evicted += slot.record.bytes;
+        s.stats.bytes_evicted = s.stats.bytes_evicted.saturating_add(slot.record.bytes);
         Some(Gone { record: slot.record, device: slot.device })
     }
 

@@ -73,7 +73,10 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     pub fn drop_model(&self, key: &str) -> usize {
         self.invalidate(key);
         let caches = self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>());
-        caches.iter().map(|cache| cache.drop_here(key)).sum()
+        // Every cache is marked before any user code (weights' `Drop`, callbacks) runs, so a
+        // panic there cannot leave a peer serving the dropped weights.
+        let dropped: Vec<_> = caches.iter().map(|cache| cache.mark_dropped(key)).collect();
+        dropped.into_iter().map(|d| d.finish()).sum()
     }
 
     /// The store side of `drop_model` (the C-D2 mutant forgets `key` alone).

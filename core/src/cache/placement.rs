@@ -104,8 +104,11 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
         let mutants = cache.mutants();
         let wait = (!on(mutants, Mutant::MoveWaitUnbounded)).then_some(cache.move_wait());
         let budget = cache.device_budget();
+        // One bound for the whole placement, however many times it offloads and decides again.
+        let start = cache.now();
         let copy = loop {
-            let decided = cache.state().wait_until(wait, |s| decide(s, budget, record, need, mutants));
+            let left = wait.map(|w| w.saturating_sub(cache.now().saturating_sub(start)));
+            let decided = cache.state().wait_until(left, |s| decide(s, budget, record, need, mutants));
             let step = match decided {
                 Ok(Ok(step)) => step,
                 Ok(Err(error)) => {

@@ -6,6 +6,14 @@
 //! base: [`Manager::lock`] always reaches it, and a decorator makes its final decisions (warm or
 //! cold, bookkeeping) while holding the [`LifecycleGuard`] it got there, through the `*_locked`
 //! methods. Existence checks outside a guard are hints only.
+//!
+//! # Hint methods run under a layer's bookkeeping lock
+//! [`Manager::contains`], [`Manager::in_use`] and [`Manager::is_locked`] are what a layer's
+//! bookkeeping consults while it holds its own monitor (`FixedSizeCache` plans its victims
+//! there). An implementation — a custom decorator's included — must answer at once from its own
+//! state or by forwarding: it must not block, wait for a lifecycle lock, call back into an outer
+//! layer, or run user code (loaders, unloads, a model's methods). Every other method is called
+//! with no layer monitor held.
 
 /// Expands, inside a decorator's `impl Manager`, the read-only methods that go straight to
 /// `self.inner`: a decorator's bookkeeping never changes what the base reports.
@@ -106,7 +114,8 @@ pub trait Manager: Send + Sync + 'static {
     /// Evicts the model under `guard` if nothing protects it at the point of no return: no layer
     /// pins it and no lease is live (the base closes the model without waiting, so an eviction
     /// never refuses a lease on a model it then keeps, and a lease that loses the race gets
-    /// `NotFound`). An unload error leaves the model registered.
+    /// `NotFound`). An unload error leaves the model registered and open again (leases that
+    /// arrived during that failed unload got `NotFound`).
     fn evict_locked(
         &self,
         guard: &LifecycleGuard<Self::Model, Self::Runtime>,
@@ -118,13 +127,16 @@ pub trait Manager: Send + Sync + 'static {
     /// A lease on the model registered under the resolved id `id`, without any lifecycle lock.
     fn lease(&self, id: &str) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError>;
 
-    /// Whether a model is registered under `id` (a hint: it may change at once).
+    /// Whether a model is registered under `id` (a hint: it may change at once). Called under
+    /// a layer's bookkeeping lock (see the module docs): answer at once, never block.
     fn contains(&self, id: &str) -> bool;
 
-    /// Whether the model registered under `id` has live leases (a hint).
+    /// Whether the model registered under `id` has live leases (a hint). Called under a layer's
+    /// bookkeeping lock (see the module docs): answer at once, never block.
     fn in_use(&self, id: &ModelId) -> bool;
 
-    /// Whether some caller holds the lifecycle lock of `id` right now (a hint).
+    /// Whether some caller holds the lifecycle lock of `id` right now (a hint). Called under a
+    /// layer's bookkeeping lock (see the module docs): answer at once, never block.
     fn is_locked(&self, id: &ModelId) -> bool;
 
     /// The registered resolved ids, in order.

@@ -9,8 +9,8 @@
 //! use too (I1, I2), and the table never keeps entries of ids nobody needs (I3).
 //!
 //! # Lock order
-//! `lifecycle lock (per id)` → `table monitor` → nothing; `lifecycle lock` → `slot use-state
-//! monitor` → nothing. The table monitor and the use-state monitors are never held while
+//! `lifecycle lock (per id)` → `table monitor` → `slot use-state monitor` (only `in_use` nests
+//! these two) → nothing; `lifecycle lock` → `slot use-state monitor` → nothing. The table monitor and the use-state monitors are never held while
 //! waiting, loading, unloading or calling any user code, and no thread ever waits for a second
 //! lifecycle lock while holding one.
 
@@ -258,8 +258,11 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         self.table.with(|t| t.registry.contains_key(id))
     }
 
+    /// Reads the slot's lease count under the table monitor (table → slot use-state, both
+    /// leaves otherwise), so that no reference to the model outlives the call: a hint taken under
+    /// a layer's bookkeeping lock must never end up dropping a model there.
     fn in_use(&self, id: &ModelId) -> bool {
-        self.table.with(|t| t.registry.get(id).cloned()).is_some_and(|slot| slot.leases() > 0)
+        self.table.with(|t| t.registry.get(id).is_some_and(|slot| slot.leases() > 0))
     }
 
     fn is_locked(&self, id: &ModelId) -> bool {

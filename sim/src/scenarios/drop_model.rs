@@ -83,7 +83,7 @@ pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R, mutants: Mut
     finish(&world);
 }
 
-/// C-D3: T1 keeps m's canonical alive on cuda:0; T2 admits m on cuda:1 (adopting it) while T3
+/// C-D3: T1 keeps m's canonical alive on cuda:0; T2 adopts it on cuda:1 (`adopt`) while T3
 /// drops m through the group. Afterwards a `get` of m on cuda:1 never serves the dropped canonical.
 pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R, mutants: MutantSet) {
     let world = CacheWorld::new(rt, mutants, 1000, 2);
@@ -99,7 +99,12 @@ pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R, mutants: MutantSet) {
     let (c1, l2) = (Arc::clone(&world.caches[1]), Arc::clone(&locked));
     let t2 = world.rt.spawn("T2", move || {
         l2.wait();
-        drop(load(&c1, "m", 30, "T2"));
+        trace::record("T2", "adopt(m) on cuda:1");
+        match c1.adopt("m") {
+            Ok(Some(admission)) => drop(admission.into_loaded().lock()),
+            Ok(None) => drop(load(&c1, "m", 30, "T2")),
+            Err(error) => ensure!(false, "contract", "T2: adopt(m) gave {error:?}"),
+        }
     });
     let (group, l3) = (Arc::clone(&world.group), Arc::clone(&locked));
     let t3 = world.rt.spawn("T3", move || {

@@ -101,7 +101,8 @@ impl<M: Manager> Admission<'_, M> {
 /// Which way a [`Settle`] guard brings an id's queue entry in line with the registry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Settling {
-    /// After an add: a registered id is queued.
+    /// After a cold add: a registered id is queued, and ids a layer below evicted meanwhile
+    /// leave the queue.
     Add,
     /// After a removal: an unregistered id is not queued.
     Remove,
@@ -125,6 +126,9 @@ impl<M: Manager> Drop for Settle<'_, M> {
             Settling::Add | Settling::Remove => {}
         });
         self.cache.book.notify_all();
+        if self.way == Settling::Add {
+            self.cache.reconcile_below(self.id);
+        }
     }
 }
 
@@ -216,9 +220,17 @@ impl<M: Manager> FixedSizeCache<M> {
         if on(self.mutants, Mutant::AppendBeforeEvict) {
             self.book.with(|b| b.push(id));
         }
+        // Victims that a layer below pins (this layer's hints cannot see those pins), and the
+        // queue version they were found at: left out of every plan until something changes.
+        let mut pinned_below: (u64, Vec<ModelId>) = (0, Vec::new());
+        // When full, ids a layer below removed are dropped from the queue once before evicting.
+        let mut reconciled = false;
         loop {
             let (plan, seen) = self.book.with(|b| {
                 let seen = b.version;
+                if pinned_below.0 != seen {
+                    pinned_below.1.clear();
+                }
                 let queued = b.queue.iter().filter(|q| *q != id).count();
                 let occupied = queued + if count_inflight { b.loading } else { 0 };
                 if occupied < max {
@@ -226,7 +238,9 @@ impl<M: Manager> FixedSizeCache<M> {
                     return (Plan::Admit, seen);
                 }
                 let victims = b.victims(occupied + 1 - max, id, |v| {
-                    (evict_leased || !self.inner.in_use(v)) && !self.inner.is_locked(v)
+                    !pinned_below.1.contains(v)
+                        && (evict_leased || !self.inner.in_use(v))
+                        && !self.inner.is_locked(v)
                 });
                 let plan = if victims.is_empty() {
                     Plan::Full { registered: queued, loading: b.loading }
@@ -235,18 +249,30 @@ impl<M: Manager> FixedSizeCache<M> {
                 };
                 (plan, seen)
             });
-            // The victims every one of which was just skipped: waiting for room, they do not count.
-            let skipped = match plan {
+            if !reconciled && !matches!(plan, Plan::Admit) {
+                reconciled = true;
+                self.reconcile_below(id);
+                continue;
+            }
+            match plan {
                 Plan::Admit => return Ok(Admission { cache: self, committed: false }),
                 Plan::Evict(victims) => {
                     let Some(pinned) = self.evict_all(&victims)? else { continue };
+                    let spin = on(self.mutants, Mutant::DeadlineOnlyWhenFull);
+                    if pinned_below.0 != seen {
+                        pinned_below = (seen, Vec::new());
+                    }
+                    pinned_below.1.extend(pinned.into_iter().filter(|_| !spin));
                     // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
                     if !on(self.mutants, Mutant::DeadlineOnlyWhenFull) && expired() {
                         let (registered, loading) =
                             self.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
                         return Err(exhausted(registered, loading));
                     }
-                    pinned
+                    // Victims pinned only below are left out of the next plan: re-plan at once.
+                    if !pinned_below.1.is_empty() {
+                        continue;
+                    }
                 }
                 Plan::Full { registered, loading } => {
                     if self.config.policy() == CapacityPolicy::Overflow {
@@ -257,15 +283,15 @@ impl<M: Manager> FixedSizeCache<M> {
                     if expired() {
                         return Err(exhausted(registered, loading));
                     }
-                    Vec::new()
                 }
-            };
+            }
             // Nothing to evict right now (all in use, pinned or busy): wait for a change since the
             // plan, at most until the next re-plan. A victim that a layer below pins (which this
             // layer's hints cannot see) is no candidate until something changes: re-planning at
             // once would spin.
             let left = deadline.map_or(REPLAN_EVERY, |d| d.saturating_sub(rt.now()));
             let wait = left.min(REPLAN_EVERY).max(Duration::from_nanos(1));
+            let skipped = &pinned_below.1;
             let _ = self.book.wait_until(Some(wait), |b| {
                 let room = b.occupied() < max;
                 let free =
@@ -484,9 +510,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
             return Ok(added);
         }
         let settle = Settle { cache: self, id, way: Settling::Add };
-        let added = self.inner.add_locked(guard, canonical);
-        self.reconcile_below(id);
-        let added = added?;
+        let added = self.inner.add_locked(guard, canonical)?;
         admission.commit(id);
         let bytes = self.size_of(id);
         self.book.with(|b| b.set_size(id, bytes));
@@ -556,7 +580,10 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         self.pin_locked(&guard)
     }
 
+    /// Holding the id's lifecycle lock, it also drops a stale queue entry of it (one that a
+    /// reconcile left to this lock's holder).
     fn pin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        let _settle = Settle { cache: self, id: guard.id(), way: Settling::Remove };
         if !on(self.mutants, Mutant::PinNotForwarded) {
             self.inner.pin_locked(guard)?;
         }
