@@ -88,6 +88,15 @@ impl Violation {
 #[derive(Debug, Clone, Copy)]
 pub struct InjectedPanic;
 
+/// Runs `f`, turning an [`InjectedPanic`] into `None`; any other panic goes on unwinding.
+pub fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(out) => Some(out),
+        Err(payload) if payload.is::<InjectedPanic>() => None,
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
 /// Fails the execution with `invariant` unless `cond` holds.
 #[macro_export]
 macro_rules! ensure {

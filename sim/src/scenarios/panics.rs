@@ -2,25 +2,14 @@
 //! and a model's `Drop` after a successful remove. A model is either registered and queued, or
 //! neither, whatever panics.
 
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-
 use resident::Manager;
 use resident::mutants::MutantSet;
 
 use super::layers::{Depth, cache, finish, join};
 use crate::ensure;
 use crate::runtime::SimRuntime;
-use crate::violation::InjectedPanic;
+use crate::violation::catching;
 use crate::world::{World, traced};
-
-/// Runs `f`, turning an injected panic into `Ok(None)`.
-fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(out) => Some(out),
-        Err(payload) if payload.is::<InjectedPanic>() => None,
-        Err(payload) => resume_unwind(payload),
-    }
-}
 
 /// M-P1: X loads, then its `size_bytes` panics inside the cache's add, while Y is added.
 pub(super) fn size_panics_after_load<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {

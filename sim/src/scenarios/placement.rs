@@ -3,7 +3,6 @@
 //! through a detached record stays counted, panicking user code never strands a move, a wait for
 //! another thread's move is bounded, and a replaced slot's copy is dropped outside every lock.
 
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Duration;
 
 use resident::CacheError;
@@ -16,7 +15,7 @@ use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use crate::ensure;
 use crate::runtime::{Counter, SimRuntime};
 use crate::trace;
-use crate::violation::InjectedPanic;
+use crate::violation::catching;
 
 type Placed<R> = DeviceGuard<Weights<R>, R>;
 
@@ -39,15 +38,6 @@ fn place<R: SimRuntime>(cache: &Cache<R>, key: &str, thread: &str) -> Result<Pla
     let placed = loaded.lock_on_device();
     trace::record(thread, format!("lock_on_device({key}) -> {:?}", placed.as_ref().map(|_| ())));
     placed
-}
-
-/// Runs `f`, turning an injected panic into `None`.
-fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(out) => Some(out),
-        Err(payload) if payload.is::<InjectedPanic>() => None,
-        Err(payload) => resume_unwind(payload),
-    }
 }
 
 fn full_or_ok<R: SimRuntime>(placed: &Result<Placed<R>, CacheError>) -> bool {
