@@ -6,6 +6,10 @@ use crate::error::InvalidConfig;
 
 /// Timeouts of a [`ModelManager`](crate::ModelManager).
 ///
+/// As everywhere in this crate, a timeout too long to represent as a deadline
+/// (`Duration::MAX`, say) means "wait without bound"; no call ever overflows on it. A zero
+/// timeout is refused.
+///
 /// ```
 /// use std::time::Duration;
 /// use resident::ManagerConfig;

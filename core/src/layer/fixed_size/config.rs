@@ -47,7 +47,8 @@ impl FixedSizeConfig {
         self
     }
 
-    /// How long a cold add waits for a model to become evictable (a lease to end).
+    /// How long a cold add waits for a model to become evictable (a lease to end). A wait too
+    /// long to represent as a deadline (`Duration::MAX`, say) is unbounded; zero is refused.
     pub fn with_capacity_wait(mut self, wait: Duration) -> Self {
         self.capacity_wait = wait;
         self
