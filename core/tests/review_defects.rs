@@ -250,3 +250,24 @@ fn overflowing_sizes_and_bad_keys_are_refused() {
     assert!(gpu.put("m:vae", Placed(1), 1, Put::default()).is_ok(), "a submodel key is valid");
     drop(a);
 }
+
+/// A panicking eviction callback does not cut the evictions short: every evicted record is
+/// dropped and reported, then the panic reaches the caller.
+#[test]
+fn a_panicking_eviction_callback_still_reports_every_eviction() {
+    let group = CacheGroup::<Placed>::new(1000).unwrap();
+    let gpu = group.cache("cuda:0");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    gpu.on_evict(move |key, _| {
+        log.lock().unwrap().push(key.to_owned());
+        assert_ne!(key, "a", "the callback panics for a");
+    });
+    for key in ["a", "b"] {
+        drop(gpu.put(key, Placed(1), 10, Put::default()).unwrap());
+    }
+    assert!(catch_unwind(AssertUnwindSafe(|| gpu.shutdown())).is_err());
+    assert_eq!(*seen.lock().unwrap(), ["a", "b"]);
+    assert_eq!(group.budget().in_use(), 0);
+    assert!(gpu.keys().is_empty());
+}

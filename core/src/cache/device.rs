@@ -35,6 +35,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Duration;
 
 use super::budget::CacheId;
@@ -806,16 +807,27 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// Reports the evictions (outside every lock); returns how many.
+    ///
+    /// Each drop and each callback is user code and may panic: every record is still dropped
+    /// and reported, and the first panic then goes on unwinding.
     fn finish_evictions(&self, evicted: Evicted<W, R>) -> usize {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
+        let mut first_panic = None;
         for gone in evicted {
             let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);
-            drop(gone);
+            let dropped = catch_unwind(AssertUnwindSafe(move || drop(gone)));
             tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
-            if let Some(callback) = &callback {
-                callback(&key, bytes);
+            let reported = match &callback {
+                Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(&key, bytes))),
+                None => Ok(()),
+            };
+            for payload in [dropped.err(), reported.err()].into_iter().flatten() {
+                first_panic.get_or_insert(payload);
             }
+        }
+        if let Some(payload) = first_panic {
+            resume_unwind(payload);
         }
         count
     }
