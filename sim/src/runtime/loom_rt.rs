@@ -90,17 +90,7 @@ impl<T: Send> Monitor<T> for LoomMonitor<T> {
     }
 
     fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
-        match self.inner.value.try_lock() {
-            Ok(mut guard) => {
-                let _held = Held::enter();
-                Some(f(&mut guard))
-            }
-            Err(std::sync::TryLockError::Poisoned(p)) => {
-                let _held = Held::enter();
-                Some(f(&mut p.into_inner()))
-            }
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+        Held::try_run(self.inner.value.try_lock(), f)
     }
 
     fn notify_all(&self) {

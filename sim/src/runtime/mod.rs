@@ -84,6 +84,24 @@ macro_rules! held_monitors {
             pub(super) fn count() -> usize {
                 HELD.try_with(std::cell::Cell::get).unwrap_or(0)
             }
+
+            /// Runs `f` under the guard of a try-lock that got the lock (poisoned or not),
+            /// counted as held; `None` if the lock was busy.
+            pub(super) fn try_run<G, T, U>(
+                attempt: std::sync::TryLockResult<G>,
+                f: impl FnOnce(&mut T) -> U,
+            ) -> Option<U>
+            where
+                G: std::ops::DerefMut<Target = T>,
+            {
+                let mut guard = match attempt {
+                    Ok(guard) => guard,
+                    Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => return None,
+                };
+                let _held = Held::enter();
+                Some(f(&mut guard))
+            }
         }
 
         impl Drop for Held {
