@@ -28,11 +28,7 @@ pub mod layer;
 mod manager;
 pub mod runtime;
 
-#[cfg(feature = "mutants")]
 pub mod mutants;
-#[cfg(not(feature = "mutants"))]
-#[allow(dead_code, unreachable_pub, missing_docs)]
-mod mutants;
 
 pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};

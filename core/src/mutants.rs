@@ -1,150 +1,166 @@
-//! Runtime switches that put historical bugs back, so the model checker can prove that each
-//! scenario catches the bug it targets. Compiled only with the `mutants` feature, which only the
-//! `resident-sim` crate enables; production builds contain none of this.
+//! Named switches that put historical bugs back, so the model checker can prove that each
+//! scenario catches the bug it targets.
+//!
+//! A [`Mutant`] is a name. Code asks its runtime whether a switch is on with
+//! [`Runtime::mutant`](crate::runtime::Runtime::mutant); the production [`StdRuntime`]
+//! answers `false` as a constant, so every historical-bug body compiles away and production
+//! types carry no mutant state. The model-checking runtimes of `resident-sim` carry the set of
+//! switches a scenario turned on. A user's own stack can name switches of its own with
+//! [`Mutant::named`] and ask its runtime the same way.
+//!
+//! Every historical-bug body sits beside the code it alters, in one recognisable form:
+//! `if runtime.mutant(Mutant::SOME_BUG) { /* the historical body */ }` (or a `let` binding of
+//! that test, used as a condition).
+//!
+//! [`StdRuntime`]: crate::runtime::StdRuntime
 
 use std::fmt;
 use std::str::FromStr;
 
+/// One named switch that puts a historical bug back (core's own are the associated constants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mutant(&'static str);
+
+impl Mutant {
+    /// A switch named `name` (kebab-case by convention), for a user's own historical bugs.
+    pub const fn named(name: &'static str) -> Self {
+        Self(name)
+    }
+
+    /// The stable name used on the command line and in replay files.
+    pub const fn name(self) -> &'static str {
+        self.0
+    }
+}
+
 macro_rules! mutants {
     ($($(#[doc = $doc:literal])* $name:ident = $slug:literal,)*) => {
-        /// One historical bug that can be switched back on.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        #[non_exhaustive]
-        pub enum Mutant {
-            $($(#[doc = $doc])* $name,)*
-        }
-
         impl Mutant {
-            /// Every mutant, in declaration order.
-            pub const ALL: &'static [Mutant] = &[$(Mutant::$name,)*];
+            $($(#[doc = $doc])* pub const $name: Mutant = Mutant($slug);)*
 
-            /// The stable kebab-case name used on the command line and in replay files.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(Mutant::$name => $slug,)*
-                }
-            }
+            /// Every switch of `resident` itself, in declaration order.
+            pub const ALL: &'static [Mutant] = &[$(Mutant::$name,)*];
         }
     };
 }
 
 mutants! {
     /// S1: `remove` retires the lifecycle entry while it still holds the lock.
-    RetireWhileHeld = "retire-while-held",
+    RETIRE_WHILE_HELD = "retire-while-held",
     /// S1b: `remove` retires the entry right after releasing it, ignoring reservations.
-    RetireAfterRelease = "retire-after-release",
+    RETIRE_AFTER_RELEASE = "retire-after-release",
     /// S2: a failed load retires the entry while the failing loader still holds it.
-    RetireOnLoadFailure = "retire-on-load-failure",
+    RETIRE_ON_LOAD_FAILURE = "retire-on-load-failure",
     /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.
-    LeakReservationOnTimeout = "leak-reservation-on-timeout",
+    LEAK_RESERVATION_ON_TIMEOUT = "leak-reservation-on-timeout",
     /// S2p: cleanup runs only on normal return, so a panicking loader leaks its reservation.
-    LeakReservationOnPanic = "leak-reservation-on-panic",
+    LEAK_RESERVATION_ON_PANIC = "leak-reservation-on-panic",
     /// L1: `remove` unloads without waiting for live leases to end.
-    UnloadWhileLeased = "unload-while-leased",
+    UNLOAD_WHILE_LEASED = "unload-while-leased",
     /// S3: a decorator's warm check runs without the lifecycle lock and returns at once.
-    UnlockedWarmPath = "unlocked-warm-path",
+    UNLOCKED_WARM_PATH = "unlocked-warm-path",
     /// S4: the cache drops the id from its queue before the inner remove, and never restores it.
-    QueueRemovalFirst = "queue-removal-first",
+    QUEUE_REMOVAL_FIRST = "queue-removal-first",
     /// S5: eviction pops skipped pins and the victim off the queue and loses them on failure.
-    NoEvictionRestore = "no-eviction-restore",
+    NO_EVICTION_RESTORE = "no-eviction-restore",
     /// S6: a touch appends without removing the existing entry.
-    NoQueueDedup = "no-queue-dedup",
+    NO_QUEUE_DEDUP = "no-queue-dedup",
     /// S6b: cold adds queue before locking; a failed load's rollback drops every occurrence.
-    RollbackRemovesAll = "rollback-removes-all",
+    ROLLBACK_REMOVES_ALL = "rollback-removes-all",
     /// S6c: admission counts registered models only, not cold loads in flight.
-    CapacityIgnoresInflight = "capacity-ignores-inflight",
+    CAPACITY_IGNORES_INFLIGHT = "capacity-ignores-inflight",
     /// S7: the decorator's warm check looks at the canonical id instead of the resolved id.
-    CanonicalWarmCheck = "canonical-warm-check",
+    CANONICAL_WARM_CHECK = "canonical-warm-check",
     /// S8: a warm add touches the queue after releasing the lifecycle lock, appending.
-    WarmTouchOutsideLock = "warm-touch-outside-lock",
+    WARM_TOUCH_OUTSIDE_LOCK = "warm-touch-outside-lock",
     /// S11: the new id is queued before eviction and not rolled back when a victim fails.
-    AppendBeforeEvict = "append-before-evict",
+    APPEND_BEFORE_EVICT = "append-before-evict",
     /// S12: a lease touches the queue before the lookup, appending unknown ids.
-    TouchUnknown = "touch-unknown",
+    TOUCH_UNKNOWN = "touch-unknown",
     /// L2: eviction picks models that are in use.
-    EvictLeased = "evict-leased",
+    EVICT_LEASED = "evict-leased",
     /// S10: a cache keeps a pin to itself instead of forwarding it down the stack.
-    PinNotForwarded = "pin-not-forwarded",
+    PIN_NOT_FORWARDED = "pin-not-forwarded",
     /// S13: eviction waits for a victim's lifecycle lock while holding the queue lock.
-    QueueLockDuringEviction = "queue-lock-during-eviction",
+    QUEUE_LOCK_DURING_EVICTION = "queue-lock-during-eviction",
     /// C-R1: shutdown lets go of retained records' canonicals (a peer reload copies them).
-    ShutdownReleasesWeights = "shutdown-releases-weights",
+    SHUTDOWN_RELEASES_WEIGHTS = "shutdown-releases-weights",
     /// C-R2: evicting a shared record after shutdown also debits its bytes from the cache's
     /// non-shared count (upstream read a flag that shutdown had flipped).
-    MisDebitShared = "mis-debit-shared",
+    MIS_DEBIT_SHARED = "mis-debit-shared",
     /// C-R3/C-R23: eviction paths treat records inside their admission window as free.
-    AdmissionUnprotected = "admission-unprotected",
+    ADMISSION_UNPROTECTED = "admission-unprotected",
     /// C-R4/C-R27: a release finds its record by key, not identity.
-    KeyMatchRelease = "key-match-release",
+    KEY_MATCH_RELEASE = "key-match-release",
     /// C-R5/C-R14: `get` arms the first-use hold in a second critical section after the lookup.
-    HoldAfterLookup = "hold-after-lookup",
+    HOLD_AFTER_LOOKUP = "hold-after-lookup",
     /// C-R6/C-R12: dropping an unused admission or hold releases nothing.
-    UnusedHandleLeaks = "unused-handle-leaks",
+    UNUSED_HANDLE_LEAKS = "unused-handle-leaks",
     /// C-R7: an admission clears every other record's first-use holds.
-    SiblingAdmissionClearsHolds = "sibling-admission-clears-holds",
+    SIBLING_ADMISSION_CLEARS_HOLDS = "sibling-admission-clears-holds",
     /// C-R8: a stale record is evicted at its last unlock even while another handle holds it.
-    StaleUnlockIgnoresHolds = "stale-unlock-ignores-holds",
+    STALE_UNLOCK_IGNORES_HOLDS = "stale-unlock-ignores-holds",
     /// C-R18: a busy peer drops reconcile requests: its releases honour neither the pending
     /// flag nor the overshoot (upstream before #9263).
-    DeferredReconcileSkipped = "deferred-reconcile-skipped",
+    DEFERRED_RECONCILE_SKIPPED = "deferred-reconcile-skipped",
     /// C-R19: a requester sets a peer's reconcile flag only after its try of the peer's lock
     /// failed, so the holder may release and check the flag in between (lost wakeup).
-    FlagSetAfterTry = "flag-set-after-try",
+    FLAG_SET_AFTER_TRY = "flag-set-after-try",
     /// C-R21: a reconcile clears the flag after its critical section instead of inside it,
     /// erasing a request that landed meanwhile (set/clear race).
-    FlagClearedLate = "flag-cleared-late",
+    FLAG_CLEARED_LATE = "flag-cleared-late",
     /// C-K1: keep-alive expiry takes records that are held but not yet locked.
-    KeepAliveEvictsHeld = "keep-alive-evicts-held",
+    KEEP_ALIVE_EVICTS_HELD = "keep-alive-evicts-held",
     /// C-R22: a release honours only a peer's request, not its own cache's overshoot.
-    NoOwnReconcile = "no-own-reconcile",
+    NO_OWN_RECONCILE = "no-own-reconcile",
     /// C-R28: adoption peeks, and the insert does not re-check for a live canonical.
-    AdoptByPeek = "adopt-by-peek",
+    ADOPT_BY_PEEK = "adopt-by-peek",
     /// C-D1: `get` arms a hold on a stale occupant (serving dropped or shut-down weights).
-    GetServesStale = "get-serves-stale",
+    GET_SERVES_STALE = "get-serves-stale",
     /// C-D2: `drop_model(key)` invalidates only `key` in the store, not its `key:*` submodels.
-    DropKeyOnly = "drop-key-only",
+    DROP_KEY_ONLY = "drop-key-only",
     /// C-D2: `drop_model` acts on the calling cache only, not on its peers.
-    DropOneCache = "drop-one-cache",
+    DROP_ONE_CACHE = "drop-one-cache",
     /// C-D3: an admission inserts an adopted canonical without re-checking that `drop_model`
     /// did not invalidate it meanwhile.
-    AdoptAcrossDrop = "adopt-across-drop",
+    ADOPT_ACROSS_DROP = "adopt-across-drop",
     /// C-D4: user code (spare weights' `Drop`, inline evictions and their callbacks) runs after
     /// a claim is counted and before the handle that releases it exists.
-    ClaimBeforeHandle = "claim-before-handle",
+    CLAIM_BEFORE_HANDLE = "claim-before-handle",
     /// C-P1: a claimed move charges nothing to the device budget until it settles.
-    MoveUncharged = "move-uncharged",
+    MOVE_UNCHARGED = "move-uncharged",
     /// C-P2: a device copy used through a detached record is no longer counted.
-    DetachedCopyUncounted = "detached-copy-uncounted",
+    DETACHED_COPY_UNCOUNTED = "detached-copy-uncounted",
     /// C-P3: the move claim is created only after user code (offloaded copies' `Drop`, inline
     /// reconciles) ran, so a panic there strands the slot in `Moving`.
-    MoveClaimLate = "move-claim-late",
+    MOVE_CLAIM_LATE = "move-claim-late",
     /// C-P3: a wait for another thread's move has no bound.
-    MoveWaitUnbounded = "move-wait-unbounded",
+    MOVE_WAIT_UNBOUNDED = "move-wait-unbounded",
     /// C-P4: replacing a stale slot drops its device copy under the state lock.
-    StaleCopyDroppedLocked = "stale-copy-dropped-locked",
+    STALE_COPY_DROPPED_LOCKED = "stale-copy-dropped-locked",
     /// M-E1: `pin` takes no lifecycle lock, so an eviction that checked pins before it still
     /// unloads the model.
-    PinUnordered = "pin-unordered",
+    PIN_UNORDERED = "pin-unordered",
     /// M-E2: eviction closes its victim with remove's blocking drain, refusing leases
     /// (`Removing`, then `Busy`) on a model it then keeps.
-    EvictDrainsLeases = "evict-drains-leases",
+    EVICT_DRAINS_LEASES = "evict-drains-leases",
     /// M-E3: a layer never learns of removals made below it (an inner cache's evictions).
-    NestedQueueStale = "nested-queue-stale",
+    NESTED_QUEUE_STALE = "nested-queue-stale",
     /// M-E4: a cold add checks its capacity deadline only when nothing at all is evictable.
-    DeadlineOnlyWhenFull = "deadline-only-when-full",
+    DEADLINE_ONLY_WHEN_FULL = "deadline-only-when-full",
     /// M-P1: the cache asks the new model its size before queueing it.
-    SizeBeforeQueue = "size-before-queue",
+    SIZE_BEFORE_QUEUE = "size-before-queue",
     /// M-P2: the queue is updated only when the inner remove returns normally.
-    QueueSkippedOnPanic = "queue-skipped-on-panic",
+    QUEUE_SKIPPED_ON_PANIC = "queue-skipped-on-panic",
 }
 
 impl fmt::Display for Mutant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.0)
     }
 }
 
-/// A name that is not a known mutant.
+/// A name that is not one of `resident`'s own switches.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown mutant {0:?}")]
 pub struct UnknownMutant(pub String);
@@ -152,65 +168,10 @@ pub struct UnknownMutant(pub String);
 impl FromStr for Mutant {
     type Err = UnknownMutant;
 
+    /// Parses one of `resident`'s own switches ([`Mutant::ALL`]) by name.
     fn from_str(s: &str) -> Result<Self, UnknownMutant> {
         Mutant::ALL.iter().copied().find(|m| m.name() == s).ok_or_else(|| UnknownMutant(s.to_owned()))
     }
-}
-
-/// A set of switched-on mutants; empty by default. One bit per mutant (room for 128).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MutantSet(u128);
-
-impl MutantSet {
-    /// No mutant on.
-    pub const NONE: MutantSet = MutantSet(0);
-
-    /// Only `mutant` on.
-    pub fn only(mutant: Mutant) -> Self {
-        Self::NONE.with(mutant)
-    }
-
-    /// This set plus `mutant`.
-    pub fn with(self, mutant: Mutant) -> Self {
-        Self(self.0 | 1u128 << mutant as u32)
-    }
-
-    /// Whether `mutant` is on.
-    pub fn contains(self, mutant: Mutant) -> bool {
-        self.0 & (1u128 << mutant as u32) != 0
-    }
-
-    /// Whether no mutant is on.
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// The mutants that are on, in declaration order.
-    pub fn iter(self) -> impl Iterator<Item = Mutant> {
-        Mutant::ALL.iter().copied().filter(move |m| self.contains(*m))
-    }
-}
-
-impl FromIterator<Mutant> for MutantSet {
-    fn from_iter<I: IntoIterator<Item = Mutant>>(iter: I) -> Self {
-        iter.into_iter().fold(Self::NONE, Self::with)
-    }
-}
-
-/// Whether `mutant` is on. Without the `mutants` feature this is the constant `false`, so every
-/// mutant branch compiles away.
-#[cfg(feature = "mutants")]
-#[inline]
-pub(crate) fn on(set: MutantSet, mutant: Mutant) -> bool {
-    set.contains(mutant)
-}
-
-/// Whether `mutant` is on. Without the `mutants` feature this is the constant `false`, so every
-/// mutant branch compiles away.
-#[cfg(not(feature = "mutants"))]
-#[inline(always)]
-pub(crate) fn on(_set: MutantSet, _mutant: Mutant) -> bool {
-    false
 }
 
 #[cfg(test)]
@@ -218,14 +179,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_mutant_fits_the_set_and_round_trips() {
-        assert!(Mutant::ALL.len() <= u128::BITS as usize, "widen MutantSet");
-        let all: MutantSet = Mutant::ALL.iter().copied().collect();
-        assert_eq!(all.iter().count(), Mutant::ALL.len(), "one distinct bit per mutant");
+    fn every_switch_has_a_distinct_name_that_round_trips() {
+        let names: std::collections::BTreeSet<_> = Mutant::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(names.len(), Mutant::ALL.len(), "one distinct name per switch");
         for &m in Mutant::ALL {
-            assert!(MutantSet::only(m).contains(m));
-            assert_eq!(MutantSet::only(m).iter().collect::<Vec<_>>(), [m]);
             assert_eq!(m.name().parse::<Mutant>(), Ok(m));
+            assert_eq!(m.to_string(), m.name());
         }
+        assert!("no-such-bug".parse::<Mutant>().is_err());
     }
 }

@@ -8,7 +8,6 @@ use std::marker::PhantomData;
 
 use resident::BoxError;
 use resident::cache::{CacheGroup, DeviceCache, DeviceWeights, ModelGuard};
-use resident::mutants::MutantSet;
 use resident::runtime::Arc;
 
 use crate::ensure;
@@ -182,9 +181,9 @@ pub struct CacheWorld<R: SimRuntime> {
 }
 
 impl<R: SimRuntime> CacheWorld<R> {
-    /// `peers` caches over a budget of `cap` bytes, with `mutants` on.
-    pub fn new(rt: R, mutants: MutantSet, cap: u64, peers: usize) -> Self {
-        let group = CacheGroup::with_mutants(cap, rt.clone(), mutants).expect("valid cap");
+    /// `peers` caches over a budget of `cap` bytes.
+    pub fn new(rt: R, cap: u64, peers: usize) -> Self {
+        let group = CacheGroup::with_runtime(cap, rt.clone()).expect("valid cap");
         let caches = (0..peers).map(|i| group.cache(&format!("cuda:{i}"))).collect();
         Self { rt, group, caches }
     }

@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use resident::mutants::{Mutant, MutantSet};
+use crate::mutant_set::MutantSet;
+use resident::mutants::Mutant;
 
 use crate::explore::{self, Checker, Failure, Plan};
 use crate::scenarios::{CATALOGUE, Scenario};
@@ -37,7 +38,7 @@ pub fn kill(mutant: Mutant, scenario: &'static Scenario, budget: usize, seed: u6
     let mut tried = 0;
     for checker in [Checker::Random, Checker::Pct] {
         let plan = Plan::new(budget, seed).with_mutants(MutantSet::only(mutant));
-        let outcome = explore::explore(scenario, checker, plan);
+        let outcome = explore::explore(scenario, checker, plan.clone());
         tried += outcome.iterations;
         if let Some(failure) = outcome.failure {
             return Kill {

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use resident::mutants::{Mutant, MutantSet};
+use resident::mutants::Mutant;
 use resident_sim::explore::{self, Checker, Outcome, Plan};
 use resident_sim::kill;
+use resident_sim::mutant_set::MutantSet;
 use resident_sim::replay_file::ReplayFile;
 use resident_sim::scenarios::{self, CATALOGUE, Scenario};
 use resident_sim::trace;
@@ -143,7 +144,7 @@ fn explore_cmd(
     let mut outcomes: Vec<Outcome> = Vec::new();
     for (scenario, checker) in jobs {
         bar.set_message(format!("{} {}", scenario.id, checker));
-        outcomes.push(explore::explore(scenario, checker, plan));
+        outcomes.push(explore::explore(scenario, checker, plan.clone()));
         bar.inc(1);
     }
     bar.finish_and_clear();

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use resident::mutants::{Mutant, MutantSet, UnknownMutant};
+use crate::mutant_set::MutantSet;
+use resident::mutants::{Mutant, UnknownMutant};
 use serde::{Deserialize, Serialize};
 
 use crate::SHUTTLE_VERSION;
@@ -139,7 +140,7 @@ impl ReplayFile {
         }
         let scenario = scenarios::find(&self.scenario)
             .ok_or_else(|| ReplayError::UnknownScenario(self.scenario.clone()))?;
-        let replayed = explore::replay(scenario, &self.schedule, self.mutants()?)?;
+        let replayed = explore::replay(scenario, &self.schedule, &self.mutants()?)?;
         let reproduced = replayed.diverged.is_none() && replayed.violation.as_ref() == Some(&self.violation);
         Ok(ReplayReport { reproduced, replayed })
     }

@@ -33,6 +33,13 @@ pub fn begin_execution(yield_now: fn()) {
     YIELD.with(|y| y.set(Some(yield_now)));
 }
 
+/// Fails the current execution if a violation was recorded without unwinding.
+pub fn fail_if_recorded() {
+    if let Some(violation) = first() {
+        std::panic::panic_any(violation);
+    }
+}
+
 /// The first violation raised in the current (or last) execution.
 pub fn first() -> Option<Violation> {
     FIRST.with(|f| f.borrow().clone())
@@ -60,6 +67,15 @@ impl Violation {
             },
             _ => std::panic::panic_any(violation),
         }
+    }
+
+    /// Records this violation without unwinding: for code that must not panic where it
+    /// notices a broken guarantee (a `Drop`). The execution fails when its scenario ends
+    /// ([`fail_if_recorded`]), with the first violation of the execution.
+    pub fn record(invariant: &str, message: String) {
+        FIRST.with(|f| {
+            f.borrow_mut().get_or_insert(Violation { invariant: invariant.to_owned(), message });
+        });
     }
 
     /// Classifies a panic payload: a raised violation, or the checker's own failure report.

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use resident::mutants::MutantSet;
 use resident::runtime::Arc;
 use resident::{BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, Model, ModelId, ModelManager};
 
@@ -90,7 +89,6 @@ impl<R: SimRuntime> Probe<R> {
 pub struct WorldBuilder<R: SimRuntime> {
     rt: R,
     ids: BTreeMap<String, IdProbe<R>>,
-    mutants: MutantSet,
     gated: Vec<String>,
     capacity: Option<usize>,
     work: usize,
@@ -150,21 +148,16 @@ impl<R: SimRuntime> WorldBuilder<R> {
 
     /// Builds the base manager.
     pub fn build(self) -> World<R, Base<R>> {
-        self.stack(|base, _| base)
+        self.stack(|base| base)
     }
 
-    /// Builds the base manager, loads `preload` into it (in order), and wraps it with `wrap`
-    /// (which also gets the mutants).
-    pub fn stack<S: Manager>(self, wrap: impl FnOnce(Base<R>, MutantSet) -> S) -> World<R, S> {
+    /// Builds the base manager and wraps it with `wrap`.
+    pub fn stack<S: Manager>(self, wrap: impl FnOnce(Base<R>) -> S) -> World<R, S> {
         self.preloaded(&[], wrap)
     }
 
     /// Like [`WorldBuilder::stack`], with `preload` registered in the base before wrapping.
-    pub fn preloaded<S: Manager>(
-        self,
-        preload: &[&str],
-        wrap: impl FnOnce(Base<R>, MutantSet) -> S,
-    ) -> World<R, S> {
+    pub fn preloaded<S: Manager>(self, preload: &[&str], wrap: impl FnOnce(Base<R>) -> S) -> World<R, S> {
         let probe = Arc::new(Probe {
             ids: self.ids,
             work: self.work,
@@ -177,13 +170,12 @@ impl<R: SimRuntime> WorldBuilder<R> {
         let config = ManagerConfig::default()
             .with_lock_timeout(Duration::from_secs(1))
             .with_lease_drain_timeout(Duration::from_secs(1));
-        let base = ModelManager::with_runtime(loader, config, self.rt.clone())
-            .expect("scenario config is valid")
-            .with_mutants(self.mutants);
+        let base =
+            ModelManager::with_runtime(loader, config, self.rt.clone()).expect("scenario config is valid");
         for id in preload {
             base.add_model(id, None).expect("setup loads succeed");
         }
-        World { rt: self.rt, probe, manager: Arc::new(wrap(base, self.mutants)) }
+        World { rt: self.rt, probe, manager: Arc::new(wrap(base)) }
     }
 }
 
@@ -202,8 +194,8 @@ pub struct World<R: SimRuntime, S = Base<R>> {
 
 impl<R: SimRuntime> World<R> {
     /// Starts building a world on `rt` with `mutants` switched on.
-    pub fn builder(rt: R, mutants: MutantSet) -> WorldBuilder<R> {
-        WorldBuilder { rt, ids: BTreeMap::new(), mutants, gated: Vec::new(), capacity: None, work: 2 }
+    pub fn builder(rt: R) -> WorldBuilder<R> {
+        WorldBuilder { rt, ids: BTreeMap::new(), gated: Vec::new(), capacity: None, work: 2 }
     }
 }
 

@@ -1,14 +1,15 @@
 //! A failed exploration leaves nothing behind (in the checker's thread-local state or ours)
 //! that fails the next exploration on the same thread.
 
-use resident::mutants::{Mutant, MutantSet};
+use resident::mutants::Mutant;
 use resident_sim::explore::{Checker, Plan, explore};
+use resident_sim::mutant_set::MutantSet;
 
 #[test]
 fn an_exploration_after_a_failure_starts_clean() {
     let scenario = resident_sim::scenarios::find("M-L1").expect("catalogue id");
     for checker in [Checker::Random, Checker::Loom] {
-        let plan = Plan::new(5000, 0x5eed).with_mutants(MutantSet::only(Mutant::UnloadWhileLeased));
+        let plan = Plan::new(5000, 0x5eed).with_mutants(MutantSet::only(Mutant::UNLOAD_WHILE_LEASED));
         let failed = explore(scenario, checker, plan);
         assert!(failed.failure.is_some(), "{checker}: the mutant is caught");
         let clean = explore(scenario, checker, Plan::new(50, 1));

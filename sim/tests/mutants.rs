@@ -3,9 +3,10 @@
 
 mod support;
 
-use resident::mutants::{Mutant, MutantSet};
+use resident::mutants::Mutant;
 use resident_sim::explore::{Checker, Outcome, Plan, explore};
 use resident_sim::kill;
+use resident_sim::mutant_set::MutantSet;
 use resident_sim::replay_file::ReplayFile;
 
 /// shuttle executions per scheduler before a mutant counts as surviving.
@@ -59,8 +60,8 @@ fn a_mutant_free_replay_of_a_mutant_failure_passes() {
     // The recorded schedule is only a failure with the bug on: with it off, the same schedule
     // (or the point where the fixed code leaves it) passes.
     let scenario = resident_sim::scenarios::find("M-L1").expect("catalogue id");
-    let plan = Plan::new(BUDGET, support::seed()).with_mutants(MutantSet::only(Mutant::UnloadWhileLeased));
-    let outcome = explore(scenario, Checker::Random, plan);
+    let plan = Plan::new(BUDGET, support::seed()).with_mutants(MutantSet::only(Mutant::UNLOAD_WHILE_LEASED));
+    let outcome = explore(scenario, Checker::Random, plan.clone());
     let mut file = ReplayFile::from_outcome(&outcome, &plan).expect("the mutant is caught");
     file.mutant = None;
     let report = file.replay().expect("replay runs");

@@ -51,6 +51,7 @@ pub(crate) struct Overflow;
 pub struct RamBudget<R: Runtime = StdRuntime> {
     cap: u64,
     counters: R::Monitor<Counters>,
+    runtime: R,
 }
 
 impl<R: Runtime> RamBudget<R> {
@@ -59,7 +60,7 @@ impl<R: Runtime> RamBudget<R> {
         if cap == 0 {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
-        Ok(Arc::new(Self { cap, counters: runtime.monitor(Counters::default()) }))
+        Ok(Arc::new(Self { cap, counters: runtime.monitor(Counters::default()), runtime: runtime.clone() }))
     }
 
     /// The cap in bytes.
@@ -180,18 +181,21 @@ pub struct NonSharedCharge<R: Runtime = StdRuntime> {
 
 impl<R: Runtime> Drop for NonSharedCharge<R> {
     fn drop(&mut self) {
-        self.budget.counters.with(|c| {
+        let underflow = self.budget.counters.with(|c| {
             let charged = c.non_shared.entry(self.cache).or_default();
-            // Only the C-R2 mutant can make this underflow; saturate rather than abort there.
-            #[cfg(not(feature = "mutants"))]
-            debug_assert!(*charged >= self.bytes, "non-shared bytes debited twice");
+            // Only the C-R2 mutant can make this underflow; saturate, and report it outside.
+            let underflow = *charged < self.bytes;
             let debit = self.bytes.min(*charged);
             *charged -= debit;
             c.total -= debit;
             if *charged == 0 {
                 c.non_shared.remove(&self.cache);
             }
+            underflow
         });
+        if underflow {
+            self.budget.runtime.defect("non-shared bytes debited twice");
+        }
     }
 }
 

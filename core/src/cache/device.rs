@@ -46,7 +46,7 @@ use super::record::{DeviceCopy, Record, Residency, Slot};
 use super::weights::is_model_or_submodel;
 use crate::error::{CacheError, InvalidConfig};
 use crate::id::ModelId;
-use crate::mutants::{Mutant, on};
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// How to admit a model in [`DeviceCache::put`].
@@ -244,7 +244,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             );
             return Ok(admission);
         }
-        if self.mutant(Mutant::SiblingAdmissionClearsHolds) {
+        if self.mutant(Mutant::SIBLING_ADMISSION_CLEARS_HOLDS) {
             self.with_state(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
         }
         // Adopting a live canonical adds no bytes, so it needs no room.
@@ -294,7 +294,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         // (the C-R28 mutant does not). Refused weights are dropped here, outside every lock.
         let residency = match source {
             Source::Adopted(canonical) => Residency::Shared(canonical),
-            Source::Fresh(weights) if how.shared && self.mutant(Mutant::AdoptByPeek) => Residency::Shared(
+            Source::Fresh(weights) if how.shared && self.mutant(Mutant::ADOPT_BY_PEEK) => Residency::Shared(
                 self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
             ),
             Source::Fresh(weights) if how.shared => {
@@ -308,8 +308,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let bytes = residency.shared().map_or(bytes, |canonical| canonical.bytes());
         let fresh = Arc::new(Record { key: key.to_owned(), bytes, residency });
         let now = self.group.runtime.now();
-        let recheck = !self.mutant(Mutant::AdoptAcrossDrop);
-        let copy_under_lock = self.mutant(Mutant::StaleCopyDroppedLocked);
+        let recheck = !self.mutant(Mutant::ADOPT_ACROSS_DROP);
+        let copy_under_lock = self.mutant(Mutant::STALE_COPY_DROPPED_LOCKED);
         let (record, spare, replaced) = self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
@@ -374,7 +374,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// [`DeviceCache::hand_out`], running `after` (user code too: dropping spare weights) once the
     /// handle exists.
     fn hand_out_then<T>(&self, handle: impl FnOnce() -> T, after: impl FnOnce()) -> T {
-        if self.mutant(Mutant::ClaimBeforeHandle) {
+        if self.mutant(Mutant::CLAIM_BEFORE_HANDLE) {
             after();
             self.drain_requests();
             return handle();
@@ -391,7 +391,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// never handed out again.
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
         self.expire_idle();
-        if self.mutant(Mutant::HoldAfterLookup) {
+        if self.mutant(Mutant::HOLD_AFTER_LOOKUP) {
             let record = self.with_state(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
             self.with_state(|s| {
                 if let Some(slot) = Self::occupant(s, &record, false) {
@@ -400,7 +400,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             });
             return Some(LoadedModel { cache: Arc::clone(self), record: Some(record) });
         }
-        let serve_stale = self.mutant(Mutant::GetServesStale);
+        let serve_stale = self.mutant(Mutant::GET_SERVES_STALE);
         let record = self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
@@ -439,7 +439,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// [`CacheGroup::drop_model`]: drops `key` and its submodels `key:*` from the store and from
     /// every cache of this cache's group. Returns how many records were evicted now.
     pub fn drop_model(&self, key: &str) -> usize {
-        if self.mutant(Mutant::DropOneCache) {
+        if self.mutant(Mutant::DROP_ONE_CACHE) {
             let evicted = self.drop_here(key);
             self.group.invalidate(key);
             return evicted;
@@ -457,7 +457,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The state half of [`DeviceCache::drop_here`]: marks and takes out the records, running no
     /// user code; the returned evictions are finished (dropped, reported) by the caller.
     pub(crate) fn mark_dropped(&self, key: &str) -> Dropped<'_, W, R> {
-        let admitting = self.mutant(Mutant::AdmissionUnprotected);
+        let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let evicted = self.state.with(|s| {
             let keys: Vec<String> =
                 s.slots.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
@@ -470,7 +470,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// their last release evicts them. After shutdown an admission is stale at birth and a
     /// prefetch is refused.
     pub fn shutdown(&self) -> usize {
-        let admitting = self.mutant(Mutant::AdmissionUnprotected);
+        let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let (evicted, retained) = self.with_state(|s| {
             s.shut_down = true;
             s.keep_alive = None;
@@ -480,7 +480,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             (evicted, keys.into_iter().filter(|k| s.slots.contains_key(k)).collect::<Vec<_>>())
         });
         tracing::debug!(device = %self.device, evicted = evicted.len(), stale = retained.len(), "shutdown");
-        if self.mutant(Mutant::ShutdownReleasesWeights) {
+        if self.mutant(Mutant::SHUTDOWN_RELEASES_WEIGHTS) {
             retained.iter().for_each(|key| self.group.store.invalidate(key));
         }
         self.finish_evictions(evicted)
@@ -509,7 +509,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// first; an application with no traffic calls it from its own timer. Returns how many went.
     pub fn expire_idle(&self) -> usize {
         let now = self.group.runtime.now();
-        let ignore_holds = self.mutant(Mutant::KeepAliveEvictsHeld);
+        let ignore_holds = self.mutant(Mutant::KEEP_ALIVE_EVICTS_HELD);
         let evicted = self.with_state(|s| {
             let Some(keep_alive) = s.keep_alive else { return Vec::new() };
             let expired: Vec<String> = s
@@ -571,7 +571,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Like [`DeviceCache::request_reconcile`], evicting until `bytes` more fit if it can get
     /// the cache's lock right now (a deferred reconcile only brings the budget back to its cap).
     pub(crate) fn request_room(&self, bytes: u64) {
-        let set_after_try = self.mutant(Mutant::FlagSetAfterTry);
+        let set_after_try = self.mutant(Mutant::FLAG_SET_AFTER_TRY);
         if !set_after_try {
             self.set_pending(true);
         }
@@ -589,7 +589,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// bytes fit, in one critical section. `None` if the lock is held.
     fn reconcile_now(&self, room: u64) -> Option<Evicted<W, R>> {
         let (admitting, clear_late) =
-            (self.mutant(Mutant::AdmissionUnprotected), self.mutant(Mutant::FlagClearedLate));
+            (self.mutant(Mutant::ADMISSION_UNPROTECTED), self.mutant(Mutant::FLAG_CLEARED_LATE));
         let evicted = self.state.try_with(|s| {
             if !clear_late {
                 self.set_pending(false);
@@ -608,7 +608,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn drain_requests(&self) {
         // A reconcile runs user code (weights' `Drop`, callbacks): never while unwinding, where a
         // second panic aborts. The flag stays set for the next holder.
-        if self.mutant(Mutant::DeferredReconcileSkipped) || crate::runtime::panicking() {
+        if self.mutant(Mutant::DEFERRED_RECONCILE_SKIPPED) || crate::runtime::panicking() {
             return;
         }
         while self.reconcile_pending.with(|p| *p) {
@@ -636,7 +636,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
-            if let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease)) {
+            if let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE)) {
                 decrement(Self::counter(slot, from));
                 *Self::counter(slot, to) += 1;
                 slot.last_used = clock;
@@ -650,24 +650,25 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// (the excess may be this cache's own, C-R22).
     pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
         tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
-        let ignore_holds = self.mutant(Mutant::StaleUnlockIgnoresHolds);
+        let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.group.runtime.now();
         let evicted = self.with_state(|s| {
-            let slot = Self::occupant(s, record, self.mutant(Mutant::KeyMatchRelease))?;
+            let slot = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE))?;
             decrement(Self::counter(slot, claim));
             slot.idle_since = now;
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
             (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten()
         });
         if let Some(gone) = evicted.as_ref().filter(|gone| gone.record.shared().is_some())
-            && self.mutant(Mutant::MisDebitShared)
+            && self.mutant(Mutant::MIS_DEBIT_SHARED)
             && self.is_shut_down()
         {
             self.group.budget.mis_debit(self.id, gone.record.bytes);
         }
         self.finish_evictions(evicted.into_iter().collect());
-        let skip =
-            [Mutant::NoOwnReconcile, Mutant::DeferredReconcileSkipped].into_iter().any(|m| self.mutant(m));
+        let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
+            .into_iter()
+            .any(|m| self.mutant(m));
         if !skip && self.group.budget.excess() > 0 {
             self.make_room_here(0);
         }
@@ -740,18 +741,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         s.slots.get_mut(&record.key).filter(|slot| by_key || Arc::ptr_eq(&slot.record, record))
     }
 
+    /// Whether the historical bug `mutant` is on (never, on the production runtime).
     fn mutant(&self, mutant: Mutant) -> bool {
-        on(self.group.mutants, mutant)
+        self.group.runtime.mutant(mutant)
     }
 
-    /// The mutants switched on for this cache's group.
-    pub(crate) fn mutants(&self) -> crate::mutants::MutantSet {
-        self.group.mutants
+    /// The runtime this cache runs on.
+    pub(crate) fn runtime(&self) -> &R {
+        &self.group.runtime
     }
 
     /// Mutant C-R6/C-R12: unused handles release nothing.
     pub(crate) fn leaks_unused_handles(&self) -> bool {
-        self.mutant(Mutant::UnusedHandleLeaks)
+        self.mutant(Mutant::UNUSED_HANDLE_LEAKS)
     }
 
     fn remove(s: &mut State<W, R>, key: &str) -> Option<Gone<W, R>> {
@@ -773,7 +775,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// Evicts this cache's free records until `room` more bytes fit the global budget.
     fn make_room_here(&self, room: u64) -> usize {
-        let admitting = self.mutant(Mutant::AdmissionUnprotected);
+        let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let evicted = self.with_state(|s| Self::evict_lru_while(s, room, &self.group, admitting));
         self.finish_evictions(evicted)
     }

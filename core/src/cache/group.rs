@@ -6,7 +6,7 @@ use super::DeviceCache;
 use super::budget::RamBudget;
 use super::weights::WeightStore;
 use crate::error::InvalidConfig;
-use crate::mutants::{Mutant, MutantSet, on};
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// Peers: one cache per device over one store and one budget.
@@ -15,7 +15,6 @@ pub struct CacheGroup<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     pub(crate) budget: Arc<RamBudget<R>>,
     pub(crate) store: Arc<WeightStore<W, R>>,
     caches: R::Monitor<Vec<Weak<DeviceCache<W, R>>>>,
-    pub(crate) mutants: MutantSet,
 }
 
 impl<W: Send + Sync + 'static> CacheGroup<W> {
@@ -28,20 +27,10 @@ impl<W: Send + Sync + 'static> CacheGroup<W> {
 impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// A group on an explicit runtime (the model checker's, in `resident-sim`).
     pub fn with_runtime(cap: u64, runtime: R) -> Result<Arc<Self>, InvalidConfig> {
-        Self::build(cap, runtime, MutantSet::NONE)
-    }
-
-    /// A group with historical bugs switched back on (model checking only).
-    #[cfg(feature = "mutants")]
-    pub fn with_mutants(cap: u64, runtime: R, mutants: MutantSet) -> Result<Arc<Self>, InvalidConfig> {
-        Self::build(cap, runtime, mutants)
-    }
-
-    fn build(cap: u64, runtime: R, mutants: MutantSet) -> Result<Arc<Self>, InvalidConfig> {
         let budget = RamBudget::new(cap, &runtime)?;
         let store = WeightStore::new(Arc::clone(&budget), &runtime);
         let caches = runtime.monitor(Vec::new());
-        Ok(Arc::new(Self { runtime, budget, store, caches, mutants }))
+        Ok(Arc::new(Self { runtime, budget, store, caches }))
     }
 
     /// The shared RAM budget.
@@ -81,7 +70,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
 
     /// The store side of `drop_model` (the C-D2 mutant forgets `key` alone).
     pub(crate) fn invalidate(&self, key: &str) {
-        if on(self.mutants, Mutant::DropKeyOnly) {
+        if self.runtime.mutant(Mutant::DROP_KEY_ONLY) {
             self.store.invalidate(key);
         } else {
             self.store.invalidate_model(key);

@@ -29,7 +29,7 @@ use super::ledger::{DeviceBudget, Placed};
 use super::loaded::{LoadedModel, ModelGuard};
 use super::record::{DeviceCopy, Record};
 use crate::error::{BoxError, CacheError};
-use crate::mutants::{Mutant, MutantSet, on};
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
 
 /// What a cache needs from a model's weights to place them on its device.
@@ -101,14 +101,14 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
         let guard = self.lock();
         let (cache, record) = (guard.cache(), guard.locked());
         let need = record.weights().device_bytes();
-        let mutants = cache.mutants();
-        let wait = (!on(mutants, Mutant::MoveWaitUnbounded)).then_some(cache.move_wait());
+        let runtime = cache.runtime();
+        let wait = (!runtime.mutant(Mutant::MOVE_WAIT_UNBOUNDED)).then_some(cache.move_wait());
         let budget = cache.device_budget();
         // One bound for the whole placement, however many times it offloads and decides again.
         let start = cache.now();
         let copy = loop {
             let left = wait.map(|w| w.saturating_sub(cache.now().saturating_sub(start)));
-            let decided = cache.state().wait_until(left, |s| decide(s, budget, record, need, mutants));
+            let decided = cache.state().wait_until(left, |s| decide(s, budget, record, need, runtime));
             let step = match decided {
                 Ok(Ok(step)) => step,
                 Ok(Err(error)) => {
@@ -130,7 +130,7 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
                     cache.drain_requests();
                     drop(copies);
                 }
-                Step::Move { offloaded } if on(mutants, Mutant::MoveClaimLate) => {
+                Step::Move { offloaded } if runtime.mutant(Mutant::MOVE_CLAIM_LATE) => {
                     cache.drain_requests();
                     drop(offloaded);
                     break run_move(MoveClaim { cache, record, need, settled: false })?;
@@ -177,7 +177,7 @@ fn decide<W, R: Runtime>(
     budget: &DeviceBudget<R>,
     record: &Arc<Record<W, R>>,
     need: u64,
-    mutants: MutantSet,
+    runtime: &R,
 ) -> Option<Result<Step, CacheError>> {
     let attached = s.slots.get(&record.key).is_some_and(|v| Arc::ptr_eq(&v.record, record));
     if attached {
@@ -187,10 +187,10 @@ fn decide<W, R: Runtime>(
             DeviceCopy::Absent => {}
         }
     }
-    let charge_moves = !on(mutants, Mutant::MoveUncharged);
+    let charge_moves = !runtime.mutant(Mutant::MOVE_UNCHARGED);
     let offloaded = match budget.cap() {
         Some(cap) => {
-            let used = if on(mutants, Mutant::DetachedCopyUncounted) {
+            let used = if runtime.mutant(Mutant::DETACHED_COPY_UNCOUNTED) {
                 slot_device_bytes(s).saturating_add(if charge_moves { budget.moving() } else { 0 })
             } else {
                 budget.used(charge_moves)
@@ -202,7 +202,7 @@ fn decide<W, R: Runtime>(
         }
         None => Vec::new(),
     };
-    if !offloaded.is_empty() && !on(mutants, Mutant::MoveClaimLate) {
+    if !offloaded.is_empty() && !runtime.mutant(Mutant::MOVE_CLAIM_LATE) {
         return Some(Ok(Step::Offload(offloaded)));
     }
     if charge_moves && budget.claim_move(need).is_none() {
@@ -270,7 +270,7 @@ impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
     }
 
     fn finish(&self, copy: Option<&Copy>) {
-        if copy.is_none() && !on(self.cache.mutants(), Mutant::MoveUncharged) {
+        if copy.is_none() && !self.cache.runtime().mutant(Mutant::MOVE_UNCHARGED) {
             self.cache.device_budget().end_move(self.need);
         }
         self.cache.state().with(|s| settle(s, self.record, self.need, copy));

@@ -8,7 +8,7 @@ use std::fmt;
 
 use super::table::{LifecycleEntry, Table};
 use crate::id::ModelId;
-use crate::mutants::{Mutant, MutantSet, on};
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
 
 /// The table monitor, shared by the manager and every guard it hands out.
@@ -19,16 +19,16 @@ pub(crate) struct Reservation<M: Send + Sync + 'static, R: Runtime> {
     table: SharedTable<M, R>,
     id: ModelId,
     entry: Arc<LifecycleEntry<R>>,
-    mutants: MutantSet,
+    runtime: R,
     leaked: bool,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     /// Reserves the current generation of `id` (creating it if needed).
-    pub(crate) fn new(table: &SharedTable<M, R>, id: &ModelId, runtime: &R, mutants: MutantSet) -> Self {
+    pub(crate) fn new(table: &SharedTable<M, R>, id: &ModelId, runtime: &R) -> Self {
         let entry = table.with(|t| t.reserve(id, runtime));
         tracing::trace!(%id, generation = entry.generation, "reserved");
-        Self { table: Arc::clone(table), id: id.clone(), entry, mutants, leaked: false }
+        Self { table: Arc::clone(table), id: id.clone(), entry, runtime: runtime.clone(), leaked: false }
     }
 
     /// Waits for the generation's lock, turning the reservation into a [`LifecycleGuard`].
@@ -36,11 +36,11 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         match self.entry.lock.acquire(timeout) {
             Ok(()) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock acquired");
-                Ok(LifecycleGuard { reservation: self, locked: true, forget_on_release: Default::default() })
+                Ok(LifecycleGuard { reservation: self, locked: true })
             }
             Err(TimedOut) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock timed out");
-                self.leaked = on(self.mutants, Mutant::LeakReservationOnTimeout);
+                self.leaked = self.runtime.mutant(Mutant::LEAK_RESERVATION_ON_TIMEOUT);
                 Err(TimedOut)
             }
         }
@@ -50,14 +50,14 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     pub(crate) fn try_acquire(self) -> Option<LifecycleGuard<M, R>> {
         self.entry.lock.try_acquire().then(|| {
             tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock taken (try)");
-            LifecycleGuard { reservation: self, locked: true, forget_on_release: Default::default() }
+            LifecycleGuard { reservation: self, locked: true }
         })
     }
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
     fn drop(&mut self) {
-        if self.leaked || (panicking() && on(self.mutants, Mutant::LeakReservationOnPanic)) {
+        if self.leaked || (panicking() && self.runtime.mutant(Mutant::LEAK_RESERVATION_ON_PANIC)) {
             return;
         }
         self.table.with(|t| t.unreserve(&self.id, &self.entry));
@@ -71,8 +71,6 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
 pub struct LifecycleGuard<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
     reservation: Reservation<M, R>,
     locked: bool,
-    /// Mutant S1b only: retire the entry right after the lock is released.
-    forget_on_release: std::cell::Cell<bool>,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
@@ -91,11 +89,6 @@ impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
         Arc::ptr_eq(&self.reservation.table, table)
     }
 
-    /// Mutant S1b: once released, retire the entry without looking at reservations.
-    pub(crate) fn forget_on_release(&self) {
-        self.forget_on_release.set(true);
-    }
-
     fn release_lock(&mut self) {
         if std::mem::take(&mut self.locked) {
             self.reservation.entry.lock.release();
@@ -107,9 +100,15 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for LifecycleGuard<M, R> {
     fn drop(&mut self) {
         // The lock goes first; the reservation (a field) is released after this body.
         self.release_lock();
-        if self.forget_on_release.get() {
+        if self.reservation.runtime.mutant(Mutant::RETIRE_AFTER_RELEASE) {
+            // The naive fix of S1: once released, an unregistered id's entry is retired
+            // without looking at the reservations other callers hold.
             let id = &self.reservation.id;
-            self.reservation.table.with(|t| t.forget(id));
+            self.reservation.table.with(|t| {
+                if !t.registry.contains_key(id) {
+                    t.forget(id);
+                }
+            });
         }
     }
 }

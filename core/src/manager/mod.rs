@@ -34,7 +34,7 @@ use table::Table;
 use crate::error::{InvalidConfig, ManagerError, SourceError};
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager};
-use crate::mutants::{Mutant, MutantSet, on};
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
 
 /// How a successful [`ModelManager::add_model`] went.
@@ -97,7 +97,6 @@ pub struct ModelManager<L: Loader, R: Runtime = StdRuntime> {
     runtime: R,
     config: ManagerConfig,
     table: SharedTable<L::Model, R>,
-    mutants: MutantSet,
 }
 
 impl<L: Loader> ModelManager<L> {
@@ -121,14 +120,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
 
     fn build(loader: L, config: ManagerConfig, runtime: R) -> Self {
         let table = Arc::new(runtime.monitor(Table::new()));
-        Self { loader, runtime, config, table, mutants: MutantSet::NONE }
-    }
-
-    /// Switches historical bugs back on (model checking only).
-    #[cfg(feature = "mutants")]
-    pub fn with_mutants(mut self, mutants: MutantSet) -> Self {
-        self.mutants = mutants;
-        self
+        Self { loader, runtime, config, table }
     }
 
     /// The configuration this manager runs with.
@@ -169,13 +161,13 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
 
     fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
         let timeout = self.config.lock_timeout();
-        Reservation::new(&self.table, id, &self.runtime, self.mutants)
+        Reservation::new(&self.table, id, &self.runtime)
             .acquire(timeout)
             .map_err(|_| ManagerError::LockTimeout { id: id.clone(), waited: timeout })
     }
 
     fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<L::Model, R>> {
-        Reservation::new(&self.table, id, &self.runtime, self.mutants).try_acquire()
+        Reservation::new(&self.table, id, &self.runtime).try_acquire()
     }
 
     /// Waits at most [`ManagerConfig::lock_timeout`] (in [`Manager::lock`]) for another
@@ -201,7 +193,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                 Ok(Added::Loaded)
             }
             Err(error) => {
-                if on(self.mutants, Mutant::RetireOnLoadFailure) {
+                if self.runtime.mutant(Mutant::RETIRE_ON_LOAD_FAILURE) {
                     self.table.with(|t| t.forget(resolved));
                 }
                 tracing::debug!(id = %resolved, %error, "add: load failed");
@@ -220,7 +212,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             .table
             .with(|t| t.registry.get(id).cloned())
             .ok_or_else(|| ManagerError::NotFound { id: id.clone() })?;
-        let closed = if on(self.mutants, Mutant::UnloadWhileLeased) {
+        let closed = if self.runtime.mutant(Mutant::UNLOAD_WHILE_LEASED) {
             None
         } else {
             Some(slot.close(self.config.lease_drain_timeout())?)
@@ -232,7 +224,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     /// close); a lease that loses the race to the close gets `NotFound`. Never waits.
     fn evict_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<Eviction, ManagerError> {
         self.check_guard(guard)?;
-        if on(self.mutants, Mutant::EvictDrainsLeases) {
+        if self.runtime.mutant(Mutant::EVICT_DRAINS_LEASES) {
             return match self.remove_locked(guard) {
                 Ok(()) => Ok(Eviction::Evicted),
                 Err(ManagerError::Busy { .. }) => Ok(Eviction::InUse),
@@ -331,16 +323,13 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         }
         let removed = self.table.with(|t| {
             let removed = t.registry.remove(id);
-            if on(self.mutants, Mutant::RetireWhileHeld) {
+            if self.runtime.mutant(Mutant::RETIRE_WHILE_HELD) {
                 t.forget(id);
             }
             removed
         });
         drop(removed);
         tracing::debug!(%id, "remove: unloaded");
-        if on(self.mutants, Mutant::RetireAfterRelease) {
-            guard.forget_on_release();
-        }
         Ok(())
     }
 }

@@ -20,6 +20,8 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 pub use std::sync::{Arc, Weak};
+
+use crate::mutants::Mutant;
 pub use std_runtime::StdRuntime;
 pub use timed_lock::TimedLock;
 
@@ -43,6 +45,28 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
     /// Production runtimes read the wall clock; model-checking runtimes use a logical clock that
     /// only moves when the checker lets a deadline pass.
     fn now(&self) -> Duration;
+
+    /// Whether the historical bug `mutant` is switched back on.
+    ///
+    /// Only model-checking runtimes ever answer `true` (for the switches a scenario turned
+    /// on). The default, which [`StdRuntime`] keeps, is the constant `false`: the optimizer
+    /// removes every historical-bug body, and production types carry no mutant state.
+    #[inline(always)]
+    fn mutant(&self, mutant: Mutant) -> bool {
+        let _ = mutant;
+        false
+    }
+
+    /// Reports a broken internal invariant that the code survives (it saturates instead of
+    /// wrapping), such as a charge debited twice. Only a switched-on mutant can reach one.
+    ///
+    /// Called outside every monitor, possibly from a `Drop`. The default fails a debug build
+    /// (it is a defect of this crate) and logs in a release build; model-checking runtimes
+    /// record it as a violation of the running execution instead of panicking.
+    fn defect(&self, what: &'static str) {
+        tracing::error!(defect = what, "internal invariant broken");
+        debug_assert!(false, "internal invariant broken: {what}");
+    }
 }
 
 /// A value behind a poison-free mutex, with condition waits.
@@ -76,8 +100,7 @@ pub trait Monitor<T>: Send + Sync {
 
 /// Whether the current thread is unwinding a panic.
 ///
-/// Drop guards use it to tell a normal exit from an unwinding one (only the `mutants` build
-/// behaves differently on the two).
+/// Drop guards use it to tell a normal exit from an unwinding one.
 pub fn panicking() -> bool {
     std::thread::panicking()
 }

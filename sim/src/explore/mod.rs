@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use resident::mutants::MutantSet;
+use crate::mutant_set::MutantSet;
 use serde::{Deserialize, Serialize};
 use shuttle::scheduler::{PctScheduler, RandomScheduler, Scheduler};
 use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
@@ -69,7 +69,7 @@ impl FromStr for Checker {
 }
 
 /// How to explore.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Plan {
     /// shuttle: executions to run. loom: ignored (loom explores until done).
     pub iterations: usize,
@@ -159,7 +159,7 @@ fn shuttle_explore<S: Scheduler + 'static>(
     let result = quiet::run(|| {
         runner.run(move || {
             trace::reset();
-            body(mutants);
+            body(&mutants);
         })
     });
     match result {
@@ -188,7 +188,7 @@ fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failu
         builder.check(move || {
             count.fetch_add(1, Ordering::Relaxed);
             trace::reset();
-            body(mutants);
+            body(&mutants);
         })
     });
     let iterations = executions.load(Ordering::Relaxed);
@@ -216,16 +216,16 @@ pub struct Replayed {
 pub fn replay(
     scenario: &'static Scenario,
     schedule: &RecordedSchedule,
-    mutants: MutantSet,
+    mutants: &MutantSet,
 ) -> Result<Replayed, schedule::ScheduleError> {
     let diverged = Arc::new(Mutex::new(None));
     let scheduler = Replay::new(schedule, Arc::clone(&diverged))?;
     let runner = Runner::new(scheduler, shuttle_config());
-    let body = scenario.shuttle;
+    let (body, mutants) = (scenario.shuttle, mutants.clone());
     let result = quiet::run(|| {
         runner.run(move || {
             trace::reset();
-            body(mutants);
+            body(&mutants);
         })
     });
     let diverged = diverged.lock().expect("divergence lock").clone();

@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Condvar, Mutex};
+use resident::mutants::Mutant;
 use resident::runtime::{Arc, Monitor, Runtime, TimedOut, Weak};
 
 use super::SimRuntime;
+use crate::mutant_set::MutantSet;
 
 held_monitors!(loom);
 
@@ -23,6 +25,7 @@ held_monitors!(loom);
 pub struct LoomRuntime {
     clock: Arc<AtomicU64>,
     timeouts: bool,
+    mutants: Arc<MutantSet>,
     wakers: Arc<Mutex<Vec<Arc<dyn Wake>>>>,
 }
 
@@ -51,6 +54,14 @@ impl Runtime for LoomRuntime {
 
     fn now(&self) -> Duration {
         Duration::from_nanos(self.clock.load(Ordering::SeqCst))
+    }
+
+    fn mutant(&self, mutant: Mutant) -> bool {
+        self.mutants.contains(mutant)
+    }
+
+    fn defect(&self, what: &'static str) {
+        crate::violation::Violation::record("defect", what.to_owned());
     }
 }
 
@@ -126,8 +137,13 @@ checker_threads!(counter: loom);
 impl SimRuntime for LoomRuntime {
     checker_threads!(threads: loom);
 
-    fn for_execution(timeouts: bool) -> Self {
-        Self { clock: Arc::new(AtomicU64::new(0)), timeouts, wakers: Arc::new(Mutex::new(Vec::new())) }
+    fn for_execution(timeouts: bool, mutants: MutantSet) -> Self {
+        Self {
+            clock: Arc::new(AtomicU64::new(0)),
+            timeouts,
+            mutants: Arc::new(mutants),
+            wakers: Arc::new(Mutex::new(Vec::new())),
+        }
     }
 
     fn advance_clock(&self, by: Duration) {

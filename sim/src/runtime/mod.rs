@@ -140,8 +140,9 @@ pub trait SimRuntime: Runtime {
     /// Which checker this is, as written in replay files (`shuttle` or `loom`).
     const NAME: &'static str;
 
-    /// Creates the runtime for one execution; `timeouts` says whether bounded waits may expire.
-    fn for_execution(timeouts: bool) -> Self;
+    /// Creates the runtime for one execution; `timeouts` says whether bounded waits may expire,
+    /// `mutants` which historical bugs the code under test switches back on.
+    fn for_execution(timeouts: bool, mutants: crate::mutant_set::MutantSet) -> Self;
 
     /// Spawns a named checker thread.
     fn spawn<T, F>(&self, name: &str, f: F) -> Self::Handle<T>

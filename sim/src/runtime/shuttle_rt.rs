@@ -3,12 +3,14 @@
 use std::fmt;
 use std::time::Duration;
 
+use resident::mutants::Mutant;
 use resident::runtime::{Arc, Monitor, Runtime, TimedOut};
 use shuttle::rand::RngCore;
 use shuttle::sync::Mutex;
 use shuttle::sync::atomic::{AtomicU64, Ordering};
 
 use super::SimRuntime;
+use crate::mutant_set::MutantSet;
 
 held_monitors!(shuttle);
 
@@ -20,6 +22,7 @@ const TIMEOUT_ODDS: u64 = 4;
 pub struct ShuttleRuntime {
     clock: Arc<AtomicU64>,
     timeouts: bool,
+    mutants: Arc<MutantSet>,
 }
 
 impl fmt::Debug for ShuttleRuntime {
@@ -49,6 +52,14 @@ impl Runtime for ShuttleRuntime {
 
     fn now(&self) -> Duration {
         Duration::from_nanos(self.clock.load(Ordering::SeqCst))
+    }
+
+    fn mutant(&self, mutant: Mutant) -> bool {
+        self.mutants.contains(mutant)
+    }
+
+    fn defect(&self, what: &'static str) {
+        crate::violation::Violation::record("defect", what.to_owned());
     }
 }
 
@@ -93,8 +104,8 @@ checker_threads!(counter: shuttle);
 impl SimRuntime for ShuttleRuntime {
     checker_threads!(threads: shuttle);
 
-    fn for_execution(timeouts: bool) -> Self {
-        Self { clock: Arc::new(AtomicU64::new(0)), timeouts }
+    fn for_execution(timeouts: bool, mutants: MutantSet) -> Self {
+        Self { clock: Arc::new(AtomicU64::new(0)), timeouts, mutants: Arc::new(mutants) }
     }
 
     fn advance_clock(&self, by: Duration) {

@@ -5,7 +5,6 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use resident::cache::{DeviceCache, ModelGuard, Put};
-use resident::mutants::MutantSet;
 use resident::runtime::Arc;
 
 use crate::cache_world::{CacheWorld, Weights, ensure_resident};
@@ -65,12 +64,11 @@ fn shutdown_thread<R: SimRuntime>(world: &CacheWorld<R>, cache: usize) -> R::Han
 /// shutting the cache down at any point; then A1 and A6.
 fn user_against_shutdown<R: SimRuntime>(
     rt: R,
-    mutants: MutantSet,
     cap: u64,
     preload_m: bool,
     user: impl FnOnce(Cache<R>) + Send + 'static,
 ) {
-    let world = CacheWorld::new(rt, mutants, cap, 1);
+    let world = CacheWorld::new(rt, cap, 1);
     if preload_m {
         preload(&world.caches[0], "m", 30);
     }
@@ -82,13 +80,13 @@ fn user_against_shutdown<R: SimRuntime>(
 
 /// C-R1: T1 uses m on cuda:0 while cuda:0 shuts down and cuda:1 reloads m: the reload adopts T1's
 /// canonical (one copy, counted once).
-pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    shutdown_between_get_and_lock(rt, mutants, true);
+pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R) {
+    shutdown_between_get_and_lock(rt, true);
 }
 
 /// C-R3: shutdown lands inside m's admission window; the loader still gets its record.
-pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
+pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R) {
+    user_against_shutdown(rt, 100, false, |c0: Cache<R>| {
         let admission =
             c0.put("m", Weights::plain(30), 30, Put::default()).expect("put before or after shutdown");
         R::yield_now();
@@ -99,8 +97,8 @@ pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R, mutants: Mutant
 
 /// C-R5 / C-R14: shutdown between the lookup of `get` and the first lock; with a peer reload
 /// (C-R14) the reload must adopt the same canonical.
-fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, mutants: MutantSet, peer_reload: bool) {
-    let world = CacheWorld::new(rt, mutants, 100, 2);
+fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool) {
+    let world = CacheWorld::new(rt, 100, 2);
     preload(&world.caches[0], "m", 30);
     let (held, reloaded) = (world.mailbox(), world.mailbox());
     let (c0, h1, r1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&reloaded));
@@ -140,18 +138,18 @@ fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, mutants: MutantSet, peer_
 }
 
 /// C-R5.
-pub(super) fn shutdown_before_first_lock<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    shutdown_between_get_and_lock(rt, mutants, false);
+pub(super) fn shutdown_before_first_lock<R: SimRuntime>(rt: R) {
+    shutdown_between_get_and_lock(rt, false);
 }
 
 /// C-R14.
-pub(super) fn hold_armed_with_lookup<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    shutdown_between_get_and_lock(rt, mutants, true);
+pub(super) fn hold_armed_with_lookup<R: SimRuntime>(rt: R) {
+    shutdown_between_get_and_lock(rt, true);
 }
 
 /// C-R6: a holder dropped unused after shutdown still releases: the stale record goes.
-pub(super) fn abandoned_holder<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    user_against_shutdown(rt, mutants, 100, true, |c0: Cache<R>| {
+pub(super) fn abandoned_holder<R: SimRuntime>(rt: R) {
+    user_against_shutdown(rt, 100, true, |c0: Cache<R>| {
         let loaded = c0.get("m");
         R::yield_now();
         drop(loaded);
@@ -159,8 +157,8 @@ pub(super) fn abandoned_holder<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// C-R12: a loader cancelled between `put` and `get`, before or after shutdown, still releases.
-pub(super) fn cancelled_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
+pub(super) fn cancelled_admission<R: SimRuntime>(rt: R) {
+    user_against_shutdown(rt, 100, false, |c0: Cache<R>| {
         let admission = c0.put("m", Weights::plain(30), 30, Put::default());
         R::yield_now();
         drop(admission);
@@ -168,8 +166,8 @@ pub(super) fn cancelled_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// C-R13: a prefetch after shutdown is refused; before it, it is an ordinary admission.
-pub(super) fn prefetch_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    user_against_shutdown(rt, mutants, 100, false, |c0: Cache<R>| {
+pub(super) fn prefetch_after_shutdown<R: SimRuntime>(rt: R) {
+    user_against_shutdown(rt, 100, false, |c0: Cache<R>| {
         let prefetch = c0.put("m", Weights::plain(30), 30, Put { prefetch: true, ..Put::default() });
         let refused = matches!(prefetch, Err(resident::CacheError::ShutDown { .. }));
         ensure!(prefetch.is_ok() || refused, "contract", "prefetch gave {prefetch:?}");
@@ -178,8 +176,8 @@ pub(super) fn prefetch_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) 
 }
 
 /// C-R7: a sibling admission (and its make_room) must not strip or evict a held record.
-pub(super) fn sibling_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 50, 1);
+pub(super) fn sibling_admission<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 50, 1);
     preload(&world.caches[0], "first", 30);
     let c0 = Arc::clone(&world.caches[0]);
     let t1 = world.rt.spawn("T1", move || {
@@ -194,8 +192,8 @@ pub(super) fn sibling_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// C-R8: a stale record's unlock must not evict it while a second holder exists.
-pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
+pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
     preload(&world.caches[0], "m", 30);
     let (holding, down) = (world.mailbox(), world.mailbox());
     let first = world.caches[0].get("m").expect("preloaded").lock();
@@ -219,8 +217,8 @@ pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R, mutants: Mut
 }
 
 /// C-R9: a holder panics while locked, another while holding: unwinding releases everything.
-pub(super) fn holder_panics<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
+pub(super) fn holder_panics<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
     preload(&world.caches[0], "m", 30);
     let spawn_panicker = |name: &'static str, lock: bool| {
         let c0 = Arc::clone(&world.caches[0]);
@@ -252,8 +250,8 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// C-R4 / C-R27: m is dropped while in use and re-admitted in the same cache and a peer: the
 /// re-admission gets fresh weights, and the old record's last release touches only itself.
-pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 200, 2);
+pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 200, 2);
     preload(&world.caches[0], "m", 30);
     let (dropped, loaded, released) = (world.mailbox(), world.mailbox(), world.mailbox());
     let old = world.caches[0].get("m").expect("preloaded").lock();
@@ -287,8 +285,8 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// C-R18: cuda:0 is over the budget with a locked record when cuda:1 asks it for room; its
 /// unlock, later, must honour the request: the budget is back under its cap at quiescence.
-pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 50, 2);
+pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 50, 2);
     preload(&world.caches[0], "a", 30);
     let a = world.caches[0].get("a").expect("preloaded").lock();
     // Over the cap: a is locked on cuda:0 and b on cuda:1.
@@ -317,8 +315,8 @@ pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R, mutants: MutantSet)
 /// C-R19: T1's admission on cuda:0 overshoots while T2 is inside an operation on cuda:1, whose
 /// idle record must go. T1's try of cuda:1's lock may fail; T2, releasing, must then see the flag
 /// T1 set before trying. Checked at quiescence, with T1's model still locked.
-pub(super) fn reconcile_no_lost_wakeup<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 50, 2);
+pub(super) fn reconcile_no_lost_wakeup<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 50, 2);
     preload(&world.caches[1], "b", 30);
     let c0 = Arc::clone(&world.caches[0]);
     let t1 = world.rt.spawn("T1", move || load(&c0, "a", 30, "T1"));
@@ -339,8 +337,8 @@ pub(super) fn reconcile_no_lost_wakeup<R: SimRuntime>(rt: R, mutants: MutantSet)
 /// C-R21: two admissions on cuda:0 each overshoot and ask cuda:1 (two idle records) to
 /// reconcile. The second request may land while the first reconcile still holds cuda:1's lock,
 /// after its eviction loop saw the budget satisfied: that reconcile's clear must not erase it.
-pub(super) fn reconcile_flag_survives_clear<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 50, 2);
+pub(super) fn reconcile_flag_survives_clear<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 50, 2);
     preload(&world.caches[1], "b", 20);
     preload(&world.caches[1], "c", 20);
     let spawn_loader = |name: &'static str, key: &'static str| {
@@ -355,8 +353,8 @@ pub(super) fn reconcile_flag_survives_clear<R: SimRuntime>(rt: R, mutants: Mutan
 }
 
 /// C-R22: a cache over the budget because of its own locked record reconciles at its unlock.
-pub(super) fn own_overshoot<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 50, 1);
+pub(super) fn own_overshoot<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 50, 1);
     let both = (world.mailbox(), world.mailbox());
     let spawn_user = |name: &'static str,
                       key: &'static str,
@@ -379,8 +377,8 @@ pub(super) fn own_overshoot<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// C-R23: a reconcile after m's admission must not evict m before its first use.
-pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 40, 1);
+pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 40, 1);
     preload(&world.caches[0], "y", 30);
     let y = world.caches[0].get("y").expect("preloaded").lock();
     let admitted = world.mailbox();
@@ -399,8 +397,8 @@ pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R, mutants: MutantSe
 }
 
 /// C-R26: caches dropped without shutdown release everything; nothing stays pinned meanwhile.
-pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 2);
+pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 2);
     let spawn_user = |name: &'static str, cache: usize| {
         let c = Arc::clone(&world.caches[cache]);
         world.rt.spawn(name, move || {
@@ -434,8 +432,8 @@ pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet)
 }
 
 /// C-R28: two peers load m at once: one canonical, whoever wins the race.
-pub(super) fn adoption_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 2);
+pub(super) fn adoption_race<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 2);
     let (from0, from1) = (world.mailbox(), world.mailbox());
     let spawn_loader = |name: &'static str,
                         cache: usize,
@@ -459,8 +457,8 @@ pub(super) fn adoption_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// C-K1: keep-alive expiry racing a get-then-lock, and shutdown cancelling keep-alive for good.
-pub(super) fn keep_alive<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
+pub(super) fn keep_alive<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
     let ten = std::time::Duration::from_secs(10);
     ensure!(world.caches[0].set_keep_alive(Some(ten)), "contract", "keep-alive refused before shutdown");
     preload(&world.caches[0], "m", 30);
@@ -489,8 +487,8 @@ pub(super) fn keep_alive<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// C-R2: a shared record in use at shutdown is evicted at its last release with its bytes
 /// debited as shared (by its canonical), never from the cache's private count.
-pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 1);
+pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
     preload(&world.caches[0], "m", 30);
     let private = Put { shared: false, ..Put::default() };
     drop(world.caches[0].put("p", Weights::plain(20), 20, private).expect("setup put"));

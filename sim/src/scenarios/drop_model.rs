@@ -6,7 +6,6 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use resident::cache::Put;
-use resident::mutants::MutantSet;
 use resident::runtime::Arc;
 
 use super::cache::{finish, join, load, preload};
@@ -18,8 +17,8 @@ use crate::violation::InjectedPanic;
 
 /// C-D1: T1 keeps m locked on cuda:0 and n locked on cuda:1; T2 drops m and then gets it, T3
 /// shuts cuda:1 down and then gets n: both gets miss the stale records.
-pub(super) fn get_misses_stale<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 100, 2);
+pub(super) fn get_misses_stale<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 2);
     preload(&world.caches[0], "m", 30);
     preload(&world.caches[1], "n", 30);
     let (locked, done) = (world.mailbox(), world.mailbox());
@@ -56,8 +55,8 @@ pub(super) fn get_misses_stale<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// C-D2: T1 holds `m:vae` on cuda:0 and `m` on cuda:1; T2 drops m through cuda:0. cuda:1's `m`
 /// is stale (its get misses) and a reload of `m:vae` on cuda:1 does not adopt the old canonical.
-pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 2);
+pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 2);
     let (locked, done) = (world.mailbox(), world.mailbox());
     let (c0, c1, l1, d1) =
         (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked), Arc::clone(&done));
@@ -85,8 +84,8 @@ pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R, mutants: Mut
 
 /// C-D3: T1 keeps m's canonical alive on cuda:0; T2 adopts it on cuda:1 (`adopt`) while T3
 /// drops m through the group. Afterwards a `get` of m on cuda:1 never serves the dropped canonical.
-pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 2);
+pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 2);
     preload(&world.caches[0], "m", 30);
     let (locked, done) = (world.mailbox(), world.mailbox());
     let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&locked), Arc::clone(&done));
@@ -127,8 +126,8 @@ pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R, mutants: MutantSet) {
 /// C-D4: T1 and T2 admit m at once; T2's private weights panic when dropped, which happens
 /// inside its `put` if it joins T1's record (they are spare then). The panic strands no
 /// admission: at the end nothing stays pinned (A6).
-pub(super) fn panic_inside_admission<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 1);
+pub(super) fn panic_inside_admission<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
     let script = world.script();
     let c0 = Arc::clone(&world.caches[0]);
     let t1 = world.rt.spawn("T1", move || drop(load(&c0, "m", 30, "T1")));

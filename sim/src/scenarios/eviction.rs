@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use resident::mutants::MutantSet;
 use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
 
 use super::layers::{Depth, cache, finish, join};
@@ -15,8 +14,8 @@ use crate::world::{Base, World, check_queue, traced};
 
 /// M-E1: max_size 1 with A registered; T1 adds N (evicting A) while T2 pins A. A pin that
 /// returned `Ok` while A was registered is honoured: A stays registered until T2 unpins it.
-pub(super) fn pin_during_eviction<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("N", &[], &[]);
+pub(super) fn pin_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| {
@@ -43,8 +42,8 @@ pub(super) fn pin_during_eviction<R: SimRuntime, D: Depth>(rt: R, mutants: Mutan
 /// M-E2: max_size 1 with A registered; T1 adds N (evicting A) while T2 leases A. The eviction
 /// skips a leased A or closes an idle one at once: the lease gets the model or `NotFound`, never
 /// `Removing` or `Busy`, and the eviction never waits on it.
-pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("N", &[], &[]);
+pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| {
@@ -80,16 +79,16 @@ fn nested<R: SimRuntime>(
     preload: &[&str],
 ) -> World<R, Nested<R>> {
     let cfg = |n| FixedSizeConfig::new(n).with_capacity_wait(Duration::from_millis(30));
-    builder.preloaded(preload, |base, mutants| {
-        let inner = FixedSizeCache::new(base, cfg(inner)).expect("valid").with_mutants(mutants);
-        FixedSizeCache::new(inner, cfg(outer)).expect("valid").with_mutants(mutants)
+    builder.preloaded(preload, |base| {
+        let inner = FixedSizeCache::new(base, cfg(inner)).expect("valid");
+        FixedSizeCache::new(inner, cfg(outer)).expect("valid")
     })
 }
 
 /// M-E3: an outer cache (max 2) over an inner one (max 1); A and B are added at once. The inner
 /// cache evicts one of them, and the outer queue must learn it: I4 at both layers.
-pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("B", &[], &[]);
+pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R) {
+    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
     let world = nested(builder, 2, 1, &[]);
     let ta = world.spawn("T1", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
     let tb = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
@@ -103,8 +102,8 @@ pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R, mutants: MutantSet) {
 /// M-E4: an outer cache (max 1) over an inner one (max 2) that pins V, the outer's only queued
 /// id: every plan names V and every eviction skips it, so the cold add of N must fail with
 /// `CapacityExhausted` once its wait has passed.
-pub(super) fn skipped_victims_meet_the_deadline<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("V", &[], &[]).model("N", &[], &[]);
+pub(super) fn skipped_victims_meet_the_deadline<R: SimRuntime>(rt: R) {
+    let builder = World::builder(rt).model("V", &[], &[]).model("N", &[], &[]);
     let world = nested(builder, 1, 2, &["V"]);
     world.manager.get_ref().pin("V").expect("pin in the inner cache only");
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));

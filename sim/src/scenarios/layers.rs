@@ -5,7 +5,6 @@
 use std::panic::resume_unwind;
 use std::time::Duration;
 
-use resident::mutants::MutantSet;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ModelId, Traced};
 
 use crate::ensure;
@@ -57,9 +56,8 @@ pub(super) fn cache<R: SimRuntime, D: Depth>(
     order: &[&str],
 ) -> World<R, Stack<R, D>> {
     let config = FixedSizeConfig::new(max_size).with_capacity_wait(Duration::from_millis(30));
-    let world = builder.preloaded(preload, |base, mutants| {
-        FixedSizeCache::new(D::wrap(base), config).expect("valid config").with_mutants(mutants)
-    });
+    let world =
+        builder.preloaded(preload, |base| FixedSizeCache::new(D::wrap(base), config).expect("valid config"));
     for id in order {
         drop(world.manager.lease(id).expect("preloaded"));
     }
@@ -79,8 +77,8 @@ pub(super) fn finish<R: SimRuntime, M: Manager<Model = SimModel<R>, Runtime = R>
 
 /// M-S3: T1 removes X and blocks inside its unload; T2 adds X meanwhile. T2 must not be told
 /// "warm" about a model whose removal already started.
-pub(super) fn warm_path_vs_remove<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[], &[]).gate_unloads(&["X"]);
+pub(super) fn warm_path_vs_remove<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[], &[]).gate_unloads(&["X"]);
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let probe = std::sync::Arc::clone(&world.probe);
@@ -98,9 +96,8 @@ pub(super) fn warm_path_vs_remove<R: SimRuntime, D: Depth>(rt: R, mutants: Mutan
 }
 
 /// M-S4: queue [A, X, B]; removing X fails in its unload. The queue keeps its exact order.
-pub(super) fn failed_remove_keeps_order<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder =
-        World::builder(rt, mutants).model("A", &[], &[]).model("X", &[], &[Step::Fail]).model("B", &[], &[]);
+pub(super) fn failed_remove_keeps_order<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("A", &[], &[]).model("X", &[], &[Step::Fail]).model("B", &[], &[]);
     let world = cache::<R, D>(builder, 4, &["A", "B", "X"], &["A", "X", "B"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
@@ -115,8 +112,8 @@ pub(super) fn failed_remove_keeps_order<R: SimRuntime, D: Depth>(rt: R, mutants:
 
 /// M-S5: queue [P1, P2, A, B], P1 and P2 pinned, full; adding N must evict A, whose unload
 /// fails. Pins and the failed victim keep their places; N is nowhere.
-pub(super) fn failed_eviction_restores<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants)
+pub(super) fn failed_eviction_restores<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt)
         .model("P1", &[], &[])
         .model("P2", &[], &[])
         .model("A", &[], &[Step::Fail])
@@ -138,8 +135,8 @@ pub(super) fn failed_eviction_restores<R: SimRuntime, D: Depth>(rt: R, mutants: 
 }
 
 /// M-S6: two concurrent cold adds of X: one load, X queued once.
-pub(super) fn concurrent_cold_adds<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[], &[]);
+pub(super) fn concurrent_cold_adds<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[], &[]);
     let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles = ["T1", "T2"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
@@ -149,8 +146,8 @@ pub(super) fn concurrent_cold_adds<R: SimRuntime, D: Depth>(rt: R, mutants: Muta
 
 /// M-S6b: X's first load fails while a second add of X waits; the failure's rollback must not
 /// drop the entry the second add makes.
-pub(super) fn rollback_keeps_peer_entry<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[Step::Fail], &[]).work(0);
+pub(super) fn rollback_keeps_peer_entry<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[Step::Fail], &[]).work(0);
     let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles = ["T1", "T2"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
@@ -160,12 +157,9 @@ pub(super) fn rollback_keeps_peer_entry<R: SimRuntime, D: Depth>(rt: R, mutants:
 }
 
 /// M-S6c: max_size 2 with A registered; cold adds of X and Y at once must not make 3 models.
-pub(super) fn capacity_under_concurrent_loads<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants)
-        .model("A", &[], &[])
-        .model("X", &[], &[])
-        .model("Y", &[], &[])
-        .capacity(2);
+pub(super) fn capacity_under_concurrent_loads<R: SimRuntime, D: Depth>(rt: R) {
+    let builder =
+        World::builder(rt).model("A", &[], &[]).model("X", &[], &[]).model("Y", &[], &[]).capacity(2);
     let world = cache::<R, D>(builder, 2, &["A"], &[]);
     let tx = world.spawn("T1", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
     let ty = world.spawn("T2", |m, t| traced(t, "add(Y)", || m.add_model("Y", None)));
@@ -178,8 +172,8 @@ pub(super) fn capacity_under_concurrent_loads<R: SimRuntime, D: Depth>(rt: R, mu
 }
 
 /// M-S7: X is registered; adding X under the alias Y must load Y, not answer "warm".
-pub(super) fn alias_uses_resolved_id<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[], &[]);
+pub(super) fn alias_uses_resolved_id<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[], &[]);
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| {
         let added = traced(t, "add(X as Y)", || m.add_model("X", Some("Y")));
@@ -195,9 +189,8 @@ pub(super) fn alias_uses_resolved_id<R: SimRuntime, D: Depth>(rt: R, mutants: Mu
 }
 
 /// M-S8: max_size 2, queue [V, A]; adding N evicts V while V is added again.
-pub(super) fn eviction_vs_reload<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder =
-        World::builder(rt, mutants).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]).work(0);
+pub(super) fn eviction_vs_reload<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]).work(0);
     let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| {
@@ -212,8 +205,8 @@ pub(super) fn eviction_vs_reload<R: SimRuntime, D: Depth>(rt: R, mutants: Mutant
 }
 
 /// M-S9: S2 through the cache: X's first load fails while two more callers add X.
-pub(super) fn load_failure_through_cache<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[Step::Fail], &[]);
+pub(super) fn load_failure_through_cache<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[Step::Fail], &[]);
     let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles =
         ["H", "W", "N"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
@@ -227,12 +220,12 @@ pub(super) fn load_failure_through_cache<R: SimRuntime, D: Depth>(rt: R, mutants
 type Nested<R> = FixedSizeCache<Traced<FixedSizeCache<Base<R>>>>;
 
 /// M-S10: nested caches; every method works at depth, and pins reach the inner cache.
-pub(super) fn nested_stacks<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
+pub(super) fn nested_stacks<R: SimRuntime>(rt: R) {
+    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
     let cfg = |n| FixedSizeConfig::new(n).with_capacity_wait(Duration::from_millis(30));
-    let world: World<R, Nested<R>> = builder.stack(|base, mutants| {
-        let inner = FixedSizeCache::new(base, cfg(2)).expect("valid").with_mutants(mutants);
-        FixedSizeCache::new(Traced::new(inner), cfg(3)).expect("valid").with_mutants(mutants)
+    let world: World<R, Nested<R>> = builder.stack(|base| {
+        let inner = FixedSizeCache::new(base, cfg(2)).expect("valid");
+        FixedSizeCache::new(Traced::new(inner), cfg(3)).expect("valid")
     });
     let m = &world.manager;
     m.add_model("A", None).expect("add A");
@@ -265,9 +258,8 @@ pub(super) fn nested_stacks<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-S11: max_size 2, queue [V, A]; adding N must evict V, whose unload fails.
-pub(super) fn failed_eviction_no_phantom<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder =
-        World::builder(rt, mutants).model("V", &[], &[Step::Fail]).model("A", &[], &[]).model("N", &[], &[]);
+pub(super) fn failed_eviction_no_phantom<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("V", &[], &[Step::Fail]).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
@@ -281,8 +273,8 @@ pub(super) fn failed_eviction_no_phantom<R: SimRuntime, D: Depth>(rt: R, mutants
 }
 
 /// M-S12: a lease of an unknown id, and a lease racing a remove: no phantom queue entries.
-pub(super) fn touch_of_unknown_ids<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[], &[]);
+pub(super) fn touch_of_unknown_ids<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[], &[]);
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "lease(Z)", || m.lease("Z").map(drop)));
     let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
@@ -302,8 +294,8 @@ pub(super) fn touch_of_unknown_ids<R: SimRuntime, D: Depth>(rt: R, mutants: Muta
 
 /// M-S13: max_size 2, queue [V, A]; adding N must evict while warm adds hold V's and A's
 /// lifecycle locks and touch the queue. No lock-order cycle, no timeout needed.
-pub(super) fn lock_order<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]);
+pub(super) fn lock_order<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(V)", || m.add_model("V", None)));
@@ -315,8 +307,8 @@ pub(super) fn lock_order<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
 
 /// M-L2: max_size 2, queue [A, B]; the main thread holds a lease on A while N is added and A is
 /// leased again: eviction must take B, never the model in use.
-pub(super) fn eviction_skips_in_use<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("A", &[], &[]).model("B", &[], &[]).model("N", &[], &[]);
+pub(super) fn eviction_skips_in_use<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 2, &["A", "B"], &[]);
     let held = world.manager.lease("A").expect("A is registered");
     drop(world.manager.lease("B").expect("B is registered")); // A, in use, is now the LRU

@@ -2,7 +2,6 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use resident::mutants::MutantSet;
 use resident::{Manager, ManagerError, ModelManager};
 
 use crate::ensure;
@@ -15,8 +14,8 @@ fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
 }
 
 /// M-S1 / M-S1b: X is registered; T1 removes it while T2 and T3 add it back.
-pub(super) fn split_generation<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = World::builder(rt, mutants).model("X", &[], &[]).build();
+pub(super) fn split_generation<R: SimRuntime>(rt: R) {
+    let world = World::builder(rt).model("X", &[], &[]).build();
     world.manager.add_model("X", None).expect("setup load succeeds");
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
@@ -29,8 +28,8 @@ pub(super) fn split_generation<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-S2 / M-S2t: X's first load fails while two more callers add X.
-pub(super) fn load_failure<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = World::builder(rt, mutants).model("X", &[Step::Fail], &[]).build();
+pub(super) fn load_failure<R: SimRuntime>(rt: R) {
+    let world = World::builder(rt).model("X", &[Step::Fail], &[]).build();
     let handles =
         ["H", "W", "N"].map(|name| world.spawn(name, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
@@ -51,8 +50,8 @@ pub(super) fn load_failure<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-S2p: X's first load panics while two more callers add X.
-pub(super) fn load_panic<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = World::builder(rt, mutants).model("X", &[Step::Panic], &[]).build();
+pub(super) fn load_panic<R: SimRuntime>(rt: R) {
+    let world = World::builder(rt).model("X", &[Step::Panic], &[]).build();
     let handles = ["H", "W", "N"].map(|name| {
         world.spawn(name, |m, t| {
             traced(t, "add(X)", || match catch_unwind(AssertUnwindSafe(|| m.add_model("X", None))) {
@@ -71,8 +70,8 @@ pub(super) fn load_panic<R: SimRuntime>(rt: R, mutants: MutantSet) {
 }
 
 /// M-L1: X is registered; T1 serves from a lease while T2 removes X and T3 tries a lease.
-pub(super) fn remove_under_lease<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = World::builder(rt, mutants).model("X", &[], &[]).build();
+pub(super) fn remove_under_lease<R: SimRuntime>(rt: R) {
+    let world = World::builder(rt).model("X", &[], &[]).build();
     world.manager.add_model("X", None).expect("setup load succeeds");
     let serve = |m: &ModelManager<SimLoader<R>, R>, t: &'static str| {
         traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t)))

@@ -13,12 +13,14 @@ mod manager;
 mod panics;
 mod placement;
 
-use resident::mutants::{Mutant, MutantSet};
+use resident::mutants::Mutant;
+
+use crate::mutant_set::MutantSet;
 
 use crate::runtime::{LoomRuntime, ShuttleRuntime, SimRuntime};
 
 /// The body of a scenario on one runtime.
-pub type Body = fn(MutantSet);
+pub type Body = fn(&MutantSet);
 
 /// One catalogue entry.
 #[derive(Debug, Clone, Copy)]
@@ -40,15 +42,16 @@ pub struct Scenario {
 }
 
 /// Runs a scenario body on runtime `R` for one execution: sets up time, runs, joins the timer.
-pub fn execute<R: SimRuntime>(timeouts: bool, mutants: MutantSet, body: fn(R, MutantSet)) {
+pub fn execute<R: SimRuntime>(timeouts: bool, mutants: &MutantSet, body: fn(R)) {
     crate::trace::set_thread_namer(R::thread_name);
     crate::violation::begin_execution(R::yield_now);
-    let rt = R::for_execution(timeouts);
+    let rt = R::for_execution(timeouts, mutants.clone());
     let timer = rt.start_time();
-    body(rt, mutants);
+    body(rt);
     if let Some(timer) = timer {
         R::join(timer).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
     }
+    crate::violation::fail_if_recorded();
 }
 
 macro_rules! scenario {
@@ -82,122 +85,122 @@ macro_rules! one_deep {
 /// Every scenario, in catalogue order.
 pub const CATALOGUE: &[Scenario] = &[
     scenario!("M-S1", "split lock generation: remove(X) races two add(X) (upstream S1)",
-        timeouts: false, loom: Some(2), targets: [RetireWhileHeld], manager::split_generation),
+        timeouts: false, loom: Some(2), targets: [RETIRE_WHILE_HELD], manager::split_generation),
     scenario!("M-S1b", "the naive fix: retire the entry after release while a waiter holds it (S1b)",
-        timeouts: false, loom: Some(2), targets: [RetireAfterRelease], manager::split_generation),
+        timeouts: false, loom: Some(2), targets: [RETIRE_AFTER_RELEASE], manager::split_generation),
     scenario!("M-S2", "loader failure while a waiter holds the old generation (S2)",
-        timeouts: false, loom: Some(2), targets: [RetireOnLoadFailure], manager::load_failure),
+        timeouts: false, loom: Some(2), targets: [RETIRE_ON_LOAD_FAILURE], manager::load_failure),
     scenario!("M-S2t", "S2 where waiters time out: every reservation is released (S2, timeout)",
-        timeouts: true, loom: Some(1), targets: [LeakReservationOnTimeout], manager::load_failure),
+        timeouts: true, loom: Some(1), targets: [LEAK_RESERVATION_ON_TIMEOUT], manager::load_failure),
     scenario!("M-S2p", "S2 where the loader panics: the panic reaches its caller only (S2, panic)",
-        timeouts: false, loom: Some(2), targets: [LeakReservationOnPanic], manager::load_panic),
+        timeouts: false, loom: Some(2), targets: [LEAK_RESERVATION_ON_PANIC], manager::load_panic),
     scenario!("M-L1", "remove never unloads a model under a live lease",
-        timeouts: false, loom: Some(2), targets: [UnloadWhileLeased], manager::remove_under_lease),
+        timeouts: false, loom: Some(2), targets: [UNLOAD_WHILE_LEASED], manager::remove_under_lease),
     scenario!("M-S3", "a decorator's warm path must not bypass a remove in progress (S3)",
-        timeouts: true, loom: Some(1), targets: [UnlockedWarmPath], layers::warm_path_vs_remove::<_, layers::ThreeDeep>),
+        timeouts: true, loom: Some(1), targets: [UNLOCKED_WARM_PATH], layers::warm_path_vs_remove::<_, layers::ThreeDeep>),
     scenario!("M-S4", "a failed direct remove keeps the exact LRU order (S4)",
-        timeouts: false, loom: Some(2), targets: [QueueRemovalFirst], layers::failed_remove_keeps_order::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(2), targets: [QUEUE_REMOVAL_FIRST], layers::failed_remove_keeps_order::<_, layers::ThreeDeep>),
     scenario!("M-S5", "a failed eviction restores skipped pins and the failed victim (S5)",
-        timeouts: false, loom: Some(2), targets: [NoEvictionRestore], layers::failed_eviction_restores::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(2), targets: [NO_EVICTION_RESTORE], layers::failed_eviction_restores::<_, layers::ThreeDeep>),
     scenario!("M-S6", "concurrent cold adds of one id queue it once (S6)",
-        timeouts: false, loom: Some(2), targets: [NoQueueDedup], layers::concurrent_cold_adds::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(2), targets: [NO_QUEUE_DEDUP], layers::concurrent_cold_adds::<_, layers::ThreeDeep>),
     scenario!("M-S6b", "a failed load's rollback must not drop a peer's queue entry (S6b)",
-        timeouts: false, loom: Some(2), targets: [RollbackRemovesAll], layers::rollback_keeps_peer_entry::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(2), targets: [ROLLBACK_REMOVES_ALL], layers::rollback_keeps_peer_entry::<_, layers::ThreeDeep>),
     scenario!("M-S6c", "max_size holds under simultaneous cold loads of different ids (S6c)",
-        timeouts: true, loom: None, targets: [CapacityIgnoresInflight], layers::capacity_under_concurrent_loads::<_, layers::ThreeDeep>),
+        timeouts: true, loom: None, targets: [CAPACITY_IGNORES_INFLIGHT], layers::capacity_under_concurrent_loads::<_, layers::ThreeDeep>),
     scenario!("M-S7", "every layer uses the resolved id: an alias of a registered model loads (S7)",
-        timeouts: false, loom: Some(2), targets: [CanonicalWarmCheck], layers::alias_uses_resolved_id::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(2), targets: [CANONICAL_WARM_CHECK], layers::alias_uses_resolved_id::<_, layers::ThreeDeep>),
     scenario!("M-S8", "eviction racing a reload of the victim (S8)",
-        timeouts: false, loom: None, targets: [WarmTouchOutsideLock], layers::eviction_vs_reload::<_, layers::ThreeDeep>),
+        timeouts: false, loom: None, targets: [WARM_TOUCH_OUTSIDE_LOCK], layers::eviction_vs_reload::<_, layers::ThreeDeep>),
     scenario!("M-S9", "S2 through the cache: loader failure with waiters (S9)",
-        timeouts: false, loom: Some(1), targets: [RetireOnLoadFailure], layers::load_failure_through_cache::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(1), targets: [RETIRE_ON_LOAD_FAILURE], layers::load_failure_through_cache::<_, layers::ThreeDeep>),
     scenario!("M-S10", "nested stacks: cache over tracing over cache over base, all methods (S10)",
-        timeouts: false, loom: None, targets: [PinNotForwarded], layers::nested_stacks),
+        timeouts: false, loom: None, targets: [PIN_NOT_FORWARDED], layers::nested_stacks),
     scenario!("M-S11", "new id queued before eviction, then the victim's unload fails (S11)",
-        timeouts: false, loom: Some(2), targets: [AppendBeforeEvict], layers::failed_eviction_no_phantom::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(2), targets: [APPEND_BEFORE_EVICT], layers::failed_eviction_no_phantom::<_, layers::ThreeDeep>),
     scenario!("M-S12", "a lease of an unknown id, and a lease racing a remove, leave no phantom (S12)",
-        timeouts: false, loom: Some(1), targets: [TouchUnknown], layers::touch_of_unknown_ids::<_, layers::ThreeDeep>),
+        timeouts: false, loom: Some(1), targets: [TOUCH_UNKNOWN], layers::touch_of_unknown_ids::<_, layers::ThreeDeep>),
     scenario!("M-S13", "no lock-order cycle between eviction and warm adds of the victims (S13)",
-        timeouts: false, loom: None, targets: [QueueLockDuringEviction], layers::lock_order::<_, layers::ThreeDeep>),
+        timeouts: false, loom: None, targets: [QUEUE_LOCK_DURING_EVICTION], layers::lock_order::<_, layers::ThreeDeep>),
     scenario!("M-L2", "eviction skips models in use",
-        timeouts: true, loom: None, targets: [EvictLeased], layers::eviction_skips_in_use::<_, layers::ThreeDeep>),
+        timeouts: true, loom: None, targets: [EVICT_LEASED], layers::eviction_skips_in_use::<_, layers::ThreeDeep>),
     scenario!("C-R1", "shutdown keeps a record in use: a peer reload adopts the same canonical (1)",
-        timeouts: false, loom: Some(2), targets: [ShutdownReleasesWeights], cache::shutdown_keeps_weights),
+        timeouts: false, loom: Some(2), targets: [SHUTDOWN_RELEASES_WEIGHTS], cache::shutdown_keeps_weights),
     scenario!("C-R2", "shared bytes are never debited as non-shared after shutdown (2)",
-        timeouts: false, loom: Some(2), targets: [MisDebitShared], cache::shared_debit_after_shutdown),
+        timeouts: false, loom: Some(2), targets: [MIS_DEBIT_SHARED], cache::shared_debit_after_shutdown),
     scenario!("C-R3", "shutdown inside the admission window (3)",
-        timeouts: false, loom: Some(2), targets: [AdmissionUnprotected], cache::shutdown_in_admission_window),
+        timeouts: false, loom: Some(2), targets: [ADMISSION_UNPROTECTED], cache::shutdown_in_admission_window),
     scenario!("C-R4", "detached stale record, key re-admitted, old record's last release (4)",
-        timeouts: false, loom: None, targets: [KeyMatchRelease], cache::drop_model_during_use),
+        timeouts: false, loom: None, targets: [KEY_MATCH_RELEASE], cache::drop_model_during_use),
     scenario!("C-R5", "shutdown between get() and the first lock (5)",
-        timeouts: false, loom: Some(2), targets: [HoldAfterLookup], cache::shutdown_before_first_lock),
+        timeouts: false, loom: Some(2), targets: [HOLD_AFTER_LOOKUP], cache::shutdown_before_first_lock),
     scenario!("C-R6", "a holder dropped unused after shutdown (6)",
-        timeouts: false, loom: Some(2), targets: [UnusedHandleLeaks], cache::abandoned_holder),
+        timeouts: false, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::abandoned_holder),
     scenario!("C-R7", "a sibling admission must not strip or evict a held record (7)",
-        timeouts: false, loom: Some(2), targets: [SiblingAdmissionClearsHolds], cache::sibling_admission),
+        timeouts: false, loom: Some(2), targets: [SIBLING_ADMISSION_CLEARS_HOLDS], cache::sibling_admission),
     scenario!("C-R8", "stale unlock while a second holder exists (8)",
-        timeouts: false, loom: Some(2), targets: [StaleUnlockIgnoresHolds], cache::stale_unlock_with_second_holder),
+        timeouts: false, loom: Some(2), targets: [STALE_UNLOCK_IGNORES_HOLDS], cache::stale_unlock_with_second_holder),
     // Not under loom: loom's threads share one OS thread, so while one unwinds, a guard another
     // drops sees `thread::panicking()` and poisons a loom mutex, whose `lock` then panics.
     scenario!("C-R9", "holders panic while locked or held: unwinding releases everything (9-11)",
-        timeouts: false, loom: None, targets: [UnusedHandleLeaks], cache::holder_panics),
+        timeouts: false, loom: None, targets: [UNUSED_HANDLE_LEAKS], cache::holder_panics),
     scenario!("C-R12", "loader cancelled between put and get, before or after shutdown (12, 15)",
-        timeouts: false, loom: Some(2), targets: [UnusedHandleLeaks], cache::cancelled_admission),
+        timeouts: false, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::cancelled_admission),
     scenario!("C-R13", "post-shutdown prefetch refused (13)",
-        timeouts: false, loom: Some(2), targets: [UnusedHandleLeaks], cache::prefetch_after_shutdown),
+        timeouts: false, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::prefetch_after_shutdown),
     scenario!("C-R14", "shutdown between lookup and hold: impossible by construction (14)",
-        timeouts: false, loom: Some(1), targets: [HoldAfterLookup], cache::hold_armed_with_lookup),
+        timeouts: false, loom: Some(1), targets: [HOLD_AFTER_LOOKUP], cache::hold_armed_with_lookup),
     scenario!("C-R18", "a contended peer defers the reconcile to its next release (18)",
-        timeouts: false, loom: Some(2), targets: [DeferredReconcileSkipped], cache::contended_peer_reconcile),
+        timeouts: false, loom: Some(2), targets: [DEFERRED_RECONCILE_SKIPPED], cache::contended_peer_reconcile),
     // C-R19 and C-R21 not under loom: both races need a `try_lock` to fail inside another
     // thread's critical section, and loom 0.7 never explores a failing `try_lock` (a two-thread
     // probe gives 4 executions, no failed try; these mutants survive loom at preemption bound 4).
     scenario!("C-R19", "a reconcile request racing the busy peer's release: no lost wakeup (19)",
-        timeouts: false, loom: None, targets: [FlagSetAfterTry], cache::reconcile_no_lost_wakeup),
+        timeouts: false, loom: None, targets: [FLAG_SET_AFTER_TRY], cache::reconcile_no_lost_wakeup),
     scenario!("C-R21", "a request landing during a reconcile survives its clear (21)",
-        timeouts: false, loom: None, targets: [FlagClearedLate], cache::reconcile_flag_survives_clear),
+        timeouts: false, loom: None, targets: [FLAG_CLEARED_LATE], cache::reconcile_flag_survives_clear),
     scenario!("C-R22", "own-cache overshoot reconciled at unlock (22)",
-        timeouts: false, loom: Some(2), targets: [NoOwnReconcile], cache::own_overshoot),
+        timeouts: false, loom: Some(2), targets: [NO_OWN_RECONCILE], cache::own_overshoot),
     scenario!("C-R23", "a reconcile must not evict a just-admitted model before its first use (23)",
-        timeouts: false, loom: Some(2), targets: [AdmissionUnprotected], cache::reconcile_spares_admission),
+        timeouts: false, loom: Some(2), targets: [ADMISSION_UNPROTECTED], cache::reconcile_spares_admission),
     scenario!("C-R26", "caches dropped without shutdown release everything (26)",
-        timeouts: false, loom: Some(1), targets: [UnusedHandleLeaks], cache::dropped_without_shutdown),
+        timeouts: false, loom: Some(1), targets: [UNUSED_HANDLE_LEAKS], cache::dropped_without_shutdown),
     scenario!("C-K1", "keep-alive expiry racing a lock; shutdown cancels keep-alive for good",
-        timeouts: false, loom: Some(2), targets: [KeepAliveEvictsHeld], cache::keep_alive),
+        timeouts: false, loom: Some(2), targets: [KEEP_ALIVE_EVICTS_HELD], cache::keep_alive),
     scenario!("C-R27", "drop_model during use; a rebuild never adopts the invalidated canonical (27)",
-        timeouts: false, loom: None, targets: [KeyMatchRelease], cache::drop_model_during_use),
+        timeouts: false, loom: None, targets: [KEY_MATCH_RELEASE], cache::drop_model_during_use),
     scenario!("C-R28", "adoption racing another load of the key: one canonical (28)",
-        timeouts: false, loom: Some(2), targets: [AdoptByPeek], cache::adoption_race),
+        timeouts: false, loom: Some(2), targets: [ADOPT_BY_PEEK], cache::adoption_race),
     scenario!("M-E1", "a pin that lands while its model is being evicted is honoured (2.10)",
-        timeouts: false, loom: None, targets: [PinUnordered], eviction::pin_during_eviction::<_, layers::ThreeDeep>),
+        timeouts: false, loom: None, targets: [PIN_UNORDERED], eviction::pin_during_eviction::<_, layers::ThreeDeep>),
     scenario!("M-E2", "a lease racing an eviction: skipped or closed at once, never refused (2.10)",
-        timeouts: true, loom: None, targets: [EvictDrainsLeases], eviction::lease_during_eviction::<_, layers::ThreeDeep>),
+        timeouts: true, loom: None, targets: [EVICT_DRAINS_LEASES], eviction::lease_during_eviction::<_, layers::ThreeDeep>),
     scenario!("M-E3", "cache over cache: every layer's queue equals the registry (2.11)",
-        timeouts: false, loom: None, targets: [NestedQueueStale], eviction::nested_caches_agree),
+        timeouts: false, loom: None, targets: [NESTED_QUEUE_STALE], eviction::nested_caches_agree),
     scenario!("M-E4", "a cold add whose victims keep being skipped fails by its deadline (2.12)",
-        timeouts: true, loom: None, targets: [DeadlineOnlyWhenFull], eviction::skipped_victims_meet_the_deadline),
+        timeouts: true, loom: None, targets: [DEADLINE_ONLY_WHEN_FULL], eviction::skipped_victims_meet_the_deadline),
     scenario!("M-P1", "size_bytes panics after a successful load: registered and queued (2.13)",
-        timeouts: false, loom: None, targets: [SizeBeforeQueue], panics::size_panics_after_load::<_, layers::ThreeDeep>),
+        timeouts: false, loom: None, targets: [SIZE_BEFORE_QUEUE], panics::size_panics_after_load::<_, layers::ThreeDeep>),
     scenario!("M-P2", "a model's Drop panics during a successful remove: no phantom entry (2.13)",
-        timeouts: false, loom: None, targets: [QueueSkippedOnPanic], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
+        timeouts: false, loom: None, targets: [QUEUE_SKIPPED_ON_PANIC], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
     scenario!("C-P1", "two first locks of different records race on one device: the budget holds (3.9)",
-        timeouts: false, loom: Some(2), targets: [MoveUncharged], placement::first_locks_race),
+        timeouts: false, loom: Some(2), targets: [MOVE_UNCHARGED], placement::first_locks_race),
     scenario!("C-P2", "a device copy used through a detached record stays counted (3.9)",
-        timeouts: false, loom: Some(2), targets: [DetachedCopyUncounted], placement::detached_copy_counts),
+        timeouts: false, loom: Some(2), targets: [DETACHED_COPY_UNCOUNTED], placement::detached_copy_counts),
     scenario!("C-P3", "user code panics during a move; the next locker proceeds (3.9, 3.10)",
-        timeouts: false, loom: None, targets: [MoveClaimLate], placement::panic_during_move),
+        timeouts: false, loom: None, targets: [MOVE_CLAIM_LATE], placement::panic_during_move),
     scenario!("C-P3w", "a wait for another thread's hung move is bounded (3.9)",
-        timeouts: true, loom: None, targets: [MoveWaitUnbounded], placement::hung_move_wait_is_bounded),
+        timeouts: true, loom: None, targets: [MOVE_WAIT_UNBOUNDED], placement::hung_move_wait_is_bounded),
     scenario!("C-P4", "a replaced stale slot's device copy is dropped outside every lock (3.10)",
-        timeouts: false, loom: Some(2), targets: [StaleCopyDroppedLocked], placement::replaced_copy_dropped_outside),
+        timeouts: false, loom: Some(2), targets: [STALE_COPY_DROPPED_LOCKED], placement::replaced_copy_dropped_outside),
     scenario!("C-D1", "get after drop_model, and after shutdown, misses the stale record (3.3)",
-        timeouts: false, loom: None, targets: [GetServesStale], drop_model::get_misses_stale),
+        timeouts: false, loom: None, targets: [GET_SERVES_STALE], drop_model::get_misses_stale),
     scenario!("C-D2", "drop_model(m) invalidates m:* submodels and acts on every peer (3.3)",
-        timeouts: false, loom: Some(2), targets: [DropKeyOnly, DropOneCache], drop_model::drop_covers_submodels_and_peers),
+        timeouts: false, loom: Some(2), targets: [DROP_KEY_ONLY, DROP_ONE_CACHE], drop_model::drop_covers_submodels_and_peers),
     scenario!("C-D3", "an admission adopting a canonical races drop_model of its key (3.3)",
-        timeouts: false, loom: None, targets: [AdoptAcrossDrop], drop_model::adoption_races_drop),
+        timeouts: false, loom: None, targets: [ADOPT_ACROSS_DROP], drop_model::adoption_races_drop),
     scenario!("C-D4", "user code panics inside put after its claim was counted: nothing stays pinned (3.10)",
-        timeouts: false, loom: None, targets: [ClaimBeforeHandle], drop_model::panic_inside_admission),
+        timeouts: false, loom: None, targets: [CLAIM_BEFORE_HANDLE], drop_model::panic_inside_admission),
 ];
 
 /// The cache scenarios again on a one-deep stack (cache directly over the base), to show the

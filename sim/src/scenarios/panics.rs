@@ -3,7 +3,6 @@
 //! neither, whatever panics.
 
 use resident::Manager;
-use resident::mutants::MutantSet;
 
 use super::layers::{Depth, cache, finish, join};
 use crate::ensure;
@@ -12,8 +11,8 @@ use crate::violation::catching;
 use crate::world::{World, traced};
 
 /// M-P1: X loads, then its `size_bytes` panics inside the cache's add, while Y is added.
-pub(super) fn size_panics_after_load<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[], &[]).model("Y", &[], &[]).size_panics("X");
+pub(super) fn size_panics_after_load<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[], &[]).model("Y", &[], &[]).size_panics("X");
     let world = cache::<R, D>(builder, 4, &[], &[]);
     let tx = world.spawn("T1", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
     let ty = world.spawn("T2", |m, t| traced(t, "add(Y)", || m.add_model("Y", None)));
@@ -26,8 +25,8 @@ pub(super) fn size_panics_after_load<R: SimRuntime, D: Depth>(rt: R, mutants: Mu
 }
 
 /// M-P2: X is removed and its `Drop` panics after the unload succeeded, while Y is leased.
-pub(super) fn drop_panics_after_remove<R: SimRuntime, D: Depth>(rt: R, mutants: MutantSet) {
-    let builder = World::builder(rt, mutants).model("X", &[], &[]).model("Y", &[], &[]).drop_panics("X");
+pub(super) fn drop_panics_after_remove<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("X", &[], &[]).model("Y", &[], &[]).drop_panics("X");
     let world = cache::<R, D>(builder, 4, &["X", "Y"], &[]);
     let tx = world.spawn("T1", |m, t| traced(t, "remove(X)", || catching(|| m.remove("X"))));
     let ty = world.spawn("T2", |m, t| traced(t, "lease(Y)", || m.lease("Y").map(drop)));

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use resident::CacheError;
 use resident::cache::{DeviceGuard, Put};
-use resident::mutants::MutantSet;
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join};
@@ -46,8 +45,8 @@ fn full_or_ok<R: SimRuntime>(placed: &Result<Placed<R>, CacheError>) -> bool {
 
 /// C-P1: a device budget of 100; two first locks of two 60-byte records race. Each move checks
 /// that live copies plus moves in flight fit; one lock gets `DeviceFull` or waits its turn.
-pub(super) fn first_locks_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 1);
+pub(super) fn first_locks_race<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(100);
     for key in ["a", "b"] {
         admit(&world.caches[0], &script, key, 60, Behaviour::default());
@@ -70,8 +69,8 @@ pub(super) fn first_locks_race<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// C-P2: T1 keeps m placed (60 of 100 device bytes) while T2 drops m, admits it again and places
 /// the fresh record: T1's copy, now used through a detached record, still counts.
-pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 1);
+pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(100);
     admit(&world.caches[0], &script, "m", 60, Behaviour::default());
     let (placed, done) = (world.mailbox(), world.mailbox());
@@ -102,8 +101,8 @@ pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R, mutants: MutantSet) {
 /// C-P3: a device budget of 60; a's copy is resident and unlocked, and its `Drop` panics. T1 and
 /// T2 place b, which offloads a's copy: whoever offloads it panics, and the move it claimed must
 /// be settled — at quiescence b can be placed.
-pub(super) fn panic_during_move<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 1);
+pub(super) fn panic_during_move<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(60);
     admit(&world.caches[0], &script, "a", 60, Behaviour { copy_drop_panics: true, ..Behaviour::default() });
     admit(&world.caches[0], &script, "b", 60, Behaviour::default());
@@ -132,8 +131,8 @@ pub(super) fn panic_during_move<R: SimRuntime>(rt: R, mutants: MutantSet) {
 
 /// C-P3w: T1's move of b hangs (its `to_device` waits for a gate); T2 locks b meanwhile and must
 /// give up with `DeviceMoveTimeout`, after which it opens the gate.
-pub(super) fn hung_move_wait_is_bounded<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 1);
+pub(super) fn hung_move_wait_is_bounded<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(100);
     admit(&world.caches[0], &script, "b", 60, Behaviour { gated_move: true, ..Behaviour::default() });
     let wait = Duration::from_millis(5);
@@ -163,8 +162,8 @@ pub(super) fn hung_move_wait_is_bounded<R: SimRuntime>(rt: R, mutants: MutantSet
 /// C-P4: m's copy is resident while T1 holds m unlocked; T2 drops m and admits it again, which
 /// replaces the stale slot: the old slot's copy (its last reference) is dropped outside every
 /// lock (the copy's `Drop` checks).
-pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R, mutants: MutantSet) {
-    let world = CacheWorld::new(rt, mutants, 1000, 1);
+pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(100);
     admit(&world.caches[0], &script, "m", 60, Behaviour::default());
     drop(place(&world.caches[0], "m", "main").expect("m fits the device"));

@@ -43,7 +43,7 @@ use crate::error::{InvalidConfig, ManagerError};
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager, resolve};
 use crate::manager::{Added, Lease, LifecycleGuard, Model};
-use crate::mutants::{Mutant, MutantSet, on};
+use crate::mutants::Mutant;
 use crate::runtime::{Monitor, Runtime};
 
 /// The longest single wait for room before re-planning (lease ends do not notify the cache).
@@ -70,7 +70,6 @@ pub struct FixedSizeCache<M: Manager> {
     inner: M,
     config: FixedSizeConfig,
     book: Book<M>,
-    mutants: MutantSet,
 }
 
 enum Plan {
@@ -152,14 +151,7 @@ impl<M: Manager> FixedSizeCache<M> {
             book.set_size(&id, bytes);
         }
         let book = inner.runtime().monitor(book);
-        Ok(Self { inner, config, book, mutants: MutantSet::NONE })
-    }
-
-    /// Switches historical bugs back on (model checking only).
-    #[cfg(feature = "mutants")]
-    pub fn with_mutants(mut self, mutants: MutantSet) -> Self {
-        self.mutants = mutants;
-        self
+        Ok(Self { inner, config, book })
     }
 
     /// The wrapped manager.
@@ -192,8 +184,13 @@ impl<M: Manager> FixedSizeCache<M> {
         self.book.with(|b| b.loading)
     }
 
+    /// Whether the historical bug `mutant` is on (never, on the production runtime).
+    fn mutant(&self, mutant: Mutant) -> bool {
+        self.inner.runtime().mutant(mutant)
+    }
+
     fn touch(&self, id: &ModelId) {
-        if on(self.mutants, Mutant::NoQueueDedup) {
+        if self.mutant(Mutant::NO_QUEUE_DEDUP) {
             self.book.with(|b| b.queue.push_back(id.clone()));
         } else {
             self.book.with(|b| b.touch(id));
@@ -215,9 +212,9 @@ impl<M: Manager> FixedSizeCache<M> {
             max_size: max,
             waited: self.config.capacity_wait(),
         };
-        let evict_leased = on(self.mutants, Mutant::EvictLeased);
-        let count_inflight = !on(self.mutants, Mutant::CapacityIgnoresInflight);
-        if on(self.mutants, Mutant::AppendBeforeEvict) {
+        let evict_leased = self.mutant(Mutant::EVICT_LEASED);
+        let count_inflight = !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT);
+        if self.mutant(Mutant::APPEND_BEFORE_EVICT) {
             self.book.with(|b| b.push(id));
         }
         // Victims that a layer below pins (this layer's hints cannot see those pins), and the
@@ -258,13 +255,13 @@ impl<M: Manager> FixedSizeCache<M> {
                 Plan::Admit => return Ok(Admission { cache: self, committed: false }),
                 Plan::Evict(victims) => {
                     let Some(pinned) = self.evict_all(&victims)? else { continue };
-                    let spin = on(self.mutants, Mutant::DeadlineOnlyWhenFull);
+                    let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
                     if pinned_below.0 != seen {
                         pinned_below = (seen, Vec::new());
                     }
                     pinned_below.1.extend(pinned.into_iter().filter(|_| !spin));
                     // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
-                    if !on(self.mutants, Mutant::DeadlineOnlyWhenFull) && expired() {
+                    if !self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && expired() {
                         let (registered, loading) =
                             self.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
                         return Err(exhausted(registered, loading));
@@ -305,7 +302,7 @@ impl<M: Manager> FixedSizeCache<M> {
     /// some layer pins. A busy, pinned or in-use victim is skipped; a failed unload ends the
     /// round with its error (completed evictions stay done; the failed victim keeps its place).
     fn evict_all(&self, victims: &[ModelId]) -> Result<Option<Vec<ModelId>>, ManagerError> {
-        if on(self.mutants, Mutant::QueueLockDuringEviction) {
+        if self.mutant(Mutant::QUEUE_LOCK_DURING_EVICTION) {
             return self.evict_holding_the_queue(victims).map(|evicted| (!evicted).then(Vec::new));
         }
         let popped_pins = self.pop_for_eviction(victims);
@@ -325,7 +322,7 @@ impl<M: Manager> FixedSizeCache<M> {
 
     /// Mutant S5: pop skipped pins and the victims off the queue before evicting (upstream).
     fn pop_for_eviction(&self, victims: &[ModelId]) -> Option<Vec<ModelId>> {
-        if !on(self.mutants, Mutant::NoEvictionRestore) {
+        if !self.mutant(Mutant::NO_EVICTION_RESTORE) {
             return None;
         }
         Some(self.book.with(|b| {
@@ -366,7 +363,7 @@ impl<M: Manager> FixedSizeCache<M> {
             self.book.with(|b| b.forget(victim));
             return Ok(Some(Eviction::NotRegistered));
         }
-        if on(self.mutants, Mutant::EvictLeased) {
+        if self.mutant(Mutant::EVICT_LEASED) {
             return self.evict_in_use(&guard).map(Some);
         }
         let evicted = self.evict_locked(&guard);
@@ -392,7 +389,7 @@ impl<M: Manager> FixedSizeCache<M> {
     /// evictions — so that this layer's queue equals the registry again (I4 at every depth). An
     /// id whose lifecycle lock is busy is left to its holder, who settles it.
     fn reconcile_below(&self, except: &ModelId) {
-        if on(self.mutants, Mutant::NestedQueueStale) {
+        if self.mutant(Mutant::NESTED_QUEUE_STALE) {
             return;
         }
         let registered: BTreeSet<ModelId> = self.inner.ids().into_iter().collect();
@@ -462,18 +459,18 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
 
     fn add_model(&self, id: &str, alias: Option<&str>) -> Result<Added, ManagerError> {
         let (canonical, resolved) = resolve(id, alias)?;
-        if on(self.mutants, Mutant::UnlockedWarmPath) && self.inner.contains(resolved.as_str()) {
+        if self.mutant(Mutant::UNLOCKED_WARM_PATH) && self.inner.contains(resolved.as_str()) {
             self.book.with(|b| b.touch(&resolved));
             return Ok(Added::Warm);
         }
-        let queued_early = on(self.mutants, Mutant::RollbackRemovesAll);
+        let queued_early = self.mutant(Mutant::ROLLBACK_REMOVES_ALL);
         if queued_early {
             self.book.with(|b| b.queue.push_back(resolved.clone()));
         }
         let result = self.lock(&resolved).and_then(|guard| {
             let result = self.add_locked(&guard, &canonical);
             drop(guard);
-            if on(self.mutants, Mutant::WarmTouchOutsideLock) && matches!(result, Ok(Added::Warm)) {
+            if self.mutant(Mutant::WARM_TOUCH_OUTSIDE_LOCK) && matches!(result, Ok(Added::Warm)) {
                 self.book.with(|b| b.touch_appending(&resolved));
             }
             result
@@ -490,19 +487,19 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         canonical: &ModelId,
     ) -> Result<Added, ManagerError> {
         let id = guard.id();
-        if on(self.mutants, Mutant::CanonicalWarmCheck) && self.inner.contains(canonical.as_str()) {
+        if self.mutant(Mutant::CANONICAL_WARM_CHECK) && self.inner.contains(canonical.as_str()) {
             self.touch(id);
             return Ok(Added::Warm);
         }
         if self.inner.contains(id.as_str()) {
             let added = self.inner.add_locked(guard, canonical)?;
-            if !on(self.mutants, Mutant::WarmTouchOutsideLock) {
+            if !self.mutant(Mutant::WARM_TOUCH_OUTSIDE_LOCK) {
                 self.touch(id);
             }
             return Ok(added);
         }
         let admission = self.admit(id)?;
-        if on(self.mutants, Mutant::SizeBeforeQueue) {
+        if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
             let added = self.inner.add_locked(guard, canonical)?;
             let bytes = self.size_of(id);
             admission.commit(id);
@@ -521,11 +518,11 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
 
     fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
         let id = guard.id();
-        if on(self.mutants, Mutant::QueueRemovalFirst) {
+        if self.mutant(Mutant::QUEUE_REMOVAL_FIRST) {
             self.book.with(|b| b.forget(id));
             return self.inner.remove_locked(guard);
         }
-        let settle = (!on(self.mutants, Mutant::QueueSkippedOnPanic)).then_some(Settle {
+        let settle = (!self.mutant(Mutant::QUEUE_SKIPPED_ON_PANIC)).then_some(Settle {
             cache: self,
             id,
             way: Settling::Remove,
@@ -544,7 +541,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         if self.book.with(|b| b.pinned.contains(id)) {
             return Ok(Eviction::Pinned);
         }
-        let settle = (!on(self.mutants, Mutant::QueueSkippedOnPanic)).then_some(Settle {
+        let settle = (!self.mutant(Mutant::QUEUE_SKIPPED_ON_PANIC)).then_some(Settle {
             cache: self,
             id,
             way: Settling::Remove,
@@ -559,7 +556,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
     }
 
     fn lease(&self, id: &str) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
-        if on(self.mutants, Mutant::TouchUnknown) {
+        if self.mutant(Mutant::TOUCH_UNKNOWN) {
             let resolved = ModelId::new(id)?;
             self.book.with(|b| b.touch_appending(&resolved));
             return self.inner.lease(id);
@@ -571,7 +568,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
 
     fn pin(&self, id: &str) -> Result<(), ManagerError> {
         let resolved = ModelId::new(id)?;
-        if on(self.mutants, Mutant::PinUnordered) {
+        if self.mutant(Mutant::PIN_UNORDERED) {
             self.inner.pin(id)?;
             self.book.with(|b| b.pinned.insert(resolved));
             return Ok(());
@@ -584,7 +581,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
     /// reconcile left to this lock's holder).
     fn pin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
         let _settle = Settle { cache: self, id: guard.id(), way: Settling::Remove };
-        if !on(self.mutants, Mutant::PinNotForwarded) {
+        if !self.mutant(Mutant::PIN_NOT_FORWARDED) {
             self.inner.pin_locked(guard)?;
         }
         self.book.with(|b| b.pinned.insert(guard.id().clone()));
