@@ -152,6 +152,19 @@ mutants! {
     SIZE_BEFORE_QUEUE = "size-before-queue",
     /// M-P2: the queue is updated only when the inner remove returns normally.
     QUEUE_SKIPPED_ON_PANIC = "queue-skipped-on-panic",
+    /// W-1: releasing a lifecycle lock does not wake the callers waiting for it.
+    LOST_WAKEUP_LOCK_RELEASE = "lost-wakeup-lock-release",
+    /// W-2: the last lease of a closing model ends without waking the remove draining it.
+    LOST_WAKEUP_LEASE_DRAIN = "lost-wakeup-lease-drain",
+    /// W-3: the last lease of a model ends without waking adds that wait for room.
+    LOST_WAKEUP_LEASE_END = "lost-wakeup-lease-end",
+    /// W-4: releasing a lifecycle guard (an add, remove or eviction done) does not wake adds
+    /// that wait for room.
+    LOST_WAKEUP_GUARD_RELEASE = "lost-wakeup-guard-release",
+    /// W-5: an unpin does not wake adds that wait for room.
+    LOST_WAKEUP_UNPIN = "lost-wakeup-unpin",
+    /// W-6: a move that settles does not wake lockers waiting for it.
+    LOST_WAKEUP_MOVE_SETTLED = "lost-wakeup-move-settled",
 }
 
 impl fmt::Display for Mutant {

@@ -8,9 +8,10 @@ use std::marker::PhantomData;
 
 use resident::BoxError;
 use resident::cache::{CacheGroup, DeviceCache, DeviceWeights, ModelGuard};
-use resident::runtime::Arc;
+use resident::runtime::{Arc, Monitor};
 
 use crate::ensure;
+use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 use crate::violation::InjectedPanic;
 
@@ -82,9 +83,9 @@ pub struct Script<R: SimRuntime> {
     /// Bytes of moves inside `to_device` now.
     pub moving: R::Counter,
     /// Moves that entered `to_device`.
-    pub started: R::Counter,
+    pub started: Latch<R>,
     /// Opened (non-zero) by the scenario; gated moves wait for it.
-    pub gate: R::Counter,
+    pub gate: Latch<R>,
 }
 
 impl<R: SimRuntime> Script<R> {
@@ -95,8 +96,8 @@ impl<R: SimRuntime> Script<R> {
             armed: rt.counter(),
             live: rt.counter(),
             moving: rt.counter(),
-            started: rt.counter(),
-            gate: rt.counter(),
+            started: Latch::new(rt),
+            gate: Latch::new(rt),
         };
         script.armed.add(1);
         Arc::new(script)
@@ -114,11 +115,9 @@ impl<R: SimRuntime> Script<R> {
         }
     }
 
-    /// Waits (yielding) until `n` moves have entered `to_device`.
+    /// Blocks until `n` moves have entered `to_device`.
     pub fn wait_for_moves(&self, n: usize) {
-        while self.started.get() < n {
-            R::yield_now();
-        }
+        self.started.wait_for(n);
     }
 }
 
@@ -161,8 +160,8 @@ impl<R: SimRuntime> DeviceWeights for Weights<R> {
             "{used} device bytes live or moving, over the device budget of {}",
             device.budget
         );
-        while self.behaviour.gated_move && device.gate.get() == 0 {
-            R::yield_now();
+        if self.behaviour.gated_move {
+            device.gate.wait_for(1);
         }
         device.live.add(bytes);
         device.moving.sub(bytes);
@@ -204,7 +203,7 @@ impl<R: SimRuntime> CacheWorld<R> {
 
     /// A mailbox for one value between two threads.
     pub fn mailbox(&self) -> Arc<Mailbox<R>> {
-        Arc::new(Mailbox { state: self.rt.counter(), value: self.rt.counter() })
+        Arc::new(Mailbox { slot: self.rt.monitor(None) })
     }
 
     /// A1 at quiescence: the budget counts each distinct live canonical once plus every private
@@ -263,29 +262,19 @@ pub fn ensure_resident<R: SimRuntime>(
 
 /// One value handed from one thread to another: an explicit sync point.
 pub struct Mailbox<R: SimRuntime> {
-    state: R::Counter,
-    value: R::Counter,
+    /// `None` until posted; then the posted value (`None`: "nothing to compare").
+    slot: R::Monitor<Option<Option<usize>>>,
 }
 
 impl<R: SimRuntime> Mailbox<R> {
     /// Posts `value` (`None`: "nothing to compare").
     pub fn post(&self, value: Option<usize>) {
-        if let Some(v) = value {
-            self.value.add(v);
-            self.state.add(1);
-        } else {
-            self.state.add(2);
-        }
+        self.slot.with(|slot| *slot = Some(value));
+        self.slot.notify_all();
     }
 
-    /// Waits (yielding) for the post.
+    /// Blocks until the post.
     pub fn wait(&self) -> Option<usize> {
-        loop {
-            match self.state.get() {
-                0 => R::yield_now(),
-                1 => return Some(self.value.get()),
-                _ => return None,
-            }
-        }
+        self.slot.wait_until(None, |slot| *slot).unwrap_or(None)
     }
 }

@@ -19,6 +19,10 @@ pub struct Kill {
     pub killed: bool,
     /// Executions until the first failure (all executions tried, if not killed).
     pub iterations: usize,
+    /// The failing execution under shuttle random, if it killed the mutant.
+    pub random: Option<usize>,
+    /// The failing execution under shuttle PCT, if it killed the mutant.
+    pub pct: Option<usize>,
     /// The checker that found it.
     #[serde(skip)]
     pub checker: Option<Checker>,
@@ -32,31 +36,41 @@ pub fn pairs() -> impl Iterator<Item = (Mutant, &'static Scenario)> {
     CATALOGUE.iter().flat_map(|s| s.targets.iter().map(move |m| (*m, s)))
 }
 
-/// Tries to kill `mutant` with `scenario`: shuttle random, then PCT, each with `budget`
-/// executions from `seed`. Iterations count every execution tried.
+/// Tries to kill `mutant` with `scenario` under shuttle random and under PCT, each with
+/// `budget` executions from `seed`. `iterations` counts the executions until the first kill
+/// (random first); the failure kept for replay is the first one found.
 pub fn kill(mutant: Mutant, scenario: &'static Scenario, budget: usize, seed: u64) -> Kill {
-    let mut tried = 0;
-    for checker in [Checker::Random, Checker::Pct] {
-        let plan = Plan::new(budget, seed).with_mutants(MutantSet::only(mutant));
-        let outcome = explore::explore(scenario, checker, plan.clone());
-        tried += outcome.iterations;
-        if let Some(failure) = outcome.failure {
-            return Kill {
-                mutant: mutant.name(),
-                scenario: scenario.id,
-                killed: true,
-                iterations: tried,
-                checker: Some(checker),
-                failure: Some((failure, plan)),
-            };
-        }
-    }
-    Kill {
+    let mut k = Kill {
         mutant: mutant.name(),
         scenario: scenario.id,
         killed: false,
-        iterations: tried,
+        iterations: 0,
+        random: None,
+        pct: None,
         checker: None,
         failure: None,
+    };
+    for checker in [Checker::Random, Checker::Pct] {
+        let plan = Plan::new(budget, seed).with_mutants(MutantSet::only(mutant));
+        let outcome = explore::explore(scenario, checker, plan.clone());
+        if !k.killed {
+            k.iterations += outcome.iterations;
+        }
+        let Some(failure) = outcome.failure else { continue };
+        *if checker == Checker::Random { &mut k.random } else { &mut k.pct } = Some(failure.iteration);
+        if !k.killed {
+            k.killed = true;
+            k.checker = Some(checker);
+            k.failure = Some((failure, plan));
+        }
+    }
+    k
+}
+
+impl Kill {
+    /// Whether this is a lost-wakeup mutant (a notify site switched off): those must be killed
+    /// under both shuttle schedulers.
+    pub fn is_lost_wakeup(&self) -> bool {
+        self.mutant.starts_with("lost-wakeup-")
     }
 }

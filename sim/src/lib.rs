@@ -9,6 +9,7 @@
 pub mod cache_world;
 pub mod explore;
 pub mod kill;
+pub mod latch;
 pub mod mutant_set;
 pub mod replay_file;
 pub mod runtime;

@@ -9,6 +9,7 @@ use resident::{BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, Model, 
 
 use crate::cache_world::ensure_outside_monitors;
 use crate::ensure;
+use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 use crate::trace;
 use crate::violation::InjectedPanic;
@@ -52,9 +53,9 @@ pub struct Probe<R: SimRuntime> {
     ids: BTreeMap<String, IdProbe<R>>,
     work: usize,
     /// Opened by the scenario; gated unloads wait for it.
-    pub gate: R::Counter,
+    pub gate: Latch<R>,
     /// Unloads of gated ids that have started.
-    pub gated_unloads: R::Counter,
+    pub gated_unloads: Latch<R>,
     gated: Vec<String>,
     capacity: Option<usize>,
 }
@@ -70,11 +71,9 @@ impl<R: SimRuntime> Probe<R> {
         self.gate.add(1);
     }
 
-    /// Waits (yielding) until some gated unload has started.
+    /// Blocks until some gated unload has started.
     pub fn wait_for_gated_unload(&self) {
-        while self.gated_unloads.get() == 0 {
-            R::yield_now();
-        }
+        self.gated_unloads.wait_for(1);
     }
 }
 
@@ -161,8 +160,8 @@ impl<R: SimRuntime> WorldBuilder<R> {
         let probe = Arc::new(Probe {
             ids: self.ids,
             work: self.work,
-            gate: self.rt.counter(),
-            gated_unloads: self.rt.counter(),
+            gate: Latch::new(&self.rt),
+            gated_unloads: Latch::new(&self.rt),
             gated: self.gated,
             capacity: self.capacity,
         });
@@ -341,9 +340,7 @@ impl<R: SimRuntime> Model for SimModel<R> {
         }
         if self.probe.gated.contains(&self.id) {
             self.probe.gated_unloads.add(1);
-            while self.probe.gate.get() == 0 {
-                R::yield_now();
-            }
+            self.probe.gate.wait_for(1);
         }
         let step = p.unloads.get(call).copied().unwrap_or(Step::Ok);
         if step == Step::Ok {

@@ -24,6 +24,15 @@ fn shuttle_kills_every_mutant_and_the_failure_replays() {
     for (mutant, scenario) in kill::pairs() {
         let k = kill::kill(mutant, scenario, BUDGET, support::seed());
         assert!(k.killed, "{mutant} survived {} executions of {}", k.iterations, scenario.id);
+        if k.is_lost_wakeup() {
+            assert!(
+                k.random.is_some() && k.pct.is_some(),
+                "{mutant} must be killed by {} under random and PCT: random {:?}, pct {:?}",
+                scenario.id,
+                k.random,
+                k.pct
+            );
+        }
         let (failure, plan) = k.failure.clone().expect("a kill has a failure");
         let outcome = Outcome {
             scenario: scenario.id,

@@ -274,7 +274,9 @@ impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
             self.cache.device_budget().end_move(self.need);
         }
         self.cache.state().with(|s| settle(s, self.record, self.need, copy));
-        self.cache.state().notify_all();
+        if !self.cache.runtime().mutant(Mutant::LOST_WAKEUP_MOVE_SETTLED) {
+            self.cache.state().notify_all();
+        }
         // Reconciles run user code; never start one while unwinding (a second panic aborts).
         if !panicking() {
             self.cache.drain_requests();

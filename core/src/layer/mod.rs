@@ -23,6 +23,10 @@ macro_rules! forward_reads {
             self.inner.runtime()
         }
 
+        fn changes(&self) -> &$crate::runtime::Signal<Self::Runtime> {
+            self.inner.changes()
+        }
+
         fn contains(&self, id: &str) -> bool {
             self.inner.contains(id)
         }
@@ -93,6 +97,13 @@ pub trait Manager: Send + Sync + 'static {
 
     /// The runtime of the innermost base (decorators create their monitors on it).
     fn runtime(&self) -> &Self::Runtime;
+
+    /// The stack's change signal, owned by the innermost base. It is bumped after every change
+    /// that can make room for an add waiting in a layer: a model's last lease ends, a lifecycle
+    /// lock is released (every registration, removal and queue change happens under one), a
+    /// pin is lifted. A decorator forwards it, and bumps it after any such change of its own
+    /// that happens outside a lifecycle lock.
+    fn changes(&self) -> &crate::runtime::Signal<Self::Runtime>;
 
     /// Reserves and locks the lifecycle entry of the resolved id `id` in the innermost base,
     /// waiting at most the configured lock timeout.

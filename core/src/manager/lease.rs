@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
 
 struct UseState {
     leases: usize,
@@ -34,11 +35,14 @@ pub(crate) struct Slot<M, R: Runtime> {
     pub(crate) id: ModelId,
     pub(crate) model: M,
     state: R::Monitor<UseState>,
+    /// The stack's change signal: the end of the last lease may make room for a waiting add.
+    changes: Arc<Signal<R>>,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
-    pub(crate) fn new(id: ModelId, model: M, runtime: &R) -> Self {
-        Self { id, model, state: runtime.monitor(UseState { leases: 0, closing: None }) }
+    pub(crate) fn new(id: ModelId, model: M, changes: &Arc<Signal<R>>) -> Self {
+        let state = changes.runtime().monitor(UseState { leases: 0, closing: None });
+        Self { id, model, state, changes: Arc::clone(changes) }
     }
 
     pub(crate) fn lease(self: &Arc<Self>) -> Result<Lease<M, R>, ManagerError> {
@@ -134,12 +138,16 @@ impl<M: Send + Sync + 'static, R: Runtime> Deref for Lease<M, R> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
     fn drop(&mut self) {
-        let last = self.slot.state.with(|s| {
+        let (idle, draining) = self.slot.state.with(|s| {
             s.leases -= 1;
-            s.leases == 0 && s.closing.is_some()
+            (s.leases == 0, s.leases == 0 && s.closing.is_some())
         });
-        if last {
-            self.slot.state.notify_all();
+        let slot = &self.slot;
+        if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
+            slot.state.notify_all();
+        }
+        if idle {
+            slot.changes.bump_at(Mutant::LOST_WAKEUP_LEASE_END);
         }
     }
 }

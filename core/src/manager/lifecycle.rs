@@ -9,7 +9,7 @@ use std::fmt;
 use super::table::{LifecycleEntry, Table};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
+use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut, panicking};
 
 /// The table monitor, shared by the manager and every guard it hands out.
 pub(crate) type SharedTable<M, R> = Arc<<R as Runtime>::Monitor<Table<M, R>>>;
@@ -19,16 +19,17 @@ pub(crate) struct Reservation<M: Send + Sync + 'static, R: Runtime> {
     table: SharedTable<M, R>,
     id: ModelId,
     entry: Arc<LifecycleEntry<R>>,
-    runtime: R,
+    /// The stack's change signal, bumped when the lock is released.
+    changes: Arc<Signal<R>>,
     leaked: bool,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     /// Reserves the current generation of `id` (creating it if needed).
-    pub(crate) fn new(table: &SharedTable<M, R>, id: &ModelId, runtime: &R) -> Self {
-        let entry = table.with(|t| t.reserve(id, runtime));
+    pub(crate) fn new(table: &SharedTable<M, R>, id: &ModelId, changes: &Arc<Signal<R>>) -> Self {
+        let entry = table.with(|t| t.reserve(id, changes.runtime()));
         tracing::trace!(%id, generation = entry.generation, "reserved");
-        Self { table: Arc::clone(table), id: id.clone(), entry, runtime: runtime.clone(), leaked: false }
+        Self { table: Arc::clone(table), id: id.clone(), entry, changes: Arc::clone(changes), leaked: false }
     }
 
     /// Waits for the generation's lock, turning the reservation into a [`LifecycleGuard`].
@@ -40,7 +41,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
             }
             Err(TimedOut) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock timed out");
-                self.leaked = self.runtime.mutant(Mutant::LEAK_RESERVATION_ON_TIMEOUT);
+                self.leaked = self.changes.runtime().mutant(Mutant::LEAK_RESERVATION_ON_TIMEOUT);
                 Err(TimedOut)
             }
         }
@@ -57,7 +58,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
     fn drop(&mut self) {
-        if self.leaked || (panicking() && self.runtime.mutant(Mutant::LEAK_RESERVATION_ON_PANIC)) {
+        if self.leaked || (panicking() && self.changes.runtime().mutant(Mutant::LEAK_RESERVATION_ON_PANIC)) {
             return;
         }
         self.table.with(|t| t.unreserve(&self.id, &self.entry));
@@ -89,9 +90,12 @@ impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
         Arc::ptr_eq(&self.reservation.table, table)
     }
 
+    /// Releases the lock and tells the stack: an add, remove or eviction under it is complete,
+    /// which may make room for an add waiting in a layer.
     fn release_lock(&mut self) {
         if std::mem::take(&mut self.locked) {
             self.reservation.entry.lock.release();
+            self.reservation.changes.bump_at(Mutant::LOST_WAKEUP_GUARD_RELEASE);
         }
     }
 }
@@ -100,7 +104,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for LifecycleGuard<M, R> {
     fn drop(&mut self) {
         // The lock goes first; the reservation (a field) is released after this body.
         self.release_lock();
-        if self.reservation.runtime.mutant(Mutant::RETIRE_AFTER_RELEASE) {
+        if self.reservation.changes.runtime().mutant(Mutant::RETIRE_AFTER_RELEASE) {
             // The naive fix of S1: once released, an unregistered id's entry is retired
             // without looking at the reservations other callers hold.
             let id = &self.reservation.id;

@@ -35,7 +35,7 @@ use crate::error::{InvalidConfig, ManagerError, SourceError};
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager};
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
 
 /// How a successful [`ModelManager::add_model`] went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +97,7 @@ pub struct ModelManager<L: Loader, R: Runtime = StdRuntime> {
     runtime: R,
     config: ManagerConfig,
     table: SharedTable<L::Model, R>,
+    changes: Arc<Signal<R>>,
 }
 
 impl<L: Loader> ModelManager<L> {
@@ -120,7 +121,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
 
     fn build(loader: L, config: ManagerConfig, runtime: R) -> Self {
         let table = Arc::new(runtime.monitor(Table::new()));
-        Self { loader, runtime, config, table }
+        let changes = Arc::new(Signal::new(&runtime));
+        Self { loader, runtime, config, table, changes }
     }
 
     /// The configuration this manager runs with.
@@ -159,15 +161,19 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         &self.runtime
     }
 
+    fn changes(&self) -> &Signal<R> {
+        &self.changes
+    }
+
     fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
         let timeout = self.config.lock_timeout();
-        Reservation::new(&self.table, id, &self.runtime)
+        Reservation::new(&self.table, id, &self.changes)
             .acquire(timeout)
             .map_err(|_| ManagerError::LockTimeout { id: id.clone(), waited: timeout })
     }
 
     fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<L::Model, R>> {
-        Reservation::new(&self.table, id, &self.runtime).try_acquire()
+        Reservation::new(&self.table, id, &self.changes).try_acquire()
     }
 
     /// Waits at most [`ManagerConfig::lock_timeout`] (in [`Manager::lock`]) for another
@@ -187,7 +193,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         tracing::debug!(id = %resolved, %canonical, generation = guard.generation(), "add: loading");
         match self.loader.load(canonical) {
             Ok(model) => {
-                let slot = Arc::new(Slot::new(resolved.clone(), model, &self.runtime));
+                let slot = Arc::new(Slot::new(resolved.clone(), model, &self.changes));
                 self.table.with(|t| t.registry.insert(resolved.clone(), slot));
                 tracing::debug!(id = %resolved, "add: loaded");
                 Ok(Added::Loaded)

@@ -13,6 +13,7 @@
 //! Closures passed to a monitor run with its mutex held; they must be short and must never call
 //! user code, wait, or take another monitor.
 
+mod signal;
 mod std_runtime;
 mod timed_lock;
 
@@ -22,6 +23,7 @@ use std::time::Duration;
 pub use std::sync::{Arc, Weak};
 
 use crate::mutants::Mutant;
+pub use signal::Signal;
 pub use std_runtime::StdRuntime;
 pub use timed_lock::TimedLock;
 

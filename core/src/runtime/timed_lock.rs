@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::{Monitor, Runtime, TimedOut};
+use crate::mutants::Mutant;
 
 /// A mutual-exclusion lock without data, acquired with a bound on the wait.
 ///
@@ -11,12 +12,13 @@ use super::{Monitor, Runtime, TimedOut};
 /// the holder exactly once, which the callers in this crate do from RAII guards.
 pub struct TimedLock<R: Runtime> {
     held: R::Monitor<bool>,
+    runtime: R,
 }
 
 impl<R: Runtime> TimedLock<R> {
     /// Creates an unlocked lock on `runtime`.
     pub fn new(runtime: &R) -> Self {
-        Self { held: runtime.monitor(false) }
+        Self { held: runtime.monitor(false), runtime: runtime.clone() }
     }
 
     /// Acquires the lock, waiting at most `timeout`.
@@ -35,7 +37,9 @@ impl<R: Runtime> TimedLock<R> {
             debug_assert!(*held, "released a TimedLock that was not held");
             *held = false;
         });
-        self.held.notify_all();
+        if !self.runtime.mutant(Mutant::LOST_WAKEUP_LOCK_RELEASE) {
+            self.held.notify_all();
+        }
     }
 
     /// Whether some thread holds the lock right now (a hint: it may change at once).

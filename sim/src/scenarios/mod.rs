@@ -12,12 +12,13 @@ pub mod layers;
 mod manager;
 mod panics;
 mod placement;
+mod wakeups;
 
 use resident::mutants::Mutant;
 
 use crate::mutant_set::MutantSet;
 
-use crate::runtime::{LoomRuntime, ShuttleRuntime, SimRuntime};
+use crate::runtime::{LoomRuntime, ShuttleRuntime, SimRuntime, Time};
 
 /// The body of a scenario on one runtime.
 pub type Body = fn(&MutantSet);
@@ -29,8 +30,8 @@ pub struct Scenario {
     pub id: &'static str,
     /// One line: the schedule it explores.
     pub description: &'static str,
-    /// Whether bounded waits may time out in this scenario.
-    pub timeouts: bool,
+    /// When bounded waits may time out in this scenario.
+    pub time: Time,
     /// loom's preemption bound for this scenario, if it is small enough for loom at all.
     pub loom: Option<usize>,
     /// The mutants this scenario must catch.
@@ -42,42 +43,39 @@ pub struct Scenario {
 }
 
 /// Runs a scenario body on runtime `R` for one execution: sets up time, runs, joins the timer.
-pub fn execute<R: SimRuntime>(timeouts: bool, mutants: &MutantSet, body: fn(R)) {
+pub fn execute<R: SimRuntime>(time: Time, mutants: &MutantSet, body: fn(R)) {
     crate::trace::set_thread_namer(R::thread_name);
     crate::violation::begin_execution(R::yield_now);
-    let rt = R::for_execution(timeouts, mutants.clone());
-    let timer = rt.start_time();
-    body(rt);
-    if let Some(timer) = timer {
-        R::join(timer).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
-    }
+    let rt = R::for_execution(time, mutants.clone());
+    let main = rt.clone();
+    rt.with_time(move || body(main));
     crate::violation::fail_if_recorded();
 }
 
 macro_rules! scenario {
-    ($id:literal, $desc:literal, timeouts: $t:literal, loom: $l:expr, targets: [$($m:ident),*], $body:path) => {
+    ($id:literal, $desc:literal, time: $t:ident, loom: $l:expr, targets: [$($m:ident),*], $body:path) => {
         Scenario {
             id: $id,
             description: $desc,
-            timeouts: $t,
+            time: Time::$t,
             loom: $l,
             targets: &[$(Mutant::$m),*],
-            shuttle: |m| execute::<ShuttleRuntime>($t, m, $body),
-            loom_body: |m| execute::<LoomRuntime>($t, m, $body),
+            shuttle: |m| execute::<ShuttleRuntime>(Time::$t, m, $body),
+            loom_body: |m| execute::<LoomRuntime>(Time::$t, m, $body),
         }
     };
 }
 
 macro_rules! one_deep {
-    ($id:literal, timeouts: $t:literal, $body:ident) => {
+    ($id:literal, time: $t:ident, $body:ident) => {
         Scenario {
             id: $id,
             description: "the catalogue scenario of the same id, on a one-deep stack",
-            timeouts: $t,
+            time: Time::$t,
             loom: None,
             targets: &[],
-            shuttle: |m| execute::<ShuttleRuntime>($t, m, layers::$body::<_, layers::OneDeep>),
-            loom_body: |m| execute::<LoomRuntime>($t, m, layers::$body::<_, layers::OneDeep>),
+            shuttle: |m| execute::<ShuttleRuntime>(Time::$t, m, layers::$body::<_, layers::OneDeep>),
+            loom_body: |m| execute::<LoomRuntime>(Time::$t, m, layers::$body::<_, layers::OneDeep>),
         }
     };
 }
@@ -85,140 +83,152 @@ macro_rules! one_deep {
 /// Every scenario, in catalogue order.
 pub const CATALOGUE: &[Scenario] = &[
     scenario!("M-S1", "split lock generation: remove(X) races two add(X) (upstream S1)",
-        timeouts: false, loom: Some(2), targets: [RETIRE_WHILE_HELD], manager::split_generation),
+        time: Off, loom: Some(2), targets: [RETIRE_WHILE_HELD], manager::split_generation),
     scenario!("M-S1b", "the naive fix: retire the entry after release while a waiter holds it (S1b)",
-        timeouts: false, loom: Some(2), targets: [RETIRE_AFTER_RELEASE], manager::split_generation),
+        time: Off, loom: Some(2), targets: [RETIRE_AFTER_RELEASE], manager::split_generation),
     scenario!("M-S2", "loader failure while a waiter holds the old generation (S2)",
-        timeouts: false, loom: Some(2), targets: [RETIRE_ON_LOAD_FAILURE], manager::load_failure),
+        time: Off, loom: Some(2), targets: [RETIRE_ON_LOAD_FAILURE], manager::load_failure),
     scenario!("M-S2t", "S2 where waiters time out: every reservation is released (S2, timeout)",
-        timeouts: true, loom: Some(1), targets: [LEAK_RESERVATION_ON_TIMEOUT], manager::load_failure),
+        time: Any, loom: Some(1), targets: [LEAK_RESERVATION_ON_TIMEOUT], manager::load_failure),
     scenario!("M-S2p", "S2 where the loader panics: the panic reaches its caller only (S2, panic)",
-        timeouts: false, loom: Some(2), targets: [LEAK_RESERVATION_ON_PANIC], manager::load_panic),
+        time: Off, loom: Some(2), targets: [LEAK_RESERVATION_ON_PANIC], manager::load_panic),
     scenario!("M-L1", "remove never unloads a model under a live lease",
-        timeouts: false, loom: Some(2), targets: [UNLOAD_WHILE_LEASED], manager::remove_under_lease),
+        time: Off, loom: Some(2), targets: [UNLOAD_WHILE_LEASED], manager::remove_under_lease),
     scenario!("M-S3", "a decorator's warm path must not bypass a remove in progress (S3)",
-        timeouts: true, loom: Some(1), targets: [UNLOCKED_WARM_PATH], layers::warm_path_vs_remove::<_, layers::ThreeDeep>),
+        time: Any, loom: Some(1), targets: [UNLOCKED_WARM_PATH], layers::warm_path_vs_remove::<_, layers::ThreeDeep>),
     scenario!("M-S4", "a failed direct remove keeps the exact LRU order (S4)",
-        timeouts: false, loom: Some(2), targets: [QUEUE_REMOVAL_FIRST], layers::failed_remove_keeps_order::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(2), targets: [QUEUE_REMOVAL_FIRST], layers::failed_remove_keeps_order::<_, layers::ThreeDeep>),
     scenario!("M-S5", "a failed eviction restores skipped pins and the failed victim (S5)",
-        timeouts: false, loom: Some(2), targets: [NO_EVICTION_RESTORE], layers::failed_eviction_restores::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(2), targets: [NO_EVICTION_RESTORE], layers::failed_eviction_restores::<_, layers::ThreeDeep>),
     scenario!("M-S6", "concurrent cold adds of one id queue it once (S6)",
-        timeouts: false, loom: Some(2), targets: [NO_QUEUE_DEDUP], layers::concurrent_cold_adds::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(2), targets: [NO_QUEUE_DEDUP], layers::concurrent_cold_adds::<_, layers::ThreeDeep>),
     scenario!("M-S6b", "a failed load's rollback must not drop a peer's queue entry (S6b)",
-        timeouts: false, loom: Some(2), targets: [ROLLBACK_REMOVES_ALL], layers::rollback_keeps_peer_entry::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(2), targets: [ROLLBACK_REMOVES_ALL], layers::rollback_keeps_peer_entry::<_, layers::ThreeDeep>),
     scenario!("M-S6c", "max_size holds under simultaneous cold loads of different ids (S6c)",
-        timeouts: true, loom: None, targets: [CAPACITY_IGNORES_INFLIGHT], layers::capacity_under_concurrent_loads::<_, layers::ThreeDeep>),
+        time: Any, loom: None, targets: [CAPACITY_IGNORES_INFLIGHT], layers::capacity_under_concurrent_loads::<_, layers::ThreeDeep>),
     scenario!("M-S7", "every layer uses the resolved id: an alias of a registered model loads (S7)",
-        timeouts: false, loom: Some(2), targets: [CANONICAL_WARM_CHECK], layers::alias_uses_resolved_id::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(2), targets: [CANONICAL_WARM_CHECK], layers::alias_uses_resolved_id::<_, layers::ThreeDeep>),
     scenario!("M-S8", "eviction racing a reload of the victim (S8)",
-        timeouts: false, loom: None, targets: [WARM_TOUCH_OUTSIDE_LOCK], layers::eviction_vs_reload::<_, layers::ThreeDeep>),
+        time: Off, loom: None, targets: [WARM_TOUCH_OUTSIDE_LOCK], layers::eviction_vs_reload::<_, layers::ThreeDeep>),
     scenario!("M-S9", "S2 through the cache: loader failure with waiters (S9)",
-        timeouts: false, loom: Some(1), targets: [RETIRE_ON_LOAD_FAILURE], layers::load_failure_through_cache::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(1), targets: [RETIRE_ON_LOAD_FAILURE], layers::load_failure_through_cache::<_, layers::ThreeDeep>),
     scenario!("M-S10", "nested stacks: cache over tracing over cache over base, all methods (S10)",
-        timeouts: false, loom: None, targets: [PIN_NOT_FORWARDED], layers::nested_stacks),
+        time: Off, loom: None, targets: [PIN_NOT_FORWARDED], layers::nested_stacks),
     scenario!("M-S11", "new id queued before eviction, then the victim's unload fails (S11)",
-        timeouts: false, loom: Some(2), targets: [APPEND_BEFORE_EVICT], layers::failed_eviction_no_phantom::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(2), targets: [APPEND_BEFORE_EVICT], layers::failed_eviction_no_phantom::<_, layers::ThreeDeep>),
     scenario!("M-S12", "a lease of an unknown id, and a lease racing a remove, leave no phantom (S12)",
-        timeouts: false, loom: Some(1), targets: [TOUCH_UNKNOWN], layers::touch_of_unknown_ids::<_, layers::ThreeDeep>),
+        time: Off, loom: Some(1), targets: [TOUCH_UNKNOWN], layers::touch_of_unknown_ids::<_, layers::ThreeDeep>),
     scenario!("M-S13", "no lock-order cycle between eviction and warm adds of the victims (S13)",
-        timeouts: false, loom: None, targets: [QUEUE_LOCK_DURING_EVICTION], layers::lock_order::<_, layers::ThreeDeep>),
+        time: Off, loom: None, targets: [QUEUE_LOCK_DURING_EVICTION], layers::lock_order::<_, layers::ThreeDeep>),
     scenario!("M-L2", "eviction skips models in use",
-        timeouts: true, loom: None, targets: [EVICT_LEASED], layers::eviction_skips_in_use::<_, layers::ThreeDeep>),
+        time: Any, loom: None, targets: [EVICT_LEASED], layers::eviction_skips_in_use::<_, layers::ThreeDeep>),
     scenario!("C-R1", "shutdown keeps a record in use: a peer reload adopts the same canonical (1)",
-        timeouts: false, loom: Some(2), targets: [SHUTDOWN_RELEASES_WEIGHTS], cache::shutdown_keeps_weights),
+        time: Off, loom: Some(2), targets: [SHUTDOWN_RELEASES_WEIGHTS], cache::shutdown_keeps_weights),
     scenario!("C-R2", "shared bytes are never debited as non-shared after shutdown (2)",
-        timeouts: false, loom: Some(2), targets: [MIS_DEBIT_SHARED], cache::shared_debit_after_shutdown),
+        time: Off, loom: Some(2), targets: [MIS_DEBIT_SHARED], cache::shared_debit_after_shutdown),
     scenario!("C-R3", "shutdown inside the admission window (3)",
-        timeouts: false, loom: Some(2), targets: [ADMISSION_UNPROTECTED], cache::shutdown_in_admission_window),
+        time: Off, loom: Some(2), targets: [ADMISSION_UNPROTECTED], cache::shutdown_in_admission_window),
     scenario!("C-R4", "detached stale record, key re-admitted, old record's last release (4)",
-        timeouts: false, loom: None, targets: [KEY_MATCH_RELEASE], cache::drop_model_during_use),
+        time: Off, loom: None, targets: [KEY_MATCH_RELEASE], cache::drop_model_during_use),
     scenario!("C-R5", "shutdown between get() and the first lock (5)",
-        timeouts: false, loom: Some(2), targets: [HOLD_AFTER_LOOKUP], cache::shutdown_before_first_lock),
+        time: Off, loom: Some(2), targets: [HOLD_AFTER_LOOKUP], cache::shutdown_before_first_lock),
     scenario!("C-R6", "a holder dropped unused after shutdown (6)",
-        timeouts: false, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::abandoned_holder),
+        time: Off, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::abandoned_holder),
     scenario!("C-R7", "a sibling admission must not strip or evict a held record (7)",
-        timeouts: false, loom: Some(2), targets: [SIBLING_ADMISSION_CLEARS_HOLDS], cache::sibling_admission),
+        time: Off, loom: Some(2), targets: [SIBLING_ADMISSION_CLEARS_HOLDS], cache::sibling_admission),
     scenario!("C-R8", "stale unlock while a second holder exists (8)",
-        timeouts: false, loom: Some(2), targets: [STALE_UNLOCK_IGNORES_HOLDS], cache::stale_unlock_with_second_holder),
+        time: Off, loom: Some(2), targets: [STALE_UNLOCK_IGNORES_HOLDS], cache::stale_unlock_with_second_holder),
     // Not under loom: loom's threads share one OS thread, so while one unwinds, a guard another
     // drops sees `thread::panicking()` and poisons a loom mutex, whose `lock` then panics.
     scenario!("C-R9", "holders panic while locked or held: unwinding releases everything (9-11)",
-        timeouts: false, loom: None, targets: [UNUSED_HANDLE_LEAKS], cache::holder_panics),
+        time: Off, loom: None, targets: [UNUSED_HANDLE_LEAKS], cache::holder_panics),
     scenario!("C-R12", "loader cancelled between put and get, before or after shutdown (12, 15)",
-        timeouts: false, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::cancelled_admission),
+        time: Off, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::cancelled_admission),
     scenario!("C-R13", "post-shutdown prefetch refused (13)",
-        timeouts: false, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::prefetch_after_shutdown),
+        time: Off, loom: Some(2), targets: [UNUSED_HANDLE_LEAKS], cache::prefetch_after_shutdown),
     scenario!("C-R14", "shutdown between lookup and hold: impossible by construction (14)",
-        timeouts: false, loom: Some(1), targets: [HOLD_AFTER_LOOKUP], cache::hold_armed_with_lookup),
+        time: Off, loom: Some(1), targets: [HOLD_AFTER_LOOKUP], cache::hold_armed_with_lookup),
     scenario!("C-R18", "a contended peer defers the reconcile to its next release (18)",
-        timeouts: false, loom: Some(2), targets: [DEFERRED_RECONCILE_SKIPPED], cache::contended_peer_reconcile),
+        time: Off, loom: Some(2), targets: [DEFERRED_RECONCILE_SKIPPED], cache::contended_peer_reconcile),
     // C-R19 and C-R21 not under loom: both races need a `try_lock` to fail inside another
     // thread's critical section, and loom 0.7 never explores a failing `try_lock` (a two-thread
     // probe gives 4 executions, no failed try; these mutants survive loom at preemption bound 4).
     scenario!("C-R19", "a reconcile request racing the busy peer's release: no lost wakeup (19)",
-        timeouts: false, loom: None, targets: [FLAG_SET_AFTER_TRY], cache::reconcile_no_lost_wakeup),
+        time: Off, loom: None, targets: [FLAG_SET_AFTER_TRY], cache::reconcile_no_lost_wakeup),
     scenario!("C-R21", "a request landing during a reconcile survives its clear (21)",
-        timeouts: false, loom: None, targets: [FLAG_CLEARED_LATE], cache::reconcile_flag_survives_clear),
+        time: Off, loom: None, targets: [FLAG_CLEARED_LATE], cache::reconcile_flag_survives_clear),
     scenario!("C-R22", "own-cache overshoot reconciled at unlock (22)",
-        timeouts: false, loom: Some(2), targets: [NO_OWN_RECONCILE], cache::own_overshoot),
+        time: Off, loom: Some(2), targets: [NO_OWN_RECONCILE], cache::own_overshoot),
     scenario!("C-R23", "a reconcile must not evict a just-admitted model before its first use (23)",
-        timeouts: false, loom: Some(2), targets: [ADMISSION_UNPROTECTED], cache::reconcile_spares_admission),
+        time: Off, loom: Some(2), targets: [ADMISSION_UNPROTECTED], cache::reconcile_spares_admission),
     scenario!("C-R26", "caches dropped without shutdown release everything (26)",
-        timeouts: false, loom: Some(1), targets: [UNUSED_HANDLE_LEAKS], cache::dropped_without_shutdown),
+        time: Off, loom: Some(1), targets: [UNUSED_HANDLE_LEAKS], cache::dropped_without_shutdown),
     scenario!("C-K1", "keep-alive expiry racing a lock; shutdown cancels keep-alive for good",
-        timeouts: false, loom: Some(2), targets: [KEEP_ALIVE_EVICTS_HELD], cache::keep_alive),
+        time: Off, loom: Some(2), targets: [KEEP_ALIVE_EVICTS_HELD], cache::keep_alive),
     scenario!("C-R27", "drop_model during use; a rebuild never adopts the invalidated canonical (27)",
-        timeouts: false, loom: None, targets: [KEY_MATCH_RELEASE], cache::drop_model_during_use),
+        time: Off, loom: None, targets: [KEY_MATCH_RELEASE], cache::drop_model_during_use),
     scenario!("C-R28", "adoption racing another load of the key: one canonical (28)",
-        timeouts: false, loom: Some(2), targets: [ADOPT_BY_PEEK], cache::adoption_race),
+        time: Off, loom: Some(2), targets: [ADOPT_BY_PEEK], cache::adoption_race),
     scenario!("M-E1", "a pin that lands while its model is being evicted is honoured (2.10)",
-        timeouts: false, loom: None, targets: [PIN_UNORDERED], eviction::pin_during_eviction::<_, layers::ThreeDeep>),
+        time: Off, loom: None, targets: [PIN_UNORDERED], eviction::pin_during_eviction::<_, layers::ThreeDeep>),
     scenario!("M-E2", "a lease racing an eviction: skipped or closed at once, never refused (2.10)",
-        timeouts: true, loom: None, targets: [EVICT_DRAINS_LEASES], eviction::lease_during_eviction::<_, layers::ThreeDeep>),
+        time: Any, loom: None, targets: [EVICT_DRAINS_LEASES], eviction::lease_during_eviction::<_, layers::ThreeDeep>),
     scenario!("M-E3", "cache over cache: every layer's queue equals the registry (2.11)",
-        timeouts: false, loom: None, targets: [NESTED_QUEUE_STALE], eviction::nested_caches_agree),
+        time: Off, loom: None, targets: [NESTED_QUEUE_STALE], eviction::nested_caches_agree),
     scenario!("M-E4", "a cold add whose victims keep being skipped fails by its deadline (2.12)",
-        timeouts: true, loom: None, targets: [DEADLINE_ONLY_WHEN_FULL], eviction::skipped_victims_meet_the_deadline),
+        time: Any, loom: None, targets: [DEADLINE_ONLY_WHEN_FULL], eviction::skipped_victims_meet_the_deadline),
     scenario!("M-P1", "size_bytes panics after a successful load: registered and queued (2.13)",
-        timeouts: false, loom: None, targets: [SIZE_BEFORE_QUEUE], panics::size_panics_after_load::<_, layers::ThreeDeep>),
+        time: Off, loom: None, targets: [SIZE_BEFORE_QUEUE], panics::size_panics_after_load::<_, layers::ThreeDeep>),
     scenario!("M-P2", "a model's Drop panics during a successful remove: no phantom entry (2.13)",
-        timeouts: false, loom: None, targets: [QUEUE_SKIPPED_ON_PANIC], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
+        time: Off, loom: None, targets: [QUEUE_SKIPPED_ON_PANIC], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
     scenario!("C-P1", "two first locks of different records race on one device: the budget holds (3.9)",
-        timeouts: false, loom: Some(2), targets: [MOVE_UNCHARGED], placement::first_locks_race),
+        time: Off, loom: Some(2), targets: [MOVE_UNCHARGED], placement::first_locks_race),
     scenario!("C-P2", "a device copy used through a detached record stays counted (3.9)",
-        timeouts: false, loom: Some(2), targets: [DETACHED_COPY_UNCOUNTED], placement::detached_copy_counts),
+        time: Off, loom: Some(2), targets: [DETACHED_COPY_UNCOUNTED], placement::detached_copy_counts),
     scenario!("C-P3", "user code panics during a move; the next locker proceeds (3.9, 3.10)",
-        timeouts: false, loom: None, targets: [MOVE_CLAIM_LATE], placement::panic_during_move),
+        time: Off, loom: None, targets: [MOVE_CLAIM_LATE], placement::panic_during_move),
     scenario!("C-P3w", "a wait for another thread's hung move is bounded (3.9)",
-        timeouts: true, loom: None, targets: [MOVE_WAIT_UNBOUNDED], placement::hung_move_wait_is_bounded),
+        time: Any, loom: None, targets: [MOVE_WAIT_UNBOUNDED], placement::hung_move_wait_is_bounded),
     scenario!("C-P4", "a replaced stale slot's device copy is dropped outside every lock (3.10)",
-        timeouts: false, loom: Some(2), targets: [STALE_COPY_DROPPED_LOCKED], placement::replaced_copy_dropped_outside),
+        time: Off, loom: Some(2), targets: [STALE_COPY_DROPPED_LOCKED], placement::replaced_copy_dropped_outside),
     scenario!("C-D1", "get after drop_model, and after shutdown, misses the stale record (3.3)",
-        timeouts: false, loom: None, targets: [GET_SERVES_STALE], drop_model::get_misses_stale),
+        time: Off, loom: None, targets: [GET_SERVES_STALE], drop_model::get_misses_stale),
     scenario!("C-D2", "drop_model(m) invalidates m:* submodels and acts on every peer (3.3)",
-        timeouts: false, loom: Some(2), targets: [DROP_KEY_ONLY, DROP_ONE_CACHE], drop_model::drop_covers_submodels_and_peers),
+        time: Off, loom: Some(2), targets: [DROP_KEY_ONLY, DROP_ONE_CACHE], drop_model::drop_covers_submodels_and_peers),
     scenario!("C-D3", "an admission adopting a canonical races drop_model of its key (3.3)",
-        timeouts: false, loom: None, targets: [ADOPT_ACROSS_DROP], drop_model::adoption_races_drop),
+        time: Off, loom: None, targets: [ADOPT_ACROSS_DROP], drop_model::adoption_races_drop),
     scenario!("C-D4", "user code panics inside put after its claim was counted: nothing stays pinned (3.10)",
-        timeouts: false, loom: None, targets: [CLAIM_BEFORE_HANDLE], drop_model::panic_inside_admission),
+        time: Off, loom: None, targets: [CLAIM_BEFORE_HANDLE], drop_model::panic_inside_admission),
+    scenario!("W-1", "a release of a lifecycle lock wakes the caller waiting for it",
+        time: Auto, loom: Some(2), targets: [LOST_WAKEUP_LOCK_RELEASE], wakeups::lock_release),
+    scenario!("W-2", "the end of the last lease wakes the remove draining it",
+        time: Auto, loom: Some(2), targets: [LOST_WAKEUP_LEASE_DRAIN], wakeups::lease_drain),
+    scenario!("W-3", "the end of the victim's last lease wakes the add waiting for room",
+        time: Auto, loom: Some(2), targets: [LOST_WAKEUP_LEASE_END], wakeups::room_after_lease::<_, layers::ThreeDeep>),
+    scenario!("W-4", "the release of the victim's lifecycle lock wakes the add waiting for room",
+        time: Auto, loom: Some(2), targets: [LOST_WAKEUP_GUARD_RELEASE], wakeups::room_after_lock::<_, layers::ThreeDeep>),
+    scenario!("W-5", "an unpin of the victim wakes the add waiting for room",
+        time: Auto, loom: Some(2), targets: [LOST_WAKEUP_UNPIN], wakeups::room_after_unpin::<_, layers::ThreeDeep>),
+    scenario!("W-6", "a move that settles wakes the locker waiting for it",
+        time: Auto, loom: Some(2), targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
 ];
 
 /// The cache scenarios again on a one-deep stack (cache directly over the base), to show the
 /// three-deep catalogue stack behaves the same. Ids carry a `/1` suffix.
 pub const ONE_DEEP: &[Scenario] = &[
-    one_deep!("M-S3/1", timeouts: true, warm_path_vs_remove),
-    one_deep!("M-S4/1", timeouts: false, failed_remove_keeps_order),
-    one_deep!("M-S5/1", timeouts: false, failed_eviction_restores),
-    one_deep!("M-S6/1", timeouts: false, concurrent_cold_adds),
-    one_deep!("M-S6b/1", timeouts: false, rollback_keeps_peer_entry),
-    one_deep!("M-S6c/1", timeouts: true, capacity_under_concurrent_loads),
-    one_deep!("M-S7/1", timeouts: false, alias_uses_resolved_id),
-    one_deep!("M-S8/1", timeouts: false, eviction_vs_reload),
-    one_deep!("M-S9/1", timeouts: false, load_failure_through_cache),
-    one_deep!("M-S11/1", timeouts: false, failed_eviction_no_phantom),
-    one_deep!("M-S12/1", timeouts: false, touch_of_unknown_ids),
-    one_deep!("M-S13/1", timeouts: false, lock_order),
-    one_deep!("M-L2/1", timeouts: true, eviction_skips_in_use),
+    one_deep!("M-S3/1", time: Any, warm_path_vs_remove),
+    one_deep!("M-S4/1", time: Off, failed_remove_keeps_order),
+    one_deep!("M-S5/1", time: Off, failed_eviction_restores),
+    one_deep!("M-S6/1", time: Off, concurrent_cold_adds),
+    one_deep!("M-S6b/1", time: Off, rollback_keeps_peer_entry),
+    one_deep!("M-S6c/1", time: Any, capacity_under_concurrent_loads),
+    one_deep!("M-S7/1", time: Off, alias_uses_resolved_id),
+    one_deep!("M-S8/1", time: Off, eviction_vs_reload),
+    one_deep!("M-S9/1", time: Off, load_failure_through_cache),
+    one_deep!("M-S11/1", time: Off, failed_eviction_no_phantom),
+    one_deep!("M-S12/1", time: Off, touch_of_unknown_ids),
+    one_deep!("M-S13/1", time: Off, lock_order),
+    one_deep!("M-L2/1", time: Any, eviction_skips_in_use),
 ];
 
 /// The scenario with catalogue id `id`.

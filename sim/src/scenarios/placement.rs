@@ -12,7 +12,7 @@ use resident::runtime::Arc;
 use super::cache::{Cache, finish, join};
 use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use crate::ensure;
-use crate::runtime::{Counter, SimRuntime};
+use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::catching;
 

@@ -33,7 +33,6 @@ mod queue;
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::time::Duration;
 
 pub use config::{CapacityPolicy, FixedSizeConfig};
 
@@ -45,9 +44,6 @@ use crate::layer::{Eviction, Manager, resolve};
 use crate::manager::{Added, Lease, LifecycleGuard, Model};
 use crate::mutants::Mutant;
 use crate::runtime::{Monitor, Runtime};
-
-/// The longest single wait for room before re-planning (lease ends do not notify the cache).
-const REPLAN_EVERY: Duration = Duration::from_millis(10);
 
 type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping>;
 
@@ -93,7 +89,6 @@ impl<M: Manager> Admission<'_, M> {
             b.loading -= 1;
             b.push(id);
         });
-        self.cache.book.notify_all();
     }
 }
 
@@ -124,7 +119,6 @@ impl<M: Manager> Drop for Settle<'_, M> {
             Settling::Remove if !registered => b.forget(self.id),
             Settling::Add | Settling::Remove => {}
         });
-        self.cache.book.notify_all();
         if self.way == Settling::Add {
             self.cache.reconcile_below(self.id);
         }
@@ -135,7 +129,6 @@ impl<M: Manager> Drop for Admission<'_, M> {
     fn drop(&mut self) {
         if !self.committed {
             self.cache.book.with(|b| b.loading -= 1);
-            self.cache.book.notify_all();
         }
     }
 }
@@ -222,7 +215,10 @@ impl<M: Manager> FixedSizeCache<M> {
         let mut pinned_below: (u64, Vec<ModelId>) = (0, Vec::new());
         // When full, ids a layer below removed are dropped from the queue once before evicting.
         let mut reconciled = false;
+        let changes = self.inner.changes();
         loop {
+            // Read before planning: any change after this read ends the wait below at once.
+            let epoch = changes.epoch();
             let (plan, seen) = self.book.with(|b| {
                 let seen = b.version;
                 if pinned_below.0 != seen {
@@ -282,19 +278,12 @@ impl<M: Manager> FixedSizeCache<M> {
                     }
                 }
             }
-            // Nothing to evict right now (all in use, pinned or busy): wait for a change since the
-            // plan, at most until the next re-plan. A victim that a layer below pins (which this
-            // layer's hints cannot see) is no candidate until something changes: re-planning at
-            // once would spin.
-            let left = deadline.map_or(REPLAN_EVERY, |d| d.saturating_sub(rt.now()));
-            let wait = left.min(REPLAN_EVERY).max(Duration::from_nanos(1));
-            let skipped = &pinned_below.1;
-            let _ = self.book.wait_until(Some(wait), |b| {
-                let room = b.occupied() < max;
-                let free =
-                    |v: &ModelId| !skipped.contains(v) && !self.inner.in_use(v) && !self.inner.is_locked(v);
-                (room || b.version != seen || !b.victims(1, id, free).is_empty()).then_some(())
-            });
+            // Nothing to evict right now (all in use, pinned or busy): wait for the stack to
+            // change since the plan (a lease ending, a lock released, a pin lifted), at most
+            // until the deadline. Victims that a layer below pins stay out of the plans until
+            // this layer's queue or pins change, so a wake-up never re-tries them in a loop.
+            let left = deadline.map(|d| d.saturating_sub(rt.now()));
+            let _ = changes.wait_past(epoch, left);
         }
     }
 
@@ -381,7 +370,6 @@ impl<M: Manager> FixedSizeCache<M> {
         }
         self.inner.remove_locked(guard)?;
         self.book.with(|b| b.forget(guard.id()));
-        self.book.notify_all();
         Ok(Eviction::Evicted)
     }
 
@@ -402,9 +390,6 @@ impl<M: Manager> FixedSizeCache<M> {
                 self.book.with(|b| b.forget(id));
             }
             drop(guard);
-        }
-        if !gone.is_empty() {
-            self.book.notify_all();
         }
     }
 
@@ -529,7 +514,6 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         });
         self.inner.remove_locked(guard)?;
         self.book.with(|b| b.forget(id));
-        self.book.notify_all();
         drop(settle);
         Ok(())
     }
@@ -549,7 +533,6 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         let evicted = self.inner.evict_locked(guard)?;
         if evicted == Eviction::Evicted {
             self.book.with(|b| b.forget(id));
-            self.book.notify_all();
         }
         drop(settle);
         Ok(evicted)
@@ -592,7 +575,8 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         let resolved = ModelId::new(id)?;
         self.inner.unpin(id)?;
         self.book.with(|b| b.unpin(&resolved));
-        self.book.notify_all();
+        // Outside every lifecycle lock: the one change of this layer that must wake waiters.
+        self.inner.changes().bump_at(Mutant::LOST_WAKEUP_UNPIN);
         Ok(())
     }
 }

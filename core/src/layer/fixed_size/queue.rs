@@ -52,11 +52,6 @@ impl Bookkeeping {
         self.version += 1;
     }
 
-    /// Models counted against `max_size`: queued plus loading.
-    pub(crate) fn occupied(&self) -> usize {
-        self.queue.len() + self.loading
-    }
-
     /// Records the size of a queued model.
     pub(crate) fn set_size(&mut self, id: &ModelId, bytes: u64) {
         self.sizes.insert(id.clone(), bytes);

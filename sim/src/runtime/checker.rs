@@ -1,0 +1,172 @@
+//! [`Checker`]: what the sim runtime needs from a model checker (shuttle or loom), so that one
+//! generic runtime ([`Sim`](super::Sim)) serves both.
+
+use std::ops::DerefMut;
+
+use shuttle::rand::Rng;
+
+use super::Counter;
+
+/// The primitives of one model checker: its mutex, condition variable, threads and atomics.
+/// Every operation on them is a scheduling point the checker explores.
+pub trait Checker: Send + Sync + 'static {
+    /// Which checker this is, as written in replay files.
+    const NAME: &'static str;
+
+    /// The checker's mutex.
+    type Mutex<T: Send + 'static>: Send + Sync;
+    /// Its guard.
+    type Guard<'a, T: Send + 'static>: DerefMut<Target = T>;
+    /// The checker's condition variable.
+    type Condvar: Send + Sync;
+    /// Join handle of a checker thread.
+    type Handle<T: Send + 'static>: Send;
+    /// The checker's atomic counter.
+    type Counter: Counter;
+
+    /// A new mutex.
+    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T>;
+    /// Locks (poison-free: a poisoned lock is taken as it is).
+    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T>;
+    /// Locks only if free right now.
+    fn try_lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Option<Self::Guard<'_, T>>;
+    /// A new condition variable.
+    fn condvar() -> Self::Condvar;
+    /// Releases `guard`, blocks until notified, and locks again (no spurious wakeups).
+    fn wait<'a, T: Send + 'static>(condvar: &Self::Condvar, guard: Self::Guard<'a, T>) -> Self::Guard<'a, T>;
+    /// Wakes every current waiter of `condvar`.
+    fn notify_all(condvar: &Self::Condvar);
+    /// Whether this wait wakes spuriously, as the facade allows (a recorded, replayable data
+    /// choice under shuttle; never under loom, which has no data choices).
+    fn spurious_wakeup() -> bool;
+
+    /// Spawns a named checker thread.
+    fn spawn<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> Self::Handle<T>;
+    /// Joins a checker thread.
+    fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T>;
+    /// Lets the scheduler run another thread.
+    fn yield_now();
+    /// The running checker thread's name.
+    fn thread_name() -> Option<String>;
+    /// A new counter at zero.
+    fn counter() -> Self::Counter;
+
+    /// Adds `delta` to the number of sim monitors the running checker thread holds (a checker
+    /// thread-local); returns the new count.
+    fn held(delta: isize) -> usize;
+}
+
+/// One spurious wakeup in this many waits, under shuttle.
+const SPURIOUS_ODDS: u32 = 8;
+
+macro_rules! counter {
+    ($krate:ident) => {
+        impl Counter for $krate::sync::atomic::AtomicUsize {
+            fn add(&self, n: usize) -> usize {
+                self.fetch_add(n, $krate::sync::atomic::Ordering::SeqCst)
+            }
+            fn sub(&self, n: usize) -> usize {
+                self.fetch_sub(n, $krate::sync::atomic::Ordering::SeqCst)
+            }
+            fn get(&self) -> usize {
+                self.load($krate::sync::atomic::Ordering::SeqCst)
+            }
+        }
+    };
+}
+
+/// Everything but the data choice is the same code for both checkers, but for the crate name.
+macro_rules! checker {
+    ($checker:ident, $krate:ident, $spurious:expr) => {
+        counter!($krate);
+
+        #[doc = concat!("The ", stringify!($krate), " model checker.")]
+        #[derive(Debug, Clone, Copy)]
+        pub struct $checker;
+
+        impl Checker for $checker {
+            const NAME: &'static str = stringify!($krate);
+
+            type Mutex<T: Send + 'static> = $krate::sync::Mutex<T>;
+            type Guard<'a, T: Send + 'static> = $krate::sync::MutexGuard<'a, T>;
+            type Condvar = $krate::sync::Condvar;
+            type Handle<T: Send + 'static> = $krate::thread::JoinHandle<T>;
+            type Counter = $krate::sync::atomic::AtomicUsize;
+
+            fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
+                $krate::sync::Mutex::new(value)
+            }
+
+            fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
+                mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+
+            fn try_lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Option<Self::Guard<'_, T>> {
+                match mutex.try_lock() {
+                    Ok(guard) => Some(guard),
+                    Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => None,
+                }
+            }
+
+            fn condvar() -> Self::Condvar {
+                $krate::sync::Condvar::new()
+            }
+
+            fn wait<'a, T: Send + 'static>(
+                condvar: &Self::Condvar,
+                guard: Self::Guard<'a, T>,
+            ) -> Self::Guard<'a, T> {
+                condvar.wait(guard).unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+
+            fn notify_all(condvar: &Self::Condvar) {
+                condvar.notify_all();
+            }
+
+            fn spurious_wakeup() -> bool {
+                $spurious
+            }
+
+            fn spawn<T: Send + 'static>(
+                name: &str,
+                f: impl FnOnce() -> T + Send + 'static,
+            ) -> Self::Handle<T> {
+                $krate::thread::Builder::new()
+                    .name(name.to_owned())
+                    .spawn(f)
+                    .expect("checker threads need no OS resources")
+            }
+
+            fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T> {
+                handle.join()
+            }
+
+            fn yield_now() {
+                $krate::thread::yield_now();
+            }
+
+            fn thread_name() -> Option<String> {
+                $krate::thread::current().name().map(str::to_owned)
+            }
+
+            fn counter() -> Self::Counter {
+                $krate::sync::atomic::AtomicUsize::new(0)
+            }
+
+            fn held(delta: isize) -> usize {
+                $krate::thread_local! {
+                    static HELD: std::cell::Cell<usize> = std::cell::Cell::new(0);
+                }
+                HELD.try_with(|h| {
+                    h.set(h.get().saturating_add_signed(delta));
+                    h.get()
+                })
+                .unwrap_or(0)
+            }
+        }
+    };
+}
+
+checker!(ShuttleChecker, shuttle, shuttle::rand::thread_rng().gen_ratio(1, SPURIOUS_ODDS));
+checker!(LoomChecker, loom, false);

@@ -1,0 +1,268 @@
+//! [`Sim`]: the `resident` runtime facade over a model checker's own mutex and condition
+//! variable, with a logical clock whose deadlines a timer task fires.
+//!
+//! A wait blocks on the checker's condition variable and wakes only when notified (or, under
+//! shuttle, spuriously by a recorded data choice), so a missing notify shows for real: as a
+//! deadlock, a step-bound livelock, or, in [`Time::Auto`], as a waiter that its deadline woke
+//! with its condition already true.
+
+use std::fmt;
+use std::time::Duration;
+
+use resident::mutants::Mutant;
+use resident::runtime::{Arc, Monitor, Runtime, TimedOut};
+
+use super::checker::Checker;
+use super::clock::{Clock, Deadline, Expire, Time};
+use crate::mutant_set::MutantSet;
+
+/// The runtime of one execution on checker `C`. Create one per execution, inside the checked
+/// closure ([`SimRuntime::for_execution`](super::SimRuntime::for_execution)).
+pub struct Sim<C: Checker> {
+    shared: Arc<Shared<C>>,
+}
+
+struct Shared<C: Checker> {
+    clock: Clock<C>,
+    mutants: MutantSet,
+}
+
+impl<C: Checker> Clone for Sim<C> {
+    fn clone(&self) -> Self {
+        Self { shared: Arc::clone(&self.shared) }
+    }
+}
+
+impl<C: Checker> fmt::Debug for Sim<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sim")
+            .field("checker", &C::NAME)
+            .field("time", &self.shared.clock.time)
+            .field("mutants", &self.shared.mutants)
+            .finish()
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl<C: Checker> Sim<C> {
+    pub(super) fn new(time: Time, mutants: MutantSet) -> Self {
+        Self { shared: Arc::new(Shared { clock: Clock::new(time), mutants }) }
+    }
+
+    pub(super) fn clock(&self) -> &Clock<C> {
+        &self.shared.clock
+    }
+
+    pub(super) fn spawn_counted<T: Send + 'static>(
+        &self,
+        name: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> SimHandle<C, T> {
+        let id = self.clock().spawned();
+        let exit = Exit { rt: self.clone(), id };
+        let inner = C::spawn(name, move || {
+            let _exit = exit;
+            f()
+        });
+        SimHandle { inner, id, rt: self.clone() }
+    }
+
+    pub(super) fn with_time(&self, body: impl FnOnce()) {
+        let timer = (self.clock().time != Time::Off).then(|| {
+            let rt = self.clone();
+            C::spawn("timer", move || rt.clock().run_timer())
+        });
+        body();
+        self.clock().shutdown();
+        if let Some(timer) = timer {
+            C::join(timer).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+        }
+    }
+}
+
+/// Ends a scenario thread's accounting when it returns or unwinds.
+struct Exit<C: Checker> {
+    rt: Sim<C>,
+    id: usize,
+}
+
+impl<C: Checker> Drop for Exit<C> {
+    fn drop(&mut self) {
+        self.rt.clock().finished(self.id);
+    }
+}
+
+/// Join handle of a scenario thread.
+pub struct SimHandle<C: Checker, T: Send + 'static> {
+    inner: C::Handle<T>,
+    id: usize,
+    rt: Sim<C>,
+}
+
+impl<C: Checker, T: Send + 'static> SimHandle<C, T> {
+    pub(super) fn join(self) -> std::thread::Result<T> {
+        self.rt.clock().joining(self.id);
+        C::join(self.inner)
+    }
+}
+
+impl<C: Checker> Runtime for Sim<C> {
+    type Monitor<T: Send + 'static> = SimMonitor<C, T>;
+
+    fn monitor<T: Send + 'static>(&self, value: T) -> SimMonitor<C, T> {
+        let cell = Cell { value, waiting: 0, notifies: 0, expiries: 0 };
+        SimMonitor {
+            inner: Arc::new(Inner { cell: C::mutex(cell), changed: C::condvar(), rt: self.clone() }),
+        }
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.clock().now())
+    }
+
+    fn mutant(&self, mutant: Mutant) -> bool {
+        self.shared.mutants.contains(mutant)
+    }
+
+    fn defect(&self, what: &'static str) {
+        crate::violation::Violation::record("defect", what.to_owned());
+    }
+}
+
+/// What a monitor's mutex guards: the value, and who waits on it.
+struct Cell<T> {
+    value: T,
+    /// Threads blocked on the condition variable right now (not yet woken).
+    waiting: usize,
+    /// Notifies sent by code, and deadlines fired by the timer, so far.
+    notifies: u64,
+    expiries: u64,
+}
+
+struct Inner<C: Checker, T: Send + 'static> {
+    cell: C::Mutex<Cell<T>>,
+    changed: C::Condvar,
+    rt: Sim<C>,
+}
+
+impl<C: Checker, T: Send + 'static> Inner<C, T> {
+    /// Wakes every waiter, counting them as runnable. Called with the cell locked.
+    fn wake_all(&self, cell: &mut Cell<T>) {
+        let woken = std::mem::take(&mut cell.waiting);
+        if woken > 0 {
+            self.rt.clock().woke(woken);
+            C::notify_all(&self.changed);
+        }
+    }
+}
+
+impl<C: Checker, T: Send + 'static> Expire for Inner<C, T> {
+    fn expire(&self, seq: u64) {
+        let mut cell = C::lock(&self.cell);
+        self.rt.clock().mark_fired(seq);
+        cell.expiries += 1;
+        self.wake_all(&mut cell);
+    }
+}
+
+/// [`Monitor`] of the [`Sim`] runtime: the checker's mutex and condition variable.
+pub struct SimMonitor<C: Checker, T: Send + 'static> {
+    inner: Arc<Inner<C, T>>,
+}
+
+/// Counts one sim monitor held by this checker thread until dropped (unwinding included).
+struct Held<C: Checker>(std::marker::PhantomData<C>);
+
+impl<C: Checker> Held<C> {
+    fn enter() -> Self {
+        C::held(1);
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<C: Checker> Drop for Held<C> {
+    fn drop(&mut self) {
+        C::held(-1);
+    }
+}
+
+impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
+    fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
+        let mut cell = C::lock(&self.inner.cell);
+        let _held = Held::<C>::enter();
+        f(&mut cell.value)
+    }
+
+    fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
+        let mut cell = C::try_lock(&self.inner.cell)?;
+        let _held = Held::<C>::enter();
+        Some(f(&mut cell.value))
+    }
+
+    /// Takes the monitor's mutex to count the woken waiters, so that a waiter between its
+    /// check and its wait (it holds the mutex) is never counted woken without being woken.
+    fn notify_all(&self) {
+        let mut cell = C::lock(&self.inner.cell);
+        cell.notifies += 1;
+        self.inner.wake_all(&mut cell);
+    }
+
+    fn wait_until<U>(
+        &self,
+        timeout: Option<Duration>,
+        mut f: impl FnMut(&mut T) -> Option<U>,
+    ) -> Result<U, TimedOut> {
+        let inner = &self.inner;
+        let clock = inner.rt.clock();
+        let mut cell = C::lock(&inner.cell);
+        let mut deadline: Option<Deadline> = None;
+        // Whether the last wake-up came from a deadline with no notify since the wait began.
+        let mut timer_only = false;
+        let result = loop {
+            let done = {
+                let _held = Held::<C>::enter();
+                f(&mut cell.value)
+            };
+            if let Some(done) = done {
+                if timer_only && clock.time == Time::Auto {
+                    drop(cell);
+                    crate::violation::Violation::raise(
+                        "lost-wakeup",
+                        "a deadline woke a waiter whose condition already held: the state changed \
+                         while every thread was blocked, and nothing notified"
+                            .to_owned(),
+                    );
+                }
+                break Ok(done);
+            }
+            if deadline.is_some_and(|d| clock.fired(d)) {
+                break Err(TimedOut);
+            }
+            if deadline.is_none()
+                && let Some(timeout) = timeout
+            {
+                let target: std::sync::Weak<dyn Expire> = Arc::downgrade(inner) as _;
+                deadline = clock.register(nanos(timeout), target);
+            }
+            if C::spurious_wakeup() {
+                drop(cell);
+                cell = C::lock(&inner.cell);
+                timer_only = false;
+                continue;
+            }
+            cell.waiting += 1;
+            clock.block();
+            let (notifies, expiries) = (cell.notifies, cell.expiries);
+            cell = C::wait(&inner.changed, cell);
+            timer_only = cell.notifies == notifies && cell.expiries != expiries;
+        };
+        drop(cell);
+        if let Some(deadline) = deadline {
+            clock.forget(deadline);
+        }
+        result
+    }
+}

@@ -1,0 +1,133 @@
+//! Wake-up scenarios (SPEC §5, `W-*`): one per notify site that production relies on. Each runs
+//! with [`Time::Auto`](crate::runtime::Time::Auto): a deadline fires only once every thread is
+//! blocked, so a waiter that nobody woke sleeps until its deadline, and the scenario fails — the
+//! runtime flags a waiter whose deadline woke it with its condition already true, and every
+//! scenario here checks that no deadline passed at all (the logical clock is still at zero).
+
+use std::time::Duration;
+
+use resident::runtime::Arc;
+use resident::{Manager, ModelId};
+
+use super::cache::{Cache, finish as finish_cache};
+use super::layers::{self, Depth, join};
+use crate::cache_world::{Behaviour, CacheWorld, Weights};
+use crate::ensure;
+use crate::runtime::SimRuntime;
+use crate::trace;
+use crate::world::{World, traced};
+
+/// Scheduling points T1 passes before it releases the victim.
+const RELEASE_AFTER: usize = 12;
+
+/// Nothing slept until a deadline: every wait in the scenario ended by a notify.
+fn no_deadline_passed<R: SimRuntime>(rt: &R) {
+    let now = rt.now();
+    ensure!(
+        now == Duration::ZERO,
+        "lost-wakeup",
+        "a waiter slept until its deadline ({now:?} passed) although what it waited for had happened"
+    );
+}
+
+/// W-1: the main thread holds X's lifecycle lock while T2 adds X (waiting for the lock); T1
+/// releases it. T2 must be woken by the release.
+pub(super) fn lock_release<R: SimRuntime>(rt: R) {
+    let world = World::builder(rt).model("X", &[], &[]).build();
+    let guard = world.manager.lock(&ModelId::new("X").expect("valid id")).expect("free lock");
+    let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
+    let t1 = world.rt.spawn("T1", move || drop(guard));
+    join::<R, _>(t1);
+    let added = join::<R, _>(t2);
+    ensure!(added.is_ok(), "contract", "add(X) gave {added:?}");
+    no_deadline_passed(&world.rt);
+    world.check_quiescent();
+}
+
+/// W-2: X is registered and the main thread holds a lease while T2 removes X (draining); T1 ends
+/// the lease. The remove must be woken by the end of the last lease.
+pub(super) fn lease_drain<R: SimRuntime>(rt: R) {
+    let world = World::builder(rt).model("X", &[], &[]).build();
+    world.manager.add_model("X", None).expect("setup load succeeds");
+    let lease = world.manager.lease("X").expect("registered");
+    let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
+    let t1 = world.rt.spawn("T1", move || drop(lease));
+    join::<R, _>(t1);
+    let removed = join::<R, _>(t2);
+    ensure!(removed.is_ok(), "contract", "remove(X) gave {removed:?}");
+    no_deadline_passed(&world.rt);
+    world.check_quiescent();
+}
+
+/// The cache of the room scenarios: max_size 1, A registered and queued.
+fn full_cache<R: SimRuntime, D: Depth>(rt: R) -> World<R, layers::Stack<R, D>> {
+    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
+    layers::cache::<R, D>(builder, 1, &["A"], &[])
+}
+
+/// Adds B while A is held by `hold`, then lets `release` (run by T1) make A evictable: the add
+/// that waits for room must be woken by it.
+fn room_after<R: SimRuntime, D: Depth, H: Send + 'static>(
+    world: World<R, layers::Stack<R, D>>,
+    hold: H,
+    release: impl FnOnce(&layers::Stack<R, D>, H) + Send + 'static,
+) {
+    let t2 = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let t1 = world.spawn("T1", move |m, _| {
+        // Scheduling points, so that uniform random schedules often let T2 reach its wait
+        // first (PCT and loom reach that order anyway); both orders are explored.
+        for _ in 0..RELEASE_AFTER {
+            R::yield_now();
+        }
+        release(m, hold);
+    });
+    join::<R, _>(t1);
+    let added = join::<R, _>(t2);
+    ensure!(added.is_ok(), "contract", "add(B) gave {added:?}");
+    ensure!(!world.manager.contains("A"), "contract", "A was not evicted: {:?}", world.manager.ids());
+    no_deadline_passed(&world.rt);
+    layers::finish(&world);
+}
+
+/// W-3: the only victim A is leased while B is added; T1 ends the lease.
+pub(super) fn room_after_lease<R: SimRuntime, D: Depth>(rt: R) {
+    let world = full_cache::<R, D>(rt);
+    let lease = world.manager.lease("A").expect("registered");
+    room_after::<R, D, _>(world, lease, |_, lease| drop(lease));
+}
+
+/// W-4: A's lifecycle lock is held while B is added; T1 releases it.
+pub(super) fn room_after_lock<R: SimRuntime, D: Depth>(rt: R) {
+    let world = full_cache::<R, D>(rt);
+    let guard = world.manager.lock(&ModelId::new("A").expect("valid id")).expect("free lock");
+    room_after::<R, D, _>(world, guard, |_, guard| drop(guard));
+}
+
+/// W-5: A is pinned while B is added; T1 unpins it.
+pub(super) fn room_after_unpin<R: SimRuntime, D: Depth>(rt: R) {
+    let world = full_cache::<R, D>(rt);
+    world.manager.pin("A").expect("registered");
+    room_after::<R, D, _>(world, (), |m, ()| m.unpin("A").expect("valid id"));
+}
+
+/// W-6: T1 and T2 place the same record; whoever finds the other's move in flight waits for it
+/// to settle, and must be woken when it does.
+pub(super) fn move_settled<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
+    let script = world.with_device(100);
+    let weights = Weights::scripted(60, Behaviour::default(), &script);
+    drop(world.caches[0].put("m", weights, 60, resident::cache::Put::default()).expect("setup put"));
+    let handles = ["T1", "T2"].map(|name| {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn(name, move || {
+            trace::record(name, "lock_on_device(m)".to_owned());
+            let placed = c0.get("m").expect("resident").lock_on_device();
+            ensure!(placed.is_ok(), "contract", "{name}: lock_on_device(m) gave {:?}", placed.map(|_| ()));
+        })
+    });
+    for handle in handles {
+        join::<R, _>(handle);
+    }
+    no_deadline_passed(&world.rt);
+    finish_cache(&world);
+}
