@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use crate::mutant_set::MutantSet;
 use serde::{Deserialize, Serialize};
-use shuttle::scheduler::{PctScheduler, RandomScheduler, Scheduler};
+use shuttle::scheduler::{
+    PctScheduler, RandomScheduler, Scheduler, UncontrolledNondeterminismCheckScheduler,
+};
 use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
 
 use crate::scenarios::Scenario;
@@ -199,6 +201,23 @@ fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failu
         trace: trace::per_thread(),
     });
     (iterations, failure)
+}
+
+/// Runs `iterations` random schedules of `scenario` from `seed`, each twice (recorded, then
+/// replayed) under shuttle's nondeterminism checker, which compares the two step by step
+/// (runnable threads, data choices, length). `None` if every schedule ran identically.
+pub fn check_determinism(scenario: &'static Scenario, iterations: usize, seed: u64) -> Option<Violation> {
+    let scheduler =
+        UncontrolledNondeterminismCheckScheduler::new(RandomScheduler::new_from_seed(seed, iterations));
+    let runner = Runner::new(scheduler, shuttle_config());
+    let body = scenario.shuttle;
+    quiet::run(|| {
+        runner.run(move || {
+            trace::reset();
+            body(&MutantSet::NONE);
+        })
+    })
+    .err()
 }
 
 /// The outcome of replaying one recorded schedule.

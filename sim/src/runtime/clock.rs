@@ -73,6 +73,10 @@ pub(super) struct Clock<C: Checker> {
     /// Logical nanoseconds. Written only by the timer (a `fetch_max`) and `advance`
     /// (a `fetch_add`), read without a scheduling point (reading a clock synchronizes nothing).
     now: AtomicU64,
+    /// Monitor operations so far (no scheduling point): if none happened between a deadline
+    /// firing and its waiter's check, the state the waiter found is the state every blocked
+    /// thread left.
+    activity: AtomicU64,
     timers: C::Mutex<Timers>,
     wake_timer: C::Condvar,
 }
@@ -88,11 +92,27 @@ impl<C: Checker> Clock<C> {
             timer_waiting: false,
             shutdown: false,
         };
-        Self { time, now: AtomicU64::new(0), timers: C::mutex(timers), wake_timer: C::condvar() }
+        Self {
+            time,
+            now: AtomicU64::new(0),
+            activity: AtomicU64::new(0),
+            timers: C::mutex(timers),
+            wake_timer: C::condvar(),
+        }
     }
 
     pub(super) fn now(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
+    }
+
+    /// Counts one monitor operation.
+    pub(super) fn touch(&self) {
+        self.activity.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Monitor operations so far.
+    pub(super) fn activity(&self) -> u64 {
+        self.activity.load(Ordering::SeqCst)
     }
 
     /// Moves the clock forward by `nanos` in one atomic step.

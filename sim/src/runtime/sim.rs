@@ -113,7 +113,7 @@ impl<C: Checker> Runtime for Sim<C> {
     type Monitor<T: Send + 'static> = SimMonitor<C, T>;
 
     fn monitor<T: Send + 'static>(&self, value: T) -> SimMonitor<C, T> {
-        let cell = Cell { value, waiting: 0, notifies: 0, expiries: 0 };
+        let cell = Cell { value, waiting: 0, notifies: 0, expiries: 0, expired_at: 0 };
         SimMonitor {
             inner: Arc::new(Inner { cell: C::mutex(cell), changed: C::condvar(), rt: self.clone() }),
         }
@@ -140,6 +140,8 @@ struct Cell<T> {
     /// Notifies sent by code, and deadlines fired by the timer, so far.
     notifies: u64,
     expiries: u64,
+    /// The clock's activity count when a deadline last fired here.
+    expired_at: u64,
 }
 
 struct Inner<C: Checker, T: Send + 'static> {
@@ -164,6 +166,7 @@ impl<C: Checker, T: Send + 'static> Expire for Inner<C, T> {
         let mut cell = C::lock(&self.cell);
         self.rt.clock().mark_fired(seq);
         cell.expiries += 1;
+        cell.expired_at = self.rt.clock().activity();
         self.wake_all(&mut cell);
     }
 }
@@ -192,12 +195,14 @@ impl<C: Checker> Drop for Held<C> {
 impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
     fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
         let mut cell = C::lock(&self.inner.cell);
+        self.inner.rt.clock().touch();
         let _held = Held::<C>::enter();
         f(&mut cell.value)
     }
 
     fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
         let mut cell = C::try_lock(&self.inner.cell)?;
+        self.inner.rt.clock().touch();
         let _held = Held::<C>::enter();
         Some(f(&mut cell.value))
     }
@@ -206,6 +211,7 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
     /// check and its wait (it holds the mutex) is never counted woken without being woken.
     fn notify_all(&self) {
         let mut cell = C::lock(&self.inner.cell);
+        self.inner.rt.clock().touch();
         cell.notifies += 1;
         self.inner.wake_all(&mut cell);
     }
@@ -219,7 +225,9 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
         let clock = inner.rt.clock();
         let mut cell = C::lock(&inner.cell);
         let mut deadline: Option<Deadline> = None;
-        // Whether the last wake-up came from a deadline with no notify since the wait began.
+        // Whether the last wake-up came from a deadline, with no notify since the wait began
+        // and no monitor operation anywhere since the deadline fired: the waiter then sees the
+        // state exactly as it was while every thread was blocked.
         let mut timer_only = false;
         let result = loop {
             let done = {
@@ -257,7 +265,8 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
             clock.block();
             let (notifies, expiries) = (cell.notifies, cell.expiries);
             cell = C::wait(&inner.changed, cell);
-            timer_only = cell.notifies == notifies && cell.expiries != expiries;
+            timer_only =
+                cell.notifies == notifies && cell.expiries != expiries && clock.activity() == cell.expired_at;
         };
         drop(cell);
         if let Some(deadline) = deadline {

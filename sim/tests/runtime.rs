@@ -1,0 +1,182 @@
+//! The sim runtimes themselves: a notify nobody sends is lost for real (a deadlock, or in
+//! `Time::Auto` a flagged lost wakeup) under shuttle random, PCT and loom; shorter deadlines fire
+//! first; the clock moves in atomic steps; shuttle wakes spuriously now and then, loom never; and
+//! the determinism check notices a program that is not deterministic.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use resident::runtime::{Monitor, TimedOut};
+use resident_sim::explore::{Checker, Plan, check_determinism, explore};
+use resident_sim::runtime::{LoomRuntime, ShuttleRuntime, SimRuntime, Time};
+use resident_sim::scenarios::{Scenario, execute};
+use resident_sim::violation::Violation;
+
+macro_rules! scenario {
+    ($id:literal, $time:ident, $body:path) => {
+        &Scenario {
+            id: $id,
+            description: "a runtime self-test",
+            time: Time::$time,
+            loom: Some(2),
+            targets: &[],
+            shuttle: |m| execute::<ShuttleRuntime>(Time::$time, m, $body),
+            loom_body: |m| execute::<LoomRuntime>(Time::$time, m, $body),
+        }
+    };
+}
+
+const CHECKERS: [Checker; 3] = [Checker::Random, Checker::Pct, Checker::Loom];
+
+fn failure(scenario: &'static Scenario, checker: Checker) -> Option<Violation> {
+    explore(scenario, checker, Plan::new(200, support::seed())).failure.map(|f| f.violation)
+}
+
+/// T1 waits for a flag that the main thread sets, notifying if `notify`.
+fn flag<R: SimRuntime>(rt: &R, notify: bool, timeout: Option<Duration>) {
+    let flag = std::sync::Arc::new(rt.monitor(false));
+    let waiter = std::sync::Arc::clone(&flag);
+    let t1 = rt.spawn("T1", move || waiter.wait_until(timeout, |set| set.then_some(())));
+    flag.with(|set| *set = true);
+    if notify {
+        flag.notify_all();
+    }
+    let waited = R::join(t1).unwrap_or_else(|p| std::panic::resume_unwind(p));
+    assert_eq!(waited, Ok(()), "the flag was set");
+}
+
+fn unnotified<R: SimRuntime>(rt: R) {
+    flag(&rt, false, None);
+}
+
+fn notified<R: SimRuntime>(rt: R) {
+    flag(&rt, true, None);
+}
+
+fn unnotified_bounded<R: SimRuntime>(rt: R) {
+    flag(&rt, false, Some(Duration::from_secs(1)));
+}
+
+fn notified_bounded<R: SimRuntime>(rt: R) {
+    flag(&rt, true, Some(Duration::from_secs(1)));
+    assert_eq!(rt.now(), Duration::ZERO, "no deadline passed");
+}
+
+#[test]
+fn a_notify_nobody_sends_is_a_deadlock_without_time() {
+    for checker in CHECKERS {
+        let found = failure(scenario!("unnotified", Off, unnotified), checker);
+        assert!(found.is_some_and(|v| v.invariant == "deadlock"), "{checker} missed the lost wakeup");
+        assert_eq!(failure(scenario!("notified", Off, notified), checker), None, "{checker}");
+    }
+}
+
+#[test]
+fn a_notify_nobody_sends_is_a_flagged_lost_wakeup_in_auto_time() {
+    for checker in CHECKERS {
+        let found = failure(scenario!("unnotified-bounded", Auto, unnotified_bounded), checker);
+        assert!(found.is_some_and(|v| v.invariant == "lost-wakeup"), "{checker} missed the lost wakeup");
+        assert_eq!(
+            failure(scenario!("notified-bounded", Auto, notified_bounded), checker),
+            None,
+            "{checker}"
+        );
+    }
+}
+
+/// T1 waits 5 ms and T2 10 ms on one monitor for a flag that only a timed-out waiter sets: the
+/// shorter deadline fires first, so T2 is always woken by T1's flag, never by its own deadline.
+fn shorter_first<R: SimRuntime>(rt: R) {
+    let flag = std::sync::Arc::new(rt.monitor(false));
+    let wait = |name: &str, ms: u64| {
+        let flag = std::sync::Arc::clone(&flag);
+        rt.spawn(name, move || {
+            let waited = flag.wait_until(Some(Duration::from_millis(ms)), |set| set.then_some(()));
+            if waited.is_err() {
+                flag.with(|set| *set = true);
+                flag.notify_all();
+            }
+            waited
+        })
+    };
+    let (t1, t2) = (wait("T1", 5), wait("T2", 10));
+    let t1 = R::join(t1).unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let t2 = R::join(t2).unwrap_or_else(|p| std::panic::resume_unwind(p));
+    assert_eq!((t1, t2), (Err(TimedOut), Ok(())), "the 10 ms deadline fired before the 5 ms one");
+    assert_eq!(rt.now(), Duration::from_millis(5));
+}
+
+#[test]
+fn shorter_deadlines_fire_first() {
+    for checker in CHECKERS {
+        assert_eq!(failure(scenario!("shorter-first", Auto, shorter_first), checker), None, "{checker}");
+    }
+}
+
+fn concurrent_advances<R: SimRuntime>(rt: R) {
+    let handles = ["T1", "T2"].map(|name| {
+        let rt2 = rt.clone();
+        rt.spawn(name, move || rt2.advance_clock(Duration::from_millis(1)))
+    });
+    for handle in handles {
+        R::join(handle).unwrap_or_else(|p| std::panic::resume_unwind(p));
+    }
+    assert_eq!(rt.now(), Duration::from_millis(2), "an advance was lost");
+}
+
+#[test]
+fn the_clock_moves_in_atomic_steps() {
+    for checker in CHECKERS {
+        assert_eq!(failure(scenario!("advances", Off, concurrent_advances), checker), None, "{checker}");
+    }
+}
+
+static CHECKS: AtomicUsize = AtomicUsize::new(0);
+static MOST_CHECKS: AtomicUsize = AtomicUsize::new(0);
+
+/// T1 waits for a flag the main thread sets and notifies once; counts T1's condition checks.
+fn count_checks<R: SimRuntime>(rt: R) {
+    CHECKS.store(0, Ordering::SeqCst);
+    let flag = std::sync::Arc::new(rt.monitor(false));
+    let waiter = std::sync::Arc::clone(&flag);
+    let t1 = rt.spawn("T1", move || {
+        waiter.wait_until(None, |set| {
+            CHECKS.fetch_add(1, Ordering::SeqCst);
+            set.then_some(())
+        })
+    });
+    R::yield_now();
+    flag.with(|set| *set = true);
+    flag.notify_all();
+    let _ = R::join(t1);
+    MOST_CHECKS.fetch_max(CHECKS.load(Ordering::SeqCst), Ordering::SeqCst);
+}
+
+#[test]
+fn shuttle_wakes_spuriously_now_and_then_and_loom_never() {
+    // Without spurious wakeups T1 checks at most twice: before it waits, and once notified.
+    let scenario = scenario!("spurious", Off, count_checks);
+    MOST_CHECKS.store(0, Ordering::SeqCst);
+    assert_eq!(failure(scenario, Checker::Loom), None);
+    assert!(MOST_CHECKS.load(Ordering::SeqCst) <= 2, "loom woke a waiter spuriously");
+    MOST_CHECKS.store(0, Ordering::SeqCst);
+    assert_eq!(failure(scenario, Checker::Random), None);
+    assert!(MOST_CHECKS.load(Ordering::SeqCst) > 2, "no spurious wakeup in 200 shuttle executions");
+}
+
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Every other execution takes one more step: what a std static or a HashMap order does.
+fn nondeterministic<R: SimRuntime>(_rt: R) {
+    if RUNS.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+        R::yield_now();
+    }
+}
+
+#[test]
+fn the_determinism_check_notices_uncontrolled_nondeterminism() {
+    let found = check_determinism(scenario!("nondeterministic", Off, nondeterministic), 10, support::seed());
+    assert!(found.is_some(), "a program that changes between runs passed the determinism check");
+}
