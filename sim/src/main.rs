@@ -34,7 +34,8 @@ enum SchedulerArg {
 
 #[derive(Subcommand)]
 enum Command {
-    /// List the scenario catalogue: one id per line, then its description.
+    /// List the scenario catalogue: one id per line, then its description, when its deadlines
+    /// fire, and its loom bound (or why it does not run under loom).
     List,
     /// Explore scenarios (all by default); exit 1 on any failure, leaving a replay file.
     Explore {
@@ -83,7 +84,11 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::List => {
             for s in CATALOGUE {
-                println!("{:<8} {}", s.id, s.description);
+                let loom = match s.loom {
+                    Some(bound) => format!("loom bound {bound}"),
+                    None => format!("not under loom: {}", s.no_loom),
+                };
+                println!("{:<8} {} [time {}; {loom}]", s.id, s.description, s.time.name());
             }
             ExitCode::SUCCESS
         }

@@ -68,8 +68,11 @@ macro_rules! counter {
             fn sub(&self, n: usize) -> usize {
                 self.fetch_sub(n, $krate::sync::atomic::Ordering::SeqCst)
             }
+            /// A read-modify-write, not a load: it reads the latest value in modification order,
+            /// so a probe sees every completed update even under loom, which models `SeqCst`
+            /// loads more weakly than a global observer needs.
             fn get(&self) -> usize {
-                self.load($krate::sync::atomic::Ordering::SeqCst)
+                self.fetch_add(0, $krate::sync::atomic::Ordering::SeqCst)
             }
         }
     };
