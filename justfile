@@ -16,6 +16,14 @@ sim iterations="20000" seed="24301":
 loom:
     cargo run --release -p resident-sim -- explore --scheduler loom
 
+# A deep campaign of generated concurrent programs (linearizability and every invariant).
+programs programs="2000" schedules="200":
+    RESIDENT_PROGRAMS={{programs}} RESIDENT_SCHEDULES={{schedules}} cargo test --release -p resident-proptests --test concurrent generated -- --nocapture
+
+# Which mutants the generated programs find without being told where.
+teeth:
+    cargo test --release -p resident-proptests --test concurrent teeth -- --ignored --nocapture
+
 # The kill matrix.
 mutants:
     cargo run --release -p resident-sim -- mutants

@@ -165,6 +165,11 @@ mutants! {
     LOST_WAKEUP_UNPIN = "lost-wakeup-unpin",
     /// W-6: a move that settles does not wake lockers waiting for it.
     LOST_WAKEUP_MOVE_SETTLED = "lost-wakeup-move-settled",
+    /// W-7: an eviction that ends (unloaded or kept) does not wake the leases waiting for it.
+    LOST_WAKEUP_EVICTION_SETTLED = "lost-wakeup-eviction-settled",
+    /// M-E5: a lease racing an eviction's unload gets `NotFound` at once, even when the unload
+    /// then fails and the model stays (found by the generated programs).
+    EVICTION_REFUSES_LEASE = "eviction-refuses-lease",
 }
 
 impl fmt::Display for Mutant {

@@ -4,6 +4,8 @@
 //! operation must return and what the manager must hold afterwards; the tests run the same
 //! program against the real manager and compare after every step.
 
+pub mod concurrent;
+
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 

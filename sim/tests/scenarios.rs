@@ -111,6 +111,8 @@ scenario_tests! {
     w_4 => "W-4",
     w_5 => "W-5",
     w_6 => "W-6",
+    w_7 => "W-7",
+    m_e5 => "M-E5",
 }
 
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.

@@ -4,8 +4,9 @@
 //! use-state monitor (`leases`, `closing`). `remove` closes the slot before it waits for the
 //! leases to drain, and a closed slot refuses new leases, so no lease can ever observe a model
 //! that is being or has been unloaded. An eviction closes without waiting: only a slot with no
-//! live lease closes, and a lease that loses the race to that close finds the model gone
-//! (`NotFound`), never `Removing`.
+//! live lease closes. A lease that loses the race to that close waits (bounded) for the
+//! eviction's outcome: if the unload succeeds the model is gone (`NotFound`); if it fails the
+//! model stays, and so does the lease — an eviction never refuses a lease on a model it keeps.
 
 use std::fmt;
 use std::ops::Deref;
@@ -26,8 +27,10 @@ struct UseState {
 enum Closing {
     /// `remove` drains the live leases: new ones get `Removing`.
     Draining,
-    /// An eviction closed an idle slot: new leases find the model gone (`NotFound`).
+    /// An eviction closed an idle slot and is unloading: new leases wait for its outcome.
     Evicting,
+    /// The eviction unloaded the model: new leases find it gone (`NotFound`).
+    Evicted,
 }
 
 /// A registered model and its use state.
@@ -45,17 +48,28 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
         Self { id, model, state, changes: Arc::clone(changes) }
     }
 
-    pub(crate) fn lease(self: &Arc<Self>) -> Result<Lease<M, R>, ManagerError> {
-        self.state.with(|s| {
-            match s.closing {
-                Some(Closing::Draining) => return Err(ManagerError::Removing { id: self.id.clone() }),
-                Some(Closing::Evicting) => return Err(ManagerError::NotFound { id: self.id.clone() }),
-                None => {}
+    /// A lease; while an eviction is unloading the model, waits at most `timeout` for its
+    /// outcome (`LockTimeout` if it does not come).
+    pub(crate) fn lease(self: &Arc<Self>, timeout: Duration) -> Result<Lease<M, R>, ManagerError> {
+        let refuse = self.changes.runtime().mutant(Mutant::EVICTION_REFUSES_LEASE);
+        let take = |s: &mut UseState| match s.closing {
+            None => {
+                s.leases += 1;
+                Some(Ok(()))
             }
-            s.leases += 1;
-            Ok(())
-        })?;
-        Ok(Lease { slot: Arc::clone(self) })
+            Some(Closing::Draining) => Some(Err(ManagerError::Removing { id: self.id.clone() })),
+            Some(Closing::Evicted) => Some(Err(ManagerError::NotFound { id: self.id.clone() })),
+            Some(Closing::Evicting) if refuse => Some(Err(ManagerError::NotFound { id: self.id.clone() })),
+            Some(Closing::Evicting) => None,
+        };
+        let taken = match self.state.with(take) {
+            Some(taken) => taken,
+            None => self
+                .state
+                .wait_until(Some(timeout), take)
+                .unwrap_or_else(|_| Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout })),
+        };
+        taken.map(|()| Lease { slot: Arc::clone(self) })
     }
 
     /// Live leases right now (a hint).
@@ -87,8 +101,17 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
         closed.then_some(Closed { slot: self, committed: false })
     }
 
-    fn reopen(&self) {
-        self.state.with(|s| s.closing = None);
+    /// Ends a close: reopened (`None`), or for good (`Some`); wakes the leases waiting for an
+    /// eviction's outcome.
+    fn settle(&self, closing: Option<Closing>) {
+        let waited = self.state.with(|s| {
+            let evicting = s.closing == Some(Closing::Evicting);
+            s.closing = closing;
+            evicting
+        });
+        if waited && !self.changes.runtime().mutant(Mutant::LOST_WAKEUP_EVICTION_SETTLED) {
+            self.state.notify_all();
+        }
     }
 }
 
@@ -102,13 +125,17 @@ impl<M: Send + Sync + 'static, R: Runtime> Closed<'_, M, R> {
     /// The model was unloaded: the slot stays closed for good.
     pub(crate) fn commit(mut self) {
         self.committed = true;
+        let evicting = self.slot.state.with(|s| s.closing == Some(Closing::Evicting));
+        if evicting {
+            self.slot.settle(Some(Closing::Evicted));
+        }
     }
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Closed<'_, M, R> {
     fn drop(&mut self) {
         if !self.committed {
-            self.slot.reopen();
+            self.slot.settle(None);
         }
     }
 }

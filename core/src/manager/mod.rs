@@ -249,7 +249,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     fn lease(&self, id: &str) -> Result<Lease<L::Model, R>, ManagerError> {
-        self.slot(id)?.lease()
+        self.slot(id)?.lease(self.config.lock_timeout())
     }
 
     fn contains(&self, id: &str) -> bool {

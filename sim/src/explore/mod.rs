@@ -155,13 +155,37 @@ fn shuttle_explore<S: Scheduler + 'static>(
     scheduler: S,
     plan: Plan,
 ) -> (usize, Option<Failure>) {
+    let (body, mutants) = (scenario.shuttle, plan.mutants);
+    shuttle_run(scheduler, move || body(&mutants))
+}
+
+/// Explores any program under shuttle (`checker`: random or PCT) for `iterations` schedules
+/// from `seed`: what generated programs use. `body` runs one execution (see
+/// [`execute_with`](crate::scenarios::execute_with)). Returns the executions run and the first
+/// failure, with its replayable schedule.
+pub fn explore_program(
+    checker: Checker,
+    iterations: usize,
+    seed: u64,
+    body: impl Fn() + Send + Sync + 'static,
+) -> (usize, Option<Failure>) {
+    match checker {
+        Checker::Random => shuttle_run(RandomScheduler::new_from_seed(seed, iterations), body),
+        Checker::Pct => shuttle_run(PctScheduler::new_from_seed(seed, 3, iterations), body),
+        Checker::Loom => panic!("generated programs run under shuttle"),
+    }
+}
+
+fn shuttle_run<S: Scheduler + 'static>(
+    scheduler: S,
+    body: impl Fn() + Send + Sync + 'static,
+) -> (usize, Option<Failure>) {
     let recorder = Recorder::default();
     let runner = Runner::new(Recording::new(scheduler, recorder.clone()), shuttle_config());
-    let (body, mutants) = (scenario.shuttle, plan.mutants);
     let result = quiet::run(|| {
         runner.run(move || {
             trace::reset();
-            body(&mutants);
+            body();
         })
     });
     match result {

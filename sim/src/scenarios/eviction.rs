@@ -10,7 +10,7 @@ use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
 use super::layers::{Depth, cache, finish, join};
 use crate::ensure;
 use crate::runtime::SimRuntime;
-use crate::world::{Base, World, check_queue, traced};
+use crate::world::{Base, Step, World, check_queue, traced};
 
 /// M-E1: max_size 1 with A registered; T1 adds N (evicting A) while T2 pins A. A pin that
 /// returned `Ok` while A was registered is honoured: A stays registered until T2 unpins it.
@@ -41,7 +41,9 @@ pub(super) fn pin_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
 
 /// M-E2: max_size 1 with A registered; T1 adds N (evicting A) while T2 leases A. The eviction
 /// skips a leased A or closes an idle one at once: the lease gets the model or `NotFound`, never
-/// `Removing` or `Busy`, and the eviction never waits on it.
+/// `Removing` or `Busy`, and the eviction never waits on it. (A lease that arrives during the
+/// unload waits for its outcome, bounded by the lock timeout, which may expire here: timeouts
+/// race everything in this scenario.)
 pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
     let builder = World::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
@@ -62,10 +64,43 @@ pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
         "add(N) gave {added:?}"
     );
     ensure!(
-        matches!(leased, Ok(()) | Err(ManagerError::NotFound { .. })),
+        matches!(leased, Ok(()) | Err(ManagerError::NotFound { .. } | ManagerError::LockTimeout { .. })),
         "I10",
         "an eviction refused lease(A): {leased:?}"
     );
+    finish(&world);
+}
+
+/// M-E5 / W-7: max_size 1 with A registered, whose first unload fails and waits for the gate;
+/// T1 adds N (evicting A) while T2 leases A during the unload. The eviction fails and keeps A, so
+/// T2's lease must get A: it waits for the eviction's outcome and is woken when it comes.
+pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = World::builder(rt).model("A", &[], &[Step::Fail]).model("N", &[], &[]).gate_unloads(&["A"]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    let probe = std::sync::Arc::clone(&world.probe);
+    let t2 = world.spawn("T2", move |m, t| {
+        probe.wait_for_gated_unload();
+        traced(t, "lease(A)", || m.lease("A").map(|lease| lease.serve("T2")))
+    });
+    let probe = std::sync::Arc::clone(&world.probe);
+    let opener = world.rt.spawn("T3", move || {
+        probe.wait_for_gated_unload();
+        for _ in 0..4 {
+            R::yield_now();
+        }
+        probe.open_gate();
+    });
+    let added = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    join::<R, _>(opener);
+    ensure!(
+        matches!(added, Err(ManagerError::Unload { .. })),
+        "contract",
+        "add(N) whose only victim fails to unload gave {added:?}"
+    );
+    ensure!(leased.is_ok(), "I10", "an eviction that kept A refused lease(A): {leased:?}");
+    ensure!(world.rt.now() == Duration::ZERO, "lost-wakeup", "a lease slept until its deadline");
     finish(&world);
 }
 

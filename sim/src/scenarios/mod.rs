@@ -46,6 +46,11 @@ pub struct Scenario {
 
 /// Runs a scenario body on runtime `R` for one execution: sets up time, runs, joins the timer.
 pub fn execute<R: SimRuntime>(time: Time, mutants: &MutantSet, body: fn(R)) {
+    execute_with(time, mutants, body);
+}
+
+/// [`execute`] for any program body (a closure): what generated programs run.
+pub fn execute_with<R: SimRuntime>(time: Time, mutants: &MutantSet, body: impl FnOnce(R)) {
     crate::trace::set_thread_namer(R::thread_name);
     crate::violation::begin_execution(R::yield_now);
     let rt = R::for_execution(time, mutants.clone());
@@ -182,6 +187,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 2, targets: [NESTED_QUEUE_STALE], eviction::nested_caches_agree),
     scenario!("M-E4", "a cold add whose victims keep being skipped fails by its deadline (2.12)",
         time: Any, loom: 2, targets: [DEADLINE_ONLY_WHEN_FULL], eviction::skipped_victims_meet_the_deadline),
+    scenario!("M-E5", "a lease racing an eviction whose unload fails gets the model it keeps (2.10)",
+        time: Off, loom: 2, targets: [EVICTION_REFUSES_LEASE], eviction::lease_during_failed_eviction::<_, layers::ThreeDeep>),
     scenario!("M-P1", "size_bytes panics after a successful load: registered and queued (2.13)",
         time: Off, loom: 2, targets: [SIZE_BEFORE_QUEUE], panics::size_panics_after_load::<_, layers::ThreeDeep>),
     scenario!("M-P2", "a model's Drop panics during a successful remove: no phantom entry (2.13)",
@@ -214,6 +221,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 2, targets: [LOST_WAKEUP_GUARD_RELEASE], wakeups::room_after_lock::<_, layers::ThreeDeep>),
     scenario!("W-5", "an unpin of the victim wakes the add waiting for room",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_UNPIN], wakeups::room_after_unpin::<_, layers::ThreeDeep>),
+    scenario!("W-7", "an eviction that ends wakes the lease waiting for its outcome",
+        time: Auto, loom: 2, targets: [LOST_WAKEUP_EVICTION_SETTLED], eviction::lease_during_failed_eviction::<_, layers::ThreeDeep>),
     scenario!("W-6", "a move that settles wakes the locker waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
 ];

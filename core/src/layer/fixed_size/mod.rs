@@ -216,39 +216,47 @@ impl<M: Manager> FixedSizeCache<M> {
         // When full, ids a layer below removed are dropped from the queue once before evicting.
         let mut reconciled = false;
         let changes = self.inner.changes();
+        // The slot this add counts against `max_size`. It is claimed as soon as the add decides
+        // to evict (in the same critical section), so the room its evictions make stays its
+        // own: a racing add cannot take it and force a second eviction for this one.
+        let mut claimed: Option<Admission<'_, M>> = None;
         loop {
             // Read before planning: any change after this read ends the wait below at once.
             let epoch = changes.epoch();
-            let (plan, seen) = self.book.with(|b| {
+            let mine = claimed.is_some();
+            let (plan, seen, claim) = self.book.with(|b| {
                 let seen = b.version;
                 if pinned_below.0 != seen {
                     pinned_below.1.clear();
                 }
                 let queued = b.queue.iter().filter(|q| *q != id).count();
-                let occupied = queued + if count_inflight { b.loading } else { 0 };
+                let others = b.loading - usize::from(mine);
+                let occupied = queued + if count_inflight { others } else { 0 };
                 if occupied < max {
-                    b.loading += 1;
-                    return (Plan::Admit, seen);
+                    b.loading += usize::from(!mine);
+                    return (Plan::Admit, seen, !mine);
                 }
                 let victims = b.victims(occupied + 1 - max, id, |v| {
                     !pinned_below.1.contains(v)
                         && (evict_leased || !self.inner.in_use(v))
                         && !self.inner.is_locked(v)
                 });
-                let plan = if victims.is_empty() {
-                    Plan::Full { registered: queued, loading: b.loading }
-                } else {
-                    Plan::Evict(victims)
-                };
-                (plan, seen)
+                if victims.is_empty() {
+                    return (Plan::Full { registered: queued, loading: b.loading }, seen, false);
+                }
+                b.loading += usize::from(!mine);
+                (Plan::Evict(victims), seen, !mine)
             });
+            if claim {
+                claimed = Some(Admission { cache: self, committed: false });
+            }
             if !reconciled && !matches!(plan, Plan::Admit) {
                 reconciled = true;
                 self.reconcile_below(id);
                 continue;
             }
             match plan {
-                Plan::Admit => return Ok(Admission { cache: self, committed: false }),
+                Plan::Admit => return Ok(claimed.expect("an admitted add holds its slot")),
                 Plan::Evict(victims) => {
                     let Some(pinned) = self.evict_all(&victims)? else { continue };
                     let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
@@ -270,6 +278,9 @@ impl<M: Manager> FixedSizeCache<M> {
                 Plan::Full { registered, loading } => {
                     if self.config.policy() == CapacityPolicy::Overflow {
                         tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
+                        if let Some(claimed) = claimed {
+                            return Ok(claimed);
+                        }
                         self.book.with(|b| b.loading += 1);
                         return Ok(Admission { cache: self, committed: false });
                     }

@@ -1,0 +1,97 @@
+//! Generated concurrent programs over a manager stack (`FixedSizeCache` over the base): a short
+//! sequential prefix, then 2–3 threads of 2–5 operations, plus scripted faults of the user code.
+//! Operations name models by index into [`IDS`], so every shrunk program is still meaningful.
+
+use proptest::prelude::*;
+use resident_sim::world::Step;
+
+/// The model ids of generated programs: few, so that operations collide.
+pub const IDS: [&str; 3] = ["A", "B", "C"];
+
+/// The stack's capacity.
+pub const MAX_SIZE: usize = 2;
+
+/// One operation of a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThreadOp {
+    /// `add_model(IDS[i], None)`.
+    Add(usize),
+    /// `remove(IDS[i])`.
+    Remove(usize),
+    /// `lease(IDS[i])`, kept by the thread until an [`ThreadOp::EndLease`] or its end.
+    Lease(usize),
+    /// Drops the thread's held lease number `k` (modulo how many it holds; nothing if none).
+    EndLease(usize),
+    /// `pin(IDS[i])`.
+    Pin(usize),
+    /// `unpin(IDS[i])`.
+    Unpin(usize),
+}
+
+/// What each model's loads and unloads do, call by call (then `Ok`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Faults {
+    /// `loads[i][n]`: what the `n`-th load of `IDS[i]` does.
+    pub loads: [Vec<Step>; 3],
+    /// `unloads[i][n]`: what the `n`-th unload of a model of `IDS[i]` does.
+    pub unloads: [Vec<Step>; 3],
+}
+
+/// A generated program.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Program {
+    /// Ids added by the main thread before any thread starts.
+    pub prefix: Vec<usize>,
+    /// The threads' operations.
+    pub threads: Vec<Vec<ThreadOp>>,
+    /// Scripted faults of loads and unloads.
+    pub faults: Faults,
+}
+
+impl Program {
+    /// A seed derived from the program, so that shrinking replays the same schedules.
+    pub fn seed(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+fn index() -> impl Strategy<Value = usize> {
+    0..IDS.len()
+}
+
+fn thread_op() -> impl Strategy<Value = ThreadOp> {
+    prop_oneof![
+        4 => index().prop_map(ThreadOp::Add),
+        2 => index().prop_map(ThreadOp::Remove),
+        3 => index().prop_map(ThreadOp::Lease),
+        2 => (0..2usize).prop_map(ThreadOp::EndLease),
+        1 => index().prop_map(ThreadOp::Pin),
+        1 => index().prop_map(ThreadOp::Unpin),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![6 => Just(Step::Ok), 2 => Just(Step::Fail), 1 => Just(Step::Panic)]
+}
+
+fn script() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(step(), 0..3)
+}
+
+fn faults() -> impl Strategy<Value = Faults> {
+    ([script(), script(), script()], [script(), script(), script()])
+        .prop_map(|(loads, unloads)| Faults { loads, unloads })
+}
+
+/// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds and faults.
+pub fn program() -> impl Strategy<Value = Program> {
+    let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
+    (prop::collection::vec(index(), 0..=2), threads, faults()).prop_map(|(prefix, threads, faults)| Program {
+        prefix,
+        threads,
+        faults,
+    })
+}

@@ -1,0 +1,199 @@
+//! Runs a generated [`Program`] on the sim: the stack on a shuttle runtime, each thread's calls
+//! recorded (with plain std primitives, so recording adds no scheduling point), then every
+//! invariant the sim world checks and linearizability against the [`Stack`] specification.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use resident::runtime::Arc;
+use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
+use resident_sim::explore::{Checker, Failure, explore_program};
+use resident_sim::mutant_set::MutantSet;
+use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
+use resident_sim::scenarios::execute_with;
+use resident_sim::violation::Violation;
+use resident_sim::world::{Base, World, check_queue};
+
+use super::linearizability::{Call, check};
+use super::program::{IDS, MAX_SIZE, Program, ThreadOp};
+use super::stack::{Op, Ret, Stack, State, split_adds};
+
+type Cache<R> = FixedSizeCache<Base<R>>;
+
+/// The calls of one execution, in invocation order.
+#[derive(Default)]
+struct Recorder {
+    clock: AtomicU64,
+    calls: Mutex<Vec<Call<Op, Ret>>>,
+}
+
+impl Recorder {
+    /// Records `f` as call `op` of `thread`; a panic leaves its result unknown.
+    fn call<T>(&self, thread: usize, op: Op, f: impl FnOnce() -> (Ret, T)) -> Option<T> {
+        let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
+        let at = {
+            let mut calls = self.calls.lock().expect("recorder lock");
+            calls.push(Call { thread, op, ret: None, invoke, response: None });
+            calls.len() - 1
+        };
+        let result = catch_unwind(AssertUnwindSafe(f));
+        let response = self.clock.fetch_add(1, Ordering::SeqCst);
+        let mut calls = self.calls.lock().expect("recorder lock");
+        calls[at].response = Some(response);
+        match result {
+            Ok((ret, value)) => {
+                calls[at].ret = Some(ret);
+                Some(value)
+            }
+            Err(_) => None,
+        }
+    }
+
+    fn history(&self) -> Vec<Call<Op, Ret>> {
+        self.calls.lock().expect("recorder lock").clone()
+    }
+}
+
+fn index(id: &resident::ModelId) -> Option<usize> {
+    IDS.iter().position(|i| *i == id.as_str())
+}
+
+fn error(e: ManagerError) -> Ret {
+    match e {
+        ManagerError::NotFound { .. } => Ret::NotFound,
+        ManagerError::Load { .. } => Ret::LoadFailed,
+        ManagerError::Unload { id, .. } => {
+            index(&id).map_or_else(|| Ret::Unexpected(id.to_string()), Ret::UnloadFailed)
+        }
+        ManagerError::Busy { .. } => Ret::Busy,
+        ManagerError::Removing { .. } => Ret::Removing,
+        ManagerError::LockTimeout { .. } => Ret::LockTimeout,
+        ManagerError::CapacityExhausted { .. } => Ret::CapacityExhausted,
+        other => Ret::Unexpected(other.to_string()),
+    }
+}
+
+fn done(result: Result<(), ManagerError>) -> Ret {
+    result.map_or_else(error, |()| Ret::Done)
+}
+
+/// One thread's program against the stack.
+fn run_thread<R: SimRuntime>(m: &Cache<R>, recorder: &Recorder, thread: usize, ops: &[ThreadOp]) {
+    let mut held = Vec::new();
+    for op in ops {
+        match *op {
+            ThreadOp::Add(i) => {
+                recorder.call(thread, Op::Add(i), || {
+                    let ret = match m.add_model(IDS[i], None) {
+                        Ok(Added::Loaded) => Ret::Loaded,
+                        Ok(Added::Warm) => Ret::Warm,
+                        Err(e) => error(e),
+                    };
+                    (ret, ())
+                });
+            }
+            ThreadOp::Remove(i) => {
+                recorder.call(thread, Op::Remove(i), || (done(m.remove(IDS[i])), ()));
+            }
+            ThreadOp::Lease(i) => {
+                let lease = recorder.call(thread, Op::Lease(i), || match m.lease(IDS[i]) {
+                    Ok(lease) => (Ret::Done, Some((i, lease))),
+                    Err(e) => (error(e), None),
+                });
+                held.extend(lease.flatten());
+            }
+            ThreadOp::EndLease(k) if !held.is_empty() => {
+                let (i, lease) = held.remove(k % held.len());
+                recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
+            }
+            ThreadOp::EndLease(_) => {}
+            ThreadOp::Pin(i) => {
+                recorder.call(thread, Op::Pin(i), || (done(m.pin(IDS[i])), ()));
+            }
+            ThreadOp::Unpin(i) => {
+                recorder.call(thread, Op::Unpin(i), || (done(m.unpin(IDS[i])), ()));
+            }
+        }
+    }
+    for (i, lease) in held {
+        recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
+    }
+}
+
+/// One execution of `program` on `rt`.
+fn run_once<R: SimRuntime>(rt: R, program: &Arc<Program>) {
+    let mut builder = World::builder(rt).work(1).capacity(MAX_SIZE);
+    for (i, id) in IDS.iter().enumerate() {
+        builder = builder.model(id, &program.faults.loads[i], &program.faults.unloads[i]);
+    }
+    let config = FixedSizeConfig::new(MAX_SIZE).with_capacity_wait(Duration::from_secs(1));
+    let world = builder.stack(|base| FixedSizeCache::new(base, config).expect("valid config"));
+    let recorder = Arc::new(Recorder::default());
+    let main = program.threads.len();
+    let prefix: Vec<ThreadOp> = program.prefix.iter().map(|&i| ThreadOp::Add(i)).collect();
+    run_thread(&world.manager, &recorder, main, &prefix);
+    let handles: Vec<_> = program
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(t, ops)| {
+            let (recorder, ops) = (Arc::clone(&recorder), ops.clone());
+            world.spawn(["T1", "T2", "T3"][t.min(2)], move |m, _| run_thread(m, &recorder, t, &ops))
+        })
+        .collect();
+    for handle in handles {
+        R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+    }
+    world.check_quiescent();
+    check_queue(&world.manager);
+    let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);
+    recorder.call(main, Op::Final, || (Ret::Registered(registered), ()));
+    let history = split_adds(&recorder.history());
+    let spec = Stack { faults: program.faults.clone() };
+    if let Err(failure) = check(&spec, State::default(), &history) {
+        let lines: Vec<String> = history
+            .iter()
+            .enumerate()
+            .map(|(n, c)| {
+                format!("  #{n} T{} {:?} -> {:?} [{}, {:?}]", c.thread, c.op, c.ret, c.invoke, c.response)
+            })
+            .collect();
+        Violation::raise(
+            "linearizability",
+            format!(
+                "no order of the calls explains their results (longest linearizable prefix: {:?})\n{}",
+                failure.longest_prefix,
+                lines.join("\n")
+            ),
+        );
+    }
+}
+
+/// The outcome of checking one program.
+#[derive(Debug)]
+pub struct Checked {
+    /// Executions run (both schedulers).
+    pub schedules: usize,
+    /// The first failing execution, if any, with its scheduler.
+    pub failure: Option<(Checker, Failure)>,
+}
+
+/// Runs `program` for `schedules` executions under shuttle random and as many under PCT (a seed
+/// derived from the program, so that shrinking is deterministic), with `mutants` on.
+pub fn check_program(program: &Program, schedules: usize, mutants: &MutantSet) -> Checked {
+    let program = Arc::new(program.clone());
+    let mut run = 0;
+    for checker in [Checker::Random, Checker::Pct] {
+        let (program, mutants) = (Arc::clone(&program), mutants.clone());
+        let (executions, failure) = explore_program(checker, schedules, program.seed(), move || {
+            execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| run_once(rt, &program));
+        });
+        run += executions;
+        if let Some(failure) = failure {
+            return Checked { schedules: run, failure: Some((checker, failure)) };
+        }
+    }
+    Checked { schedules: run, failure: None }
+}
