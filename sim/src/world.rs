@@ -58,6 +58,29 @@ pub struct Probe<R: SimRuntime> {
     pub gated_unloads: Latch<R>,
     gated: Vec<String>,
     capacity: Option<usize>,
+    observer: Option<Arc<dyn UnloadObserver>>,
+}
+
+/// Told about every scripted unload as it runs: what generated programs record as events of
+/// their history (an eviction's unload happens long before its add returns).
+pub trait UnloadObserver: Send + Sync {
+    /// An unload of a model of `id` starts; returns a token for [`UnloadObserver::ended`].
+    fn started(&self, id: &str) -> usize;
+    /// The unload of `token` ended: `Some(ok)` if it returned, `None` if it panicked.
+    fn ended(&self, token: usize, ok: Option<bool>);
+}
+
+/// Reports an unload's end to the observer, a panic included.
+struct Observed<'a> {
+    observer: &'a dyn UnloadObserver,
+    token: usize,
+    ok: Option<bool>,
+}
+
+impl Drop for Observed<'_> {
+    fn drop(&mut self) {
+        self.observer.ended(self.token, self.ok);
+    }
 }
 
 impl<R: SimRuntime> Probe<R> {
@@ -91,6 +114,7 @@ pub struct WorldBuilder<R: SimRuntime> {
     gated: Vec<String>,
     capacity: Option<usize>,
     work: usize,
+    observer: Option<Arc<dyn UnloadObserver>>,
 }
 
 impl<R: SimRuntime> WorldBuilder<R> {
@@ -139,6 +163,12 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
+    /// Tells `observer` about every unload.
+    pub fn observe_unloads(mut self, observer: Arc<dyn UnloadObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// Fails the execution (`capacity`) whenever a load would make more than `max` models alive.
     pub fn capacity(mut self, max: usize) -> Self {
         self.capacity = Some(max);
@@ -164,6 +194,7 @@ impl<R: SimRuntime> WorldBuilder<R> {
             gated_unloads: Latch::new(&self.rt),
             gated: self.gated,
             capacity: self.capacity,
+            observer: self.observer,
         });
         let loader = SimLoader { probe: Arc::clone(&probe) };
         let config = ManagerConfig::default()
@@ -194,7 +225,7 @@ pub struct World<R: SimRuntime, S = Base<R>> {
 impl<R: SimRuntime> World<R> {
     /// Starts building a world on `rt` with `mutants` switched on.
     pub fn builder(rt: R) -> WorldBuilder<R> {
-        WorldBuilder { rt, ids: BTreeMap::new(), gated: Vec::new(), capacity: None, work: 2 }
+        WorldBuilder { rt, ids: BTreeMap::new(), gated: Vec::new(), capacity: None, work: 2, observer: None }
     }
 }
 
@@ -332,6 +363,11 @@ impl<R: SimRuntime> Model for SimModel<R> {
 
     fn unload(&self) -> Result<(), BoxError> {
         ensure_outside_monitors::<R>("an unload");
+        let mut observed = self.probe.observer.as_deref().map(|observer| Observed {
+            observer,
+            token: observer.started(&self.id),
+            ok: None,
+        });
         let p = self.probe.id(&self.id);
         let call = p.unload_calls.add(1);
         enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
@@ -348,6 +384,9 @@ impl<R: SimRuntime> Model for SimModel<R> {
             p.unloaded.add(1);
         }
         p.active_mutations.sub(1);
+        if let Some(observed) = observed.as_mut() {
+            observed.ok = (step != Step::Panic).then_some(step == Step::Ok);
+        }
         match step {
             Step::Ok => Ok(()),
             Step::Fail => Err(format!("injected failure of unload #{call} of {}", self.id).into()),

@@ -51,7 +51,7 @@ pub struct NotLinearizable {
 }
 
 /// The most calls a history may hold (the linearized set is a bit mask).
-pub const MAX_CALLS: usize = 64;
+pub const MAX_CALLS: usize = 128;
 
 /// Checks `history` against `spec` from `init`; on success, a witness order (indices).
 pub fn check<S: Spec>(
@@ -71,7 +71,7 @@ pub fn check<S: Spec>(
 struct Search<'h, S: Spec> {
     spec: &'h S,
     history: &'h [Call<S::Op, S::Ret>],
-    memo: HashSet<(u64, S::State)>,
+    memo: HashSet<(u128, S::State)>,
     order: Vec<usize>,
     longest: Vec<usize>,
 }
@@ -92,8 +92,8 @@ fn may_go_next<Op, Ret>(history: &[Call<Op, Ret>], done: impl Fn(usize) -> bool,
 }
 
 impl<S: Spec> Search<'_, S> {
-    fn from(&mut self, done: u64, state: S::State) -> bool {
-        let pending = |i: usize| done & (1 << i) == 0;
+    fn from(&mut self, done: u128, state: S::State) -> bool {
+        let pending = |i: usize| done & (1u128 << i) == 0;
         let indices = 0..self.history.len();
         // Every call with a known result is linearized: what is left may never have happened.
         if !indices.clone().any(|i| pending(i) && self.history[i].ret.is_some()) {
@@ -110,7 +110,7 @@ impl<S: Spec> Search<'_, S> {
                 if self.order.len() > self.longest.len() {
                     self.longest.clone_from(&self.order);
                 }
-                if self.from(done | (1 << i), next) {
+                if self.from(done | (1u128 << i), next) {
                     return true;
                 }
                 self.order.pop();

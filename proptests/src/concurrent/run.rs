@@ -2,6 +2,7 @@
 //! recorded (with plain std primitives, so recording adds no scheduling point), then every
 //! invariant the sim world checks and linearizability against the [`Stack`] specification.
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +15,7 @@ use resident_sim::mutant_set::MutantSet;
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::scenarios::execute_with;
 use resident_sim::violation::Violation;
-use resident_sim::world::{Base, World, check_queue};
+use resident_sim::world::{Base, UnloadObserver, World, check_queue};
 
 use super::linearizability::{Call, check};
 use super::program::{IDS, MAX_SIZE, Program, ThreadOp};
@@ -22,14 +23,24 @@ use super::stack::{Op, Ret, Stack, State, split_adds};
 
 type Cache<R> = FixedSizeCache<Base<R>>;
 
-/// The calls of one execution, in invocation order.
-#[derive(Default)]
+/// The calls and unload events of one execution, in invocation order.
 struct Recorder {
     clock: AtomicU64,
     calls: Mutex<Vec<Call<Op, Ret>>>,
+    /// The call each checker thread is in (by thread name), for the unloads it runs.
+    current: Mutex<BTreeMap<String, (usize, usize)>>,
+    thread_name: fn() -> Option<String>,
 }
 
 impl Recorder {
+    fn new(thread_name: fn() -> Option<String>) -> Self {
+        Self { clock: AtomicU64::new(0), calls: Mutex::default(), current: Mutex::default(), thread_name }
+    }
+
+    fn thread(&self) -> String {
+        (self.thread_name)().unwrap_or_default()
+    }
+
     /// Records `f` as call `op` of `thread`; a panic leaves its result unknown.
     fn call<T>(&self, thread: usize, op: Op, f: impl FnOnce() -> (Ret, T)) -> Option<T> {
         let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
@@ -38,7 +49,9 @@ impl Recorder {
             calls.push(Call { thread, op, ret: None, invoke, response: None });
             calls.len() - 1
         };
+        self.current.lock().expect("recorder lock").insert(self.thread(), (thread, at));
         let result = catch_unwind(AssertUnwindSafe(f));
+        self.current.lock().expect("recorder lock").remove(&self.thread());
         let response = self.clock.fetch_add(1, Ordering::SeqCst);
         let mut calls = self.calls.lock().expect("recorder lock");
         calls[at].response = Some(response);
@@ -53,6 +66,31 @@ impl Recorder {
 
     fn history(&self) -> Vec<Call<Op, Ret>> {
         self.calls.lock().expect("recorder lock").clone()
+    }
+}
+
+impl UnloadObserver for Recorder {
+    fn started(&self, id: &str) -> usize {
+        let v = IDS.iter().position(|i| *i == id).expect("a program id");
+        let (thread, by) = *self
+            .current
+            .lock()
+            .expect("recorder lock")
+            .get(&self.thread())
+            .expect("unloads run inside a recorded call");
+        let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
+        let mut calls = self.calls.lock().expect("recorder lock");
+        calls.push(Call { thread, op: Op::Unload { v, by }, ret: None, invoke, response: None });
+        calls.len() - 1
+    }
+
+    fn ended(&self, token: usize, ok: Option<bool>) {
+        let response = self.clock.fetch_add(1, Ordering::SeqCst);
+        let mut calls = self.calls.lock().expect("recorder lock");
+        let call = &mut calls[token];
+        call.response = Some(response);
+        let Op::Unload { v, .. } = call.op else { unreachable!("tokens are unload events") };
+        call.ret = ok.map(|ok| if ok { Ret::Done } else { Ret::UnloadFailed(v) });
     }
 }
 
@@ -124,13 +162,14 @@ fn run_thread<R: SimRuntime>(m: &Cache<R>, recorder: &Recorder, thread: usize, o
 
 /// One execution of `program` on `rt`.
 fn run_once<R: SimRuntime>(rt: R, program: &Arc<Program>) {
-    let mut builder = World::builder(rt).work(1).capacity(MAX_SIZE);
+    let recorder = Arc::new(Recorder::new(R::thread_name));
+    let observer: Arc<dyn UnloadObserver> = Arc::clone(&recorder) as _;
+    let mut builder = World::builder(rt).work(1).capacity(MAX_SIZE).observe_unloads(observer);
     for (i, id) in IDS.iter().enumerate() {
         builder = builder.model(id, &program.faults.loads[i], &program.faults.unloads[i]);
     }
     let config = FixedSizeConfig::new(MAX_SIZE).with_capacity_wait(Duration::from_secs(1));
     let world = builder.stack(|base| FixedSizeCache::new(base, config).expect("valid config"));
-    let recorder = Arc::new(Recorder::default());
     let main = program.threads.len();
     let prefix: Vec<ThreadOp> = program.prefix.iter().map(|&i| ThreadOp::Add(i)).collect();
     run_thread(&world.manager, &recorder, main, &prefix);

@@ -1,62 +1,51 @@
 //! The sequential specification of a manager stack (`FixedSizeCache` of capacity
 //! [`MAX_SIZE`] over the base), for the linearizability check of generated programs.
 //!
-//! A cold add is not one atomic step in the real stack: it makes room (evicting, and claiming
-//! its slot against the capacity) while it plans, and registers its model when its load ends,
-//! possibly much later. So the history gives each add two calls with the add's interval and
-//! result, [`Op::AddRoom`] then [`Op::AddLoad`] (the second may only follow the first), and the
-//! state counts the slots claimed by adds between the two: registered models plus claimed
-//! slots never exceed the capacity.
+//! Neither a cold add nor a remove is one atomic step in the real stack, so the history holds
+//! finer events:
+//! - every unload (of a remove, or of an add's eviction) is its own event ([`Op::Unload`]),
+//!   recorded from inside the scripted unload, with the call it ran for;
+//! - each add is split into [`Op::AddRoom`] (admitted: its slot claimed against the capacity,
+//!   or found registered) and [`Op::AddLoad`] (its load ended), both with the add's interval and
+//!   result, the second only after the first. Registered models plus claimed slots never exceed
+//!   the capacity.
 //!
-//! It is nondeterministic where the real stack may choose: which victims a full cache evicts
-//! (any models neither pinned nor leased), and how many (one more per other add in flight, whose
-//! claim may have been released meanwhile). Results that only contention explains
-//! (`LockTimeout`, `CapacityExhausted` with room, `Removing`) are allowed only where a call that
-//! could cause them overlapped.
+//! Results that only contention explains (`LockTimeout`, `CapacityExhausted` with room,
+//! `Removing`) are allowed only where a call that could cause them overlapped.
 
 use super::linearizability::{Call, Spec};
-use super::program::{Faults, IDS, MAX_SIZE};
+use super::program::{Faults, MAX_SIZE};
 use resident_sim::world::Step;
 
-/// Splits every [`Op::Add`] of `history` into its room and load calls (same interval, same
-/// result); every other call is kept as it is.
-pub fn split_adds(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
-    let mut adds = 0;
-    let mut split = Vec::with_capacity(history.len());
-    for call in history {
-        let Op::Add(i) = call.op else {
-            split.push(call.clone());
-            continue;
-        };
-        let n = adds;
-        adds += 1;
-        split.push(Call { op: Op::AddRoom { i, n }, ..call.clone() });
-        split.push(Call { op: Op::AddLoad { i, n }, ..call.clone() });
-    }
-    split
-}
-
-/// A call as the history records it: the program's operation with its id resolved.
+/// A call or event of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
-    /// `add_model(IDS[i])`, as recorded (split into the two calls below before checking).
+    /// `add_model(IDS[i])`, as recorded (split by [`split_adds`] before checking).
     Add(usize),
-    /// Add number `n` of `IDS[i]` makes room and claims its slot (or finds it registered).
+    /// The add of `IDS[i]` at index `add` of the history is admitted (or finds it registered).
     AddRoom {
         /// Index into [`IDS`].
         i: usize,
-        /// The add's number in the history.
-        n: usize,
+        /// This event's own index.
+        add: usize,
     },
-    /// Add number `n` of `IDS[i]` ends its load (or its warm check).
+    /// The add whose room event is at index `add` ends its load (or its warm check).
     AddLoad {
         /// Index into [`IDS`].
         i: usize,
-        /// The add's number in the history.
-        n: usize,
+        /// The index of the add's [`Op::AddRoom`].
+        add: usize,
     },
     /// `remove(IDS[i])`.
     Remove(usize),
+    /// An unload of a model of `IDS[v]`, run for the call at index `by` (a remove, or an add's
+    /// eviction).
+    Unload {
+        /// Index into [`IDS`].
+        v: usize,
+        /// The history index of the call it ran for.
+        by: usize,
+    },
     /// `lease(IDS[i])` (acquired).
     Lease(usize),
     /// A lease of `IDS[i]` dropped.
@@ -76,13 +65,14 @@ pub enum Ret {
     Loaded,
     /// `Added::Warm`.
     Warm,
-    /// `Ok(())` (remove, lease, pin, unpin, end of a lease).
+    /// `Ok(())` (remove, lease, pin, unpin, end of a lease, an unload).
     Done,
     /// `NotFound`.
     NotFound,
     /// A `Load` error.
     LoadFailed,
-    /// An `Unload` error of `IDS[i]` (a removal's own, or an eviction victim's).
+    /// An `Unload` error of `IDS[i]` (a removal's own, or an eviction victim's), or a failed
+    /// unload event.
     UnloadFailed(usize),
     /// `Busy`: live leases outlasted the drain.
     Busy,
@@ -106,10 +96,13 @@ pub struct State {
     leases: [u8; 3],
     loads: [u8; 3],
     unloads: [u8; 3],
-    /// Adds whose [`Op::AddRoom`] took effect.
-    roomed: u64,
-    /// Adds holding a claimed slot (room made, load not ended).
-    claims: u64,
+    /// Adds (by their room event's index) admitted or ended early.
+    roomed: u128,
+    /// Adds holding a claimed slot (admitted, load not ended).
+    claims: u128,
+    /// Calls whose own unload succeeded, and whose own unload failed.
+    unloaded_by: u128,
+    failed_by: u128,
 }
 
 impl State {
@@ -120,12 +113,34 @@ impl State {
     fn occupied(&self) -> usize {
         (self.registered.count_ones() + self.claims.count_ones()) as usize
     }
+}
 
-    fn evictable(&self) -> Vec<usize> {
-        (0..IDS.len())
-            .filter(|&v| Self::has(self.registered, v) && !Self::has(self.pinned, v) && self.leases[v] == 0)
-            .collect()
+fn bit(at: usize) -> u128 {
+    1u128 << at
+}
+
+/// Splits every [`Op::Add`] of `history` into its room and load events (same interval, same
+/// result) and points every [`Op::Unload`] at the new index of the call it ran for.
+pub fn split_adds(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
+    let mut index = Vec::with_capacity(history.len());
+    let mut next = 0;
+    for call in history {
+        index.push(next);
+        next += if matches!(call.op, Op::Add(_)) { 2 } else { 1 };
     }
+    let mut split = Vec::with_capacity(next);
+    for call in history {
+        match call.op {
+            Op::Add(i) => {
+                let add = split.len();
+                split.push(Call { op: Op::AddRoom { i, add }, ..call.clone() });
+                split.push(Call { op: Op::AddLoad { i, add }, ..call.clone() });
+            }
+            Op::Unload { v, by } => split.push(Call { op: Op::Unload { v, by: index[by] }, ..call.clone() }),
+            _ => split.push(call.clone()),
+        }
+    }
+    split
 }
 
 /// The specification, with the program's faults.
@@ -140,147 +155,24 @@ fn script(steps: &[Step], call: u8) -> Step {
 }
 
 /// Whether some other call for which `relevant` holds overlapped call `at`.
-fn overlapped(history: &[Call<Op, Ret>], at: usize, relevant: impl Fn(&Op) -> bool) -> usize {
+fn overlapped(history: &[Call<Op, Ret>], at: usize, relevant: impl Fn(&Op) -> bool) -> bool {
     let me = &history[at];
-    history
-        .iter()
-        .enumerate()
-        .filter(|(j, other)| {
-            *j != at
-                && relevant(&other.op)
-                && other.response.is_none_or(|r| me.invoke < r)
-                && me.response.is_none_or(|r| other.invoke < r)
-        })
-        .count()
+    history.iter().enumerate().any(|(j, other)| {
+        j != at
+            && relevant(&other.op)
+            && other.response.is_none_or(|r| me.invoke < r)
+            && me.response.is_none_or(|r| other.invoke < r)
+    })
 }
 
-/// A next state and the result that leads there (`None`: the call unwound).
-type Outcome = (State, Option<Ret>);
-
-impl Stack {
-    /// Every way add `n` of `IDS[i]` can make room from `s`: warm (nothing to do), or
-    /// evictions and then a claimed slot, or a failure on the way. A failed or unwound room
-    /// phase marks the add done with no claim; its load phase then changes nothing.
-    fn add_room(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize, n: usize) -> Vec<Outcome> {
-        let mut roomed = s.clone();
-        roomed.roomed |= 1 << n;
-        if State::has(s.registered, i) {
-            return vec![(roomed, Some(Ret::Warm))];
-        }
-        let in_flight = overlapped(history, at, |op| matches!(op, Op::AddRoom { i: j, .. } if *j != i));
-        let needed = (s.occupied() + 1).saturating_sub(MAX_SIZE);
-        let mut outcomes = Vec::new();
-        // Evict `needed` to `needed + in_flight` victims, one at a time, then claim the slot.
-        let mut frontier = vec![(roomed, 0usize)];
-        while let Some((state, evicted)) = frontier.pop() {
-            if in_flight > 0 || state.evictable().len() + evicted < needed {
-                outcomes.push((state.clone(), Some(Ret::CapacityExhausted)));
-            }
-            if evicted >= needed && state.occupied() < MAX_SIZE {
-                let mut claimed = state.clone();
-                claimed.claims |= 1 << n;
-                // The load phase decides the result; any of the load's results fits here.
-                for ret in [Ret::Loaded, Ret::LoadFailed] {
-                    outcomes.push((claimed.clone(), Some(ret)));
-                }
-                outcomes.push((claimed, None));
-            }
-            if evicted == needed + in_flight {
-                continue;
-            }
-            for v in state.evictable() {
-                let mut next = state.clone();
-                next.unloads[v] += 1;
-                match script(&self.faults.unloads[v], state.unloads[v]) {
-                    Step::Ok => {
-                        next.registered &= !(1 << v);
-                        frontier.push((next, evicted + 1));
-                    }
-                    Step::Fail => outcomes.push((next, Some(Ret::UnloadFailed(v)))),
-                    Step::Panic => outcomes.push((next, None)),
-                }
-            }
-        }
-        outcomes
-    }
-
-    /// Add `n` of `IDS[i]` ends: a warm add confirms the registration; a claimed slot turns into
-    /// the loaded model or is released; a failed room phase leaves nothing to do.
-    fn add_load(&self, s: &State, i: usize, n: usize) -> Vec<Outcome> {
-        if s.roomed & (1 << n) == 0 {
-            return Vec::new();
-        }
-        if s.claims & (1 << n) == 0 {
-            let warm = State::has(s.registered, i).then(|| (s.clone(), Some(Ret::Warm)));
-            // A room phase that failed: its result, whatever it was, stands.
-            let failed = [Ret::CapacityExhausted, Ret::LockTimeout]
-                .into_iter()
-                .chain((0..IDS.len()).map(Ret::UnloadFailed))
-                .map(|ret| (s.clone(), Some(ret)))
-                .chain([(s.clone(), None)]);
-            return warm.into_iter().chain(failed).collect();
-        }
-        let mut next = s.clone();
-        next.claims &= !(1 << n);
-        next.loads[i] += 1;
-        match script(&self.faults.loads[i], s.loads[i]) {
-            Step::Ok => {
-                next.registered |= 1 << i;
-                vec![(next, Some(Ret::Loaded))]
-            }
-            Step::Fail => vec![(next, Some(Ret::LoadFailed))],
-            Step::Panic => vec![(next, None)],
-        }
-    }
-
-    fn remove(&self, s: &State, i: usize) -> Vec<Outcome> {
-        if !State::has(s.registered, i) {
-            return vec![(s.clone(), Some(Ret::NotFound))];
-        }
-        if s.leases[i] > 0 {
-            return vec![(s.clone(), Some(Ret::Busy))];
-        }
-        let mut next = s.clone();
-        next.unloads[i] += 1;
-        match script(&self.faults.unloads[i], s.unloads[i]) {
-            Step::Ok => {
-                next.registered &= !(1 << i);
-                vec![(next, Some(Ret::Done))]
-            }
-            Step::Fail => vec![(next, Some(Ret::UnloadFailed(i)))],
-            Step::Panic => vec![(next, None)],
-        }
-    }
-
-    fn outcomes(&self, s: &State, history: &[Call<Op, Ret>], at: usize) -> Vec<Outcome> {
-        let mut next = s.clone();
-        match history[at].op {
-            Op::Add(_) => Vec::new(),
-            Op::AddRoom { i, n } => self.add_room(s, history, at, i, n),
-            Op::AddLoad { i, n } => self.add_load(s, i, n),
-            Op::Remove(i) => self.remove(s, i),
-            Op::Lease(i) if State::has(s.registered, i) => {
-                next.leases[i] += 1;
-                vec![(next, Some(Ret::Done))]
-            }
-            Op::Lease(_) => vec![(next, Some(Ret::NotFound))],
-            Op::EndLease(i) if s.leases[i] > 0 => {
-                next.leases[i] -= 1;
-                vec![(next, Some(Ret::Done))]
-            }
-            Op::EndLease(_) => Vec::new(),
-            Op::Pin(i) => {
-                next.pinned |= 1 << i;
-                vec![(next, Some(Ret::Done))]
-            }
-            Op::Unpin(i) => {
-                next.pinned &= !(1 << i);
-                vec![(next, Some(Ret::Done))]
-            }
-            Op::Final if s.claims == 0 => vec![(next, Some(Ret::Registered(s.registered)))],
-            Op::Final => Vec::new(),
-        }
-    }
+/// Whether something that holds the lifecycle lock of `IDS[i]` overlapped call `at`: another
+/// add (its own id's lock, or the lock of a victim it evicts), a remove or a pin of `IDS[i]`.
+fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
+    overlapped(history, at, |op| match *op {
+        Op::AddRoom { add, .. } => add != at,
+        Op::Remove(j) | Op::Pin(j) => j == i,
+        _ => false,
+    })
 }
 
 impl Spec for Stack {
@@ -290,46 +182,134 @@ impl Spec for Stack {
 
     fn step(&self, s: &State, history: &[Call<Op, Ret>], at: usize) -> Vec<State> {
         let call = &history[at];
-        let Some(ret) = &call.ret else {
-            // Unwound: any outcome (a panic of the caller's own user code).
-            return self.outcomes(s, history, at).into_iter().map(|(next, _)| next).collect();
-        };
-        let contended = |relevant: &dyn Fn(&Op) -> bool| overlapped(history, at, relevant) > 0;
-        let id = match call.op {
-            Op::Add(i) | Op::Remove(i) | Op::Lease(i) | Op::Pin(i) | Op::EndLease(i) | Op::Unpin(i) => {
-                Some(i)
+        let ret = call.ret.as_ref();
+        let is = |expected: Ret| ret.is_none_or(|r| *r == expected);
+        let mut next = s.clone();
+        let mut out = Vec::new();
+        match call.op {
+            Op::Add(_) => {}
+            Op::AddRoom { i, add } => {
+                next.roomed |= bit(add);
+                let registered = State::has(s.registered, i);
+                if registered && is(Ret::Warm) {
+                    out.push(next.clone());
+                }
+                let claimable = !registered && s.occupied() < MAX_SIZE;
+                if claimable && (ret.is_none() || matches!(ret, Some(Ret::Loaded | Ret::LoadFailed))) {
+                    let mut claimed = next.clone();
+                    claimed.claims |= bit(add);
+                    out.push(claimed);
+                }
+                let failed_eviction =
+                    matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
+                let other_adds =
+                    || overlapped(history, at, |op| matches!(op, Op::AddRoom { i: j, .. } if *j != i));
+                let full =
+                    matches!(ret, Some(Ret::CapacityExhausted)) && (s.occupied() >= MAX_SIZE || other_adds());
+                let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
+                // An add that unwound in an eviction's unload, or failed on the way.
+                if failed_eviction || full || timed_out || (ret.is_none() && !registered) {
+                    out.push(next);
+                }
             }
-            Op::AddRoom { i, .. } | Op::AddLoad { i, .. } => Some(i),
-            Op::Final => None,
-        };
-        match ret {
-            // Someone held the id's lifecycle lock throughout: an add, remove or pin of it, or
-            // an add that evicts it.
-            Ret::LockTimeout => {
-                let holder = |op: &Op| {
-                    matches!(op, Op::AddRoom { .. })
-                        || matches!(op, Op::Remove(j) | Op::Pin(j) if Some(*j) == id)
+            Op::AddLoad { i, add } => {
+                if s.roomed & bit(add) == 0 {
+                    return out;
+                }
+                if s.claims & bit(add) == 0 {
+                    // Warm, or a room event that ended the add: the result was its to decide.
+                    if ret != Some(&Ret::Warm) || State::has(s.registered, i) {
+                        out.push(next);
+                    }
+                    return out;
+                }
+                next.claims &= !bit(add);
+                next.loads[i] += 1;
+                match script(&self.faults.loads[i], s.loads[i]) {
+                    Step::Ok if is(Ret::Loaded) => {
+                        next.registered |= 1 << i;
+                        out.push(next);
+                    }
+                    Step::Fail if is(Ret::LoadFailed) => out.push(next),
+                    Step::Panic if ret.is_none() => out.push(next),
+                    _ => {}
+                }
+            }
+            Op::Unload { v, by } => {
+                let eviction = matches!(history[by].op, Op::AddRoom { .. });
+                let unloadable =
+                    State::has(s.registered, v) && s.leases[v] == 0 && !(eviction && State::has(s.pinned, v));
+                if !unloadable {
+                    return out;
+                }
+                next.unloads[v] += 1;
+                match script(&self.faults.unloads[v], s.unloads[v]) {
+                    Step::Ok if is(Ret::Done) => {
+                        next.registered &= !(1 << v);
+                        next.unloaded_by |= bit(by);
+                        out.push(next);
+                    }
+                    Step::Fail if is(Ret::UnloadFailed(v)) => {
+                        next.failed_by |= bit(by);
+                        out.push(next);
+                    }
+                    Step::Panic if ret.is_none() => out.push(next),
+                    _ => {}
+                }
+            }
+            Op::Remove(i) => {
+                let own = bit(at);
+                let unloaded = s.unloaded_by & own != 0;
+                let failed = s.failed_by & own != 0;
+                let ok = match ret {
+                    Some(Ret::Done) => unloaded,
+                    Some(Ret::UnloadFailed(v)) => *v == i && failed,
+                    Some(Ret::Busy) => !unloaded && !failed && s.leases[i] > 0,
+                    Some(Ret::NotFound) => !unloaded && !failed && !State::has(s.registered, i),
+                    Some(Ret::LockTimeout) => lock_contended(history, at, i),
+                    Some(_) => false,
+                    None => true,
                 };
-                if !contended(&holder) {
-                    return Vec::new();
+                if ok {
+                    out.push(next);
                 }
-                // A timed-out add ends at once: its room phase takes effect, its load does not.
-                let mut next = s.clone();
-                if let Op::AddRoom { n, .. } = call.op {
-                    next.roomed |= 1 << n;
+            }
+            Op::Lease(i) => match ret {
+                Some(Ret::Done) if State::has(s.registered, i) => {
+                    next.leases[i] += 1;
+                    out.push(next);
                 }
-                return vec![next];
+                Some(Ret::NotFound) if !State::has(s.registered, i) => out.push(next),
+                Some(Ret::Removing) if overlapped(history, at, |op| *op == Op::Remove(i)) => out.push(next),
+                Some(Ret::LockTimeout) if overlapped(history, at, |op| matches!(op, Op::AddRoom { .. })) => {
+                    out.push(next);
+                }
+                None => out.push(next),
+                _ => {}
+            },
+            Op::EndLease(i) if s.leases[i] > 0 => {
+                next.leases[i] -= 1;
+                out.push(next);
             }
-            Ret::Removing if matches!(call.op, Op::Lease(_)) => {
-                let remover = |op: &Op| matches!(op, Op::Remove(j) if Some(*j) == id);
-                return if contended(&remover) { vec![s.clone()] } else { Vec::new() };
+            Op::EndLease(_) => {}
+            Op::Pin(i) | Op::Unpin(i) => {
+                if is(Ret::Done) {
+                    if matches!(call.op, Op::Pin(_)) {
+                        next.pinned |= 1 << i;
+                    } else {
+                        next.pinned &= !(1 << i);
+                    }
+                    out.push(next);
+                } else if ret == Some(&Ret::LockTimeout) && lock_contended(history, at, i) {
+                    out.push(next);
+                }
             }
-            _ => {}
+            Op::Final => {
+                if s.claims == 0 && is(Ret::Registered(s.registered)) {
+                    out.push(next);
+                }
+            }
         }
-        self.outcomes(s, history, at)
-            .into_iter()
-            .filter(|(_, expected)| expected.as_ref().is_some_and(|e| e == ret))
-            .map(|(next, _)| next)
-            .collect()
+        out
     }
 }
