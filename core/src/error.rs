@@ -27,6 +27,15 @@ impl SourceError {
     }
 }
 
+/// Two source errors are equal when they are the same error (shared, not merely alike).
+impl PartialEq for SourceError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SourceError {}
+
 impl fmt::Debug for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&*self.0, f)
@@ -199,5 +208,23 @@ pub enum CacheError {
         bytes: u64,
         /// Which sum would overflow (`RAM budget`, `device budget`).
         what: &'static str,
+    },
+    /// The load of [`DeviceCache::get_or_put`](crate::cache::DeviceCache::get_or_put) failed;
+    /// nothing was admitted.
+    #[error("loading `{key}` failed: {source}")]
+    Load {
+        /// The key.
+        key: String,
+        /// The loader's error.
+        #[source]
+        source: SourceError,
+    },
+    /// Another device's load of the same key did not end within the group's load wait.
+    #[error("timed out after {waited:?} waiting for another load of `{key}`")]
+    LoadWaitTimeout {
+        /// The key.
+        key: String,
+        /// The configured wait.
+        waited: Duration,
     },
 }

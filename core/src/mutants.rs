@@ -167,6 +167,10 @@ mutants! {
     LOST_WAKEUP_MOVE_SETTLED = "lost-wakeup-move-settled",
     /// W-7: an eviction that ends (unloaded or kept) does not wake the leases waiting for it.
     LOST_WAKEUP_EVICTION_SETTLED = "lost-wakeup-eviction-settled",
+    /// W-8 / X-1: a load of `get_or_put` that ends does not wake the devices waiting for it.
+    LOST_WAKEUP_LOAD_FINISHED = "lost-wakeup-load-finished",
+    /// `get_or_put` is not single-flight across the group: every device reads the file.
+    GET_OR_PUT_NOT_SINGLE_FLIGHT = "get-or-put-not-single-flight",
     /// M-E5: a lease racing an eviction's unload gets `NotFound` at once, even when the unload
     /// then fails and the model stays (found by the generated programs).
     EVICTION_REFUSES_LEASE = "eviction-refuses-lease",

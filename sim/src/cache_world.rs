@@ -80,6 +80,9 @@ pub struct Script<R: SimRuntime> {
     armed: R::Counter,
     /// Bytes of scripted device copies alive now.
     pub live: R::Counter,
+    /// Bytes of copies alive plus moves in flight, in one counter: what a move checks (two
+    /// counters read one after the other would count a move that just ended twice).
+    held: R::Counter,
     /// Bytes of moves inside `to_device` now.
     pub moving: R::Counter,
     /// Moves that entered `to_device`.
@@ -95,6 +98,7 @@ impl<R: SimRuntime> Script<R> {
             budget,
             armed: rt.counter(),
             live: rt.counter(),
+            held: rt.counter(),
             moving: rt.counter(),
             started: Latch::new(rt),
             gate: Latch::new(rt),
@@ -132,6 +136,7 @@ impl<R: SimRuntime> Drop for SimCopy<R> {
     fn drop(&mut self) {
         ensure_outside_monitors::<R>("a device copy's Drop");
         self.device.live.sub(self.bytes as usize);
+        self.device.held.sub(self.bytes as usize);
         if self.panics && self.device.armed() {
             inject_panic();
         }
@@ -151,9 +156,9 @@ impl<R: SimRuntime> DeviceWeights for Weights<R> {
         ensure_outside_monitors::<R>("to_device");
         let device = Arc::clone(self.device.as_ref().expect("placed weights are scripted"));
         let bytes = self.value as usize;
-        let moving = device.moving.add(bytes) + bytes;
+        device.moving.add(bytes);
+        let used = device.held.add(bytes) + bytes;
         device.started.add(1);
-        let used = device.live.get() + moving;
         ensure!(
             used as u64 <= device.budget,
             "A7",

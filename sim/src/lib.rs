@@ -7,6 +7,7 @@
 //! ([`replay_file::ReplayFile`]) that reproduces it exactly.
 
 pub mod cache_world;
+pub mod composition;
 pub mod explore;
 pub mod kill;
 pub mod latch;

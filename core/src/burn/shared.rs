@@ -9,7 +9,7 @@ use super::backend::{Cpu, ServeBackend};
 use super::error::BurnError;
 use super::file::{infer, model_path};
 use super::weights::{BurnWeights, file_len, header_tensor_bytes};
-use crate::cache::{CacheGroup, DeviceCache, DeviceGuard, Put};
+use crate::cache::{CacheGroup, DeviceCache, DeviceGuard};
 use crate::error::BoxError;
 use crate::id::ModelId;
 use crate::manager::{Loader, Model};
@@ -47,17 +47,11 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         &self.cache
     }
 
-    /// Reads the weights of `key` from its file, after the budget checks.
-    fn cpu_weights(&self, key: &str) -> Result<SharedWeights<A, T>, BurnError> {
-        let path = model_path(&self.dir, key)?;
-        self.check_budgets(&path)?;
-        BurnWeights::load(Arc::clone(&self.arch), &path)
-    }
-
     /// Refuses a file that cannot fit, before any module or tensor is built: its length
     /// against the RAM budget, then the bytes its header declares against the RAM budget and
     /// (for a backend whose device copies cost device memory) this cache's device budget.
-    fn check_budgets(&self, path: &Path) -> Result<(), BurnError> {
+    /// Returns the bytes the header declares.
+    fn check_budgets(&self, path: &Path) -> Result<u64, BurnError> {
         let too_large =
             |bytes, budget, cap| BurnError::TooLarge { path: path.to_owned(), bytes, budget, cap };
         let cap = self.group.budget().cap();
@@ -73,7 +67,7 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
             Some(device) if !T::SHARES_CPU_TENSORS && tensors > device => {
                 Err(too_large(tensors, "device budget", device))
             }
-            _ => Ok(()),
+            _ => Ok(tensors),
         }
     }
 }
@@ -81,19 +75,18 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
 impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
     type Model = Served<A, T>;
 
+    /// The group's [`DeviceCache::get_or_put`]: a hit, or a peer's canonical adopted as it is,
+    /// or the file read once for the whole group (after the budget checks), its header's bytes
+    /// declared.
     fn load(&self, id: &ModelId) -> Result<Served<A, T>, BoxError> {
         let key = id.as_str();
         let loaded = match self.cache.get(key) {
             Some(loaded) => loaded,
-            // A canonical alive in a peer is adopted as it is: no file read, no second copy.
-            None => match self.cache.adopt(key)? {
-                Some(admission) => admission.into_loaded(),
-                None => {
-                    let weights = self.cpu_weights(key)?;
-                    let bytes = weights.stats().bytes;
-                    self.cache.put(key, weights, bytes, Put::default())?.into_loaded()
-                }
-            },
+            None => {
+                let path = model_path(&self.dir, key)?;
+                let declared = self.check_budgets(&path)?;
+                self.cache.get_or_put(key, declared, || BurnWeights::load(Arc::clone(&self.arch), &path))?
+            }
         };
         Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device()? })
     }

@@ -751,6 +751,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         &self.group.runtime
     }
 
+    /// The group this cache belongs to.
+    pub(crate) fn group(&self) -> &Arc<CacheGroup<W, R>> {
+        &self.group
+    }
+
     /// Mutant C-R6/C-R12: unused handles release nothing.
     pub(crate) fn leaks_unused_handles(&self) -> bool {
         self.mutant(Mutant::UNUSED_HANDLE_LEAKS)

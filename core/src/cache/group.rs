@@ -4,6 +4,7 @@ use std::fmt;
 
 use super::DeviceCache;
 use super::budget::RamBudget;
+use super::single_flight::Loads;
 use super::weights::WeightStore;
 use crate::error::InvalidConfig;
 use crate::mutants::Mutant;
@@ -15,6 +16,8 @@ pub struct CacheGroup<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     pub(crate) budget: Arc<RamBudget<R>>,
     pub(crate) store: Arc<WeightStore<W, R>>,
     caches: R::Monitor<Vec<Weak<DeviceCache<W, R>>>>,
+    /// Keys being loaded by `get_or_put` on any device of the group.
+    pub(crate) loads: Loads<R>,
 }
 
 impl<W: Send + Sync + 'static> CacheGroup<W> {
@@ -30,7 +33,23 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         let budget = RamBudget::new(cap, &runtime)?;
         let store = WeightStore::new(Arc::clone(&budget), &runtime);
         let caches = runtime.monitor(Vec::new());
-        Ok(Arc::new(Self { runtime, budget, store, caches }))
+        let loads = Loads::new(&runtime);
+        Ok(Arc::new(Self { runtime, budget, store, caches, loads }))
+    }
+
+    /// Sets how long [`DeviceCache::get_or_put`] waits for another device's load of the same
+    /// key (default 60 s). A zero wait is refused.
+    pub fn set_load_wait(&self, wait: std::time::Duration) -> Result<(), InvalidConfig> {
+        if wait.is_zero() {
+            return Err(InvalidConfig { field: "load_wait", reason: "must be greater than zero" });
+        }
+        self.loads.set_wait(wait);
+        Ok(())
+    }
+
+    /// How long [`DeviceCache::get_or_put`] waits for another device's load of the same key.
+    pub fn load_wait(&self) -> std::time::Duration {
+        self.loads.wait()
     }
 
     /// The shared RAM budget.

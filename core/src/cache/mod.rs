@@ -18,11 +18,13 @@
 
 mod budget;
 mod device;
+mod get_or_put;
 mod group;
 mod ledger;
 mod loaded;
 mod placement;
 mod record;
+mod single_flight;
 mod weights;
 
 pub use budget::{CacheId, NonSharedCharge, RamBudget, SharedCharge};

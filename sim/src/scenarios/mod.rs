@@ -6,6 +6,7 @@
 //! Each scenario names the mutants it must catch.
 
 mod cache;
+mod composition;
 mod drop_model;
 mod eviction;
 pub mod layers;
@@ -211,6 +212,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 2, targets: [ADOPT_ACROSS_DROP], drop_model::adoption_races_drop),
     scenario!("C-D4", "user code panics inside put after its claim was counted: nothing stays pinned (3.10)",
         time: Off, loom: 2, targets: [CLAIM_BEFORE_HANDLE], drop_model::panic_inside_admission),
+    scenario!("X-1", "cold loads of one key on two devices: one load per device, one file read, one canonical",
+        time: Auto, loom: 2, targets: [GET_OR_PUT_NOT_SINGLE_FLIGHT, LOST_WAKEUP_LOAD_FINISHED], composition::cold_loads_on_two_devices),
     scenario!("W-1", "a release of a lifecycle lock wakes the caller waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_LOCK_RELEASE], wakeups::lock_release),
     scenario!("W-2", "the end of the last lease wakes the remove draining it",

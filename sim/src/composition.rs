@@ -1,0 +1,127 @@
+//! The production composition in the sim: one `FixedSizeCache<ModelManager<cache loader>>` per
+//! device, every loader a user of its device's cache in one [`CacheGroup`](resident::cache::CacheGroup)
+//! through [`DeviceCache::get_or_put`], device budgets on (what `burn::SharedLoader` does with
+//! real weights).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use resident::cache::{DeviceCache, DeviceGuard};
+use resident::runtime::Arc;
+use resident::{
+    BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
+};
+
+use crate::cache_world::{Behaviour, CacheWorld, Script, Weights, ensure_outside_monitors};
+use crate::runtime::{Counter, SimRuntime};
+
+/// Scripted model files: how often each was read.
+pub struct Files<R: SimRuntime> {
+    reads: BTreeMap<String, R::Counter>,
+    bytes: u64,
+}
+
+impl<R: SimRuntime> Files<R> {
+    /// Reads of `key`'s file so far.
+    pub fn reads(&self, key: &str) -> usize {
+        self.reads.get(key).map_or(0, Counter::get)
+    }
+}
+
+/// One device's loader: `get_or_put` on the device's cache, then a lock on the device.
+pub struct CacheLoader<R: SimRuntime> {
+    cache: Arc<DeviceCache<Weights<R>, R>>,
+    files: Arc<Files<R>>,
+    script: Arc<Script<R>>,
+}
+
+impl<R: SimRuntime> Loader for CacheLoader<R> {
+    type Model = Served<R>;
+
+    fn load(&self, id: &ModelId) -> Result<Served<R>, BoxError> {
+        ensure_outside_monitors::<R>("a cache loader's load");
+        let (files, script) = (&self.files, &self.script);
+        let loaded = self.cache.get_or_put(id.as_str(), files.bytes, || {
+            ensure_outside_monitors::<R>("a file read");
+            let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
+            reads.add(1);
+            // Reading takes a while: other threads run meanwhile.
+            for _ in 0..3 {
+                R::yield_now();
+            }
+            Ok::<_, BoxError>(Weights::scripted(files.bytes, Behaviour::default(), script))
+        })?;
+        Ok(Served { _guard: loaded.lock_on_device()?, bytes: files.bytes })
+    }
+}
+
+/// A model served from a device: its record locked and placed until the manager unloads it.
+pub struct Served<R: SimRuntime> {
+    _guard: DeviceGuard<Weights<R>, R>,
+    bytes: u64,
+}
+
+impl<R: SimRuntime> Model for Served<R> {
+    fn size_bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// One device's stack.
+pub type Device<R> = FixedSizeCache<ModelManager<CacheLoader<R>, R>>;
+
+/// Devices over one cache group.
+pub struct Composition<R: SimRuntime> {
+    /// The group, its caches and their checks.
+    pub world: CacheWorld<R>,
+    /// The model files.
+    pub files: Arc<Files<R>>,
+    /// One stack per device, in the caches' order.
+    pub devices: Vec<Arc<Device<R>>>,
+}
+
+impl<R: SimRuntime> Composition<R> {
+    /// `devices` stacks of capacity `max_size`, models `keys` of `bytes` each, a RAM budget of
+    /// `cap` and a device budget of `device_bytes` per device.
+    pub fn new(
+        rt: R,
+        keys: &[&str],
+        bytes: u64,
+        cap: u64,
+        device_bytes: u64,
+        devices: usize,
+        max_size: usize,
+    ) -> Self {
+        let world = CacheWorld::new(rt, cap, devices);
+        let reads = keys.iter().map(|k| ((*k).to_owned(), world.rt.counter())).collect();
+        let files = Arc::new(Files { reads, bytes });
+        let config = ManagerConfig::default()
+            .with_lock_timeout(Duration::from_secs(1))
+            .with_lease_drain_timeout(Duration::from_secs(1));
+        let devices = world
+            .caches
+            .iter()
+            .map(|cache| {
+                // Each device its own budget, and its own script checking it from inside moves.
+                cache.set_device_budget(Some(device_bytes));
+                let script = Script::new(&world.rt, device_bytes);
+                let loader = CacheLoader { cache: Arc::clone(cache), files: Arc::clone(&files), script };
+                let base =
+                    ModelManager::with_runtime(loader, config, world.rt.clone()).expect("valid config");
+                let fixed = FixedSizeConfig::new(max_size).with_capacity_wait(Duration::from_secs(1));
+                Arc::new(FixedSizeCache::new(base, fixed).expect("valid config"))
+            })
+            .collect();
+        Self { world, files, devices }
+    }
+
+    /// Spawns a named scenario thread that gets device `d`'s stack.
+    pub fn spawn<T, F>(&self, name: &'static str, d: usize, f: F) -> R::Handle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Device<R>, &'static str) -> T + Send + 'static,
+    {
+        let device = Arc::clone(&self.devices[d]);
+        self.world.rt.spawn(name, move || f(&device, name))
+    }
+}
