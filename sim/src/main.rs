@@ -85,7 +85,10 @@ fn main() -> ExitCode {
         Command::List => {
             for s in CATALOGUE {
                 let loom = match s.loom {
-                    Some(bound) => format!("loom bound {bound}"),
+                    Some(bound) if s.loom_mutants => format!("loom bound {bound}"),
+                    Some(bound) => {
+                        format!("loom bound {bound}; its mutants under shuttle only: {}", s.no_loom)
+                    }
                     None => format!("not under loom: {}", s.no_loom),
                 };
                 println!("{:<8} {} [time {}; {loom}]", s.id, s.description, s.time.name());

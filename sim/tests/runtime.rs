@@ -22,6 +22,7 @@ macro_rules! scenario {
             time: Time::$time,
             loom: Some(2),
             no_loom: "",
+            loom_mutants: true,
             targets: &[],
             shuttle: |m| execute::<ShuttleRuntime>(Time::$time, m, $body),
             loom_body: |m| execute::<LoomRuntime>(Time::$time, m, $body),

@@ -207,8 +207,9 @@ fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failu
     let executions = Arc::new(AtomicUsize::new(0));
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = plan.preemption_bound.or(scenario.loom).or(Some(2));
-    // Bounded waits poll; give loom room for their branches.
-    builder.max_branches = 100_000;
+    // No wait polls, so loom's default branch bound is ample for a correct program; a mutant
+    // that spins hits it. (Above 65,535 loom's own branch counter overflows instead.)
+    builder.max_branches = 10_000;
     let (body, mutants, count) = (scenario.loom_body, plan.mutants, Arc::clone(&executions));
     let result = quiet::run(|| {
         builder.check(move || {
