@@ -24,6 +24,12 @@ programs programs="2000" schedules="200":
 teeth:
     cargo test --release -p resident-proptests --test concurrent teeth -- --ignored --nocapture
 
+# Mutation testing of `resident` with cargo-mutants (never in CI; hours). Sharded: run each
+# of `shards` with `shard=K` (0-based); shuttle iterations lowered, loom off.
+mutation shard="0" shards="8":
+    cargo install --locked cargo-mutants@27.1.0
+    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo mutants --package resident --shard {{shard}}/{{shards}} --timeout 900
+
 # The kill matrix.
 mutants:
     cargo run --release -p resident-sim -- mutants
@@ -34,8 +40,9 @@ replay FILE:
 
 # Regenerate the stored mutant replays (after moving scheduling points or upgrading shuttle).
 fixtures:
-    rm -f fixtures/replays/*.json
+    rm -f fixtures/replays/*.json fixtures/programs/*.json
     cargo run --release -p resident-sim -- mutants --write fixtures/replays
+    RESIDENT_FAILURES={{justfile_directory()}}/fixtures/programs cargo test --release -p resident-proptests --test concurrent finds
 
 # Hot-path benchmarks (results in BENCHMARKS.md).
 bench:

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
 use resident::mutants::Mutant;
-use resident_proptests::concurrent::program::program;
-use resident_proptests::concurrent::run::check_program;
+use resident_proptests::concurrent::program::{Program, program};
+use resident_proptests::concurrent::run::{StoredFailure, check_program, replay};
 use resident_sim::mutant_set::MutantSet;
 
 /// Programs per campaign (`RESIDENT_PROGRAMS`), and schedules per program and scheduler
@@ -19,7 +19,34 @@ fn budget() -> (u32, usize) {
     (get("RESIDENT_PROGRAMS", 200) as u32, get("RESIDENT_SCHEDULES", 50))
 }
 
-/// Runs the campaign with `mutants` on; the failing program (shrunk) and its violation.
+/// Where failing programs are written: `RESIDENT_FAILURES`, default `fixtures/failures/`.
+fn failures_dir() -> std::path::PathBuf {
+    std::env::var_os("RESIDENT_FAILURES").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/failures"),
+        Into::into,
+    )
+}
+
+/// Stores `program`'s failure (found again on the shrunk program) as replayable JSON.
+fn store(program: &Program, mutants: &MutantSet) -> Option<std::path::PathBuf> {
+    let (_, schedules) = budget();
+    let (checker, failure) = check_program(program, schedules, mutants).failure?;
+    let stored = StoredFailure {
+        program: program.clone(),
+        mutant: mutants.iter().next().map(|m| m.name().to_owned()),
+        scheduler: checker.name().to_owned(),
+        violation: failure.violation.to_string(),
+        schedule: failure.schedule?,
+    };
+    let dir = failures_dir();
+    std::fs::create_dir_all(&dir).ok()?;
+    let name = format!("program-{}-{:016x}.json", stored.mutant.as_deref().unwrap_or("none"), program.seed());
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(&stored).ok()?).ok()?;
+    Some(path)
+}
+
+/// Runs the campaign with `mutants` on; the failing program (shrunk, stored) and its violation.
 fn campaign(mutants: &MutantSet) -> Result<(u32, usize), String> {
     let (programs, schedules) = budget();
     let config = Config { cases: programs, failure_persistence: None, ..Config::default() };
@@ -38,7 +65,14 @@ fn campaign(mutants: &MutantSet) -> Result<(u32, usize), String> {
     });
     match result {
         Ok(()) => Ok((programs, ran.get())),
-        Err(TestError::Fail(why, program)) => Err(format!("{why}\nshrunk program: {program:#?}")),
+        Err(TestError::Fail(why, program)) => {
+            let stored = if mutants.is_empty() || std::env::var_os("RESIDENT_FAILURES").is_some() {
+                store(&program, mutants).map(|p| format!("\nstored: {}", p.display())).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            Err(format!("{why}\nshrunk program: {program:#?}{stored}"))
+        }
         Err(TestError::Abort(why)) => Err(format!("aborted: {why}")),
     }
 }
@@ -80,6 +114,13 @@ fn the_campaign_finds_no_queue_dedup() {
     finds(Mutant::NO_QUEUE_DEDUP);
 }
 
+/// The defect the generated programs found first (SPEC 2.10): an eviction that keeps its
+/// model refused a lease on it.
+#[test]
+fn the_campaign_finds_eviction_refuses_lease() {
+    finds(Mutant::EVICTION_REFUSES_LEASE);
+}
+
 /// Teeth: switches on every mutant of `resident`, one at a time, and reports which the campaign
 /// finds without being told where. Not a pass/fail test (the campaign covers the manager stack
 /// only so far); run it with `cargo test --release -p resident-proptests --test concurrent --
@@ -99,4 +140,31 @@ fn teeth() {
         println!("{:<32} {:>6.1}s {verdict}", mutant.name(), start.elapsed().as_secs_f64());
     }
     println!("{found} of {} mutants found", Mutant::ALL.len());
+}
+
+/// Every failing program stored under `fixtures/programs/`: with its mutant on, its schedule
+/// shows the same violation again; with the mutant off (the bug fixed), the schedule passes.
+#[test]
+fn stored_failing_programs_replay() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/programs");
+    let mut replayed = 0;
+    for entry in std::fs::read_dir(&dir).expect("fixtures/programs exists") {
+        let path = entry.expect("readable").path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let stored: StoredFailure = serde_json::from_str(&text).expect("a stored failure");
+        let mutant: Mutant =
+            stored.mutant.as_deref().expect("stored failures name their mutant").parse().expect("known");
+        let again = replay(&stored.program, &stored.schedule, &MutantSet::only(mutant)).expect("replays");
+        let violation = again
+            .violation
+            .unwrap_or_else(|| panic!("{}: the mutant's failure did not replay", path.display()));
+        assert_eq!(violation.to_string(), stored.violation, "{}", path.display());
+        let fixed = replay(&stored.program, &stored.schedule, &MutantSet::NONE).expect("replays");
+        assert_eq!(fixed.violation, None, "{}: fails without its mutant", path.display());
+        replayed += 1;
+    }
+    assert!(replayed >= 4, "expected the stored programs of four mutants, found {replayed}");
 }

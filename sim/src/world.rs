@@ -15,7 +15,7 @@ use crate::trace;
 use crate::violation::InjectedPanic;
 
 /// What one call of a scripted load or unload does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Step {
     /// Succeed.
     Ok,

@@ -54,6 +54,9 @@ fn shuttle_kills_every_mutant_and_the_failure_replays() {
 
 #[test]
 fn loom_kills_every_mutant_of_a_loom_scenario() {
+    if !support::loom_enabled() {
+        return;
+    }
     for (mutant, scenario) in kill::pairs().filter(|(_, s)| s.loom.is_some() && s.loom_mutants) {
         let plan = Plan::new(0, 0).with_mutants(MutantSet::only(mutant));
         let outcome = explore(scenario, Checker::Loom, plan);

@@ -32,7 +32,9 @@ macro_rules! scenario_tests {
         mod shuttle_random { $( #[test] fn $name() { super::passes($id, super::Checker::Random) } )* }
         mod shuttle_pct { $( #[test] fn $name() { super::passes($id, super::Checker::Pct) } )* }
         mod loom { $( #[test] fn $name() {
-            if super::scenarios::find($id).expect("catalogue id").loom.is_some() {
+            if !super::support::loom_enabled() {
+                println!("loom off (RESIDENT_SIM_LOOM=off)");
+            } else if super::scenarios::find($id).expect("catalogue id").loom.is_some() {
                 super::passes($id, super::Checker::Loom)
             } else {
                 println!("{} does not fit loom; shuttle covers it", $id);

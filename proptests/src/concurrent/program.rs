@@ -12,7 +12,7 @@ pub const IDS: [&str; 3] = ["A", "B", "C"];
 pub const MAX_SIZE: usize = 2;
 
 /// One operation of a thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ThreadOp {
     /// `add_model(IDS[i], None)`.
     Add(usize),
@@ -29,7 +29,7 @@ pub enum ThreadOp {
 }
 
 /// What each model's loads and unloads do, call by call (then `Ok`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Faults {
     /// `loads[i][n]`: what the `n`-th load of `IDS[i]` does.
     pub loads: [Vec<Step>; 3],
@@ -38,7 +38,7 @@ pub struct Faults {
 }
 
 /// A generated program.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Program {
     /// Ids added by the main thread before any thread starts.
     pub prefix: Vec<usize>,

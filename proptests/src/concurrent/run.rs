@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
-use resident_sim::explore::{Checker, Failure, explore_program};
+use resident_sim::explore::schedule::{RecordedSchedule, ScheduleError};
+use resident_sim::explore::{Checker, Failure, Replayed, explore_program, replay_program};
 use resident_sim::mutant_set::MutantSet;
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::scenarios::execute_with;
@@ -235,4 +236,32 @@ pub fn check_program(program: &Program, schedules: usize, mutants: &MutantSet) -
         }
     }
     Checked { schedules: run, failure: None }
+}
+
+/// Replays one recorded `schedule` of `program` with `mutants` on.
+pub fn replay(
+    program: &Program,
+    schedule: &RecordedSchedule,
+    mutants: &MutantSet,
+) -> Result<Replayed, ScheduleError> {
+    let (program, mutants) = (Arc::new(program.clone()), mutants.clone());
+    replay_program(schedule, move || {
+        execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| run_once(rt, &program));
+    })
+}
+
+/// A failing generated program as stored under `fixtures/programs/`: the shrunk program, the
+/// mutant it was found with (if any), the violation and the schedule that shows it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StoredFailure {
+    /// The shrunk program.
+    pub program: Program,
+    /// The mutant that was on, by name.
+    pub mutant: Option<String>,
+    /// The scheduler that found it.
+    pub scheduler: String,
+    /// What broke, as reported.
+    pub violation: String,
+    /// The failing schedule.
+    pub schedule: RecordedSchedule,
 }

@@ -262,14 +262,22 @@ pub fn replay(
     schedule: &RecordedSchedule,
     mutants: &MutantSet,
 ) -> Result<Replayed, schedule::ScheduleError> {
+    let (body, mutants) = (scenario.shuttle, mutants.clone());
+    replay_program(schedule, move || body(&mutants))
+}
+
+/// Replays `schedule` of any program once (see [`explore_program`]).
+pub fn replay_program(
+    schedule: &RecordedSchedule,
+    body: impl Fn() + Send + Sync + 'static,
+) -> Result<Replayed, schedule::ScheduleError> {
     let diverged = Arc::new(Mutex::new(None));
     let scheduler = Replay::new(schedule, Arc::clone(&diverged))?;
     let runner = Runner::new(scheduler, shuttle_config());
-    let (body, mutants) = (scenario.shuttle, mutants.clone());
     let result = quiet::run(|| {
         runner.run(move || {
             trace::reset();
-            body(&mutants);
+            body();
         })
     });
     let diverged = diverged.lock().expect("divergence lock").clone();

@@ -11,3 +11,8 @@ pub(crate) fn iterations() -> usize {
 pub(crate) fn seed() -> u64 {
     std::env::var("RESIDENT_SIM_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed)
 }
+
+/// Whether the loom tests run (`RESIDENT_SIM_LOOM=off` skips them, for mutation testing).
+pub(crate) fn loom_enabled() -> bool {
+    std::env::var("RESIDENT_SIM_LOOM").as_deref() != Ok("off")
+}
