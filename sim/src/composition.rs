@@ -93,6 +93,7 @@ impl<R: SimRuntime> Composition<R> {
         max_size: usize,
     ) -> Self {
         let world = CacheWorld::new(rt, cap, devices);
+        world.group.set_load_wait(Duration::from_secs(1)).expect("a valid load wait");
         let reads = keys.iter().map(|k| ((*k).to_owned(), world.rt.counter())).collect();
         let files = Arc::new(Files { reads, bytes });
         let config = ManagerConfig::default()

@@ -135,6 +135,35 @@ fn the_clock_moves_in_atomic_steps() {
     }
 }
 
+/// The change signal's protocol under every checker: T1 reads the epoch, looks at a flag, and
+/// waits past the epoch it read; the main thread sets the flag, then bumps. T1 always sees the
+/// flag, whichever comes first, and no deadline passes.
+fn signal_protocol<R: SimRuntime>(rt: R) {
+    let signal = std::sync::Arc::new(resident::runtime::Signal::new(&rt));
+    let flag = std::sync::Arc::new(rt.monitor(false));
+    let (s1, f1) = (std::sync::Arc::clone(&signal), std::sync::Arc::clone(&flag));
+    let t1 = rt.spawn("T1", move || {
+        loop {
+            let seen = s1.epoch();
+            if f1.with(|set| *set) {
+                return;
+            }
+            s1.wait_past(seen, Some(Duration::from_secs(1))).expect("the bump wakes T1 before its deadline");
+        }
+    });
+    flag.with(|set| *set = true);
+    signal.bump();
+    R::join(t1).unwrap_or_else(|p| std::panic::resume_unwind(p));
+    assert_eq!(rt.now(), Duration::ZERO, "no deadline passed");
+}
+
+#[test]
+fn the_change_signal_loses_no_wakeup() {
+    for checker in CHECKERS {
+        assert_eq!(failure(scenario!("signal", Auto, signal_protocol), checker), None, "{checker}");
+    }
+}
+
 static CHECKS: AtomicUsize = AtomicUsize::new(0);
 static MOST_CHECKS: AtomicUsize = AtomicUsize::new(0);
 

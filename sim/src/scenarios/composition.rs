@@ -28,6 +28,7 @@ fn finish<R: SimRuntime>(c: &Composition<R>) {
 /// group reads its file once (get_or_put is single-flight per key), and one canonical backs both.
 pub(super) fn cold_loads_on_two_devices<R: SimRuntime>(rt: R) {
     let c = Composition::new(rt, &["m"], 40, 100, 100, 2, 2);
+    ensure!(c.world.group.load_wait() == Duration::from_secs(1), "contract", "the load wait did not take");
     let handles = [("T1", 0), ("T2", 1)]
         .map(|(name, d)| c.spawn(name, d, |m, t| traced(t, "add(m)", || m.add_model("m", None))));
     for handle in handles {
