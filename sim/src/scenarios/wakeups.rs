@@ -21,7 +21,7 @@ use crate::world::{World, traced};
 const RELEASE_AFTER: usize = 12;
 
 /// Nothing slept until a deadline: every wait in the scenario ended by a notify.
-fn no_deadline_passed<R: SimRuntime>(rt: &R) {
+pub(super) fn no_deadline_passed<R: SimRuntime>(rt: &R) {
     let now = rt.now();
     ensure!(
         now == Duration::ZERO,
