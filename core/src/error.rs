@@ -175,8 +175,10 @@ pub enum CacheError {
         /// The mover's error.
         message: String,
     },
-    /// The cache was shut down; a prefetch (an admission nobody retrieves) is refused.
-    #[error("the cache is shut down; prefetch of `{key}` refused")]
+    /// The cache was shut down: a prefetch (an admission nobody retrieves) is refused, and so
+    /// is every [`DeviceCache::get_or_put`](crate::cache::DeviceCache::get_or_put) once its
+    /// group was shut down.
+    #[error("the cache is shut down; `{key}` refused")]
     ShutDown {
         /// The key.
         key: String,

@@ -174,6 +174,14 @@ mutants! {
     /// M-E5: a lease racing an eviction's unload gets `NotFound` at once, even when the unload
     /// then fails and the model stays (found by the generated programs).
     EVICTION_REFUSES_LEASE = "eviction-refuses-lease",
+    /// evicting a record also forgets its key's canonical in the store, though a peer
+    /// still uses it: the next load on another device builds a second copy of the same weights.
+    EVICTION_FORGETS_CANONICAL = "eviction-forgets-canonical",
+    /// `drop_model` evicts records that are locked, as if they were idle.
+    DROP_EVICTS_LOCKED = "drop-evicts-locked",
+    /// an admission that ends after its cache was shut down is not stale at birth, so its
+    /// record outlives the shutdown.
+    ADMISSION_IGNORES_SHUTDOWN = "admission-ignores-shutdown",
 }
 
 impl fmt::Display for Mutant {

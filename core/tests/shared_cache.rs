@@ -280,4 +280,29 @@ mod get_or_put {
         assert!(matches!(group.set_load_wait(Duration::ZERO), Err(InvalidConfig { field: "load_wait", .. })));
         assert_eq!(group.load_wait(), Duration::from_secs(60));
     }
+
+    #[test]
+    fn a_shut_down_group_refuses_new_loads_and_keeps_nothing_once_released() {
+        let group = CacheGroup::<Weights>::new(100).unwrap();
+        let gpu0 = group.cache("cuda:0");
+        let held = gpu0.get_or_put("m", 40, || Ok::<_, Gone>(vec![1; 40])).unwrap().lock();
+        let idle = gpu0.get_or_put("n", 40, || Ok::<_, Gone>(vec![2; 40])).unwrap();
+        drop(idle);
+        assert_eq!(group.shutdown(), 1, "the idle record goes now");
+        assert!(group.is_shut_down() && gpu0.is_shut_down());
+        assert_eq!(group.shutdown(), 0, "idempotent");
+        assert_eq!(held[0], 1, "a record in use stays usable");
+        let loaded = Cell::new(false);
+        let refused = gpu0.get_or_put("m", 40, || {
+            loaded.set(true);
+            Ok::<_, Gone>(vec![1; 40])
+        });
+        assert!(matches!(&refused, Err(CacheError::ShutDown { key }) if key == "m"), "{refused:?}");
+        assert!(!loaded.get(), "nothing loads, nothing is adopted after shutdown");
+        let late = group.cache("cuda:1");
+        assert!(late.is_shut_down(), "a cache made after the group's shutdown starts shut down");
+        drop(held);
+        assert!(gpu0.keys().is_empty());
+        assert_eq!(group.budget().in_use(), 0);
+    }
 }

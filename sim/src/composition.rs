@@ -12,19 +12,29 @@ use resident::{
     BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
 };
 
-use crate::cache_world::{Behaviour, CacheWorld, Script, Weights, ensure_outside_monitors};
+use crate::cache_world::{Behaviour, CacheWorld, Script, Weights, ensure_outside_monitors, ensure_resident};
+use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 
 /// Scripted model files: how often each was read.
 pub struct Files<R: SimRuntime> {
     reads: BTreeMap<String, R::Counter>,
     bytes: u64,
+    /// Reads that have started, over every file: a sync point for "a load is in flight".
+    pub started: Latch<R>,
+    /// Scheduling points inside each read (set before any thread starts; not a checker object).
+    read_yields: std::sync::atomic::AtomicUsize,
 }
 
 impl<R: SimRuntime> Files<R> {
     /// Reads of `key`'s file so far.
     pub fn reads(&self, key: &str) -> usize {
         self.reads.get(key).map_or(0, Counter::get)
+    }
+
+    /// Each read yields `n` times (default 3): fewer keep a scenario small enough for loom.
+    pub fn set_read_yields(&self, n: usize) {
+        self.read_yields.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -45,20 +55,47 @@ impl<R: SimRuntime> Loader for CacheLoader<R> {
             ensure_outside_monitors::<R>("a file read");
             let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
             reads.add(1);
+            files.started.add(1);
             // Reading takes a while: other threads run meanwhile.
-            for _ in 0..3 {
+            for _ in 0..files.read_yields.load(std::sync::atomic::Ordering::Relaxed) {
                 R::yield_now();
             }
             Ok::<_, BoxError>(Weights::scripted(files.bytes, Behaviour::default(), script))
         })?;
-        Ok(Served { _guard: loaded.lock_on_device()?, bytes: files.bytes })
+        let served =
+            Served { guard: loaded.lock_on_device()?, cache: Arc::clone(&self.cache), bytes: files.bytes };
+        served.check_resident("a cache loader");
+        Ok(served)
     }
 }
 
 /// A model served from a device: its record locked and placed until the manager unloads it.
 pub struct Served<R: SimRuntime> {
-    _guard: DeviceGuard<Weights<R>, R>,
+    guard: DeviceGuard<Weights<R>, R>,
+    cache: Arc<DeviceCache<Weights<R>, R>>,
     bytes: u64,
+}
+
+impl<R: SimRuntime> Served<R> {
+    /// Identity of the canonical weights it serves.
+    pub fn canonical(&self) -> Option<usize> {
+        self.guard.cpu().canonical_id()
+    }
+
+    /// A5: the locked record is still resident in its device's cache (no eviction path, a
+    /// `drop_model` included, took it while in use).
+    pub fn check_resident(&self, thread: &str) {
+        ensure_resident(&self.cache, self.guard.cpu(), thread);
+    }
+
+    /// Serves across a few scheduling points, checking A5 at each.
+    pub fn serve(&self, thread: &str) {
+        for _ in 0..2 {
+            self.check_resident(thread);
+            R::yield_now();
+        }
+        self.check_resident(thread);
+    }
 }
 
 impl<R: SimRuntime> Model for Served<R> {
@@ -95,7 +132,7 @@ impl<R: SimRuntime> Composition<R> {
         let world = CacheWorld::new(rt, cap, devices);
         world.group.set_load_wait(Duration::from_secs(1)).expect("a valid load wait");
         let reads = keys.iter().map(|k| ((*k).to_owned(), world.rt.counter())).collect();
-        let files = Arc::new(Files { reads, bytes });
+        let files = Arc::new(Files { reads, bytes, started: Latch::new(&world.rt), read_yields: 3.into() });
         let config = ManagerConfig::default()
             .with_lock_timeout(Duration::from_secs(1))
             .with_lease_drain_timeout(Duration::from_secs(1));

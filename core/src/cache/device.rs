@@ -310,6 +310,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let now = self.group.runtime.now();
         let recheck = !self.mutant(Mutant::ADOPT_ACROSS_DROP);
         let copy_under_lock = self.mutant(Mutant::STALE_COPY_DROPPED_LOCKED);
+        let ignore_shutdown = self.mutant(Mutant::ADMISSION_IGNORES_SHUTDOWN);
         let (record, spare, replaced) = self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
@@ -330,7 +331,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                         locks: 0,
                         holds: 0,
                         admitting: 1,
-                        stale: s.shut_down || dropped,
+                        stale: (s.shut_down && !ignore_shutdown) || dropped,
                         last_used: clock,
                         idle_since: now,
                         device: DeviceCopy::Absent,
@@ -458,10 +459,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// user code; the returned evictions are finished (dropped, reported) by the caller.
     pub(crate) fn mark_dropped(&self, key: &str) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
+        let locked_is_free = self.mutant(Mutant::DROP_EVICTS_LOCKED);
         let evicted = self.state.with(|s| {
             let keys: Vec<String> =
                 s.slots.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
-            keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>()
+            keys.iter()
+                .filter_map(|k| {
+                    if locked_is_free {
+                        return Self::remove(s, k);
+                    }
+                    Self::evict_or_mark(s, k, admitting)
+                })
+                .collect::<Vec<_>>()
         });
         Dropped { cache: self, evicted }
     }
@@ -820,6 +829,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     fn finish_evictions(&self, evicted: Evicted<W, R>) -> usize {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
+        if self.mutant(Mutant::EVICTION_FORGETS_CANONICAL) {
+            evicted.iter().for_each(|gone| self.group.store.invalidate(&gone.record.key));
+        }
         let mut first_panic = None;
         for gone in evicted {
             let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);

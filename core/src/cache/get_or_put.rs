@@ -19,6 +19,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// A declared size over the whole RAM budget is refused before anything loads
     /// ([`CacheError::TooLarge`]). `load` is user code: it runs with no lock of the cache held. If it fails
     /// ([`CacheError::Load`]) or panics, nothing is admitted and a waiting device tries again.
+    ///
+    /// Once the group is [shut down](super::CacheGroup::shutdown) every call is refused with
+    /// [`CacheError::ShutDown`]; a load already in flight finishes, and its record is stale at
+    /// birth: its caller uses it, and its last release evicts it.
     pub fn get_or_put<E: Into<BoxError>>(
         self: &Arc<Self>,
         key: &str,
@@ -34,6 +38,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let wait = loads.wait();
         let start = self.now();
         loop {
+            if loads.is_shut_down() {
+                return Err(CacheError::ShutDown { key: key.to_owned() });
+            }
             if let Some(loaded) = self.get(key) {
                 return Ok(loaded);
             }
@@ -44,6 +51,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let claim = match loads.claim_or_wait(key, left) {
                 Ok(Turn::Load(claim)) => claim,
                 Ok(Turn::Retry) => continue,
+                Ok(Turn::ShutDown) => return Err(CacheError::ShutDown { key: key.to_owned() }),
                 Err(_) => return Err(CacheError::LoadWaitTimeout { key: key.to_owned(), waited: wait }),
             };
             // A load may have ended between the lookups and the claim.

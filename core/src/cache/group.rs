@@ -62,14 +62,35 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         &self.store
     }
 
-    /// A new device cache (one per device), a peer of every other cache of the group.
+    /// A new device cache (one per device), a peer of every other cache of the group. After
+    /// [`CacheGroup::shutdown`] the new cache starts shut down.
     pub fn cache(self: &Arc<Self>, device: &str) -> Arc<DeviceCache<W, R>> {
         let cache = DeviceCache::new(Arc::clone(self), device);
         self.caches.with(|c| {
             c.retain(|w| w.strong_count() > 0);
             c.push(Arc::downgrade(&cache));
         });
+        if self.loads.is_shut_down() {
+            cache.shutdown();
+        }
         cache
+    }
+
+    /// Shuts the whole group down (idempotent): no [`DeviceCache::get_or_put`] starts a load
+    /// or adopts any more ([`CacheError::ShutDown`](crate::CacheError::ShutDown)), then every
+    /// cache is [shut down](DeviceCache::shutdown): idle records are evicted now, the ones in
+    /// use are marked stale and go on their last release. Loads in flight finish; their records
+    /// are stale at birth, so once every handle is gone nothing stays resident or counted.
+    /// Returns how many records were evicted now.
+    pub fn shutdown(&self) -> usize {
+        self.loads.shut_down();
+        let caches = self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>());
+        caches.iter().map(|cache| cache.shutdown()).sum()
+    }
+
+    /// Whether [`CacheGroup::shutdown`] ran.
+    pub fn is_shut_down(&self) -> bool {
+        self.loads.is_shut_down()
     }
 
     /// Drops `key` and every submodel key `key:*`: invalidates them in the store first (a
@@ -78,6 +99,11 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// them; `get` misses them). The old bytes stay counted until their last holder lets go.
     /// An admission that overlaps it either ends stale or did not adopt the old canonical.
     /// Returns how many records were evicted now.
+    ///
+    /// A manager whose loader holds a record of `key` (through [`DeviceCache::get_or_put`], as
+    /// `burn::SharedLoader` does) still has the model registered: it keeps serving the old
+    /// weights, resident and locked, until the model is removed from that manager (or evicted
+    /// by it). The next load of `key`, on any device, reads fresh weights.
     pub fn drop_model(&self, key: &str) -> usize {
         self.invalidate(key);
         let caches = self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>());

@@ -13,6 +13,8 @@ pub(crate) const DEFAULT_LOAD_WAIT: Duration = Duration::from_secs(60);
 struct InFlight {
     keys: BTreeSet<String>,
     wait: Duration,
+    /// The group was shut down: no new load starts.
+    shut_down: bool,
 }
 
 /// Keys being loaded by [`DeviceCache::get_or_put`](super::DeviceCache::get_or_put) in a group.
@@ -27,11 +29,14 @@ pub(crate) enum Turn<'a, R: Runtime> {
     Load(LoadClaim<'a, R>),
     /// Another load of the key ended: look it up again.
     Retry,
+    /// The group was shut down: no load starts.
+    ShutDown,
 }
 
 impl<R: Runtime> Loads<R> {
     pub(crate) fn new(runtime: &R) -> Self {
-        let state = runtime.monitor(InFlight { keys: BTreeSet::new(), wait: DEFAULT_LOAD_WAIT });
+        let state =
+            runtime.monitor(InFlight { keys: BTreeSet::new(), wait: DEFAULT_LOAD_WAIT, shut_down: false });
         Self { state, runtime: runtime.clone() }
     }
 
@@ -44,29 +49,51 @@ impl<R: Runtime> Loads<R> {
         self.state.with(|s| s.wait = wait);
     }
 
-    /// Claims `key`, or waits at most `timeout` for the load in flight to end.
+    /// No load starts from now on; loads in flight finish. Returns whether this call shut the
+    /// loads down (idempotent). Waiters need no wake-up: they wait for a load in flight, whose
+    /// end wakes them, and then see the shutdown.
+    pub(crate) fn shut_down(&self) -> bool {
+        self.state.with(|s| !std::mem::replace(&mut s.shut_down, true))
+    }
+
+    /// Whether [`Loads::shut_down`] ran.
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.state.with(|s| s.shut_down)
+    }
+
+    /// Claims `key`, or waits at most `timeout` for the load in flight to end. Nothing is claimed
+    /// once the group is shut down.
     pub(crate) fn claim_or_wait(&self, key: &str, timeout: Duration) -> Result<Turn<'_, R>, TimedOut> {
         if self.runtime.mutant(Mutant::GET_OR_PUT_NOT_SINGLE_FLIGHT) {
             return Ok(Turn::Load(LoadClaim { loads: self, key: None }));
         }
         let mut waited = false;
-        let claimed = self.state.wait_until(Some(timeout), |s| {
-            if s.keys.contains(key) {
+        let turn = self.state.wait_until(Some(timeout), |s| {
+            if s.shut_down {
+                Some(Found::ShutDown)
+            } else if s.keys.contains(key) {
                 waited = true;
                 None
             } else if waited {
-                Some(false)
+                Some(Found::Ended)
             } else {
                 s.keys.insert(key.to_owned());
-                Some(true)
+                Some(Found::Claimed)
             }
         })?;
-        Ok(if claimed {
-            Turn::Load(LoadClaim { loads: self, key: Some(key.to_owned()) })
-        } else {
-            Turn::Retry
+        Ok(match turn {
+            Found::Claimed => Turn::Load(LoadClaim { loads: self, key: Some(key.to_owned()) }),
+            Found::Ended => Turn::Retry,
+            Found::ShutDown => Turn::ShutDown,
         })
     }
+}
+
+/// What a claim found inside the monitor.
+enum Found {
+    Claimed,
+    Ended,
+    ShutDown,
 }
 
 /// A claimed load of one key; dropping it (the load admitted, failed or panicked) lets the

@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
-use resident::{Added, Manager};
+use resident::runtime::Arc;
+use resident::{Added, CacheError, Manager, ManagerError};
 
 use super::layers::join;
 use crate::composition::Composition;
 use crate::ensure;
 use crate::runtime::SimRuntime;
+use crate::trace;
 use crate::world::traced;
 
 /// Removes every model of every device, then the cache group's end-of-run checks.
@@ -39,6 +41,153 @@ pub(super) fn cold_loads_on_two_devices<R: SimRuntime>(rt: R) {
     ensure!(reads == 1, "X-1", "m's file was read {reads} times for two devices");
     let in_use = c.world.group.budget().in_use();
     ensure!(in_use == 40, "A1", "{in_use} bytes counted for one 40-byte canonical shared by two devices");
+    super::wakeups::no_deadline_passed(&c.world.rt);
+    finish(&c);
+}
+
+/// Whether an add failed because the loader's cache group was shut down.
+fn refused_by_shutdown(error: &ManagerError) -> bool {
+    matches!(error, ManagerError::Load { source, .. }
+        if matches!(source.downcast_ref::<CacheError>(), Some(CacheError::ShutDown { .. })))
+}
+
+/// The canonical device `d` serves `key` from, through a lease that checks A5.
+fn served_canonical<R: SimRuntime>(c: &Composition<R>, d: usize, key: &str) -> Option<usize> {
+    let lease = c.devices[d].lease(key);
+    ensure!(lease.is_ok(), "contract", "lease({key}) on device {d} gave {:?}", lease.as_ref().err());
+    let lease = lease.ok()?;
+    lease.check_resident("main");
+    lease.canonical()
+}
+
+/// device 0 evicts its idle record of `m` (a `make_room` for its whole budget) while
+/// device 1 adds `m`: it adopts the canonical if the record still keeps it alive, or reads the
+/// file again if not, then locks it on its device. Either way device 1's record stays resident
+/// while locked (A5), and the canonical it serves stays the store's: a later add on device 0
+/// adopts it and reads nothing (A2: one key's weights are never in RAM twice).
+pub(super) fn eviction_races_peer_lock<R: SimRuntime>(rt: R) {
+    let c = Composition::new(rt, &["m"], 40, 100, 100, 2, 2);
+    let setup = c.devices[0].add_model("m", None).and_then(|_| c.devices[0].remove("m"));
+    ensure!(setup.is_ok(), "contract", "setup gave {setup:?}");
+    let cache0 = Arc::clone(&c.world.caches[0]);
+    let t1 =
+        c.world.rt.spawn("T1", move || traced("T1", "make_room(100) on cuda:0", || cache0.make_room(100)));
+    let t2 = c.spawn("T2", 1, |m, t| {
+        let added = traced(t, "add(m)", || m.add_model("m", None));
+        ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(m) on device 1 gave {added:?}");
+        if let Ok(lease) = m.lease("m") {
+            lease.serve(t);
+        }
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    let reads = c.files.reads("m");
+    ensure!((1..=2).contains(&reads), "I1", "m's file was read {reads} times");
+    let added = c.devices[0].add_model("m", None);
+    ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(m) on device 0 again gave {added:?}");
+    let again = c.files.reads("m");
+    ensure!(
+        again == reads,
+        "A2",
+        "device 0 read m's file again ({reads} -> {again}) while device 1 held its canonical"
+    );
+    let (d0, d1) = (served_canonical(&c, 0, "m"), served_canonical(&c, 1, "m"));
+    ensure!(d0 == d1, "A2", "the devices serve two copies of m's weights ({d0:?}, {d1:?})");
+    c.world.check_accounting();
+    super::wakeups::no_deadline_passed(&c.world.rt);
+    finish(&c);
+}
+
+/// device 0 serves `m` (T1 leases it) while T2 drops `m` from the group and T3 adds `m` on
+/// device 1. Device 0's manager still has `m` registered, so it keeps serving the old weights —
+/// resident, never evicted while locked (A5) — until removed; a load after the drop reads fresh
+/// weights (device 1 may have adopted the old ones before the drop: they stay until removed).
+pub(super) fn drop_model_while_leased<R: SimRuntime>(rt: R) {
+    let c = Composition::new(rt, &["m"], 40, 100, 100, 2, 2);
+    let setup = c.devices[0].add_model("m", None);
+    ensure!(setup.is_ok(), "contract", "setup gave {setup:?}");
+    // Another user of device 0's cache holds the old record, so its canonical stays alive (and
+    // its address is not reused) until the end.
+    let keep = c.world.caches[0].get("m").map(|loaded| loaded.lock());
+    let old = keep.as_ref().and_then(|guard| guard.canonical_id());
+    let t1 = c.spawn("T1", 0, |m, t| {
+        let lease = traced(t, "lease(m)", || m.lease("m"));
+        ensure!(lease.is_ok(), "contract", "lease(m) on device 0 gave {:?}", lease.as_ref().err());
+        if let Ok(lease) = lease {
+            lease.serve(t);
+        }
+    });
+    let group = Arc::clone(&c.world.group);
+    let t2 = c.world.rt.spawn("T2", move || traced("T2", "drop_model(m)", || group.drop_model("m")));
+    let t3 = c.spawn("T3", 1, |m, t| {
+        let added = traced(t, "add(m)", || m.add_model("m", None));
+        ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(m) on device 1 gave {added:?}");
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    join::<R, _>(t3);
+    let served = served_canonical(&c, 0, "m");
+    ensure!(served == old, "X-3", "device 0 stopped serving its registered weights after drop_model");
+    let reloaded = c.devices[0].remove("m").and_then(|_| c.devices[0].add_model("m", None));
+    ensure!(reloaded.is_ok(), "contract", "remove and add(m) on device 0 gave {reloaded:?}");
+    let fresh = served_canonical(&c, 0, "m");
+    ensure!(fresh != old, "X-3", "a load after drop_model(m) served the dropped weights");
+    drop(keep);
+    c.world.check_accounting();
+    super::wakeups::no_deadline_passed(&c.world.rt);
+    finish(&c);
+}
+
+/// T1 adds `a` on device 0 and T2 adds `b` on device 1; once both files are being read,
+/// T3 shuts the group down. Each add either completes (its model keeps serving until removed)
+/// or is refused with `ShutDown`; once every model is removed nothing stays resident or counted — without shutting
+/// any cache down again (A6) — and a later add is refused without reading a file.
+pub(super) fn shutdown_mid_load<R: SimRuntime>(rt: R) {
+    let c = Composition::new(rt, &["a", "b"], 40, 100, 100, 2, 2);
+    // The shutdown waits for both reads to start: their own scheduling points add nothing.
+    c.files.set_read_yields(0);
+    let adds = [("T1", 0, "a"), ("T2", 1, "b")].map(|(name, d, key)| {
+        c.spawn(name, d, move |m, t| {
+            let added = traced(t, &format!("add({key})"), || m.add_model(key, None));
+            let expected = match &added {
+                Ok(Added::Loaded) => true,
+                Err(error) => refused_by_shutdown(error),
+                Ok(_) => false,
+            };
+            ensure!(expected, "contract", "add({key}) racing shutdown gave {added:?}");
+        })
+    });
+    let (group, files) = (Arc::clone(&c.world.group), Arc::clone(&c.files));
+    let t3 = c.world.rt.spawn("T3", move || {
+        files.started.wait_for(2);
+        trace::record("T3", "shutdown(group)".to_owned());
+        group.shutdown();
+    });
+    for handle in adds {
+        join::<R, _>(handle);
+    }
+    join::<R, _>(t3);
+    for (d, device) in c.devices.iter().enumerate() {
+        for id in device.ids() {
+            served_canonical(&c, d, id.as_str());
+            let removed = device.remove(id.as_str());
+            ensure!(removed.is_ok(), "contract", "remove({id}) after shutdown gave {removed:?}");
+        }
+    }
+    for cache in &c.world.caches {
+        let keys = cache.keys();
+        ensure!(keys.is_empty(), "A6", "{} keeps {keys:?} after the group's shutdown", cache.device());
+    }
+    let counted = c.world.group.budget().in_use();
+    ensure!(counted == 0, "A6", "{counted} bytes counted after the group's shutdown with nothing in use");
+    let reads = c.files.reads("a");
+    let late = c.devices[0].add_model("a", None);
+    ensure!(
+        late.as_ref().is_err_and(refused_by_shutdown),
+        "contract",
+        "add(a) after the group's shutdown gave {late:?}"
+    );
+    ensure!(c.files.reads("a") == reads, "contract", "an add after shutdown read a's file");
     super::wakeups::no_deadline_passed(&c.world.rt);
     finish(&c);
 }
