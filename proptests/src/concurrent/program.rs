@@ -28,13 +28,20 @@ pub enum ThreadOp {
     Unpin(usize),
 }
 
-/// What each model's loads and unloads do, call by call (then `Ok`).
+/// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
+/// of `size_bytes` and of a model's `Drop`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Faults {
     /// `loads[i][n]`: what the `n`-th load of `IDS[i]` does.
     pub loads: [Vec<Step>; 3],
     /// `unloads[i][n]`: what the `n`-th unload of a model of `IDS[i]` does.
     pub unloads: [Vec<Step>; 3],
+    /// `size_panics[i]`: the first `size_bytes` of a model of `IDS[i]` panics.
+    #[serde(default)]
+    pub size_panics: [bool; 3],
+    /// `drop_panics[i]`: the `Drop` of a model of `IDS[i]` panics once it was unloaded.
+    #[serde(default)]
+    pub drop_panics: [bool; 3],
 }
 
 /// A generated program.
@@ -81,9 +88,24 @@ fn script() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step(), 0..3)
 }
 
+/// A panic of some user code, now and then.
+fn rare() -> impl Strategy<Value = bool> {
+    prop::bool::weighted(0.1)
+}
+
 fn faults() -> impl Strategy<Value = Faults> {
-    ([script(), script(), script()], [script(), script(), script()])
-        .prop_map(|(loads, unloads)| Faults { loads, unloads })
+    (
+        [script(), script(), script()],
+        [script(), script(), script()],
+        [rare(), rare(), rare()],
+        [rare(), rare(), rare()],
+    )
+        .prop_map(|(loads, unloads, size_panics, drop_panics)| Faults {
+            loads,
+            unloads,
+            size_panics,
+            drop_panics,
+        })
 }
 
 /// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds and faults.

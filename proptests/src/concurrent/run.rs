@@ -168,6 +168,12 @@ fn run_once<R: SimRuntime>(rt: R, program: &Arc<Program>) {
     let mut builder = World::builder(rt).work(1).capacity(MAX_SIZE).observe_unloads(observer);
     for (i, id) in IDS.iter().enumerate() {
         builder = builder.model(id, &program.faults.loads[i], &program.faults.unloads[i]);
+        if program.faults.size_panics[i] {
+            builder = builder.size_panics(id);
+        }
+        if program.faults.drop_panics[i] {
+            builder = builder.drop_panics(id);
+        }
     }
     let config = FixedSizeConfig::new(MAX_SIZE).with_capacity_wait(Duration::from_secs(1));
     let world = builder.stack(|base| FixedSizeCache::new(base, config).expect("valid config"));
