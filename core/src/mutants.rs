@@ -182,6 +182,10 @@ mutants! {
     /// an admission that ends after its cache was shut down is not stale at birth, so its
     /// record outlives the shutdown.
     ADMISSION_IGNORES_SHUTDOWN = "admission-ignores-shutdown",
+    /// `DeviceCache::resident` upgrades the detached records it reports: when their holder lets
+    /// go meanwhile, the inspection is the last owner and runs the weights' `Drop` (user code,
+    /// which may panic) inside a read-only call (found by the generated cache programs).
+    INSPECTION_UPGRADES_DETACHED = "inspection-upgrades-detached",
 }
 
 impl fmt::Display for Mutant {

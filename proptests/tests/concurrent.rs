@@ -5,10 +5,12 @@
 
 use std::time::Instant;
 
+use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
 use resident::mutants::Mutant;
+use resident_proptests::concurrent::cache_program::{CacheProgram, cache_program};
+use resident_proptests::concurrent::generated::{Generated, StoredFailure, check_program, replay};
 use resident_proptests::concurrent::program::{Program, program};
-use resident_proptests::concurrent::run::{StoredFailure, check_program, replay};
 use resident_sim::mutant_set::MutantSet;
 
 /// Programs per campaign (`RESIDENT_PROGRAMS`), and schedules per program and scheduler
@@ -28,7 +30,7 @@ fn failures_dir() -> std::path::PathBuf {
 }
 
 /// Stores `program`'s failure (found again on the shrunk program) as replayable JSON.
-fn store(program: &Program, mutants: &MutantSet) -> Option<std::path::PathBuf> {
+fn store<P: Generated + serde::Serialize>(program: &P, mutants: &MutantSet) -> Option<std::path::PathBuf> {
     let (_, schedules) = budget();
     let (checker, failure) = check_program(program, schedules, mutants).failure?;
     let stored = StoredFailure {
@@ -40,19 +42,24 @@ fn store(program: &Program, mutants: &MutantSet) -> Option<std::path::PathBuf> {
     };
     let dir = failures_dir();
     std::fs::create_dir_all(&dir).ok()?;
-    let name = format!("program-{}-{:016x}.json", stored.mutant.as_deref().unwrap_or("none"), program.seed());
+    let name =
+        format!("{}-{}-{:016x}.json", P::KIND, stored.mutant.as_deref().unwrap_or("none"), program.seed());
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_string_pretty(&stored).ok()?).ok()?;
     Some(path)
 }
 
 /// Runs the campaign with `mutants` on; the failing program (shrunk, stored) and its violation.
-fn campaign(mutants: &MutantSet) -> Result<(u32, usize), String> {
+fn campaign<S>(strategy: &S, mutants: &MutantSet) -> Result<(u32, usize), String>
+where
+    S: Strategy,
+    S::Value: Generated + serde::Serialize + std::fmt::Debug,
+{
     let (programs, schedules) = budget();
     let config = Config { cases: programs, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let ran = std::cell::Cell::new(0);
-    let result = runner.run(&program(), |p| {
+    let result = runner.run(strategy, |p| {
         let checked = check_program(&p, schedules, mutants);
         ran.set(ran.get() + checked.schedules);
         match checked.failure {
@@ -77,10 +84,14 @@ fn campaign(mutants: &MutantSet) -> Result<(u32, usize), String> {
     }
 }
 
-#[test]
-fn generated_programs_are_linearizable_and_keep_every_invariant() {
+/// Runs the campaign of `strategy` with no mutant, and reports its speed.
+fn passes<S>(strategy: &S)
+where
+    S: Strategy,
+    S::Value: Generated + serde::Serialize + std::fmt::Debug,
+{
     let start = Instant::now();
-    match campaign(&MutantSet::NONE) {
+    match campaign(strategy, &MutantSet::NONE) {
         Ok((programs, schedules)) => {
             let secs = start.elapsed().as_secs_f64();
             println!(
@@ -92,9 +103,19 @@ fn generated_programs_are_linearizable_and_keep_every_invariant() {
     }
 }
 
+#[test]
+fn generated_programs_are_linearizable_and_keep_every_invariant() {
+    passes(&program());
+}
+
+#[test]
+fn generated_cache_programs_keep_every_invariant() {
+    passes(&cache_program());
+}
+
 fn finds(mutant: Mutant) {
     let start = Instant::now();
-    let found = campaign(&MutantSet::only(mutant));
+    let found = campaign(&program(), &MutantSet::only(mutant));
     let failure = found.expect_err(&format!("the generated programs missed {mutant}"));
     println!("{mutant} found in {:.1}s:\n{failure}", start.elapsed().as_secs_f64());
 }
@@ -114,6 +135,33 @@ fn the_campaign_finds_no_queue_dedup() {
     finds(Mutant::NO_QUEUE_DEDUP);
 }
 
+fn finds_in_caches(mutant: Mutant) {
+    let start = Instant::now();
+    let found = campaign(&cache_program(), &MutantSet::only(mutant));
+    let failure = found.expect_err(&format!("the generated cache programs missed {mutant}"));
+    println!("{mutant} found in {:.1}s:\n{failure}", start.elapsed().as_secs_f64());
+}
+
+#[test]
+fn the_cache_campaign_finds_unused_handle_leaks() {
+    finds_in_caches(Mutant::UNUSED_HANDLE_LEAKS);
+}
+
+#[test]
+fn the_cache_campaign_finds_admission_unprotected() {
+    finds_in_caches(Mutant::ADMISSION_UNPROTECTED);
+}
+
+#[test]
+fn the_cache_campaign_finds_move_uncharged() {
+    finds_in_caches(Mutant::MOVE_UNCHARGED);
+}
+
+#[test]
+fn the_cache_campaign_finds_get_or_put_not_single_flight() {
+    finds_in_caches(Mutant::GET_OR_PUT_NOT_SINGLE_FLIGHT);
+}
+
 /// The defect the generated programs found first (SPEC 2.10): an eviction that keeps its
 /// model refused a lease on it.
 #[test]
@@ -131,7 +179,8 @@ fn teeth() {
     let mut found = 0;
     for &mutant in Mutant::ALL {
         let start = Instant::now();
-        let result = campaign(&MutantSet::only(mutant));
+        let only = MutantSet::only(mutant);
+        let result = campaign(&program(), &only).and_then(|_| campaign(&cache_program(), &only));
         let verdict = match &result {
             Ok((_, schedules)) => format!("missed ({schedules} schedules)"),
             Err(why) => format!("found: {}", why.lines().next().unwrap_or_default()),
@@ -142,8 +191,24 @@ fn teeth() {
     println!("{found} of {} mutants found", Mutant::ALL.len());
 }
 
-/// Every failing program stored under `fixtures/programs/`: with its mutant on, its schedule
-/// shows the same violation again; with the mutant off (the bug fixed), the schedule passes.
+/// Replays one stored failure: with its mutant on, its schedule shows the same violation
+/// again; with the mutant off (the bug fixed), the schedule passes.
+fn replays_stored<P>(path: &std::path::Path, text: &str)
+where
+    P: Generated + serde::de::DeserializeOwned,
+{
+    let stored: StoredFailure<P> = serde_json::from_str(text).expect("a stored failure");
+    let mutant: Mutant =
+        stored.mutant.as_deref().expect("stored failures name their mutant").parse().expect("known");
+    let again = replay(&stored.program, &stored.schedule, &MutantSet::only(mutant)).expect("replays");
+    let violation =
+        again.violation.unwrap_or_else(|| panic!("{}: the mutant's failure did not replay", path.display()));
+    assert_eq!(violation.to_string(), stored.violation, "{}", path.display());
+    let fixed = replay(&stored.program, &stored.schedule, &MutantSet::NONE).expect("replays");
+    assert_eq!(fixed.violation, None, "{}: fails without its mutant", path.display());
+}
+
+/// Every failing program stored under `fixtures/programs/` replays (see [`replays_stored`]).
 #[test]
 fn stored_failing_programs_replay() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/programs");
@@ -154,16 +219,12 @@ fn stored_failing_programs_replay() {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("readable");
-        let stored: StoredFailure = serde_json::from_str(&text).expect("a stored failure");
-        let mutant: Mutant =
-            stored.mutant.as_deref().expect("stored failures name their mutant").parse().expect("known");
-        let again = replay(&stored.program, &stored.schedule, &MutantSet::only(mutant)).expect("replays");
-        let violation = again
-            .violation
-            .unwrap_or_else(|| panic!("{}: the mutant's failure did not replay", path.display()));
-        assert_eq!(violation.to_string(), stored.violation, "{}", path.display());
-        let fixed = replay(&stored.program, &stored.schedule, &MutantSet::NONE).expect("replays");
-        assert_eq!(fixed.violation, None, "{}: fails without its mutant", path.display());
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.starts_with(&format!("{}-", CacheProgram::KIND)) {
+            replays_stored::<CacheProgram>(&path, &text);
+        } else {
+            replays_stored::<Program>(&path, &text);
+        }
         replayed += 1;
     }
     assert!(replayed >= 4, "expected the stored programs of four mutants, found {replayed}");

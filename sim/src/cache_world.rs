@@ -72,17 +72,21 @@ impl<R: SimRuntime> Drop for Weights<R> {
     }
 }
 
-/// The scripted side of a world: a device byte budget the scripted moves hold the cache to,
+/// Devices a script tells apart (the names [`CacheWorld`] gives its caches).
+const DEVICES: usize = 4;
+
+/// The scripted side of a world: a device byte budget the scripted moves hold each device to,
 /// counters of live copies and moves in flight, a gate that gated moves wait for, and an arming
 /// switch for scripted panics (so that weights outliving their scenario drop quietly).
 pub struct Script<R: SimRuntime> {
     budget: u64,
     armed: R::Counter,
-    /// Bytes of scripted device copies alive now.
+    /// Bytes of scripted device copies alive now, over every device.
     pub live: R::Counter,
-    /// Bytes of copies alive plus moves in flight, in one counter: what a move checks (two
-    /// counters read one after the other would count a move that just ended twice).
-    held: R::Counter,
+    /// Per device (`cuda:{i}`): bytes of copies alive plus moves in flight, in one counter: what
+    /// a move checks (two counters read one after the other would count a move that just ended
+    /// twice). One canonical may be placed on several devices, each charged on its own.
+    held: Vec<R::Counter>,
     /// Bytes of moves inside `to_device` now.
     pub moving: R::Counter,
     /// Moves that entered `to_device`.
@@ -98,7 +102,7 @@ impl<R: SimRuntime> Script<R> {
             budget,
             armed: rt.counter(),
             live: rt.counter(),
-            held: rt.counter(),
+            held: (0..DEVICES).map(|_| rt.counter()).collect(),
             moving: rt.counter(),
             started: Latch::new(rt),
             gate: Latch::new(rt),
@@ -119,6 +123,12 @@ impl<R: SimRuntime> Script<R> {
         }
     }
 
+    /// The per-device counter of `device` (`cuda:{i}`).
+    fn held(&self, device: &str) -> &R::Counter {
+        let index = device.strip_prefix("cuda:").and_then(|i| i.parse::<usize>().ok());
+        &self.held[index.filter(|&i| i < DEVICES).unwrap_or_else(|| panic!("unscripted device {device:?}"))]
+    }
+
     /// Blocks until `n` moves have entered `to_device`.
     pub fn wait_for_moves(&self, n: usize) {
         self.started.wait_for(n);
@@ -130,13 +140,15 @@ pub struct SimCopy<R: SimRuntime> {
     bytes: u64,
     panics: bool,
     device: Arc<Script<R>>,
+    /// The device it lives on.
+    on: String,
 }
 
 impl<R: SimRuntime> Drop for SimCopy<R> {
     fn drop(&mut self) {
         ensure_outside_monitors::<R>("a device copy's Drop");
         self.device.live.sub(self.bytes as usize);
-        self.device.held.sub(self.bytes as usize);
+        self.device.held(&self.on).sub(self.bytes as usize);
         if self.panics && self.device.armed() {
             inject_panic();
         }
@@ -152,17 +164,17 @@ impl<R: SimRuntime> DeviceWeights for Weights<R> {
 
     /// Checks, from inside the move, that live copies plus moves in flight fit the device
     /// budget (C-P1, C-P2), then waits for the gate if gated.
-    fn to_device(&self, _device: &str) -> Result<SimCopy<R>, BoxError> {
+    fn to_device(&self, on: &str) -> Result<SimCopy<R>, BoxError> {
         ensure_outside_monitors::<R>("to_device");
         let device = Arc::clone(self.device.as_ref().expect("placed weights are scripted"));
         let bytes = self.value as usize;
         device.moving.add(bytes);
-        let used = device.held.add(bytes) + bytes;
+        let used = device.held(on).add(bytes) + bytes;
         device.started.add(1);
         ensure!(
             used as u64 <= device.budget,
             "A7",
-            "{used} device bytes live or moving, over the device budget of {}",
+            "{used} bytes live or moving on {on}, over its device budget of {}",
             device.budget
         );
         if self.behaviour.gated_move {
@@ -170,7 +182,7 @@ impl<R: SimRuntime> DeviceWeights for Weights<R> {
         }
         device.live.add(bytes);
         device.moving.sub(bytes);
-        Ok(SimCopy { bytes: self.value, panics: self.behaviour.copy_drop_panics, device })
+        Ok(SimCopy { bytes: self.value, panics: self.behaviour.copy_drop_panics, device, on: on.to_owned() })
     }
 }
 

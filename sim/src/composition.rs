@@ -136,13 +136,14 @@ impl<R: SimRuntime> Composition<R> {
         let config = ManagerConfig::default()
             .with_lock_timeout(Duration::from_secs(1))
             .with_lease_drain_timeout(Duration::from_secs(1));
+        // Each device its own budget; one script checks every device's from inside the moves
+        // (weights loaded by one device are placed by the other after an adoption).
+        let script = world.with_device(device_bytes);
         let devices = world
             .caches
             .iter()
             .map(|cache| {
-                // Each device its own budget, and its own script checking it from inside moves.
-                cache.set_device_budget(Some(device_bytes));
-                let script = Script::new(&world.rt, device_bytes);
+                let script = Arc::clone(&script);
                 let loader = CacheLoader { cache: Arc::clone(cache), files: Arc::clone(&files), script };
                 let base =
                     ModelManager::with_runtime(loader, config, world.rt.clone()).expect("valid config");

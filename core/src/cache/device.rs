@@ -97,8 +97,10 @@ pub type EvictionCallback = Box<dyn Fn(&str, u64) + Send + Sync>;
 
 pub(crate) struct State<W, R: Runtime> {
     pub(crate) slots: BTreeMap<String, Slot<W, R>>,
-    /// Records replaced while stale and still held: alive (and counted) until their holders let go.
-    detached: Vec<Weak<Record<W, R>>>,
+    /// Records replaced while stale and still held: alive (and counted) until their holders let
+    /// go. Each is described when detached, so that reading them never takes a strong reference
+    /// (which could make the reader the last holder, running the weights' `Drop` there).
+    detached: Vec<(Weak<Record<W, R>>, Resident)>,
     clock: u64,
     shut_down: bool,
     keep_alive: Option<Duration>,
@@ -122,8 +124,18 @@ impl<W, R: Runtime> State<W, R> {
     /// remembered as detached; the returned record and device copy are dropped outside the
     /// lock (the copy counts against the device budget until its destructor has run).
     fn detach(&mut self, old: Slot<W, R>) -> Gone<W, R> {
-        self.detached.push(Arc::downgrade(&old.record));
+        self.detached.push((Arc::downgrade(&old.record), describe(&old.record, true)));
         Gone { record: old.record, device: old.device }
+    }
+}
+
+/// What [`DeviceCache::resident`] reports of `record`.
+fn describe<W, R: Runtime>(record: &Record<W, R>, detached: bool) -> Resident {
+    Resident {
+        key: record.key.clone(),
+        bytes: record.bytes,
+        canonical: record.shared().map(|c| Arc::as_ptr(c) as *const () as usize),
+        detached,
     }
 }
 
@@ -555,20 +567,24 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// Records alive in this cache now, for accounting checks: the resident ones, and detached
     /// ones (replaced while stale) that a handle still holds.
+    ///
+    /// Runs no user code: it never takes a strong reference to a detached record, so a holder
+    /// letting go meanwhile still drops the record itself.
     pub fn resident(&self) -> Vec<Resident> {
-        let describe = |record: &Record<W, R>, detached: bool| Resident {
-            key: record.key.clone(),
-            bytes: record.bytes,
-            canonical: record.shared().map(|c| Arc::as_ptr(c) as *const () as usize),
-            detached,
-        };
-        let (mut out, detached) = self.with_state(|s| {
-            s.detached.retain(|w| w.strong_count() > 0);
-            let out: Vec<Resident> = s.slots.values().map(|v| describe(&v.record, false)).collect();
-            (out, s.detached.iter().filter_map(Weak::upgrade).collect::<Vec<_>>())
-        });
-        out.extend(detached.iter().map(|record| describe(record, true)));
-        out
+        if self.mutant(Mutant::INSPECTION_UPGRADES_DETACHED) {
+            let (mut out, detached) = self.with_state(|s| {
+                s.detached.retain(|(w, _)| w.strong_count() > 0);
+                let out: Vec<Resident> = s.slots.values().map(|v| describe(&v.record, false)).collect();
+                (out, s.detached.iter().filter_map(|(w, _)| w.upgrade()).collect::<Vec<_>>())
+            });
+            out.extend(detached.iter().map(|record| describe(record, true)));
+            return out;
+        }
+        self.with_state(|s| {
+            s.detached.retain(|(w, _)| w.strong_count() > 0);
+            let resident = s.slots.values().map(|v| describe(&v.record, false));
+            resident.chain(s.detached.iter().map(|(_, d)| d.clone())).collect()
+        })
     }
 
     /// Asks this cache to evict down to the budget: sets the pending flag first, then tries

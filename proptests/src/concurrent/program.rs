@@ -55,16 +55,6 @@ pub struct Program {
     pub faults: Faults,
 }
 
-impl Program {
-    /// A seed derived from the program, so that shrinking replays the same schedules.
-    pub fn seed(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.hash(&mut hasher);
-        hasher.finish()
-    }
-}
-
 fn index() -> impl Strategy<Value = usize> {
     0..IDS.len()
 }

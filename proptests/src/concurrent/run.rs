@@ -1,4 +1,4 @@
-//! Runs a generated [`Program`] on the sim: the stack on a shuttle runtime, each thread's calls
+//! Runs a generated manager [`Program`] on the sim: the stack on a shuttle runtime, each thread's calls
 //! recorded (with plain std primitives, so recording adds no scheduling point), then every
 //! invariant the sim world checks and linearizability against the [`Stack`] specification.
 
@@ -10,14 +10,11 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
-use resident_sim::explore::schedule::{RecordedSchedule, ScheduleError};
-use resident_sim::explore::{Checker, Failure, Replayed, explore_program, replay_program};
-use resident_sim::mutant_set::MutantSet;
-use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
-use resident_sim::scenarios::execute_with;
+use resident_sim::runtime::{ShuttleRuntime, SimRuntime};
 use resident_sim::violation::Violation;
 use resident_sim::world::{Base, UnloadObserver, World, check_queue};
 
+use super::generated::Generated;
 use super::linearizability::{Call, check};
 use super::program::{IDS, MAX_SIZE, Program, ThreadOp};
 use super::stack::{Op, Ret, Stack, State, split_adds};
@@ -162,7 +159,7 @@ fn run_thread<R: SimRuntime>(m: &Cache<R>, recorder: &Recorder, thread: usize, o
 }
 
 /// One execution of `program` on `rt`.
-fn run_once<R: SimRuntime>(rt: R, program: &Arc<Program>) {
+fn run_once<R: SimRuntime>(rt: R, program: &Program) {
     let recorder = Arc::new(Recorder::new(R::thread_name));
     let observer: Arc<dyn UnloadObserver> = Arc::clone(&recorder) as _;
     let mut builder = World::builder(rt).work(1).capacity(MAX_SIZE).observe_unloads(observer);
@@ -217,57 +214,10 @@ fn run_once<R: SimRuntime>(rt: R, program: &Arc<Program>) {
     }
 }
 
-/// The outcome of checking one program.
-#[derive(Debug)]
-pub struct Checked {
-    /// Executions run (both schedulers).
-    pub schedules: usize,
-    /// The first failing execution, if any, with its scheduler.
-    pub failure: Option<(Checker, Failure)>,
-}
+impl Generated for Program {
+    const KIND: &'static str = "program";
 
-/// Runs `program` for `schedules` executions under shuttle random and as many under PCT (a seed
-/// derived from the program, so that shrinking is deterministic), with `mutants` on.
-pub fn check_program(program: &Program, schedules: usize, mutants: &MutantSet) -> Checked {
-    let program = Arc::new(program.clone());
-    let mut run = 0;
-    for checker in [Checker::Random, Checker::Pct] {
-        let (program, mutants) = (Arc::clone(&program), mutants.clone());
-        let (executions, failure) = explore_program(checker, schedules, program.seed(), move || {
-            execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| run_once(rt, &program));
-        });
-        run += executions;
-        if let Some(failure) = failure {
-            return Checked { schedules: run, failure: Some((checker, failure)) };
-        }
+    fn execute(&self, rt: ShuttleRuntime) {
+        run_once(rt, self);
     }
-    Checked { schedules: run, failure: None }
-}
-
-/// Replays one recorded `schedule` of `program` with `mutants` on.
-pub fn replay(
-    program: &Program,
-    schedule: &RecordedSchedule,
-    mutants: &MutantSet,
-) -> Result<Replayed, ScheduleError> {
-    let (program, mutants) = (Arc::new(program.clone()), mutants.clone());
-    replay_program(schedule, move || {
-        execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| run_once(rt, &program));
-    })
-}
-
-/// A failing generated program as stored under `fixtures/programs/`: the shrunk program, the
-/// mutant it was found with (if any), the violation and the schedule that shows it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct StoredFailure {
-    /// The shrunk program.
-    pub program: Program,
-    /// The mutant that was on, by name.
-    pub mutant: Option<String>,
-    /// The scheduler that found it.
-    pub scheduler: String,
-    /// What broke, as reported.
-    pub violation: String,
-    /// The failing schedule.
-    pub schedule: RecordedSchedule,
 }

@@ -150,3 +150,32 @@ pub(super) fn panic_inside_admission<R: SimRuntime>(rt: R) {
     join::<R, _>(t2);
     finish(&world);
 }
+
+/// C-D5 (found by the generated cache programs): T1 holds the last handle of `m`'s record, which
+/// was dropped and replaced (so detached), and lets go while T2 inspects the cache. The
+/// inspection never becomes the record's last owner: the weights' `Drop` (user code, which
+/// panics here) runs in T1, never inside the read-only `resident()`.
+pub(super) fn inspection_races_last_release<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
+    let script = world.script();
+    let cache = Arc::clone(&world.caches[0]);
+    let panicking = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &script);
+    let held = cache.put("m", panicking, 30, Put::default()).map(|a| a.into_loaded().lock());
+    cache.drop_model("m");
+    let replaced = cache.put("m", Weights::plain(30), 30, Put::default()).map(drop);
+    ensure!(held.is_ok() && replaced.is_ok(), "contract", "setup puts gave {held:?} / {replaced:?}");
+    let t1 = world.rt.spawn("T1", move || {
+        trace::record("T1", "release(m, detached)");
+        crate::violation::catching(|| drop(held));
+    });
+    let c = Arc::clone(&cache);
+    let t2 = world.rt.spawn("T2", move || {
+        trace::record("T2", "resident()");
+        let seen = crate::violation::catching(|| c.resident());
+        ensure!(seen.is_some(), "U2", "inspecting the cache ran a weights' Drop (it panicked there)");
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    script.disarm();
+    finish(&world);
+}

@@ -221,6 +221,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 2, targets: [ADOPT_ACROSS_DROP], drop_model::adoption_races_drop),
     scenario!("C-D4", "user code panics inside put after its claim was counted: nothing stays pinned (3.10)",
         time: Off, loom: 2, targets: [CLAIM_BEFORE_HANDLE], drop_model::panic_inside_admission),
+    scenario!("C-D5", "an inspection racing the last release of a detached record runs no user code",
+        time: Off, loom: 2, targets: [INSPECTION_UPGRADES_DETACHED], drop_model::inspection_races_last_release),
     scenario!("X-1", "cold loads of one key on two devices: one load per device, one file read, one canonical",
         time: Auto, loom: 2, targets: [GET_OR_PUT_NOT_SINGLE_FLIGHT, LOST_WAKEUP_LOAD_FINISHED], composition::cold_loads_on_two_devices),
     scenario!("X-2", "an eviction on one device racing a peer's add and lock of the same key: one canonical",

@@ -1,0 +1,124 @@
+//! Generated concurrent programs over the shared-weight cache: two device caches of one
+//! [`CacheGroup`](resident::cache::CacheGroup) (device budgets on), 2–3 threads of 2–5
+//! operations — `get_or_put`, `get`, `put`, lock, lock on the device, release, `drop_model`,
+//! `make_room`, `shutdown` — plus panics of the weights' and device copies' `Drop`. Operations
+//! name keys and caches by index, and handles by their position among the thread's own, so
+//! every shrunk program is still meaningful.
+
+use proptest::prelude::*;
+
+/// Keys: a model, one of its submodels (`drop_model` of the model takes both), and another.
+pub const KEYS: [&str; 3] = ["a", "a:sub", "b"];
+
+/// Bytes of each key's weights (RAM and device alike).
+pub const BYTES: [u64; 3] = [40, 20, 30];
+
+/// The group's RAM budget: room for two of the three keys.
+pub const CAP: u64 = 80;
+
+/// Each device's budget: room for one or two copies, not three.
+pub const DEVICE_BYTES: u64 = 60;
+
+/// Caches of the group.
+pub const CACHES: usize = 2;
+
+/// One operation of a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum CacheOp {
+    /// `get_or_put(KEYS[key])` on cache `cache`; the loaded model is kept as a handle.
+    GetOrPut {
+        /// Index of the cache.
+        cache: usize,
+        /// Index into [`KEYS`].
+        key: usize,
+    },
+    /// `get(KEYS[key])` on cache `cache`; a hit is kept as a handle.
+    Get {
+        /// Index of the cache.
+        cache: usize,
+        /// Index into [`KEYS`].
+        key: usize,
+    },
+    /// `put` of fresh weights, shared through the store or a private copy; kept as a handle.
+    Put {
+        /// Index of the cache.
+        cache: usize,
+        /// Index into [`KEYS`].
+        key: usize,
+        /// `Put::shared`.
+        shared: bool,
+    },
+    /// Locks the thread's handle number `k` (modulo how many it holds), if it is a loaded model.
+    Lock(usize),
+    /// Locks and places the thread's handle number `k` on its cache's device.
+    LockOnDevice(usize),
+    /// Drops the thread's handle number `k`.
+    Release(usize),
+    /// `drop_model(KEYS[key])` on the group.
+    DropModel(usize),
+    /// `make_room(bytes)` on cache `cache`.
+    MakeRoom {
+        /// Index of the cache.
+        cache: usize,
+        /// Bytes asked for.
+        bytes: u64,
+    },
+    /// `shutdown()` of cache `cache`.
+    Shutdown(usize),
+}
+
+/// Panics of user code, per key (while the scenario's script is armed).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+pub struct CacheFaults {
+    /// The weights' `Drop` of `KEYS[i]` panics.
+    pub weights_drop: [bool; 3],
+    /// The device copy's `Drop` of `KEYS[i]` panics.
+    pub copy_drop: [bool; 3],
+}
+
+/// A generated cache program.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct CacheProgram {
+    /// The threads' operations.
+    pub threads: Vec<Vec<CacheOp>>,
+    /// Scripted panics.
+    pub faults: CacheFaults,
+}
+
+fn cache() -> impl Strategy<Value = usize> {
+    0..CACHES
+}
+
+fn key() -> impl Strategy<Value = usize> {
+    0..KEYS.len()
+}
+
+fn handle() -> impl Strategy<Value = usize> {
+    0..3usize
+}
+
+fn cache_op() -> impl Strategy<Value = CacheOp> {
+    prop_oneof![
+        5 => (cache(), key()).prop_map(|(cache, key)| CacheOp::GetOrPut { cache, key }),
+        2 => (cache(), key()).prop_map(|(cache, key)| CacheOp::Get { cache, key }),
+        2 => (cache(), key(), any::<bool>()).prop_map(|(cache, key, shared)| CacheOp::Put { cache, key, shared }),
+        3 => handle().prop_map(CacheOp::Lock),
+        3 => handle().prop_map(CacheOp::LockOnDevice),
+        3 => handle().prop_map(CacheOp::Release),
+        2 => key().prop_map(CacheOp::DropModel),
+        2 => (cache(), prop_oneof![Just(20u64), Just(CAP)]).prop_map(|(cache, bytes)| CacheOp::MakeRoom { cache, bytes }),
+        1 => cache().prop_map(CacheOp::Shutdown),
+    ]
+}
+
+fn rare() -> impl Strategy<Value = bool> {
+    prop::bool::weighted(0.1)
+}
+
+/// Programs of 2–3 threads × 2–5 operations, with scripted panics.
+pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
+    let threads = prop::collection::vec(prop::collection::vec(cache_op(), 2..=5), 2..=3);
+    let faults = ([rare(), rare(), rare()], [rare(), rare(), rare()])
+        .prop_map(|(weights_drop, copy_drop)| CacheFaults { weights_drop, copy_drop });
+    (threads, faults).prop_map(|(threads, faults)| CacheProgram { threads, faults })
+}

@@ -1,0 +1,83 @@
+//! What every family of generated programs shares: a program runs on a fresh sim runtime, is
+//! explored under shuttle random and PCT with a seed derived from the program itself (so that
+//! shrinking is deterministic), and a failure is stored as the shrunk program plus its schedule.
+
+use std::hash::{Hash, Hasher};
+
+use resident::runtime::Arc;
+use resident_sim::explore::schedule::{RecordedSchedule, ScheduleError};
+use resident_sim::explore::{Checker, Failure, Replayed, explore_program, replay_program};
+use resident_sim::mutant_set::MutantSet;
+use resident_sim::runtime::{ShuttleRuntime, Time};
+use resident_sim::scenarios::execute_with;
+
+/// A generated program: runs once per execution, raising a violation if any check fails.
+pub trait Generated: Clone + Hash + Send + Sync + 'static {
+    /// The family's name: stored failures are `{KIND}-{mutant}-{seed}.json`.
+    const KIND: &'static str;
+
+    /// One execution on `rt` (its threads, then every check).
+    fn execute(&self, rt: ShuttleRuntime);
+
+    /// A seed derived from the program, so that shrinking replays the same schedules.
+    fn seed(&self) -> u64 {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+/// The outcome of checking one program.
+#[derive(Debug)]
+pub struct Checked {
+    /// Executions run (both schedulers).
+    pub schedules: usize,
+    /// The first failing execution, if any, with its scheduler.
+    pub failure: Option<(Checker, Failure)>,
+}
+
+/// Runs `program` for `schedules` executions under shuttle random and as many under PCT (a seed
+/// derived from the program, so that shrinking is deterministic), with `mutants` on.
+pub fn check_program<P: Generated>(program: &P, schedules: usize, mutants: &MutantSet) -> Checked {
+    let program = Arc::new(program.clone());
+    let mut run = 0;
+    for checker in [Checker::Random, Checker::Pct] {
+        let (program, mutants) = (Arc::clone(&program), mutants.clone());
+        let (executions, failure) = explore_program(checker, schedules, program.seed(), move || {
+            execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| program.execute(rt));
+        });
+        run += executions;
+        if let Some(failure) = failure {
+            return Checked { schedules: run, failure: Some((checker, failure)) };
+        }
+    }
+    Checked { schedules: run, failure: None }
+}
+
+/// Replays one recorded `schedule` of `program` with `mutants` on.
+pub fn replay<P: Generated>(
+    program: &P,
+    schedule: &RecordedSchedule,
+    mutants: &MutantSet,
+) -> Result<Replayed, ScheduleError> {
+    let (program, mutants) = (Arc::new(program.clone()), mutants.clone());
+    replay_program(schedule, move || {
+        execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| program.execute(rt));
+    })
+}
+
+/// A failing generated program as stored under `fixtures/programs/`: the shrunk program, the
+/// mutant it was found with (if any), the violation and the schedule that shows it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StoredFailure<P> {
+    /// The shrunk program.
+    pub program: P,
+    /// The mutant that was on, by name.
+    pub mutant: Option<String>,
+    /// The scheduler that found it.
+    pub scheduler: String,
+    /// What broke, as reported.
+    pub violation: String,
+    /// The failing schedule.
+    pub schedule: RecordedSchedule,
+}
