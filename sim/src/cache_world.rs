@@ -1,7 +1,7 @@
-//! The world a shared-weight cache scenario runs in: peer caches over one store and budget on a
-//! checker runtime, scripted weights and device copies (their user code checks that it runs
-//! outside every monitor, and may block or panic), mailboxes for explicit sync points between
-//! threads, and the accounting checks (A1, A2, A5, A6).
+//! The cache half of a [`World`]: peer caches over one store and budget on a checker runtime,
+//! scripted weights and device copies (their user code checks that it runs outside every
+//! monitor, and may block or panic), mailboxes for explicit sync points between threads, and the
+//! accounting checks (A1, A2, A5, A6).
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -14,6 +14,7 @@ use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 use crate::violation::InjectedPanic;
+use crate::world::World;
 
 /// What a scripted weight's or copy's user code does besides checking where it runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -186,22 +187,23 @@ impl<R: SimRuntime> DeviceWeights for Weights<R> {
     }
 }
 
-/// Peer caches sharing one store and one budget.
-pub struct CacheWorld<R: SimRuntime> {
-    /// The execution's runtime.
-    pub rt: R,
+/// The cache half of a world: peer caches sharing one store and one budget.
+pub struct Peers<R: SimRuntime> {
     /// Store and budget.
     pub group: Arc<CacheGroup<Weights<R>, R>>,
     /// `cuda:0`, `cuda:1`, ...
     pub caches: Vec<Arc<DeviceCache<Weights<R>, R>>>,
 }
 
+/// A world whose half under test is a group of peer caches.
+pub type CacheWorld<R> = World<R, Peers<R>>;
+
 impl<R: SimRuntime> CacheWorld<R> {
     /// `peers` caches over a budget of `cap` bytes.
     pub fn new(rt: R, cap: u64, peers: usize) -> Self {
         let group = CacheGroup::with_runtime(cap, rt.clone()).expect("valid cap");
         let caches = (0..peers).map(|i| group.cache(&format!("cuda:{i}"))).collect();
-        Self { rt, group, caches }
+        World::of(rt, Peers { group, caches })
     }
 
     /// Gives every cache a device budget of `bytes`, and returns the script that holds the

@@ -11,6 +11,7 @@ pub mod composition;
 pub mod explore;
 pub mod kill;
 pub mod latch;
+pub mod manager_world;
 pub mod mutant_set;
 pub mod replay_file;
 pub mod runtime;

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
+use resident_sim::manager_world::{Base, ManagerWorld, UnloadObserver, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime};
 use resident_sim::violation::Violation;
-use resident_sim::world::{Base, UnloadObserver, World, check_queue};
 
 use super::generated::Generated;
 use super::linearizability::{Call, check};
@@ -162,7 +162,7 @@ fn run_thread<R: SimRuntime>(m: &Cache<R>, recorder: &Recorder, thread: usize, o
 fn run_once<R: SimRuntime>(rt: R, program: &Program) {
     let recorder = Arc::new(Recorder::new(R::thread_name));
     let observer: Arc<dyn UnloadObserver> = Arc::clone(&recorder) as _;
-    let mut builder = World::builder(rt).work(1).capacity(MAX_SIZE).observe_unloads(observer);
+    let mut builder = ManagerWorld::builder(rt).work(1).capacity(MAX_SIZE).observe_unloads(observer);
     for (i, id) in IDS.iter().enumerate() {
         builder = builder.model(id, &program.faults.loads[i], &program.faults.unloads[i]);
         if program.faults.size_panics[i] {

@@ -15,7 +15,7 @@
 
 use super::linearizability::{Call, Spec};
 use super::program::{Faults, MAX_SIZE};
-use resident_sim::world::Step;
+use resident_sim::manager_world::Step;
 
 /// A call or event of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -421,8 +421,8 @@ pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R) {
             cache.keys()
         );
     }
-    let CacheWorld { group, caches, .. } = world;
-    drop(caches);
+    let group = Arc::clone(&world.group);
+    drop(world);
     ensure!(
         group.budget().in_use() == 0,
         "A6",

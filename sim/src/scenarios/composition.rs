@@ -21,7 +21,7 @@ fn finish<R: SimRuntime>(c: &Composition<R>) {
             let removed = device.remove(id.as_str());
             ensure!(removed.is_ok(), "contract", "remove({id}) at the end gave {removed:?}");
         }
-        crate::world::check_queue(device);
+        crate::manager_world::check_queue(device);
     }
     super::cache::finish(&c.world);
 }

@@ -9,13 +9,14 @@ use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
 
 use super::layers::{Depth, cache, finish, join};
 use crate::ensure;
+use crate::manager_world::{Base, ManagerWorld, Step, check_queue};
 use crate::runtime::SimRuntime;
-use crate::world::{Base, Step, World, check_queue, traced};
+use crate::world::traced;
 
 /// M-E1: max_size 1 with A registered; T1 adds N (evicting A) while T2 pins A. A pin that
 /// returned `Ok` while A was registered is honoured: A stays registered until T2 unpins it.
 pub(super) fn pin_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| {
@@ -45,7 +46,7 @@ pub(super) fn pin_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
 /// unload waits for its outcome, bounded by the lock timeout, which may expire here: timeouts
 /// race everything in this scenario.)
 pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| {
@@ -75,7 +76,8 @@ pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
 /// T1 adds N (evicting A) while T2 leases A during the unload. The eviction fails and keeps A, so
 /// T2's lease must get A: it waits for the eviction's outcome and is woken when it comes.
 pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("A", &[], &[Step::Fail]).model("N", &[], &[]).gate_unloads(&["A"]);
+    let builder =
+        ManagerWorld::builder(rt).model("A", &[], &[Step::Fail]).model("N", &[], &[]).gate_unloads(&["A"]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let probe = std::sync::Arc::clone(&world.probe);
@@ -108,11 +110,11 @@ pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
 type Nested<R> = FixedSizeCache<FixedSizeCache<Base<R>>>;
 
 fn nested<R: SimRuntime>(
-    builder: crate::world::WorldBuilder<R>,
+    builder: crate::manager_world::WorldBuilder<R>,
     outer: usize,
     inner: usize,
     preload: &[&str],
-) -> World<R, Nested<R>> {
+) -> ManagerWorld<R, Nested<R>> {
     let cfg = |n| FixedSizeConfig::new(n).with_capacity_wait(Duration::from_millis(30));
     builder.preloaded(preload, |base| {
         let inner = FixedSizeCache::new(base, cfg(inner)).expect("valid");
@@ -123,14 +125,14 @@ fn nested<R: SimRuntime>(
 /// M-E3: an outer cache (max 2) over an inner one (max 1); A and B are added at once. The inner
 /// cache evicts one of them, and the outer queue must learn it: I4 at both layers.
 pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R) {
-    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
     let world = nested(builder, 2, 1, &[]);
     let ta = world.spawn("T1", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
     let tb = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
     let results = [join::<R, _>(ta), join::<R, _>(tb)];
     ensure!(results.iter().all(Result::is_ok), "contract", "adds gave {results:?}");
     check_queue(world.manager.get_ref());
-    check_queue(&*world.manager);
+    check_queue(&world.manager);
     world.check_quiescent();
 }
 
@@ -138,7 +140,7 @@ pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R) {
 /// id: every plan names V and every eviction skips it, so the cold add of N must fail with
 /// `CapacityExhausted` once its wait has passed.
 pub(super) fn skipped_victims_meet_the_deadline<R: SimRuntime>(rt: R) {
-    let builder = World::builder(rt).model("V", &[], &[]).model("N", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("V", &[], &[]).model("N", &[], &[]);
     let world = nested(builder, 1, 2, &["V"]);
     world.manager.get_ref().pin("V").expect("pin in the inner cache only");
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
@@ -152,6 +154,6 @@ pub(super) fn skipped_victims_meet_the_deadline<R: SimRuntime>(rt: R) {
         "a cold add whose victims are all skipped gave {added:?}"
     );
     check_queue(world.manager.get_ref());
-    check_queue(&*world.manager);
+    check_queue(&world.manager);
     world.check_quiescent();
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ModelId, Traced};
 
 use crate::ensure;
+use crate::manager_world::{Base, ManagerWorld, SimModel, Step, WorldBuilder, check_queue};
 use crate::runtime::SimRuntime;
-use crate::world::{Base, SimModel, Step, World, WorldBuilder, check_queue, traced};
+use crate::world::traced;
 
 /// What sits under the cache in a scenario's stack.
 pub trait Depth: 'static {
@@ -54,7 +55,7 @@ pub(super) fn cache<R: SimRuntime, D: Depth>(
     max_size: usize,
     preload: &[&str],
     order: &[&str],
-) -> World<R, Stack<R, D>> {
+) -> ManagerWorld<R, Stack<R, D>> {
     let config = FixedSizeConfig::new(max_size).with_capacity_wait(Duration::from_millis(30));
     let world =
         builder.preloaded(preload, |base| FixedSizeCache::new(D::wrap(base), config).expect("valid config"));
@@ -69,7 +70,7 @@ pub(super) fn queue<M: Manager>(cache: &FixedSizeCache<M>) -> Vec<String> {
 }
 
 pub(super) fn finish<R: SimRuntime, M: Manager<Model = SimModel<R>, Runtime = R>>(
-    world: &World<R, FixedSizeCache<M>>,
+    world: &ManagerWorld<R, FixedSizeCache<M>>,
 ) {
     check_queue(&world.manager);
     world.check_quiescent();
@@ -78,7 +79,7 @@ pub(super) fn finish<R: SimRuntime, M: Manager<Model = SimModel<R>, Runtime = R>
 /// M-S3: T1 removes X and blocks inside its unload; T2 adds X meanwhile. T2 must not be told
 /// "warm" about a model whose removal already started.
 pub(super) fn warm_path_vs_remove<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("X", &[], &[]).gate_unloads(&["X"]);
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).gate_unloads(&["X"]);
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let probe = std::sync::Arc::clone(&world.probe);
@@ -97,7 +98,8 @@ pub(super) fn warm_path_vs_remove<R: SimRuntime, D: Depth>(rt: R) {
 
 /// M-S4: queue [A, X, B]; removing X fails in its unload. The queue keeps its exact order.
 pub(super) fn failed_remove_keeps_order<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("A", &[], &[]).model("X", &[], &[Step::Fail]).model("B", &[], &[]);
+    let builder =
+        ManagerWorld::builder(rt).model("A", &[], &[]).model("X", &[], &[Step::Fail]).model("B", &[], &[]);
     let world = cache::<R, D>(builder, 4, &["A", "B", "X"], &["A", "X", "B"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
@@ -113,7 +115,7 @@ pub(super) fn failed_remove_keeps_order<R: SimRuntime, D: Depth>(rt: R) {
 /// M-S5: queue [P1, P2, A, B], P1 and P2 pinned, full; adding N must evict A, whose unload
 /// fails. Pins and the failed victim keep their places; N is nowhere.
 pub(super) fn failed_eviction_restores<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt)
+    let builder = ManagerWorld::builder(rt)
         .model("P1", &[], &[])
         .model("P2", &[], &[])
         .model("A", &[], &[Step::Fail])
@@ -136,7 +138,7 @@ pub(super) fn failed_eviction_restores<R: SimRuntime, D: Depth>(rt: R) {
 
 /// M-S6: two concurrent cold adds of X: one load, X queued once.
 pub(super) fn concurrent_cold_adds<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("X", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]);
     let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles = ["T1", "T2"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
@@ -147,7 +149,7 @@ pub(super) fn concurrent_cold_adds<R: SimRuntime, D: Depth>(rt: R) {
 /// M-S6b: X's first load fails while a second add of X waits; the failure's rollback must not
 /// drop the entry the second add makes.
 pub(super) fn rollback_keeps_peer_entry<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("X", &[Step::Fail], &[]).work(0);
+    let builder = ManagerWorld::builder(rt).model("X", &[Step::Fail], &[]).work(0);
     let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles = ["T1", "T2"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
@@ -159,7 +161,7 @@ pub(super) fn rollback_keeps_peer_entry<R: SimRuntime, D: Depth>(rt: R) {
 /// M-S6c: max_size 2 with A registered; cold adds of X and Y at once must not make 3 models.
 pub(super) fn capacity_under_concurrent_loads<R: SimRuntime, D: Depth>(rt: R) {
     let builder =
-        World::builder(rt).model("A", &[], &[]).model("X", &[], &[]).model("Y", &[], &[]).capacity(2);
+        ManagerWorld::builder(rt).model("A", &[], &[]).model("X", &[], &[]).model("Y", &[], &[]).capacity(2);
     let world = cache::<R, D>(builder, 2, &["A"], &[]);
     let tx = world.spawn("T1", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
     let ty = world.spawn("T2", |m, t| traced(t, "add(Y)", || m.add_model("Y", None)));
@@ -173,7 +175,7 @@ pub(super) fn capacity_under_concurrent_loads<R: SimRuntime, D: Depth>(rt: R) {
 
 /// M-S7: X is registered; adding X under the alias Y must load Y, not answer "warm".
 pub(super) fn alias_uses_resolved_id<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("X", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]);
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| {
         let added = traced(t, "add(X as Y)", || m.add_model("X", Some("Y")));
@@ -190,7 +192,8 @@ pub(super) fn alias_uses_resolved_id<R: SimRuntime, D: Depth>(rt: R) {
 
 /// M-S8: max_size 2, queue [V, A]; adding N evicts V while V is added again.
 pub(super) fn eviction_vs_reload<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]).work(0);
+    let builder =
+        ManagerWorld::builder(rt).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]).work(0);
     let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| {
@@ -206,7 +209,7 @@ pub(super) fn eviction_vs_reload<R: SimRuntime, D: Depth>(rt: R) {
 
 /// M-S9: S2 through the cache: X's first load fails while two more callers add X.
 pub(super) fn load_failure_through_cache<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("X", &[Step::Fail], &[]);
+    let builder = ManagerWorld::builder(rt).model("X", &[Step::Fail], &[]);
     let world = cache::<R, D>(builder, 4, &[], &[]);
     let handles =
         ["H", "W", "N"].map(|n| world.spawn(n, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
@@ -221,9 +224,9 @@ type Nested<R> = FixedSizeCache<Traced<FixedSizeCache<Base<R>>>>;
 
 /// M-S10: nested caches; every method works at depth, and pins reach the inner cache.
 pub(super) fn nested_stacks<R: SimRuntime>(rt: R) {
-    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
     let cfg = |n| FixedSizeConfig::new(n).with_capacity_wait(Duration::from_millis(30));
-    let world: World<R, Nested<R>> = builder.stack(|base| {
+    let world: ManagerWorld<R, Nested<R>> = builder.stack(|base| {
         let inner = FixedSizeCache::new(base, cfg(2)).expect("valid");
         FixedSizeCache::new(Traced::new(inner), cfg(3)).expect("valid")
     });
@@ -259,7 +262,8 @@ pub(super) fn nested_stacks<R: SimRuntime>(rt: R) {
 
 /// M-S11: max_size 2, queue [V, A]; adding N must evict V, whose unload fails.
 pub(super) fn failed_eviction_no_phantom<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("V", &[], &[Step::Fail]).model("A", &[], &[]).model("N", &[], &[]);
+    let builder =
+        ManagerWorld::builder(rt).model("V", &[], &[Step::Fail]).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
@@ -274,7 +278,7 @@ pub(super) fn failed_eviction_no_phantom<R: SimRuntime, D: Depth>(rt: R) {
 
 /// M-S12: a lease of an unknown id, and a lease racing a remove: no phantom queue entries.
 pub(super) fn touch_of_unknown_ids<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("X", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]);
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "lease(Z)", || m.lease("Z").map(drop)));
     let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
@@ -295,7 +299,7 @@ pub(super) fn touch_of_unknown_ids<R: SimRuntime, D: Depth>(rt: R) {
 /// M-S13: max_size 2, queue [V, A]; adding N must evict while warm adds hold V's and A's
 /// lifecycle locks and touch the queue. No lock-order cycle, no timeout needed.
 pub(super) fn lock_order<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("V", &[], &[]).model("A", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 2, &["A", "V"], &["V", "A"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(V)", || m.add_model("V", None)));
@@ -308,7 +312,7 @@ pub(super) fn lock_order<R: SimRuntime, D: Depth>(rt: R) {
 /// M-L2: max_size 2, queue [A, B]; the main thread holds a lease on A while N is added and A is
 /// leased again: eviction must take B, never the model in use.
 pub(super) fn eviction_skips_in_use<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("N", &[], &[]);
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("N", &[], &[]);
     let world = cache::<R, D>(builder, 2, &["A", "B"], &[]);
     let held = world.manager.lease("A").expect("A is registered");
     drop(world.manager.lease("B").expect("B is registered")); // A, in use, is now the LRU

@@ -5,9 +5,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use resident::{Manager, ManagerError, ModelManager};
 
 use crate::ensure;
+use crate::manager_world::{Managed, ManagerWorld, SimLoader, Step};
 use crate::runtime::SimRuntime;
 use crate::violation::InjectedPanic;
-use crate::world::{SimLoader, Step, World, traced};
+use crate::world::traced;
 
 fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
     R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
@@ -15,7 +16,7 @@ fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
 
 /// M-S1 / M-S1b: X is registered; T1 removes it while T2 and T3 add it back.
 pub(super) fn split_generation<R: SimRuntime>(rt: R) {
-    let world = World::builder(rt).model("X", &[], &[]).build();
+    let world = ManagerWorld::builder(rt).model("X", &[], &[]).build();
     world.manager.add_model("X", None).expect("setup load succeeds");
     let t1 = world.spawn("T1", |m, t| traced(t, "remove(X)", || m.remove("X")));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
@@ -29,7 +30,7 @@ pub(super) fn split_generation<R: SimRuntime>(rt: R) {
 
 /// M-S2 / M-S2t: X's first load fails while two more callers add X.
 pub(super) fn load_failure<R: SimRuntime>(rt: R) {
-    let world = World::builder(rt).model("X", &[Step::Fail], &[]).build();
+    let world = ManagerWorld::builder(rt).model("X", &[Step::Fail], &[]).build();
     let handles =
         ["H", "W", "N"].map(|name| world.spawn(name, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
     let results = handles.map(join::<R, _>);
@@ -51,7 +52,7 @@ pub(super) fn load_failure<R: SimRuntime>(rt: R) {
 
 /// M-S2p: X's first load panics while two more callers add X.
 pub(super) fn load_panic<R: SimRuntime>(rt: R) {
-    let world = World::builder(rt).model("X", &[Step::Panic], &[]).build();
+    let world = ManagerWorld::builder(rt).model("X", &[Step::Panic], &[]).build();
     let handles = ["H", "W", "N"].map(|name| {
         world.spawn(name, |m, t| {
             traced(t, "add(X)", || match catch_unwind(AssertUnwindSafe(|| m.add_model("X", None))) {
@@ -71,9 +72,9 @@ pub(super) fn load_panic<R: SimRuntime>(rt: R) {
 
 /// M-L1: X is registered; T1 serves from a lease while T2 removes X and T3 tries a lease.
 pub(super) fn remove_under_lease<R: SimRuntime>(rt: R) {
-    let world = World::builder(rt).model("X", &[], &[]).build();
+    let world = ManagerWorld::builder(rt).model("X", &[], &[]).build();
     world.manager.add_model("X", None).expect("setup load succeeds");
-    let serve = |m: &ModelManager<SimLoader<R>, R>, t: &'static str| {
+    let serve = |m: &Managed<R, ModelManager<SimLoader<R>, R>>, t: &'static str| {
         traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t)))
     };
     let t1 = world.spawn("T1", serve);

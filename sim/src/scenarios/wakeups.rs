@@ -13,9 +13,10 @@ use super::cache::{Cache, finish as finish_cache};
 use super::layers::{self, Depth, join};
 use crate::cache_world::{Behaviour, CacheWorld, Weights};
 use crate::ensure;
+use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
 use crate::trace;
-use crate::world::{World, traced};
+use crate::world::traced;
 
 /// Scheduling points T1 passes before it releases the victim.
 const RELEASE_AFTER: usize = 12;
@@ -33,7 +34,7 @@ pub(super) fn no_deadline_passed<R: SimRuntime>(rt: &R) {
 /// W-1: the main thread holds X's lifecycle lock while T2 adds X (waiting for the lock); T1
 /// releases it. T2 must be woken by the release.
 pub(super) fn lock_release<R: SimRuntime>(rt: R) {
-    let world = World::builder(rt).model("X", &[], &[]).build();
+    let world = ManagerWorld::builder(rt).model("X", &[], &[]).build();
     let guard = world.manager.lock(&ModelId::new("X").expect("valid id")).expect("free lock");
     let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
     let t1 = world.rt.spawn("T1", move || drop(guard));
@@ -47,7 +48,7 @@ pub(super) fn lock_release<R: SimRuntime>(rt: R) {
 /// W-2: X is registered and the main thread holds a lease while T2 removes X (draining); T1 ends
 /// the lease. The remove must be woken by the end of the last lease.
 pub(super) fn lease_drain<R: SimRuntime>(rt: R) {
-    let world = World::builder(rt).model("X", &[], &[]).build();
+    let world = ManagerWorld::builder(rt).model("X", &[], &[]).build();
     world.manager.add_model("X", None).expect("setup load succeeds");
     let lease = world.manager.lease("X").expect("registered");
     let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
@@ -60,15 +61,15 @@ pub(super) fn lease_drain<R: SimRuntime>(rt: R) {
 }
 
 /// The cache of the room scenarios: max_size 1, A registered and queued.
-fn full_cache<R: SimRuntime, D: Depth>(rt: R) -> World<R, layers::Stack<R, D>> {
-    let builder = World::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
+fn full_cache<R: SimRuntime, D: Depth>(rt: R) -> ManagerWorld<R, layers::Stack<R, D>> {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
     layers::cache::<R, D>(builder, 1, &["A"], &[])
 }
 
 /// Adds B while A is held by `hold`, then lets `release` (run by T1) make A evictable: the add
 /// that waits for room must be woken by it.
 fn room_after<R: SimRuntime, D: Depth, H: Send + 'static>(
-    world: World<R, layers::Stack<R, D>>,
+    world: ManagerWorld<R, layers::Stack<R, D>>,
     hold: H,
     release: impl FnOnce(&layers::Stack<R, D>, H) + Send + 'static,
 ) {

@@ -1,0 +1,426 @@
+//! The manager half of a [`World`]: a scripted loader whose models count every concurrent load
+//! and unload with the checker's atomics, the stack under test, and the checks that run at
+//! quiescence.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use resident::runtime::Arc;
+use resident::{BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, Model, ModelId, ModelManager};
+
+use crate::cache_world::ensure_outside_monitors;
+use crate::ensure;
+use crate::latch::Latch;
+use crate::runtime::{Counter, SimRuntime};
+use crate::violation::InjectedPanic;
+use crate::world::World;
+
+/// What one call of a scripted load or unload does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Step {
+    /// Succeed.
+    Ok,
+    /// Return an error.
+    Fail,
+    /// Panic with [`InjectedPanic`].
+    Panic,
+}
+
+/// Scripts and counters of one model id.
+pub struct IdProbe<R: SimRuntime> {
+    id: String,
+    loads: Vec<Step>,
+    unloads: Vec<Step>,
+    load_calls: R::Counter,
+    unload_calls: R::Counter,
+    active_loads: R::Counter,
+    active_mutations: R::Counter,
+    constructed: R::Counter,
+    unloaded: R::Counter,
+    size_calls: R::Counter,
+    size_panics: bool,
+    drop_panics: bool,
+}
+
+impl<R: SimRuntime> IdProbe<R> {
+    /// Models of this id built and not unloaded.
+    pub fn alive(&self) -> usize {
+        self.constructed.get() - self.unloaded.get()
+    }
+}
+
+/// Scripts and counters of every id a scenario uses.
+pub struct Probe<R: SimRuntime> {
+    ids: BTreeMap<String, IdProbe<R>>,
+    work: usize,
+    /// Opened by the scenario; gated unloads wait for it.
+    pub gate: Latch<R>,
+    /// Unloads of gated ids that have started.
+    pub gated_unloads: Latch<R>,
+    gated: Vec<String>,
+    capacity: Option<usize>,
+    observer: Option<Arc<dyn UnloadObserver>>,
+}
+
+/// Told about every scripted unload as it runs: what generated programs record as events of
+/// their history (an eviction's unload happens long before its add returns).
+pub trait UnloadObserver: Send + Sync {
+    /// An unload of a model of `id` starts; returns a token for [`UnloadObserver::ended`].
+    fn started(&self, id: &str) -> usize;
+    /// The unload of `token` ended: `Some(ok)` if it returned, `None` if it panicked.
+    fn ended(&self, token: usize, ok: Option<bool>);
+}
+
+/// Reports an unload's end to the observer, a panic included.
+struct Observed<'a> {
+    observer: &'a dyn UnloadObserver,
+    token: usize,
+    ok: Option<bool>,
+}
+
+impl Drop for Observed<'_> {
+    fn drop(&mut self) {
+        self.observer.ended(self.token, self.ok);
+    }
+}
+
+impl<R: SimRuntime> Probe<R> {
+    /// Models built and not unloaded, over every id.
+    pub fn alive_total(&self) -> usize {
+        self.ids.values().map(IdProbe::alive).sum()
+    }
+
+    /// Opens the gate.
+    pub fn open_gate(&self) {
+        self.gate.add(1);
+    }
+
+    /// Blocks until some gated unload has started.
+    pub fn wait_for_gated_unload(&self) {
+        self.gated_unloads.wait_for(1);
+    }
+}
+
+impl<R: SimRuntime> Probe<R> {
+    /// The probe of `id`; an id the scenario did not declare is a scenario bug.
+    pub fn id(&self, id: &str) -> &IdProbe<R> {
+        self.ids.get(id).unwrap_or_else(|| panic!("scenario did not declare model id {id:?}"))
+    }
+}
+
+/// Builds a [`World`]: declare ids with their load/unload scripts.
+pub struct WorldBuilder<R: SimRuntime> {
+    rt: R,
+    ids: BTreeMap<String, IdProbe<R>>,
+    gated: Vec<String>,
+    capacity: Option<usize>,
+    work: usize,
+    observer: Option<Arc<dyn UnloadObserver>>,
+}
+
+impl<R: SimRuntime> WorldBuilder<R> {
+    /// Scheduling points (yields) inside each load (default 2). Fewer yields keep a loading
+    /// thread running under PCT, which is what some races need.
+    pub fn work(mut self, yields: usize) -> Self {
+        self.work = yields;
+        self
+    }
+
+    /// Declares `id`: call `n` of its loads does `loads[n]` (then `Ok`), likewise unloads.
+    pub fn model(mut self, id: &str, loads: &[Step], unloads: &[Step]) -> Self {
+        let probe = IdProbe {
+            id: id.to_owned(),
+            loads: loads.to_vec(),
+            unloads: unloads.to_vec(),
+            load_calls: self.rt.counter(),
+            unload_calls: self.rt.counter(),
+            active_loads: self.rt.counter(),
+            active_mutations: self.rt.counter(),
+            constructed: self.rt.counter(),
+            unloaded: self.rt.counter(),
+            size_calls: self.rt.counter(),
+            size_panics: false,
+            drop_panics: false,
+        };
+        self.ids.insert(id.to_owned(), probe);
+        self
+    }
+
+    /// The first `size_bytes` of `id`'s models panics (M-P1).
+    pub fn size_panics(mut self, id: &str) -> Self {
+        self.ids.get_mut(id).expect("declared id").size_panics = true;
+        self
+    }
+
+    /// The `Drop` of `id`'s models panics once they were unloaded (M-P2).
+    pub fn drop_panics(mut self, id: &str) -> Self {
+        self.ids.get_mut(id).expect("declared id").drop_panics = true;
+        self
+    }
+
+    /// Declares ids whose models' unloads wait for the probe's gate.
+    pub fn gate_unloads(mut self, ids: &[&str]) -> Self {
+        self.gated = ids.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// Tells `observer` about every unload.
+    pub fn observe_unloads(mut self, observer: Arc<dyn UnloadObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Fails the execution (`capacity`) whenever a load would make more than `max` models alive.
+    pub fn capacity(mut self, max: usize) -> Self {
+        self.capacity = Some(max);
+        self
+    }
+
+    /// Builds the base manager.
+    pub fn build(self) -> ManagerWorld<R> {
+        self.stack(|base| base)
+    }
+
+    /// Builds the base manager and wraps it with `wrap`.
+    pub fn stack<S: Manager>(self, wrap: impl FnOnce(Base<R>) -> S) -> ManagerWorld<R, S> {
+        self.preloaded(&[], wrap)
+    }
+
+    /// Like [`WorldBuilder::stack`], with `preload` registered in the base before wrapping.
+    pub fn preloaded<S: Manager>(
+        self,
+        preload: &[&str],
+        wrap: impl FnOnce(Base<R>) -> S,
+    ) -> ManagerWorld<R, S> {
+        let probe = Arc::new(Probe {
+            ids: self.ids,
+            work: self.work,
+            gate: Latch::new(&self.rt),
+            gated_unloads: Latch::new(&self.rt),
+            gated: self.gated,
+            capacity: self.capacity,
+            observer: self.observer,
+        });
+        let loader = SimLoader { probe: Arc::clone(&probe) };
+        let config = ManagerConfig::default()
+            .with_lock_timeout(Duration::from_secs(1))
+            .with_lease_drain_timeout(Duration::from_secs(1));
+        let base =
+            ModelManager::with_runtime(loader, config, self.rt.clone()).expect("scenario config is valid");
+        for id in preload {
+            base.add_model(id, None).expect("setup loads succeed");
+        }
+        World::of(self.rt, Managed { probe, manager: wrap(base) })
+    }
+}
+
+/// The base manager of every scenario stack.
+pub type Base<R> = ModelManager<SimLoader<R>, R>;
+
+/// The manager half of a world: the stack under test over a scripted loader, and the loader's
+/// probe. Dereferences to the stack, so a spawned thread calls it directly.
+pub struct Managed<R: SimRuntime, S> {
+    /// Scripts and counters.
+    pub probe: Arc<Probe<R>>,
+    /// The stack under test.
+    pub manager: S,
+}
+
+impl<R: SimRuntime, S> std::ops::Deref for Managed<R, S> {
+    type Target = S;
+
+    fn deref(&self) -> &S {
+        &self.manager
+    }
+}
+
+/// A world whose half under test is a manager stack.
+pub type ManagerWorld<R, S = Base<R>> = World<R, Managed<R, S>>;
+
+impl<R: SimRuntime> ManagerWorld<R> {
+    /// Starts building a world on `rt`.
+    pub fn builder(rt: R) -> WorldBuilder<R> {
+        WorldBuilder { rt, ids: BTreeMap::new(), gated: Vec::new(), capacity: None, work: 2, observer: None }
+    }
+}
+
+impl<R: SimRuntime, S: Manager<Model = SimModel<R>, Runtime = R>> ManagerWorld<R, S> {
+    /// Quiescence checks, after every thread has been joined:
+    /// - I3: the lifecycle table holds only registered ids, none reserved or locked;
+    /// - I14: each id has exactly as many live models as it has registrations (no orphans).
+    pub fn check_quiescent(&self) {
+        let snapshot = self.manager.snapshot();
+        for entry in &snapshot.lifecycle {
+            ensure!(
+                snapshot.registered.contains(&entry.id),
+                "I3",
+                "lifecycle entry of {} (generation {}) outlived its model",
+                entry.id,
+                entry.generation
+            );
+            ensure!(
+                entry.reservations == 0 && !entry.locked,
+                "I3",
+                "lifecycle entry of {} has {} reservation(s), locked={}, with no caller left",
+                entry.id,
+                entry.reservations,
+                entry.locked
+            );
+        }
+        let mut registered: BTreeMap<String, usize> = BTreeMap::new();
+        for id in &snapshot.registered {
+            let lease = self.manager.lease(id.as_str());
+            ensure!(lease.is_ok(), "I14", "registered {id} cannot be leased at quiescence: {lease:?}");
+            if let Ok(lease) = lease {
+                *registered.entry(lease.id.clone()).or_default() += 1;
+            }
+        }
+        for (id, probe) in &self.probe.ids {
+            let registered = registered.get(id).copied().unwrap_or(0);
+            ensure!(
+                probe.alive() == registered,
+                "I14",
+                "{id}: {} model(s) built and not unloaded, {registered} registered",
+                probe.alive()
+            );
+        }
+    }
+}
+
+/// The scripted loader.
+pub struct SimLoader<R: SimRuntime> {
+    probe: Arc<Probe<R>>,
+}
+
+/// Enters a critical region counted by `active`; fails the execution if someone else is in it.
+fn enter<R: SimRuntime>(active: &R::Counter, invariant: &'static str, what: &str, id: &str) {
+    let before = active.add(1);
+    ensure!(before == 0, invariant, "{} {what}s of {id} ran at the same time", before + 1);
+}
+
+impl<R: SimRuntime> Loader for SimLoader<R> {
+    type Model = SimModel<R>;
+
+    fn load(&self, id: &ModelId) -> Result<SimModel<R>, BoxError> {
+        ensure_outside_monitors::<R>("a load");
+        let p = self.probe.id(id.as_str());
+        let call = p.load_calls.add(1);
+        enter::<R>(&p.active_loads, "I1", "load", &p.id);
+        enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
+        for _ in 0..self.probe.work {
+            R::yield_now();
+        }
+        let step = p.loads.get(call).copied().unwrap_or(Step::Ok);
+        if step == Step::Ok {
+            p.constructed.add(1);
+            if let Some(max) = self.probe.capacity {
+                let alive = self.probe.alive_total();
+                ensure!(
+                    alive <= max,
+                    "capacity",
+                    "{alive} models alive after loading {id}; max_size is {max}"
+                );
+            }
+        }
+        p.active_mutations.sub(1);
+        p.active_loads.sub(1);
+        match step {
+            Step::Ok => Ok(SimModel {
+                probe: Arc::clone(&self.probe),
+                id: p.id.clone(),
+                unloaded: R::counter_for_model(),
+            }),
+            Step::Fail => Err(format!("injected failure of load #{call} of {id}").into()),
+            Step::Panic => std::panic::panic_any(InjectedPanic),
+        }
+    }
+}
+
+/// A model built by [`SimLoader`].
+pub struct SimModel<R: SimRuntime> {
+    probe: Arc<Probe<R>>,
+    id: String,
+    /// Set once this very instance has been unloaded.
+    unloaded: R::Counter,
+}
+
+impl<R: SimRuntime> SimModel<R> {
+    /// Uses the model across a few scheduling points, failing the execution (L1) if it is
+    /// unloaded meanwhile.
+    pub fn serve(&self, thread: &str) {
+        for _ in 0..2 {
+            ensure!(self.unloaded.get() == 0, "L1", "{thread} used {} after it was unloaded", self.id);
+            R::yield_now();
+        }
+        ensure!(self.unloaded.get() == 0, "L1", "{thread} used {} after it was unloaded", self.id);
+    }
+}
+
+impl<R: SimRuntime> Model for SimModel<R> {
+    fn size_bytes(&self) -> u64 {
+        ensure_outside_monitors::<R>("size_bytes");
+        let p = self.probe.id(&self.id);
+        if p.size_calls.add(1) == 0 && p.size_panics {
+            std::panic::panic_any(InjectedPanic);
+        }
+        1
+    }
+
+    fn unload(&self) -> Result<(), BoxError> {
+        ensure_outside_monitors::<R>("an unload");
+        let mut observed = self.probe.observer.as_deref().map(|observer| Observed {
+            observer,
+            token: observer.started(&self.id),
+            ok: None,
+        });
+        let p = self.probe.id(&self.id);
+        let call = p.unload_calls.add(1);
+        enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
+        for _ in 0..self.probe.work.min(1) {
+            R::yield_now();
+        }
+        if self.probe.gated.contains(&self.id) {
+            self.probe.gated_unloads.add(1);
+            self.probe.gate.wait_for(1);
+        }
+        let step = p.unloads.get(call).copied().unwrap_or(Step::Ok);
+        if step == Step::Ok {
+            self.unloaded.add(1);
+            p.unloaded.add(1);
+        }
+        p.active_mutations.sub(1);
+        if let Some(observed) = observed.as_mut() {
+            observed.ok = (step != Step::Panic).then_some(step == Step::Ok);
+        }
+        match step {
+            Step::Ok => Ok(()),
+            Step::Fail => Err(format!("injected failure of unload #{call} of {}", self.id).into()),
+            Step::Panic => std::panic::panic_any(InjectedPanic),
+        }
+    }
+}
+
+impl<R: SimRuntime> Drop for SimModel<R> {
+    fn drop(&mut self) {
+        ensure_outside_monitors::<R>("a model's Drop");
+        let scripted = self.probe.ids.get(&self.id).is_some_and(|p| p.drop_panics);
+        if scripted && self.unloaded.get() > 0 && !std::thread::panicking() {
+            std::panic::panic_any(InjectedPanic);
+        }
+    }
+}
+
+/// I4 at quiescence (and after every completed mutation): the cache's queue holds exactly the
+/// registered ids, each once.
+pub fn check_queue<M: Manager>(cache: &FixedSizeCache<M>) {
+    let queue = cache.queue();
+    let mut registered = cache.ids();
+    let mut queued = queue.clone();
+    queued.sort();
+    registered.sort();
+    let mut deduped = queued.clone();
+    deduped.dedup();
+    ensure!(deduped.len() == queued.len(), "I4", "queue {queue:?} has duplicates");
+    ensure!(queued == registered, "I4", "queue {queue:?} but registered {registered:?}");
+    ensure!(cache.loading() == 0, "I4", "{} cold loads still counted at quiescence", cache.loading());
+}
