@@ -53,6 +53,10 @@ pub struct Program {
     pub threads: Vec<Vec<ThreadOp>>,
     /// Scripted faults of loads and unloads.
     pub faults: Faults,
+    /// The stack is two `FixedSizeCache`s of the same capacity over the base (a nested stack
+    /// behaves like one layer), instead of one.
+    #[serde(default)]
+    pub nested: bool,
 }
 
 fn index() -> impl Strategy<Value = usize> {
@@ -98,12 +102,11 @@ fn faults() -> impl Strategy<Value = Faults> {
         })
 }
 
-/// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds and faults.
+/// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds and faults, over
+/// one layer or a nested stack.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
-    (prop::collection::vec(index(), 0..=2), threads, faults()).prop_map(|(prefix, threads, faults)| Program {
-        prefix,
-        threads,
-        faults,
-    })
+    let nested = prop::bool::weighted(0.3);
+    (prop::collection::vec(index(), 0..=2), threads, faults(), nested)
+        .prop_map(|(prefix, threads, faults, nested)| Program { prefix, threads, faults, nested })
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
-use resident_sim::manager_world::{Base, ManagerWorld, UnloadObserver, check_queue};
+use resident_sim::manager_world::{ManagerWorld, SimModel, UnloadObserver, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime};
 use resident_sim::violation::Violation;
 
@@ -18,8 +18,6 @@ use super::generated::Generated;
 use super::linearizability::{Call, check};
 use super::program::{IDS, MAX_SIZE, Program, ThreadOp};
 use super::stack::{Op, Ret, Stack, State, split_adds};
-
-type Cache<R> = FixedSizeCache<Base<R>>;
 
 /// The calls and unload events of one execution, in invocation order.
 struct Recorder {
@@ -116,7 +114,7 @@ fn done(result: Result<(), ManagerError>) -> Ret {
 }
 
 /// One thread's program against the stack.
-fn run_thread<R: SimRuntime>(m: &Cache<R>, recorder: &Recorder, thread: usize, ops: &[ThreadOp]) {
+fn run_thread<M: Manager>(m: &M, recorder: &Recorder, thread: usize, ops: &[ThreadOp]) {
     let mut held = Vec::new();
     for op in ops {
         match *op {
@@ -173,17 +171,35 @@ fn run_once<R: SimRuntime>(rt: R, program: &Program) {
         }
     }
     let config = FixedSizeConfig::new(MAX_SIZE).with_capacity_wait(Duration::from_secs(1));
-    let world = builder.stack(|base| FixedSizeCache::new(base, config).expect("valid config"));
+    if program.nested {
+        let world = builder.stack(|base| {
+            let inner = FixedSizeCache::new(base, config).expect("valid config");
+            FixedSizeCache::new(inner, config).expect("valid config")
+        });
+        run_stack(&world, &recorder, program);
+        check_queue(world.manager.get_ref());
+    } else {
+        let world = builder.stack(|base| FixedSizeCache::new(base, config).expect("valid config"));
+        run_stack(&world, &recorder, program);
+    }
+}
+
+/// The program's threads on `world`'s stack, then every check.
+fn run_stack<R, M>(world: &ManagerWorld<R, FixedSizeCache<M>>, recorder: &Arc<Recorder>, program: &Program)
+where
+    R: SimRuntime,
+    M: Manager<Model = SimModel<R>, Runtime = R>,
+{
     let main = program.threads.len();
     let prefix: Vec<ThreadOp> = program.prefix.iter().map(|&i| ThreadOp::Add(i)).collect();
-    run_thread(&world.manager, &recorder, main, &prefix);
+    run_thread(&world.manager, recorder, main, &prefix);
     let handles: Vec<_> = program
         .threads
         .iter()
         .enumerate()
         .map(|(t, ops)| {
-            let (recorder, ops) = (Arc::clone(&recorder), ops.clone());
-            world.spawn(["T1", "T2", "T3"][t.min(2)], move |m, _| run_thread(m, &recorder, t, &ops))
+            let (recorder, ops) = (Arc::clone(recorder), ops.clone());
+            world.spawn(["T1", "T2", "T3"][t.min(2)], move |m, _| run_thread(&m.manager, &recorder, t, &ops))
         })
         .collect();
     for handle in handles {
