@@ -32,6 +32,8 @@ pub struct Behaviour {
 pub struct Weights<R: SimRuntime> {
     /// The number standing for the tensors.
     pub value: u64,
+    /// Which load built them, for checks that tell weights apart (0: not numbered).
+    pub serial: u64,
     behaviour: Behaviour,
     device: Option<Arc<Script<R>>>,
     _runtime: PhantomData<fn() -> R>,
@@ -40,12 +42,18 @@ pub struct Weights<R: SimRuntime> {
 impl<R: SimRuntime> Weights<R> {
     /// Weights with no script beyond the "outside every monitor" check.
     pub fn plain(value: u64) -> Self {
-        Self { value, behaviour: Behaviour::default(), device: None, _runtime: PhantomData }
+        Self { value, serial: 0, behaviour: Behaviour::default(), device: None, _runtime: PhantomData }
     }
 
     /// Weights whose user code does `behaviour`, placed through `device`.
     pub fn scripted(value: u64, behaviour: Behaviour, device: &Arc<Script<R>>) -> Self {
-        Self { value, behaviour, device: Some(Arc::clone(device)), _runtime: PhantomData }
+        Self { value, serial: 0, behaviour, device: Some(Arc::clone(device)), _runtime: PhantomData }
+    }
+
+    /// The same weights, numbered `serial`.
+    pub fn numbered(mut self, serial: u64) -> Self {
+        self.serial = serial;
+        self
     }
 }
 

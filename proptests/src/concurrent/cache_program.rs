@@ -54,8 +54,13 @@ pub enum CacheOp {
     LockOnDevice(usize),
     /// Drops the thread's handle number `k`.
     Release(usize),
-    /// `drop_model(KEYS[key])` on the group.
-    DropModel(usize),
+    /// `drop_model(KEYS[key])` through cache `cache` (it drops the key from the whole group).
+    DropModel {
+        /// Index of the cache.
+        cache: usize,
+        /// Index into [`KEYS`].
+        key: usize,
+    },
     /// `make_room(bytes)` on cache `cache`.
     MakeRoom {
         /// Index of the cache.
@@ -105,7 +110,7 @@ fn cache_op() -> impl Strategy<Value = CacheOp> {
         3 => handle().prop_map(CacheOp::Lock),
         3 => handle().prop_map(CacheOp::LockOnDevice),
         3 => handle().prop_map(CacheOp::Release),
-        2 => key().prop_map(CacheOp::DropModel),
+        2 => (cache(), key()).prop_map(|(cache, key)| CacheOp::DropModel { cache, key }),
         2 => (cache(), prop_oneof![Just(20u64), Just(CAP)]).prop_map(|(cache, bytes)| CacheOp::MakeRoom { cache, bytes }),
         1 => cache().prop_map(CacheOp::Shutdown),
     ]

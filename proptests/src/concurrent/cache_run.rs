@@ -7,6 +7,8 @@
 //! - A7: device copies alive plus moves in flight stay within each device's budget (checked
 //!   from inside every move);
 //! - single flight: two `get_or_put` loads of one key never run at once in the group;
+//! - freshness: a call that begins after `drop_model(k)` returned is never served weights of
+//!   `k` admitted before the drop began ([`Freshness`]);
 //! - A5: a locked record stays in its cache — resident, or detached by a newer admission of its
 //!   key while still held — from its lock to its release;
 //! - A1 at quiescence: the budget counts each distinct live canonical once plus every private
@@ -22,13 +24,14 @@ use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
 use resident_sim::violation::catching;
 
 use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEYS};
+use super::freshness::Freshness;
 use super::generated::Generated;
 
 type Cache<R> = Arc<DeviceCache<Weights<R>, R>>;
 
-/// A handle a thread holds, with the index of its cache.
+/// A handle a thread holds (a loaded model with the tick its call was invoked at).
 enum Held<R: SimRuntime> {
-    Loaded(LoadedModel<Weights<R>, R>),
+    Loaded(LoadedModel<Weights<R>, R>, u64),
     Locked(ModelGuard<Weights<R>, R>),
     Placed(DeviceGuard<Weights<R>, R>),
 }
@@ -48,6 +51,8 @@ struct Shared<R: SimRuntime> {
     loading: Vec<R::Counter>,
     /// Per cache: whether the program shut it down.
     shut: Vec<R::Counter>,
+    /// Which weights were dropped when.
+    freshness: Freshness,
 }
 
 /// One thread's view: the shared world, the program, its handles.
@@ -59,13 +64,27 @@ struct Thread<'a, R: SimRuntime> {
 }
 
 impl<R: SimRuntime> Thread<'_, R> {
+    /// Fresh weights of `key`, numbered.
     fn weights(&self, key: usize) -> Weights<R> {
         let behaviour = Behaviour {
             drop_panics: self.program.faults.weights_drop[key],
             copy_drop_panics: self.program.faults.copy_drop[key],
             gated_move: false,
         };
-        Weights::scripted(BYTES[key], behaviour, &self.shared.script)
+        Weights::scripted(BYTES[key], behaviour, &self.shared.script).numbered(self.shared.freshness.now())
+    }
+
+    /// Freshness: the weights a lock of a handle obtained at `invoked` serves were not dropped
+    /// before that call began.
+    fn ensure_fresh(&self, guard: &ModelGuard<Weights<R>, R>, invoked: u64) {
+        let dropped = self.shared.freshness.dropped_before(guard.key(), guard.serial, invoked);
+        ensure!(
+            !dropped,
+            "C-D1",
+            "{} was served weights of {} dropped before its call began",
+            self.name,
+            guard.key()
+        );
     }
 
     /// A `get_or_put` load: fresh weights, checking that no other load of the key runs.
@@ -100,7 +119,7 @@ impl<R: SimRuntime> Thread<'_, R> {
     /// Releases a handle, checking A5 first if it is a lock.
     fn release(&self, c: usize, handle: Held<R>) {
         match &handle {
-            Held::Loaded(_) => {}
+            Held::Loaded(..) => {}
             Held::Locked(guard) => ensure_kept(self.cache(c), guard, self.name),
             Held::Placed(guard) => ensure_kept(self.cache(c), guard.cpu(), self.name),
         }
@@ -110,29 +129,43 @@ impl<R: SimRuntime> Thread<'_, R> {
     fn run(&mut self, op: CacheOp) {
         match op {
             CacheOp::GetOrPut { cache, key } => {
-                let weights = || Ok::<_, std::convert::Infallible>(self.load(key));
+                let invoked = self.shared.freshness.now();
+                let built = std::cell::Cell::new(None);
+                let weights = || {
+                    let weights = self.load(key);
+                    built.set(Some(weights.serial));
+                    Ok::<_, std::convert::Infallible>(weights)
+                };
                 let loaded = catching(|| self.cache(cache).get_or_put(KEYS[key], BYTES[key], weights));
                 if let Some(Ok(loaded)) = loaded {
-                    self.keep(cache, Held::Loaded(loaded));
+                    if let Some(serial) = built.get() {
+                        self.shared.freshness.admitted(serial);
+                    }
+                    self.keep(cache, Held::Loaded(loaded, invoked));
                 }
             }
             CacheOp::Get { cache, key } => {
+                let invoked = self.shared.freshness.now();
                 if let Some(Some(loaded)) = catching(|| self.cache(cache).get(KEYS[key])) {
-                    self.keep(cache, Held::Loaded(loaded));
+                    self.keep(cache, Held::Loaded(loaded, invoked));
                 }
             }
             CacheOp::Put { cache, key, shared } => {
                 let how = Put { shared, ..Put::default() };
                 let weights = self.weights(key);
+                let serial = weights.serial;
+                let invoked = self.shared.freshness.now();
                 let admitted = catching(|| self.cache(cache).put(KEYS[key], weights, BYTES[key], how));
                 if let Some(Ok(admission)) = admitted {
-                    self.keep(cache, Held::Loaded(admission.into_loaded()));
+                    self.shared.freshness.admitted(serial);
+                    self.keep(cache, Held::Loaded(admission.into_loaded(), invoked));
                 }
             }
             CacheOp::Lock(k) => match self.take(k) {
-                Some((c, Held::Loaded(loaded))) => {
+                Some((c, Held::Loaded(loaded, invoked))) => {
                     if let Some(guard) = catching(|| loaded.lock()) {
                         ensure_kept(self.cache(c), &guard, self.name);
+                        self.ensure_fresh(&guard, invoked);
                         self.keep(c, Held::Locked(guard));
                     }
                 }
@@ -140,9 +173,10 @@ impl<R: SimRuntime> Thread<'_, R> {
                 None => {}
             },
             CacheOp::LockOnDevice(k) => match self.take(k) {
-                Some((c, Held::Loaded(loaded))) => {
+                Some((c, Held::Loaded(loaded, invoked))) => {
                     if let Some(Ok(guard)) = catching(|| loaded.lock_on_device()) {
                         ensure_kept(self.cache(c), guard.cpu(), self.name);
+                        self.ensure_fresh(guard.cpu(), invoked);
                         self.keep(c, Held::Placed(guard));
                     }
                 }
@@ -154,8 +188,11 @@ impl<R: SimRuntime> Thread<'_, R> {
                     self.release(c, handle);
                 }
             }
-            CacheOp::DropModel(key) => {
-                catching(|| self.shared.world.group.drop_model(KEYS[key]));
+            CacheOp::DropModel { cache, key } => {
+                let began = self.shared.freshness.now();
+                if catching(|| self.cache(cache).drop_model(KEYS[key])).is_some() {
+                    self.shared.freshness.dropped(KEYS[key], began);
+                }
             }
             CacheOp::MakeRoom { cache, bytes } => {
                 catching(|| self.cache(cache).make_room(bytes));
@@ -180,7 +217,7 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     let script = world.with_device(DEVICE_BYTES);
     let loading = KEYS.iter().map(|_| world.rt.counter()).collect();
     let shut = world.caches.iter().map(|_| world.rt.counter()).collect();
-    let shared = Arc::new(Shared { world, script, loading, shut });
+    let shared = Arc::new(Shared { world, script, loading, shut, freshness: Freshness::default() });
     let handles: Vec<_> = (0..program.threads.len())
         .map(|t| {
             let (shared, program) = (Arc::clone(&shared), program.clone());

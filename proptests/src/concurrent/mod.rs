@@ -5,6 +5,7 @@
 
 pub mod cache_program;
 pub mod cache_run;
+pub mod freshness;
 pub mod generated;
 pub mod linearizability;
 pub mod program;

@@ -1,0 +1,53 @@
+//! Freshness across `drop_model` for the generated cache programs: once `drop_model(k)` has
+//! returned, no call that begins afterwards is served weights of `k` (or of a submodel `k:*`)
+//! that were admitted before the drop began. Weights admitted by a call that overlapped the drop
+//! are exempt (an overlapping admission may register fresh weights, SPEC 3.3).
+//!
+//! Recorded with plain std primitives (no scheduling points) on a logical clock of call events.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The clock, the weights admitted so far and the drops that ended.
+#[derive(Default)]
+pub struct Freshness {
+    clock: AtomicU64,
+    /// Serial of weights → when the call that admitted them returned.
+    admitted: Mutex<BTreeMap<u64, u64>>,
+    /// `(key, began, ended)` of every `drop_model` that returned.
+    drops: Mutex<Vec<(String, u64, u64)>>,
+}
+
+impl Freshness {
+    /// The next tick of the clock (never 0): a call's invocation or response, or a serial.
+    pub fn now(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The call that built weights `serial` returned with them admitted.
+    pub fn admitted(&self, serial: u64) {
+        let at = self.now();
+        self.admitted.lock().expect("freshness lock").insert(serial, at);
+    }
+
+    /// A `drop_model(key)` that began at `began` has returned.
+    pub fn dropped(&self, key: &str, began: u64) {
+        let ended = self.now();
+        self.drops.lock().expect("freshness lock").push((key.to_owned(), began, ended));
+    }
+
+    /// Whether weights `serial` of `key`, handed out by a call invoked at `invoked`, had been
+    /// dropped: some drop of `key` or of its model ended before `invoked` and began after the
+    /// weights' admitting call had returned.
+    pub fn dropped_before(&self, key: &str, serial: u64, invoked: u64) -> bool {
+        let Some(&admitted) = self.admitted.lock().expect("freshness lock").get(&serial) else {
+            return false;
+        };
+        let covers = |dropped: &str| {
+            key.strip_prefix(dropped).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+        };
+        let drops = self.drops.lock().expect("freshness lock");
+        drops.iter().any(|(dropped, began, ended)| covers(dropped) && *ended < invoked && admitted < *began)
+    }
+}
