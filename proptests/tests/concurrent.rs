@@ -113,11 +113,20 @@ fn generated_cache_programs_keep_every_invariant() {
     passes(&cache_program());
 }
 
-fn finds(mutant: Mutant) {
+/// The campaign of `strategy` fails with `mutant` on.
+fn finds_with<S>(strategy: &S, mutant: Mutant)
+where
+    S: Strategy,
+    S::Value: Generated + serde::Serialize + std::fmt::Debug,
+{
     let start = Instant::now();
-    let found = campaign(&program(), &MutantSet::only(mutant));
-    let failure = found.expect_err(&format!("the generated programs missed {mutant}"));
+    let found = campaign(strategy, &MutantSet::only(mutant));
+    let failure = found.expect_err(&format!("the generated {} campaign missed {mutant}", S::Value::KIND));
     println!("{mutant} found in {:.1}s:\n{failure}", start.elapsed().as_secs_f64());
+}
+
+fn finds(mutant: Mutant) {
+    finds_with(&program(), mutant);
 }
 
 #[test]
@@ -136,10 +145,7 @@ fn the_campaign_finds_no_queue_dedup() {
 }
 
 fn finds_in_caches(mutant: Mutant) {
-    let start = Instant::now();
-    let found = campaign(&cache_program(), &MutantSet::only(mutant));
-    let failure = found.expect_err(&format!("the generated cache programs missed {mutant}"));
-    println!("{mutant} found in {:.1}s:\n{failure}", start.elapsed().as_secs_f64());
+    finds_with(&cache_program(), mutant);
 }
 
 #[test]
