@@ -177,7 +177,7 @@ mutants! {
     /// evicting a record also forgets its key's canonical in the store, though a peer
     /// still uses it: the next load on another device builds a second copy of the same weights.
     EVICTION_FORGETS_CANONICAL = "eviction-forgets-canonical",
-    /// `drop_model` evicts records that are locked, as if they were idle.
+    /// `drop_model` evicts records in use (locked, held or admitting), as if they were idle.
     DROP_EVICTS_LOCKED = "drop-evicts-locked",
     /// an admission that ends after its cache was shut down is not stale at birth, so its
     /// record outlives the shutdown.
@@ -186,6 +186,9 @@ mutants! {
     /// go meanwhile, the inspection is the last owner and runs the weights' `Drop` (user code,
     /// which may panic) inside a read-only call (found by the generated cache programs).
     INSPECTION_UPGRADES_DETACHED = "inspection-upgrades-detached",
+    /// W-8: the group's shutdown does not wake the callers of `get_or_put` waiting for another
+    /// device's load; they sleep until that load ends.
+    LOST_WAKEUP_GROUP_SHUTDOWN = "lost-wakeup-group-shutdown",
 }
 
 impl fmt::Display for Mutant {

@@ -305,4 +305,30 @@ mod get_or_put {
         assert!(gpu0.keys().is_empty());
         assert_eq!(group.budget().in_use(), 0);
     }
+
+    /// Weights whose `Drop` panics when asked to.
+    struct Boom(bool);
+
+    impl Drop for Boom {
+        fn drop(&mut self) {
+            if self.0 && !std::thread::panicking() {
+                panic!("weights' Drop panicked");
+            }
+        }
+    }
+
+    #[test]
+    fn a_panic_in_one_cache_leaves_no_cache_of_the_group_open() {
+        let group = CacheGroup::<Boom>::new(100).unwrap();
+        let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
+        drop(gpu0.get_or_put("m", 40, || Ok::<_, Gone>(Boom(true))).unwrap());
+        drop(gpu1.get_or_put("n", 40, || Ok::<_, Gone>(Boom(false))).unwrap());
+        let shutdown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group.shutdown()));
+        assert!(shutdown.is_err(), "the weights' panic reaches the caller");
+        for cache in [&gpu0, &gpu1] {
+            assert!(cache.is_shut_down(), "{} stayed open", cache.device());
+            assert!(cache.keys().is_empty(), "{} kept {:?}", cache.device(), cache.keys());
+        }
+        assert_eq!(group.budget().in_use(), 0);
+    }
 }

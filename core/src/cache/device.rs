@@ -124,6 +124,7 @@ impl<W, R: Runtime> State<W, R> {
     /// remembered as detached; the returned record and device copy are dropped outside the
     /// lock (the copy counts against the device budget until its destructor has run).
     fn detach(&mut self, old: Slot<W, R>) -> Gone<W, R> {
+        self.detached.retain(|(w, _)| w.strong_count() > 0);
         self.detached.push((Arc::downgrade(&old.record), describe(&old.record, true)));
         Gone { record: old.record, device: old.device }
     }
@@ -491,6 +492,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// their last release evicts them. After shutdown an admission is stale at birth and a
     /// prefetch is refused.
     pub fn shutdown(&self) -> usize {
+        self.mark_shut_down().finish()
+    }
+
+    /// The state half of [`DeviceCache::shutdown`]: marks the cache shut down and takes out its
+    /// idle records, running no user code; the caller finishes the returned evictions.
+    pub(crate) fn mark_shut_down(&self) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let (evicted, retained) = self.with_state(|s| {
             s.shut_down = true;
@@ -504,7 +511,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::SHUTDOWN_RELEASES_WEIGHTS) {
             retained.iter().for_each(|key| self.group.store.invalidate(key));
         }
-        self.finish_evictions(evicted)
+        Dropped { cache: self, evicted }
     }
 
     /// Evicts records that stayed unprotected for `keep_alive` on the runtime's clock; `None`

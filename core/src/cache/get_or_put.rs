@@ -20,9 +20,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// ([`CacheError::TooLarge`]). `load` is user code: it runs with no lock of the cache held. If it fails
     /// ([`CacheError::Load`]) or panics, nothing is admitted and a waiting device tries again.
     ///
-    /// Once the group is [shut down](super::CacheGroup::shutdown) every call is refused with
-    /// [`CacheError::ShutDown`]; a load already in flight finishes, and its record is stale at
-    /// birth: its caller uses it, and its last release evicts it.
+    /// Once the group is [shut down](super::CacheGroup::shutdown) a call that starts, or that
+    /// waits for another device's load, is refused with [`CacheError::ShutDown`]; a load
+    /// already in flight finishes, and its record is stale: its caller uses it, and its last
+    /// release evicts it.
     pub fn get_or_put<E: Into<BoxError>>(
         self: &Arc<Self>,
         key: &str,

@@ -1,9 +1,11 @@
 //! [`CacheGroup`]: the device caches that share one [`WeightStore`] and one [`RamBudget`].
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::DeviceCache;
 use super::budget::RamBudget;
+use super::device::Dropped;
 use super::single_flight::Loads;
 use super::weights::WeightStore;
 use crate::error::InvalidConfig;
@@ -76,16 +78,20 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         cache
     }
 
-    /// Shuts the whole group down (idempotent): no [`DeviceCache::get_or_put`] starts a load
-    /// or adopts any more ([`CacheError::ShutDown`](crate::CacheError::ShutDown)), then every
-    /// cache is [shut down](DeviceCache::shutdown): idle records are evicted now, the ones in
-    /// use are marked stale and go on their last release. Loads in flight finish; their records
-    /// are stale at birth, so once every handle is gone nothing stays resident or counted.
-    /// Returns how many records were evicted now.
+    /// Shuts the whole group down (idempotent): a [`DeviceCache::get_or_put`] that starts
+    /// afterwards is refused ([`CacheError::ShutDown`](crate::CacheError::ShutDown)), and so is
+    /// one waiting for another device's load (it is woken); then every cache is
+    /// [shut down](DeviceCache::shutdown): idle records are evicted now, the ones in use are
+    /// marked stale and go on their last release. Every cache is marked before any user code
+    /// (weights' `Drop`, eviction callbacks) runs, so a panic there leaves no cache open. A call
+    /// already past its checks finishes; its record is stale (at birth, or marked by its cache's
+    /// shutdown), so once every handle is gone nothing stays resident or counted. Returns how
+    /// many records were evicted now.
     pub fn shutdown(&self) -> usize {
         self.loads.shut_down();
         let caches = self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>());
-        caches.iter().map(|cache| cache.shutdown()).sum()
+        let marked: Vec<_> = caches.iter().map(|cache| cache.mark_shut_down()).collect();
+        finish_all(marked)
     }
 
     /// Whether [`CacheGroup::shutdown`] ran.
@@ -110,7 +116,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         // Every cache is marked before any user code (weights' `Drop`, callbacks) runs, so a
         // panic there cannot leave a peer serving the dropped weights.
         let dropped: Vec<_> = caches.iter().map(|cache| cache.mark_dropped(key)).collect();
-        dropped.into_iter().map(|d| d.finish()).sum()
+        finish_all(dropped)
     }
 
     /// The store side of `drop_model` (the C-D2 mutant forgets `key` alone).
@@ -130,6 +136,25 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             .filter(|c| !std::ptr::eq(Arc::as_ptr(c), except))
             .collect()
     }
+}
+
+/// Finishes every cache's evictions, even when user code panics in one of them (the first panic
+/// is re-raised once all are done, so no eviction is dropped while unwinding). Returns how many.
+fn finish_all<W: Send + Sync + 'static, R: Runtime>(marked: Vec<Dropped<'_, W, R>>) -> usize {
+    let mut first_panic = None;
+    let mut evicted = 0;
+    for dropped in marked {
+        match catch_unwind(AssertUnwindSafe(|| dropped.finish())) {
+            Ok(n) => evicted += n,
+            Err(payload) => {
+                first_panic.get_or_insert(payload);
+            }
+        }
+    }
+    if let Some(payload) = first_panic {
+        resume_unwind(payload);
+    }
+    evicted
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for CacheGroup<W, R> {

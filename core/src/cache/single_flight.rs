@@ -49,11 +49,15 @@ impl<R: Runtime> Loads<R> {
         self.state.with(|s| s.wait = wait);
     }
 
-    /// No load starts from now on; loads in flight finish. Returns whether this call shut the
-    /// loads down (idempotent). Waiters need no wake-up: they wait for a load in flight, whose
-    /// end wakes them, and then see the shutdown.
+    /// No load starts from now on; loads in flight finish. Wakes the callers waiting for one
+    /// (they are refused at once, not after the load in flight). Returns whether this call shut
+    /// the loads down (idempotent).
     pub(crate) fn shut_down(&self) -> bool {
-        self.state.with(|s| !std::mem::replace(&mut s.shut_down, true))
+        let first = self.state.with(|s| !std::mem::replace(&mut s.shut_down, true));
+        if !self.runtime.mutant(Mutant::LOST_WAKEUP_GROUP_SHUTDOWN) {
+            self.state.notify_all();
+        }
+        first
     }
 
     /// Whether [`Loads::shut_down`] ran.

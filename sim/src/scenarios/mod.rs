@@ -243,6 +243,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 2, targets: [LOST_WAKEUP_UNPIN], wakeups::room_after_unpin::<_, layers::ThreeDeep>),
     scenario!("W-7", "an eviction that ends wakes the lease waiting for its outcome",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_EVICTION_SETTLED], eviction::lease_during_failed_eviction::<_, layers::ThreeDeep>),
+    scenario!("W-8", "the group's shutdown wakes a device waiting for another device's load",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_GROUP_SHUTDOWN], wakeups::group_shutdown),
     scenario!("W-6", "a move that settles wakes the locker waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
 ];

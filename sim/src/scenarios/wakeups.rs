@@ -132,3 +132,49 @@ pub(super) fn move_settled<R: SimRuntime>(rt: R) {
     no_deadline_passed(&world.rt);
     finish_cache(&world);
 }
+
+/// W-8: T1 loads `m` through `get_or_put` on cuda:0, and its load waits until T2 is done; T2
+/// wants `m` on cuda:1 and waits for T1's load; T3 shuts the group down once the load is in
+/// flight. The shutdown must wake T2, refused with `ShutDown` (T1's load then finishes, stale).
+pub(super) fn group_shutdown<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 2);
+    world.group.set_load_wait(Duration::from_secs(1)).expect("a valid load wait");
+    let (started, t2_done) =
+        (Arc::new(crate::latch::Latch::new(&world.rt)), Arc::new(crate::latch::Latch::new(&world.rt)));
+    let (c0, s1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&started), Arc::clone(&t2_done));
+    let t1 = world.rt.spawn("T1", move || {
+        let loaded = traced("T1", "get_or_put(m) on cuda:0", || {
+            c0.get_or_put("m", 40, || {
+                s1.add(1);
+                d1.wait_for(1);
+                Ok::<_, std::convert::Infallible>(Weights::plain(40))
+            })
+        });
+        ensure!(loaded.is_ok(), "contract", "T1's load gave {:?}", loaded.map(drop));
+    });
+    let (c1, s2, d2) = (Arc::clone(&world.caches[1]), Arc::clone(&started), Arc::clone(&t2_done));
+    let t2 = world.rt.spawn("T2", move || {
+        s2.wait_for(1);
+        let got = traced("T2", "get_or_put(m) on cuda:1", || {
+            c1.get_or_put("m", 40, || Ok::<_, std::convert::Infallible>(Weights::plain(40))).map(drop)
+        });
+        d2.add(1);
+        got
+    });
+    let (group, s3) = (Arc::clone(&world.group), Arc::clone(&started));
+    let t3 = world.rt.spawn("T3", move || {
+        s3.wait_for(1);
+        trace::record("T3", "shutdown(group)".to_owned());
+        group.shutdown();
+    });
+    join::<R, _>(t3);
+    let got = join::<R, _>(t2);
+    join::<R, _>(t1);
+    ensure!(
+        matches!(got, Err(resident::CacheError::ShutDown { .. })),
+        "contract",
+        "T2's get_or_put after the group's shutdown gave {got:?}"
+    );
+    no_deadline_passed(&world.rt);
+    finish_cache(&world);
+}
