@@ -50,14 +50,12 @@ impl<R: Runtime> Loads<R> {
     }
 
     /// No load starts from now on; loads in flight finish. Wakes the callers waiting for one
-    /// (they are refused at once, not after the load in flight). Returns whether this call shut
-    /// the loads down (idempotent).
-    pub(crate) fn shut_down(&self) -> bool {
-        let first = self.state.with(|s| !std::mem::replace(&mut s.shut_down, true));
+    /// (they are refused at once, not after the load in flight). Idempotent.
+    pub(crate) fn shut_down(&self) {
+        self.state.with(|s| s.shut_down = true);
         if !self.runtime.mutant(Mutant::LOST_WAKEUP_GROUP_SHUTDOWN) {
             self.state.notify_all();
         }
-        first
     }
 
     /// Whether [`Loads::shut_down`] ran.
