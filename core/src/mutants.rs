@@ -186,6 +186,10 @@ mutants! {
     /// go meanwhile, the inspection is the last owner and runs the weights' `Drop` (user code,
     /// which may panic) inside a read-only call (found by the generated cache programs).
     INSPECTION_UPGRADES_DETACHED = "inspection-upgrades-detached",
+    /// M-E6: a cold add that fails leaves its own queue entry behind when a layer below evicted
+    /// its id meanwhile (the outer reconcile left that entry to this lock holder), so the queue
+    /// names a model nobody holds (found by the generated programs, on a narrow nested stack).
+    FAILED_ADD_KEEPS_STALE_ENTRY = "failed-add-keeps-stale-entry",
     /// W-8: the group's shutdown does not wake the callers of `get_or_put` waiting for another
     /// device's load; they sleep until that load ends.
     LOST_WAKEUP_GROUP_SHUTDOWN = "lost-wakeup-group-shutdown",

@@ -175,6 +175,13 @@ fn the_campaign_finds_eviction_refuses_lease() {
     finds(Mutant::EVICTION_REFUSES_LEASE);
 }
 
+/// The defect the narrow nested stacks found (SPEC 2.11): a failed cold add left behind its
+/// own queue entry that the layer below had evicted.
+#[test]
+fn the_campaign_finds_failed_add_keeps_stale_entry() {
+    finds(Mutant::FAILED_ADD_KEEPS_STALE_ENTRY);
+}
+
 /// Teeth: switches on every mutant of `resident`, one at a time, and reports which the campaign
 /// finds without being told where. Not a pass/fail test (the campaign covers the manager stack
 /// only so far); run it with `cargo test --release -p resident-proptests --test concurrent --

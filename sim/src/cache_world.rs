@@ -25,6 +25,8 @@ pub struct Behaviour {
     pub copy_drop_panics: bool,
     /// `to_device` waits for the device script's gate.
     pub gated_move: bool,
+    /// `to_device` returns an error while the script is armed.
+    pub move_fails: bool,
 }
 
 /// Weights of a scenario model: a number (scenarios use the byte count), the device bytes a copy
@@ -176,6 +178,9 @@ impl<R: SimRuntime> DeviceWeights for Weights<R> {
     fn to_device(&self, on: &str) -> Result<SimCopy<R>, BoxError> {
         ensure_outside_monitors::<R>("to_device");
         let device = Arc::clone(self.device.as_ref().expect("placed weights are scripted"));
+        if self.behaviour.move_fails && device.armed() {
+            return Err(format!("scripted to_device failure on {on}").into());
+        }
         let bytes = self.value as usize;
         device.moving.add(bytes);
         let used = device.held(on).add(bytes) + bytes;

@@ -121,6 +121,7 @@ scenario_tests! {
     x_3 => "X-3",
     x_4 => "X-4",
     m_e5 => "M-E5",
+    m_e6 => "M-E6",
 }
 
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.

@@ -1,7 +1,8 @@
 //! Generated concurrent programs over the shared-weight cache: two device caches of one
 //! [`CacheGroup`](resident::cache::CacheGroup) (device budgets on), 2–3 threads of 2–5
 //! operations — `get_or_put`, `get`, `put`, lock, lock on the device, release, `drop_model`,
-//! `make_room`, `shutdown` — plus panics of the weights' and device copies' `Drop`. Operations
+//! `make_room`, a cache's and the group's `shutdown` — plus faults: failing and panicking
+//! loads, failing moves to the device, panics of the weights' and device copies' `Drop`. Operations
 //! name keys and caches by index, and handles by their position among the thread's own, so
 //! every shrunk program is still meaningful.
 
@@ -70,15 +71,23 @@ pub enum CacheOp {
     },
     /// `shutdown()` of cache `cache`.
     Shutdown(usize),
+    /// `shutdown()` of the whole group.
+    GroupShutdown,
 }
 
-/// Panics of user code, per key (while the scenario's script is armed).
+/// Faults of user code, per key (while the scenario's script is armed).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct CacheFaults {
     /// The weights' `Drop` of `KEYS[i]` panics.
     pub weights_drop: [bool; 3],
     /// The device copy's `Drop` of `KEYS[i]` panics.
     pub copy_drop: [bool; 3],
+    /// `to_device` of `KEYS[i]`'s weights fails.
+    #[serde(default)]
+    pub move_fails: [bool; 3],
+    /// The first `get_or_put` load of `KEYS[i]` fails, and the second panics.
+    #[serde(default)]
+    pub load_fails: [bool; 3],
 }
 
 /// A generated cache program.
@@ -113,6 +122,7 @@ fn cache_op() -> impl Strategy<Value = CacheOp> {
         2 => (cache(), key()).prop_map(|(cache, key)| CacheOp::DropModel { cache, key }),
         2 => (cache(), prop_oneof![Just(20u64), Just(CAP)]).prop_map(|(cache, bytes)| CacheOp::MakeRoom { cache, bytes }),
         1 => cache().prop_map(CacheOp::Shutdown),
+        1 => Just(CacheOp::GroupShutdown),
     ]
 }
 
@@ -120,10 +130,20 @@ fn rare() -> impl Strategy<Value = bool> {
     prop::bool::weighted(0.1)
 }
 
-/// Programs of 2–3 threads × 2–5 operations, with scripted panics.
+fn rare_per_key() -> impl Strategy<Value = [bool; 3]> {
+    [rare(), rare(), rare()]
+}
+
+/// Programs of 2–3 threads × 2–5 operations, with scripted faults.
 pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
     let threads = prop::collection::vec(prop::collection::vec(cache_op(), 2..=5), 2..=3);
-    let faults = ([rare(), rare(), rare()], [rare(), rare(), rare()])
-        .prop_map(|(weights_drop, copy_drop)| CacheFaults { weights_drop, copy_drop });
+    let faults = (rare_per_key(), rare_per_key(), rare_per_key(), rare_per_key()).prop_map(
+        |(weights_drop, copy_drop, move_fails, load_fails)| CacheFaults {
+            weights_drop,
+            copy_drop,
+            move_fails,
+            load_fails,
+        },
+    );
     (threads, faults).prop_map(|(threads, faults)| CacheProgram { threads, faults })
 }

@@ -14,14 +14,17 @@
 //! - A1 at quiescence: the budget counts each distinct live canonical once plus every private
 //!   record, and nothing else;
 //! - A6: with every handle gone, a cache the program shut down holds nothing, and shutting
-//!   the others down leaves nothing resident or counted.
+//!   the others down leaves nothing resident or counted;
+//! - a `get_or_put` that begins after the group's shutdown returned is refused with
+//!   `ShutDown`.
 
+use resident::CacheError;
 use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, Put};
 use resident::runtime::Arc;
 use resident_sim::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use resident_sim::ensure;
 use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
-use resident_sim::violation::catching;
+use resident_sim::violation::{InjectedPanic, catching};
 
 use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEYS};
 use super::freshness::Freshness;
@@ -49,8 +52,12 @@ struct Shared<R: SimRuntime> {
     script: Arc<Script<R>>,
     /// Per key: `get_or_put` loads running now.
     loading: Vec<R::Counter>,
+    /// Per key: `get_or_put` loads begun.
+    loads: Vec<R::Counter>,
     /// Per cache: whether the program shut it down.
     shut: Vec<R::Counter>,
+    /// Whether a shutdown of the group has returned.
+    group_shut: R::Counter,
     /// Which weights were dropped when.
     freshness: Freshness,
 }
@@ -70,6 +77,7 @@ impl<R: SimRuntime> Thread<'_, R> {
             drop_panics: self.program.faults.weights_drop[key],
             copy_drop_panics: self.program.faults.copy_drop[key],
             gated_move: false,
+            move_fails: self.program.faults.move_fails[key],
         };
         Weights::scripted(BYTES[key], behaviour, &self.shared.script).numbered(self.shared.freshness.now())
     }
@@ -87,8 +95,9 @@ impl<R: SimRuntime> Thread<'_, R> {
         );
     }
 
-    /// A `get_or_put` load: fresh weights, checking that no other load of the key runs.
-    fn load(&self, key: usize) -> Weights<R> {
+    /// A `get_or_put` load: fresh weights, checking that no other load of the key runs. With
+    /// the key's load fault, the first load fails and the second panics.
+    fn load(&self, key: usize) -> Result<Weights<R>, String> {
         let loading = &self.shared.loading[key];
         let others = loading.add(1);
         ensure!(
@@ -100,7 +109,12 @@ impl<R: SimRuntime> Thread<'_, R> {
         );
         R::yield_now();
         loading.sub(1);
-        self.weights(key)
+        let attempt = self.shared.loads[key].add(1);
+        match (self.program.faults.load_fails[key], attempt) {
+            (true, 0) => Err(format!("scripted load failure of {}", KEYS[key])),
+            (true, 1) => std::panic::panic_any(InjectedPanic),
+            _ => Ok(self.weights(key)),
+        }
     }
 
     fn cache(&self, c: usize) -> &Cache<R> {
@@ -130,13 +144,24 @@ impl<R: SimRuntime> Thread<'_, R> {
         match op {
             CacheOp::GetOrPut { cache, key } => {
                 let invoked = self.shared.freshness.now();
+                let after_shutdown = self.shared.group_shut.get() > 0;
                 let built = std::cell::Cell::new(None);
                 let weights = || {
-                    let weights = self.load(key);
+                    let weights = self.load(key)?;
                     built.set(Some(weights.serial));
-                    Ok::<_, std::convert::Infallible>(weights)
+                    Ok::<_, String>(weights)
                 };
                 let loaded = catching(|| self.cache(cache).get_or_put(KEYS[key], BYTES[key], weights));
+                if after_shutdown {
+                    ensure!(
+                        matches!(loaded, Some(Err(CacheError::ShutDown { .. }))),
+                        "X-4",
+                        "{}: get_or_put({}) after the group's shutdown gave {:?}",
+                        self.name,
+                        KEYS[key],
+                        loaded.as_ref().map(|r| r.as_ref().map(|_| ()))
+                    );
+                }
                 if let Some(Ok(loaded)) = loaded {
                     if let Some(serial) = built.get() {
                         self.shared.freshness.admitted(serial);
@@ -201,6 +226,13 @@ impl<R: SimRuntime> Thread<'_, R> {
                 self.shared.shut[cache].add(1);
                 catching(|| self.cache(cache).shutdown());
             }
+            CacheOp::GroupShutdown => {
+                for shut in &self.shared.shut {
+                    shut.add(1);
+                }
+                catching(|| self.shared.world.group.shutdown());
+                self.shared.group_shut.add(1);
+            }
         }
     }
 
@@ -216,8 +248,11 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     let world = CacheWorld::new(rt, CAP, CACHES);
     let script = world.with_device(DEVICE_BYTES);
     let loading = KEYS.iter().map(|_| world.rt.counter()).collect();
+    let loads = KEYS.iter().map(|_| world.rt.counter()).collect();
     let shut = world.caches.iter().map(|_| world.rt.counter()).collect();
-    let shared = Arc::new(Shared { world, script, loading, shut, freshness: Freshness::default() });
+    let group_shut = world.rt.counter();
+    let shared =
+        Arc::new(Shared { world, script, loading, loads, shut, group_shut, freshness: Freshness::default() });
     let handles: Vec<_> = (0..program.threads.len())
         .map(|t| {
             let (shared, program) = (Arc::clone(&shared), program.clone());

@@ -11,6 +11,9 @@ pub const IDS: [&str; 3] = ["A", "B", "C"];
 /// The stack's capacity.
 pub const MAX_SIZE: usize = 2;
 
+/// The capacity of a narrow stack's inner cache (see [`Program::narrow`]).
+pub const NARROW_SIZE: usize = 1;
+
 /// One operation of a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ThreadOp {
@@ -26,6 +29,8 @@ pub enum ThreadOp {
     Pin(usize),
     /// `unpin(IDS[i])`.
     Unpin(usize),
+    /// `infer(IDS[i], f)`; `f` panics if the flag is set.
+    Infer(usize, bool),
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -49,6 +54,11 @@ pub struct Faults {
 pub struct Program {
     /// Ids added by the main thread before any thread starts.
     pub prefix: Vec<usize>,
+    /// Leases the main thread takes after the prefix, `(IDS index, thread)`: each is handed to
+    /// that thread (modulo how many there are) as its first held lease, so programs often start
+    /// with the capacity taken by leases some thread will end.
+    #[serde(default)]
+    pub handed: Vec<(usize, usize)>,
     /// The threads' operations.
     pub threads: Vec<Vec<ThreadOp>>,
     /// Scripted faults of loads and unloads.
@@ -57,6 +67,18 @@ pub struct Program {
     /// behaves like one layer), instead of one.
     #[serde(default)]
     pub nested: bool,
+    /// With [`Program::nested`], the inner cache holds only [`NARROW_SIZE`] models: the stack
+    /// behaves like one layer of that capacity, the inner one evicts, and the outer must learn
+    /// of those removals and forward its pins.
+    #[serde(default)]
+    pub narrow: bool,
+}
+
+impl Program {
+    /// The capacity the stack behaves as.
+    pub fn capacity(&self) -> usize {
+        if self.nested && self.narrow { NARROW_SIZE } else { MAX_SIZE }
+    }
 }
 
 fn index() -> impl Strategy<Value = usize> {
@@ -71,6 +93,7 @@ fn thread_op() -> impl Strategy<Value = ThreadOp> {
         2 => (0..2usize).prop_map(ThreadOp::EndLease),
         1 => index().prop_map(ThreadOp::Pin),
         1 => index().prop_map(ThreadOp::Unpin),
+        1 => (index(), rare()).prop_map(|(i, panics)| ThreadOp::Infer(i, panics)),
     ]
 }
 
@@ -102,11 +125,34 @@ fn faults() -> impl Strategy<Value = Faults> {
         })
 }
 
-/// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds and faults, over
-/// one layer or a nested stack.
+/// Up to two adds; as often as not the two that fill the capacity.
+fn prefix() -> impl Strategy<Value = Vec<usize>> {
+    prop_oneof![1 => prop::collection::vec(index(), 0..=2), 1 => Just(vec![0, 1])]
+}
+
+/// Up to two leases handed to threads.
+fn handed() -> impl Strategy<Value = Vec<(usize, usize)>> {
+    prop::collection::vec((index(), 0..3usize), 0..=2)
+}
+
+/// One layer (70%), a nested stack of two equal layers, or a nested stack whose inner layer is
+/// narrower.
+fn shape() -> impl Strategy<Value = (bool, bool)> {
+    prop_oneof![7 => Just((false, false)), 2 => Just((true, false)), 1 => Just((true, true))]
+}
+
+/// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds, up to two leases
+/// handed to the threads, and faults, over one layer or a nested stack.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
-    let nested = prop::bool::weighted(0.3);
-    (prop::collection::vec(index(), 0..=2), threads, faults(), nested)
-        .prop_map(|(prefix, threads, faults, nested)| Program { prefix, threads, faults, nested })
+    (prefix(), handed(), threads, faults(), shape()).prop_map(
+        |(prefix, handed, threads, faults, (nested, narrow))| Program {
+            prefix,
+            handed,
+            threads,
+            faults,
+            nested,
+            narrow,
+        },
+    )
 }

@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
+use resident::{Added, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError};
+use resident_sim::cache_world::ensure_outside_monitors;
 use resident_sim::manager_world::{ManagerWorld, SimModel, UnloadObserver, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime};
-use resident_sim::violation::Violation;
+use resident_sim::violation::{InjectedPanic, Violation};
 
 use super::generated::Generated;
 use super::linearizability::{Call, check};
@@ -113,9 +114,23 @@ fn done(result: Result<(), ManagerError>) -> Ret {
     result.map_or_else(error, |()| Ret::Done)
 }
 
-/// One thread's program against the stack.
-fn run_thread<M: Manager>(m: &M, recorder: &Recorder, thread: usize, ops: &[ThreadOp]) {
-    let mut held = Vec::new();
+/// The leases a thread holds, with the index of their model.
+type Held<M> = Vec<(usize, Lease<<M as Manager>::Model, <M as Manager>::Runtime>)>;
+
+/// `lease(IDS[i])` as call of `thread`; the lease, if one was granted.
+fn lease<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize) -> Held<M> {
+    let lease = recorder.call(thread, Op::Lease(i), || match m.lease(IDS[i]) {
+        Ok(lease) => (Ret::Done, Some((i, lease))),
+        Err(e) => (error(e), None),
+    });
+    lease.flatten().into_iter().collect()
+}
+
+/// One thread's program against the stack, starting with the leases in `held`.
+fn run_thread<M>(m: &M, recorder: &Recorder, thread: usize, ops: &[ThreadOp], mut held: Held<M>)
+where
+    M: Manager<Runtime: SimRuntime>,
+{
     for op in ops {
         match *op {
             ThreadOp::Add(i) => {
@@ -131,13 +146,7 @@ fn run_thread<M: Manager>(m: &M, recorder: &Recorder, thread: usize, ops: &[Thre
             ThreadOp::Remove(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove(IDS[i])), ()));
             }
-            ThreadOp::Lease(i) => {
-                let lease = recorder.call(thread, Op::Lease(i), || match m.lease(IDS[i]) {
-                    Ok(lease) => (Ret::Done, Some((i, lease))),
-                    Err(e) => (error(e), None),
-                });
-                held.extend(lease.flatten());
-            }
+            ThreadOp::Lease(i) => held.extend(lease(m, recorder, thread, i)),
             ThreadOp::EndLease(k) if !held.is_empty() => {
                 let (i, lease) = held.remove(k % held.len());
                 recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
@@ -148,6 +157,17 @@ fn run_thread<M: Manager>(m: &M, recorder: &Recorder, thread: usize, ops: &[Thre
             }
             ThreadOp::Unpin(i) => {
                 recorder.call(thread, Op::Unpin(i), || (done(m.unpin(IDS[i])), ()));
+            }
+            ThreadOp::Infer(i, panics) => {
+                recorder.call(thread, Op::Infer(i), || {
+                    let served = m.infer(IDS[i], |_| {
+                        ensure_outside_monitors::<M::Runtime>("an infer callback");
+                        if panics {
+                            std::panic::panic_any(InjectedPanic);
+                        }
+                    });
+                    (done(served), ())
+                });
             }
         }
     }
@@ -160,7 +180,8 @@ fn run_thread<M: Manager>(m: &M, recorder: &Recorder, thread: usize, ops: &[Thre
 fn run_once<R: SimRuntime>(rt: R, program: &Program) {
     let recorder = Arc::new(Recorder::new(R::thread_name));
     let observer: Arc<dyn UnloadObserver> = Arc::clone(&recorder) as _;
-    let mut builder = ManagerWorld::builder(rt).work(1).capacity(MAX_SIZE).observe_unloads(observer);
+    let mut builder =
+        ManagerWorld::builder(rt).work(1).capacity(program.capacity()).observe_unloads(observer);
     for (i, id) in IDS.iter().enumerate() {
         builder = builder.model(id, &program.faults.loads[i], &program.faults.unloads[i]);
         if program.faults.size_panics[i] {
@@ -172,8 +193,10 @@ fn run_once<R: SimRuntime>(rt: R, program: &Program) {
     }
     let config = FixedSizeConfig::new(MAX_SIZE).with_capacity_wait(Duration::from_secs(1));
     if program.nested {
+        let inner_config =
+            FixedSizeConfig::new(program.capacity()).with_capacity_wait(Duration::from_secs(1));
         let world = builder.stack(|base| {
-            let inner = FixedSizeCache::new(base, config).expect("valid config");
+            let inner = FixedSizeCache::new(base, inner_config).expect("valid config");
             FixedSizeCache::new(inner, config).expect("valid config")
         });
         run_stack(&world, &recorder, program);
@@ -192,14 +215,21 @@ where
 {
     let main = program.threads.len();
     let prefix: Vec<ThreadOp> = program.prefix.iter().map(|&i| ThreadOp::Add(i)).collect();
-    run_thread(&world.manager, recorder, main, &prefix);
+    run_thread(&world.manager, recorder, main, &prefix, Vec::new());
+    let mut handed: Vec<Held<FixedSizeCache<M>>> = program.threads.iter().map(|_| Vec::new()).collect();
+    for &(i, t) in &program.handed {
+        handed[t % program.threads.len()].extend(lease(&world.manager, recorder, main, i));
+    }
     let handles: Vec<_> = program
         .threads
         .iter()
+        .zip(handed)
         .enumerate()
-        .map(|(t, ops)| {
+        .map(|(t, (ops, held))| {
             let (recorder, ops) = (Arc::clone(recorder), ops.clone());
-            world.spawn(["T1", "T2", "T3"][t.min(2)], move |m, _| run_thread(&m.manager, &recorder, t, &ops))
+            world.spawn(["T1", "T2", "T3"][t.min(2)], move |m, _| {
+                run_thread(&m.manager, &recorder, t, &ops, held)
+            })
         })
         .collect();
     for handle in handles {
@@ -210,7 +240,7 @@ where
     let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);
     recorder.call(main, Op::Final, || (Ret::Registered(registered), ()));
     let history = split_adds(&recorder.history());
-    let spec = Stack { faults: program.faults.clone() };
+    let spec = Stack { faults: program.faults.clone(), capacity: program.capacity() };
     if let Err(failure) = check(&spec, State::default(), &history) {
         let lines: Vec<String> = history
             .iter()

@@ -1,5 +1,5 @@
 //! The sequential specification of a manager stack (`FixedSizeCache` of capacity
-//! [`MAX_SIZE`] over the base), for the linearizability check of generated programs.
+//! [`MAX_SIZE`](super::program::MAX_SIZE) over the base), for the linearizability check of generated programs.
 //!
 //! Neither a cold add nor a remove is one atomic step in the real stack, so the history holds
 //! finer events:
@@ -14,7 +14,7 @@
 //! `Removing`) are allowed only where a call that could cause them overlapped.
 
 use super::linearizability::{Call, Spec};
-use super::program::{Faults, MAX_SIZE};
+use super::program::Faults;
 use resident_sim::manager_world::Step;
 
 /// A call or event of the history.
@@ -54,6 +54,9 @@ pub enum Op {
     Pin(usize),
     /// `unpin(IDS[i])`.
     Unpin(usize),
+    /// `infer(IDS[i], f)`: a lease taken and dropped within the call (its callback never
+    /// blocks, so no drain times out on it).
+    Infer(usize),
     /// The registered ids once every thread has finished.
     Final,
 }
@@ -148,6 +151,9 @@ pub fn split_adds(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
 pub struct Stack {
     /// What loads and unloads do, call by call.
     pub faults: Faults,
+    /// How many models the stack holds ([`MAX_SIZE`](super::program::MAX_SIZE), but for a narrow
+    /// nested stack).
+    pub capacity: usize,
 }
 
 fn script(steps: &[Step], call: u8) -> Step {
@@ -194,7 +200,7 @@ impl Spec for Stack {
                 if registered && is(Ret::Warm) {
                     out.push(next.clone());
                 }
-                let claimable = !registered && s.occupied() < MAX_SIZE;
+                let claimable = !registered && s.occupied() < self.capacity;
                 if claimable && (ret.is_none() || matches!(ret, Some(Ret::Loaded | Ret::LoadFailed))) {
                     let mut claimed = next.clone();
                     claimed.claims |= bit(add);
@@ -204,8 +210,8 @@ impl Spec for Stack {
                     matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
                 let other_adds =
                     || overlapped(history, at, |op| matches!(op, Op::AddRoom { i: j, .. } if *j != i));
-                let full =
-                    matches!(ret, Some(Ret::CapacityExhausted)) && (s.occupied() >= MAX_SIZE || other_adds());
+                let full = matches!(ret, Some(Ret::CapacityExhausted))
+                    && (s.occupied() >= self.capacity || other_adds());
                 let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
                 // An add that unwound in an eviction's unload, or failed on the way.
                 if failed_eviction || full || timed_out || (ret.is_none() && !registered) {
@@ -274,9 +280,11 @@ impl Spec for Stack {
                     out.push(next);
                 }
             }
-            Op::Lease(i) => match ret {
+            Op::Lease(i) | Op::Infer(i) => match ret {
                 Some(Ret::Done) if State::has(s.registered, i) => {
-                    next.leases[i] += 1;
+                    if matches!(call.op, Op::Lease(_)) {
+                        next.leases[i] += 1;
+                    }
                     out.push(next);
                 }
                 Some(Ret::NotFound) if !State::has(s.registered, i) => out.push(next),

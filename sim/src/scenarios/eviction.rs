@@ -136,6 +136,24 @@ pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R) {
     world.check_quiescent();
 }
 
+/// M-E6: an outer cache (max 2) over an inner one (max 1) holding A; B's first unload fails.
+/// T1 adds B (the inner cache evicts A) while T2 adds A back (the inner cache's eviction of B
+/// fails, so the add fails). When T2 holds A's lock as T1's reconcile runs, that reconcile
+/// leaves A's stale entry to T2, whose failing add must drop it: I4 at both layers.
+pub(super) fn failed_add_after_inner_eviction<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[Step::Fail]);
+    let world = nested(builder, 2, 1, &["A"]);
+    let tb = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let ta = world.spawn("T2", |m, t| traced(t, "add(A)", || m.add_model("A", None)));
+    let (b, a) = (join::<R, _>(tb), join::<R, _>(ta));
+    ensure!(b.is_ok(), "contract", "add(B) gave {b:?}");
+    let failed_eviction = matches!(&a, Err(ManagerError::Unload { id, .. }) if id.as_str() == "B");
+    ensure!(a.is_ok() || failed_eviction, "contract", "add(A) gave {a:?}");
+    check_queue(world.manager.get_ref());
+    check_queue(&world.manager);
+    world.check_quiescent();
+}
+
 /// M-E4: an outer cache (max 1) over an inner one (max 2) that pins V, the outer's only queued
 /// id: every plan names V and every eviction skips it, so the cold add of N must fail with
 /// `CapacityExhausted` once its wait has passed.

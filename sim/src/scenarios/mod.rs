@@ -199,6 +199,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Any, loom: 2, loom_mutants_abort: "its mutant spins until loom's branch bound panics, and the unwind through guards that lock loom mutexes aborts loom", targets: [DEADLINE_ONLY_WHEN_FULL], eviction::skipped_victims_meet_the_deadline),
     scenario!("M-E5", "a lease racing an eviction whose unload fails gets the model it keeps (2.10)",
         time: Off, loom: 2, targets: [EVICTION_REFUSES_LEASE], eviction::lease_during_failed_eviction::<_, layers::ThreeDeep>),
+    scenario!("M-E6", "a cold add that fails after a layer below evicted its id leaves no stale entry (2.11)",
+        time: Off, loom: 2, targets: [FAILED_ADD_KEEPS_STALE_ENTRY], eviction::failed_add_after_inner_eviction),
     scenario!("M-P1", "size_bytes panics after a successful load: registered and queued (2.13)",
         time: Off, loom: 2, targets: [SIZE_BEFORE_QUEUE], panics::size_panics_after_load::<_, layers::ThreeDeep>),
     scenario!("M-P2", "a model's Drop panics during a successful remove: no phantom entry (2.13)",

@@ -95,7 +95,8 @@ impl<M: Manager> Admission<'_, M> {
 /// Which way a [`Settle`] guard brings an id's queue entry in line with the registry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Settling {
-    /// After a cold add: a registered id is queued, and ids a layer below evicted meanwhile
+    /// After a cold add: a registered id is queued, an unregistered one is not (an entry a
+    /// reconcile left to this lock's holder included), and ids a layer below evicted meanwhile
     /// leave the queue.
     Add,
     /// After a removal: an unregistered id is not queued.
@@ -114,9 +115,11 @@ struct Settle<'a, M: Manager> {
 impl<M: Manager> Drop for Settle<'_, M> {
     fn drop(&mut self) {
         let registered = self.cache.inner.contains(self.id.as_str());
+        let keeps_stale =
+            self.way == Settling::Add && self.cache.mutant(Mutant::FAILED_ADD_KEEPS_STALE_ENTRY);
         self.cache.book.with(|b| match self.way {
             Settling::Add if registered && !b.queue.contains(self.id) => b.push(self.id),
-            Settling::Remove if !registered => b.forget(self.id),
+            Settling::Add | Settling::Remove if !registered && !keeps_stale => b.forget(self.id),
             Settling::Add | Settling::Remove => {}
         });
         if self.way == Settling::Add {
@@ -494,15 +497,22 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
             }
             return Ok(added);
         }
+        // Settles the id's entry on every exit, a failed or panicking admission included: an
+        // entry of this id that a layer below evicted is this lock holder's to drop. (Mutant
+        // S11 queues the id inside `admit` and must not be rolled back: it settles only after.)
+        let early = !self.mutant(Mutant::APPEND_BEFORE_EVICT);
+        let settle = early.then_some(Settle { cache: self, id, way: Settling::Add });
         let admission = self.admit(id)?;
+        let settle = settle.unwrap_or(Settle { cache: self, id, way: Settling::Add });
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
+            // The historical bug queues by hand, after asking the size.
+            drop(settle);
             let added = self.inner.add_locked(guard, canonical)?;
             let bytes = self.size_of(id);
             admission.commit(id);
             self.book.with(|b| b.set_size(id, bytes));
             return Ok(added);
         }
-        let settle = Settle { cache: self, id, way: Settling::Add };
         let added = self.inner.add_locked(guard, canonical)?;
         admission.commit(id);
         let bytes = self.size_of(id);
