@@ -28,7 +28,7 @@ teeth:
 # of `shards` with `shard=K` (0-based); shuttle iterations lowered, loom off.
 mutation shard="0" shards="8":
     cargo install --locked cargo-mutants@27.1.0
-    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo mutants --package resident --profile mutants --sharding round-robin --shard {{shard}}/{{shards}} --timeout 120 -- --tests -- --skip finds
+    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo mutants --package resident --test-workspace=true --profile mutants --sharding round-robin --shard {{shard}}/{{shards}} --timeout 120 -- --tests -- --skip finds
 
 # The kill matrix.
 mutants:
