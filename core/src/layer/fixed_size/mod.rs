@@ -501,9 +501,9 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         // entry of this id that a layer below evicted is this lock holder's to drop. (Mutant
         // S11 queues the id inside `admit` and must not be rolled back: it settles only after.)
         let early = !self.mutant(Mutant::APPEND_BEFORE_EVICT);
-        let settle = early.then_some(Settle { cache: self, id, way: Settling::Add });
+        let settle = early.then(|| Settle { cache: self, id, way: Settling::Add });
         let admission = self.admit(id)?;
-        let settle = settle.unwrap_or(Settle { cache: self, id, way: Settling::Add });
+        let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
             // The historical bug queues by hand, after asking the size.
             drop(settle);
