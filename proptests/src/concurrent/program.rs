@@ -59,6 +59,10 @@ pub struct Program {
     /// with the capacity taken by leases some thread will end.
     #[serde(default)]
     pub handed: Vec<(usize, usize)>,
+    /// Ids the main thread pins after the prefix (before handing leases), so that programs
+    /// often start with the capacity held by pins some thread may lift.
+    #[serde(default)]
+    pub pins: Vec<usize>,
     /// The threads' operations.
     pub threads: Vec<Vec<ThreadOp>>,
     /// Scripted faults of loads and unloads.
@@ -141,14 +145,16 @@ fn shape() -> impl Strategy<Value = (bool, bool)> {
     prop_oneof![7 => Just((false, false)), 2 => Just((true, false)), 1 => Just((true, true))]
 }
 
-/// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds, up to two leases
-/// handed to the threads, and faults, over one layer or a nested stack.
+/// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds, often pins, up to
+/// two leases handed to the threads, and faults, over one layer or a nested stack.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
-    (prefix(), handed(), threads, faults(), shape()).prop_map(
-        |(prefix, handed, threads, faults, (nested, narrow))| Program {
+    let pins = prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(index(), 1..=2)];
+    (prefix(), handed(), pins, threads, faults(), shape()).prop_map(
+        |(prefix, handed, pins, threads, faults, (nested, narrow))| Program {
             prefix,
             handed,
+            pins,
             threads,
             faults,
             nested,

@@ -12,7 +12,7 @@ use resident::runtime::Arc;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError};
 use resident_sim::cache_world::ensure_outside_monitors;
 use resident_sim::manager_world::{ManagerWorld, SimModel, UnloadObserver, check_queue};
-use resident_sim::runtime::{ShuttleRuntime, SimRuntime};
+use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::violation::{InjectedPanic, Violation};
 
 use super::generated::Generated;
@@ -27,11 +27,27 @@ struct Recorder {
     /// The call each checker thread is in (by thread name), for the unloads it runs.
     current: Mutex<BTreeMap<String, (usize, usize)>>,
     thread_name: fn() -> Option<String>,
+    /// The calling thread's bounded waits that ended by their deadline, when time is `auto`.
+    timeouts: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
 }
 
 impl Recorder {
-    fn new(thread_name: fn() -> Option<String>) -> Self {
-        Self { clock: AtomicU64::new(0), calls: Mutex::default(), current: Mutex::default(), thread_name }
+    fn new<R: SimRuntime>(rt: &R) -> Self {
+        let timeouts: Option<Box<dyn Fn() -> u64 + Send + Sync>> = (rt.time() == Time::Auto).then(|| {
+            let rt = rt.clone();
+            Box::new(move || rt.timeouts_here()) as _
+        });
+        Self {
+            clock: AtomicU64::new(0),
+            calls: Mutex::default(),
+            current: Mutex::default(),
+            thread_name: R::thread_name,
+            timeouts,
+        }
+    }
+
+    fn timeouts(&self) -> u64 {
+        self.timeouts.as_ref().map_or(0, |f| f())
     }
 
     fn thread(&self) -> String {
@@ -47,8 +63,23 @@ impl Recorder {
             calls.len() - 1
         };
         self.current.lock().expect("recorder lock").insert(self.thread(), (thread, at));
+        let timeouts = self.timeouts();
         let result = catch_unwind(AssertUnwindSafe(f));
         self.current.lock().expect("recorder lock").remove(&self.thread());
+        // Under `auto` time a deadline fires only while every thread is blocked: a call that
+        // then succeeds found the state changed while it slept, and nobody woke it.
+        if let Ok((ret @ (Ret::Loaded | Ret::Warm | Ret::Done), _)) = &result
+            && self.timeouts() > timeouts
+        {
+            Violation::raise(
+                "lost-wakeup",
+                format!(
+                    "{} {op:?} gave {ret:?} after one of its waits timed out while every thread was \
+                     blocked: what it waited for happened, and nothing woke it",
+                    self.thread()
+                ),
+            );
+        }
         let response = self.clock.fetch_add(1, Ordering::SeqCst);
         let mut calls = self.calls.lock().expect("recorder lock");
         calls[at].response = Some(response);
@@ -178,7 +209,7 @@ where
 
 /// One execution of `program` on `rt`.
 fn run_once<R: SimRuntime>(rt: R, program: &Program) {
-    let recorder = Arc::new(Recorder::new(R::thread_name));
+    let recorder = Arc::new(Recorder::new(&rt));
     let observer: Arc<dyn UnloadObserver> = Arc::clone(&recorder) as _;
     let mut builder =
         ManagerWorld::builder(rt).work(1).capacity(program.capacity()).observe_unloads(observer);
@@ -214,7 +245,8 @@ where
     M: Manager<Model = SimModel<R>, Runtime = R>,
 {
     let main = program.threads.len();
-    let prefix: Vec<ThreadOp> = program.prefix.iter().map(|&i| ThreadOp::Add(i)).collect();
+    let adds = program.prefix.iter().map(|&i| ThreadOp::Add(i));
+    let prefix: Vec<ThreadOp> = adds.chain(program.pins.iter().map(|&i| ThreadOp::Pin(i))).collect();
     run_thread(&world.manager, recorder, main, &prefix, Vec::new());
     let mut handed: Vec<Held<FixedSizeCache<M>>> = program.threads.iter().map(|_| Vec::new()).collect();
     for &(i, t) in &program.handed {

@@ -171,8 +171,19 @@ impl Scheduler for Replay {
             Some(Decision::Random(value)) => *value,
             other => {
                 self.diverge(format!("step {step}: recorded {other:?}, program drew a random value"));
-                0
+                // Past the recorded schedule, a fixed spread of values: a constant would answer
+                // every draw alike (e.g. wake every wait spuriously, for ever).
+                past_the_schedule(step)
             }
         }
     }
+}
+
+/// A value for draw `step` past the end of a recorded schedule: splitmix64 of the step, so that
+/// draws spread like a random generator's while staying deterministic.
+fn past_the_schedule(step: usize) -> u64 {
+    let mut z = (step as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

@@ -79,6 +79,9 @@ pub(super) struct Clock<C: Checker> {
     activity: AtomicU64,
     timers: C::Mutex<Timers>,
     wake_timer: C::Condvar,
+    /// Per thread name: its bounded waits that ended by their deadline. Plain std bookkeeping
+    /// (no scheduling point), read by checks of whole calls.
+    timeouts: std::sync::Mutex<BTreeMap<String, u64>>,
 }
 
 impl<C: Checker> Clock<C> {
@@ -98,7 +101,28 @@ impl<C: Checker> Clock<C> {
             activity: AtomicU64::new(0),
             timers: C::mutex(timers),
             wake_timer: C::condvar(),
+            timeouts: std::sync::Mutex::default(),
         }
+    }
+
+    /// Counts a bounded wait of `thread` that ended by its deadline.
+    pub(super) fn timed_out(&self, thread: String) {
+        *self
+            .timeouts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(thread)
+            .or_default() += 1;
+    }
+
+    /// How many bounded waits of `thread` ended by their deadline so far.
+    pub(super) fn timeouts_of(&self, thread: &str) -> u64 {
+        self.timeouts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(thread)
+            .copied()
+            .unwrap_or(0)
     }
 
     pub(super) fn now(&self) -> u64 {

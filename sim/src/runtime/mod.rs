@@ -89,6 +89,15 @@ pub trait SimRuntime: Runtime {
     /// user code (loaders, unloads, weights' and copies' destructors, callbacks) checks that it
     /// is zero: user code never runs inside an internal monitor.
     fn monitors_held() -> usize;
+
+    /// When bounded waits may expire in this execution.
+    fn time(&self) -> Time;
+
+    /// How many bounded waits of the calling thread ended by their deadline so far in this
+    /// execution. Under [`Time::Auto`] a deadline fires only while every scenario thread is
+    /// blocked, so a call that saw one of its own waits time out and then succeeded found the
+    /// state changed without a notify (a lost wakeup that a wait on an epoch cannot see).
+    fn timeouts_here(&self) -> u64;
 }
 
 impl<C: Checker> SimRuntime for Sim<C> {
@@ -135,5 +144,13 @@ impl<C: Checker> SimRuntime for Sim<C> {
 
     fn monitors_held() -> usize {
         C::held(0)
+    }
+
+    fn time(&self) -> Time {
+        self.clock().time
+    }
+
+    fn timeouts_here(&self) -> u64 {
+        self.clock().timeouts_of(&C::thread_name().unwrap_or_default())
     }
 }

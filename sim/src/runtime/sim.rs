@@ -247,6 +247,7 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
                 break Ok(done);
             }
             if deadline.is_some_and(|d| clock.fired(d)) {
+                clock.timed_out(C::thread_name().unwrap_or_default());
                 break Err(TimedOut);
             }
             if deadline.is_none()
