@@ -28,7 +28,10 @@ teeth:
 # of `shards` with `shard=K` (0-based); shuttle iterations lowered, loom off.
 mutation shard="0" shards="8":
     cargo install --locked cargo-mutants@27.1.0
-    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo mutants --package resident --test-workspace=true --profile mutants --sharding round-robin --shard {{shard}}/{{shards}} --timeout 120 -- --tests -- --skip finds
+    # cargo-mutants' own baseline tests only the mutated package; each mutant is judged by the
+    # whole workspace, so the unmutated workspace must pass under the same settings first.
+    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo test --profile mutants --workspace --tests -- --skip finds
+    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo mutants --package resident --test-workspace=true --baseline skip --profile mutants --sharding round-robin --shard {{shard}}/{{shards}} --timeout 60 -- --tests -- --skip finds
 
 # The kill matrix.
 mutants:

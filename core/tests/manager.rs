@@ -195,6 +195,10 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
     assert!(matches!(m.add_model("ok", Some("")), Err(ManagerError::InvalidId(InvalidId::Empty))));
     assert!(matches!(m.remove("/abs"), Err(ManagerError::InvalidId(InvalidId::Absolute { .. }))));
     assert!(matches!(m.lease("a\0b"), Err(ManagerError::InvalidId(_))));
+    // The base keeps no pins, but it still refuses an id no model could have.
+    assert!(matches!(m.pin(""), Err(ManagerError::InvalidId(InvalidId::Empty))));
+    assert!(matches!(m.unpin("../up"), Err(ManagerError::InvalidId(InvalidId::BadComponent { .. }))));
+    assert!(m.pin("ok").is_ok() && m.unpin("ok").is_ok());
     assert!(loader.seen.lock().unwrap().is_empty());
     assert!(m.snapshot().lifecycle.is_empty());
     let zero = ManagerConfig::default().with_lock_timeout(Duration::ZERO);
