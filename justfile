@@ -24,14 +24,17 @@ programs programs="2000" schedules="200":
 teeth:
     cargo test --release -p resident-proptests --test concurrent teeth -- --ignored --nocapture
 
+# Shuttle iterations lowered, loom off, short campaigns: what each mutant is judged by.
+mutation_env := "RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20"
+
 # Mutation testing of `resident` with cargo-mutants (never in CI; hours). Sharded: run each
 # of `shards` with `shard=K` (0-based); shuttle iterations lowered, loom off.
 mutation shard="0" shards="8":
     cargo install --locked cargo-mutants@27.1.0
     # cargo-mutants' own baseline tests only the mutated package; each mutant is judged by the
     # whole workspace, so the unmutated workspace must pass under the same settings first.
-    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo test --profile mutants --workspace --tests -- --skip finds
-    RESIDENT_SIM_ITERATIONS=60 RESIDENT_SIM_LOOM=off RESIDENT_PROGRAMS=40 RESIDENT_SCHEDULES=20 cargo mutants --package resident --test-workspace=true --baseline skip --profile mutants --sharding round-robin --shard {{shard}}/{{shards}} --timeout 60 -- --tests -- --skip finds
+    {{mutation_env}} cargo test --profile mutants --workspace --tests -- --skip finds
+    {{mutation_env}} cargo mutants --package resident --test-workspace=true --baseline skip --profile mutants --sharding round-robin --shard {{shard}}/{{shards}} --timeout 60 -- --tests -- --skip finds
 
 # The kill matrix.
 mutants:
