@@ -60,7 +60,7 @@ serve:
 
 # Regenerate the fixture burn models and their stored outputs.
 models:
-    cargo run -p resident --example make_fixtures
+    RESIDENT_WRITE_FIXTURES={{justfile_directory()}}/fixtures/models cargo test -p resident --test burn_models regenerate
 
 # Build the CUDA smoke binary (compiles without a GPU) and run it where a CUDA driver exists.
 cuda-smoke:

@@ -8,7 +8,7 @@ use resident::burn::zoo::{CnnSpec, MlpSpec};
 use resident::burn::{Architecture, BurnError, Cpu, FileLoader, SharedLoader, SharedWeights, copy_to};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
-use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ModelManager};
+use resident::{FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, ModelManager};
 
 #[derive(serde::Deserialize)]
 struct Expected {
@@ -211,4 +211,61 @@ fn a_device_the_backend_cannot_serve_is_refused_up_front() {
     let spec = Arc::new(mlp_spec(&fixture("mlp")));
     let err = SharedLoader::new(spec, &models_dir(), &group, "cuda:0").unwrap_err();
     assert!(matches!(err, BurnError::UnknownDevice { .. }), "{err:?}");
+}
+
+/// The inputs `expected.json` stores for a model of `width` inputs: `rows` fixed rows.
+fn fixed_input(width: usize, rows: usize) -> Vec<f32> {
+    (0..width * rows).map(|i| ((i * 37 % 101) as f32 / 101.0) - 0.5).collect()
+}
+
+/// One fixture model regenerated from its seed into `dir`: its entry of `expected.json`, after
+/// checking that the saved file, loaded back through the loader, gives the generated module's
+/// own outputs.
+fn regenerate<A: Architecture>(
+    dir: &Path,
+    (id, kind, sizes, seed): (&str, &str, [usize; 3], u64),
+    arch: A,
+    module: A::Module<Cpu>,
+) -> serde_json::Value {
+    let rows = 3;
+    let input = fixed_input(arch.input_width(), rows);
+    let batch = burn::tensor::TensorData::new(input.clone(), [rows, arch.input_width()]);
+    let direct = arch.forward(&module, burn::tensor::Tensor::<Cpu, 2>::from_data(batch, &Default::default()));
+    let direct = direct.into_data().to_vec::<f32>().expect("f32 outputs");
+    resident::burn::save(&module, &dir.join(format!("{id}.safetensors"))).expect("saved");
+    let model = FileLoader::new(arch, dir).load(&resident::ModelId::new(id).expect("id")).expect("reloads");
+    let output = model.infer(&input).expect("forward");
+    assert_eq!(output, direct, "{id}: the saved and reloaded model differs from the generated one");
+    serde_json::json!({ "id": id, "kind": kind, "sizes": sizes, "seed": seed, "rows": rows,
+                        "input": input, "output": output })
+}
+
+/// The fixture models regenerate from their seeds to the stored inputs and outputs. With
+/// `RESIDENT_WRITE_FIXTURES=DIR` the regenerated files and `expected.json` are written to `DIR`
+/// (`just models` rewrites `fixtures/models/` this way); otherwise to a scratch folder.
+#[test]
+fn the_fixture_models_regenerate_from_their_seeds() {
+    let scratch = std::env::temp_dir().join(format!("resident-fixtures-{}", std::process::id()));
+    let dir = std::env::var_os("RESIDENT_WRITE_FIXTURES").map_or_else(|| scratch.clone(), PathBuf::from);
+    std::fs::create_dir_all(&dir).expect("fixture folder");
+    let device = Default::default();
+    let mlp = MlpSpec { d_in: 16, hidden: 32, d_out: 4 };
+    let cnn = CnnSpec { side: 8, channels: 6, d_out: 3 };
+    let models = vec![
+        regenerate(&dir, ("mlp", "mlp", [16, 32, 4], 11), mlp, mlp.generate::<Cpu>(11, &device)),
+        regenerate(&dir, ("cnn", "cnn", [8, 6, 3], 23), cnn, cnn.generate::<Cpu>(23, &device)),
+    ];
+    if dir == scratch {
+        for stored in expected() {
+            let fresh = models.iter().find(|m| m["id"] == stored.id.as_str()).expect("regenerated");
+            let floats =
+                |key: &str| -> Vec<f32> { serde_json::from_value(fresh[key].clone()).expect("floats") };
+            assert_eq!(floats("input"), stored.input, "{}: the stored input", stored.id);
+            assert_close(&floats("output"), &stored.output, &format!("{} regenerated", stored.id));
+        }
+        std::fs::remove_dir_all(&scratch).expect("scratch removed");
+    } else {
+        let json = serde_json::to_string_pretty(&serde_json::json!({ "models": models })).expect("json");
+        std::fs::write(dir.join("expected.json"), json + "\n").expect("expected.json written");
+    }
 }
