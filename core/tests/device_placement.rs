@@ -68,9 +68,28 @@ fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
         gpu.put("huge", weights(90), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap_err();
     assert!(matches!(err, CacheError::DeviceFull { needed: 90, budget: 100, .. }), "{err}");
     assert_eq!(gpu.device_bytes(), 100, "a refusal offloads nothing");
-    drop((held, next));
+    let twice = gpu.get("held").unwrap().lock_on_device().unwrap();
+    assert!(twice.same_copy(&held) && !twice.same_copy(&next), "a second lock uses the resident copy");
+    drop((held, next, twice));
     let again = gpu.get("held").unwrap().lock_on_device().unwrap();
     assert_eq!(*again, "on cuda:0");
+}
+
+#[test]
+fn a_locked_copy_is_never_offloaded_even_when_it_is_the_smallest() {
+    let group = CacheGroup::<Weights>::new(1000).unwrap();
+    let gpu = group.cache("cuda:0");
+    gpu.set_device_budget(Some(100));
+    let tiny =
+        gpu.put("tiny", weights(10), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    drop(gpu.put("big", weights(50), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap());
+    let new =
+        gpu.put("new", weights(45), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    assert_eq!(gpu.device_bytes(), 55, "big (50) was offloaded; the locked tiny copy stays");
+    let again = gpu.get("tiny").unwrap().lock_on_device().unwrap();
+    assert!(again.same_copy(&tiny), "tiny's resident copy was not taken from its slot");
+    assert_eq!(again.cpu().moves.load(Ordering::SeqCst), 1, "tiny moved once");
+    drop((tiny, new, again));
 }
 
 #[test]

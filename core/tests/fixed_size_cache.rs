@@ -231,3 +231,114 @@ fn a_zero_capacity_is_refused() {
     let err = FixedSizeCache::new(base, FixedSizeConfig::new(0)).unwrap_err();
     assert_eq!(err.field, "max_size");
 }
+
+/// A user's own decorator: it writes only the methods the trait requires (forwarding them and
+/// counting adds), so `len`, `is_empty`, `pin`, `add_model`, `remove` and `infer` are the
+/// trait's defaults.
+struct CountingAdds<M> {
+    inner: M,
+    adds: Mutex<usize>,
+}
+
+impl<M: Manager> Manager for CountingAdds<M> {
+    type Model = M::Model;
+    type Runtime = M::Runtime;
+
+    fn runtime(&self) -> &M::Runtime {
+        self.inner.runtime()
+    }
+
+    fn changes(&self) -> &resident::runtime::Signal<M::Runtime> {
+        self.inner.changes()
+    }
+
+    fn lock(&self, id: &ModelId) -> Result<resident::LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
+        self.inner.lock(id)
+    }
+
+    fn try_lock(&self, id: &ModelId) -> Option<resident::LifecycleGuard<M::Model, M::Runtime>> {
+        self.inner.try_lock(id)
+    }
+
+    fn add_locked(
+        &self,
+        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Added, ManagerError> {
+        *self.adds.lock().unwrap() += 1;
+        self.inner.add_locked(guard, canonical)
+    }
+
+    fn remove_locked(
+        &self,
+        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
+    ) -> Result<(), ManagerError> {
+        self.inner.remove_locked(guard)
+    }
+
+    fn evict_locked(
+        &self,
+        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
+    ) -> Result<resident::Eviction, ManagerError> {
+        self.inner.evict_locked(guard)
+    }
+
+    fn pin_locked(&self, guard: &resident::LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        self.inner.pin_locked(guard)
+    }
+
+    fn lease(&self, id: &str) -> Result<resident::Lease<M::Model, M::Runtime>, ManagerError> {
+        self.inner.lease(id)
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.inner.contains(id)
+    }
+
+    fn in_use(&self, id: &ModelId) -> bool {
+        self.inner.in_use(id)
+    }
+
+    fn is_locked(&self, id: &ModelId) -> bool {
+        self.inner.is_locked(id)
+    }
+
+    fn ids(&self) -> Vec<ModelId> {
+        self.inner.ids()
+    }
+
+    fn snapshot(&self) -> resident::Snapshot {
+        self.inner.snapshot()
+    }
+
+    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
+        self.inner.unpin(id)
+    }
+}
+
+#[test]
+fn a_users_own_decorator_composes_through_the_traits_defaults() {
+    let (_, base) = base();
+    let counting = CountingAdds { inner: base, adds: Mutex::new(0) };
+    assert!(counting.is_empty());
+    counting.add_model("A", None).unwrap();
+    counting.add_model("coco/1", Some("B")).unwrap();
+    assert_eq!(
+        (counting.len(), counting.is_empty()),
+        (2, false),
+        "the default len counts the registered ids"
+    );
+    assert_eq!(counting.infer("B", |m| m.canonical.clone()).unwrap(), "coco/1");
+    counting.pin("A").unwrap();
+    counting.remove("B").unwrap();
+    assert_eq!(counting.len(), 1);
+
+    // Under a cache: the cache's evictions reach the base through the user's layer.
+    let cache = FixedSizeCache::new(counting, config(1)).unwrap();
+    cache.unpin("A").unwrap();
+    cache.add_model("A", None).unwrap();
+    cache.add_model("C", None).unwrap();
+    assert_eq!(registered(&cache), ["C"], "A evicted through the user's layer");
+    assert_eq!((cache.len(), cache.get_ref().len()), (1, 1));
+    assert_eq!(*cache.get_ref().adds.lock().unwrap(), 4, "every add went through the user's layer");
+}

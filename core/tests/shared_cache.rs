@@ -18,6 +18,8 @@ fn a_peer_adopts_the_live_canonical_instead_of_copying_it() {
     let a = gpu0.put("m", weights(40), 40, Put::default()).unwrap().into_loaded().lock();
     let b = gpu1.put("m", weights(40), 40, Put::default()).unwrap().into_loaded().lock();
     assert!(a.shares_weights_with(&b));
+    assert!(a.is_shared() && b.is_shared());
+    assert_eq!((a.canonical_id(), a.canonical_id().is_some()), (b.canonical_id(), true));
     assert_eq!(group.budget().in_use(), 40, "one canonical, counted once");
     assert_eq!(group.store().live_keys(), ["m"]);
     drop((a, b));
@@ -111,7 +113,9 @@ fn non_shared_records_are_charged_per_cache_and_a_dropped_cache_releases_everyth
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
     let private = Put { shared: false, ..Put::default() };
     drop(gpu0.put("m", weights(20), 20, private).unwrap());
-    drop(gpu1.put("m", weights(20), 20, private).unwrap());
+    let copy = gpu1.put("m", weights(20), 20, private).unwrap().into_loaded().lock();
+    assert!(!copy.is_shared() && copy.canonical_id().is_none(), "a private copy");
+    drop(copy);
     assert_eq!((gpu0.non_shared_bytes(), gpu1.non_shared_bytes(), group.budget().in_use()), (20, 20, 40));
     drop(gpu0); // C-R26: no shutdown
     assert_eq!(group.budget().in_use(), 20);

@@ -61,6 +61,8 @@ proptest! {
         let group = CacheGroup::<u64>::new(CAP).unwrap();
         let caches = [group.cache("cuda:0"), group.cache("cuda:1")];
         let mut kept: Vec<Kept> = Vec::new();
+        // What each cache's `get`s returned: its hit and miss counters must say the same.
+        let mut gets = [(0u64, 0u64); 2];
         for (step, op) in program.iter().enumerate() {
             match *op {
                 CacheProgramOp::Put { cache, key, bytes, shared, keep } => {
@@ -75,7 +77,10 @@ proptest! {
                 }
                 CacheProgramOp::Get { cache, key, lock } => {
                     if let Some(loaded) = caches[cache].get(KEYS[key]) {
+                        gets[cache].0 += 1;
                         kept.push(if lock { Box::new(loaded.lock()) } else { Box::new(loaded) });
+                    } else {
+                        gets[cache].1 += 1;
                     }
                 }
                 CacheProgramOp::Release => {
@@ -94,6 +99,10 @@ proptest! {
                 }
             }
             prop_assert_eq!(group.budget().in_use(), expected(&caches), "A1 drift after step {}: {:?}", step, op);
+            for (cache, &(hits, misses)) in caches.iter().zip(&gets) {
+                let stats = cache.stats();
+                prop_assert_eq!((stats.hits, stats.misses), (hits, misses), "counters after step {}", step);
+            }
         }
         drop(kept);
         let [c0, c1] = caches;
