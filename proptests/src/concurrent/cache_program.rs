@@ -1,6 +1,6 @@
 //! Generated concurrent programs over the shared-weight cache: two device caches of one
-//! [`CacheGroup`](resident::cache::CacheGroup) (device budgets on), 2–3 threads of 2–5
-//! operations — `get_or_put`, `get`, `put`, lock, lock on the device, release, `drop_model`,
+//! [`CacheGroup`](resident::cache::CacheGroup) (device budgets on), a prefix of loads by the
+//! main thread handed to the threads, 2–3 threads of 2–5 operations — `get_or_put`, `get`, `put`, lock, lock on the device, release, `drop_model`,
 //! `make_room`, a cache's and the group's `shutdown` — plus faults: failing and panicking
 //! loads, failing moves to the device, panics of the weights' and device copies' `Drop`. Operations
 //! name keys and caches by index, and handles by their position among the thread's own, so
@@ -90,9 +90,27 @@ pub struct CacheFaults {
     pub load_fails: [bool; 3],
 }
 
+/// A load the main thread makes before any thread starts, handing the handle to a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Prefix {
+    /// Index of the cache.
+    pub cache: usize,
+    /// Index into [`KEYS`].
+    pub key: usize,
+    /// The main thread locks the loaded model before handing the lock over.
+    pub lock: bool,
+    /// The thread (modulo how many there are) that gets the handle as one of its own.
+    pub to: usize,
+}
+
 /// A generated cache program.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CacheProgram {
+    /// `get_or_put` loads by the main thread before the threads start, so that programs often
+    /// begin with keys resident on both devices, held or locked by threads that then race
+    /// `drop_model`, shutdowns, evictions and admissions of the same keys.
+    #[serde(default)]
+    pub prefix: Vec<Prefix>,
     /// The threads' operations.
     pub threads: Vec<Vec<CacheOp>>,
     /// Scripted panics.
@@ -134,7 +152,19 @@ fn rare_per_key() -> impl Strategy<Value = [bool; 3]> {
     [rare(), rare(), rare()]
 }
 
-/// Programs of 2–3 threads × 2–5 operations, with scripted faults.
+/// As often as not, up to three loads by the main thread, handed to the threads.
+fn prefix() -> impl Strategy<Value = Vec<Prefix>> {
+    let load = (cache(), key(), any::<bool>(), 0..3usize).prop_map(|(cache, key, lock, to)| Prefix {
+        cache,
+        key,
+        lock,
+        to,
+    });
+    prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(load, 1..=3)]
+}
+
+/// Programs of a prefix of handed loads, then 2–3 threads × 2–5 operations, with scripted
+/// faults.
 pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
     let threads = prop::collection::vec(prop::collection::vec(cache_op(), 2..=5), 2..=3);
     let faults = (rare_per_key(), rare_per_key(), rare_per_key(), rare_per_key()).prop_map(
@@ -145,5 +175,5 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
             load_fails,
         },
     );
-    (threads, faults).prop_map(|(threads, faults)| CacheProgram { threads, faults })
+    (threads, faults, prefix()).prop_map(|(threads, faults, prefix)| CacheProgram { prefix, threads, faults })
 }

@@ -253,12 +253,27 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     let group_shut = world.rt.counter();
     let shared =
         Arc::new(Shared { world, script, loading, loads, shut, group_shut, freshness: Freshness::default() });
+    let mut handed: Vec<Vec<(usize, Held<R>)>> = program.threads.iter().map(|_| Vec::new()).collect();
+    {
+        let mut main = Thread { name: "main", shared: &shared, program, held: Vec::new() };
+        for p in &program.prefix {
+            main.run(CacheOp::GetOrPut { cache: p.cache, key: p.key });
+            if p.lock && !main.held.is_empty() {
+                main.run(CacheOp::Lock(main.held.len() - 1));
+            }
+            if let Some(handle) = main.held.pop() {
+                let to = p.to % handed.len();
+                handed[to].push(handle);
+            }
+        }
+    }
     let handles: Vec<_> = (0..program.threads.len())
-        .map(|t| {
+        .zip(handed)
+        .map(|(t, held)| {
             let (shared, program) = (Arc::clone(&shared), program.clone());
             let name = ["T1", "T2", "T3"][t.min(2)];
             shared.world.rt.clone().spawn(name, move || {
-                let mut thread = Thread { name, shared: &shared, program: &program, held: Vec::new() };
+                let mut thread = Thread { name, shared: &shared, program: &program, held };
                 for &op in &program.threads[t] {
                     thread.run(op);
                 }
