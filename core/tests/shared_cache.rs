@@ -336,3 +336,19 @@ mod get_or_put {
         assert_eq!(group.budget().in_use(), 0);
     }
 }
+
+#[test]
+fn a_get_makes_its_record_the_most_recently_used() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    for key in ["a", "b"] {
+        drop(gpu.put(key, weights(40), 40, Put::default()).unwrap());
+    }
+    drop(gpu.get("a").expect("resident"));
+    drop(gpu.put("c", weights(40), 40, Put::default()).unwrap());
+    assert_eq!(gpu.keys(), ["a", "c"], "b, the least recently used, made room for c");
+    assert_eq!(gpu.stats().evictions, 1);
+    assert!(!gpu.is_shut_down());
+    gpu.shutdown();
+    assert!(gpu.is_shut_down() && gpu.keys().is_empty());
+}
