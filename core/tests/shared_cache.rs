@@ -352,3 +352,14 @@ fn a_get_makes_its_record_the_most_recently_used() {
     gpu.shutdown();
     assert!(gpu.is_shut_down() && gpu.keys().is_empty());
 }
+
+#[test]
+fn locking_a_held_record_makes_it_the_most_recently_used() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    let a = gpu.put("a", weights(40), 40, Put::default()).unwrap();
+    drop(gpu.put("b", weights(40), 40, Put::default()).unwrap());
+    drop(a.into_loaded().lock()); // admission -> hold -> lock: a is now newer than b
+    drop(gpu.put("c", weights(40), 40, Put::default()).unwrap());
+    assert_eq!(gpu.keys(), ["a", "c"], "b, the least recently used, made room for c");
+}
