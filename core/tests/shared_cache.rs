@@ -358,6 +358,7 @@ fn locking_a_held_record_makes_it_the_most_recently_used() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");
     let a = gpu.put("a", weights(40), 40, Put::default()).unwrap();
+    assert_eq!(a.key(), "a");
     drop(gpu.put("b", weights(40), 40, Put::default()).unwrap());
     drop(a.into_loaded().lock()); // admission -> hold -> lock: a is now newer than b
     drop(gpu.put("c", weights(40), 40, Put::default()).unwrap());
