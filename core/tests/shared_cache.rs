@@ -360,7 +360,9 @@ fn locking_a_held_record_makes_it_the_most_recently_used() {
     let a = gpu.put("a", weights(40), 40, Put::default()).unwrap();
     assert_eq!(a.key(), "a");
     drop(gpu.put("b", weights(40), 40, Put::default()).unwrap());
-    drop(a.into_loaded().lock()); // admission -> hold -> lock: a is now newer than b
+    let loaded = a.into_loaded();
+    assert_eq!(loaded.key(), "a");
+    drop(loaded.lock()); // admission -> hold -> lock: a is now newer than b
     drop(gpu.put("c", weights(40), 40, Put::default()).unwrap());
     assert_eq!(gpu.keys(), ["a", "c"], "b, the least recently used, made room for c");
 }
