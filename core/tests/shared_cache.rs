@@ -366,3 +366,19 @@ fn locking_a_held_record_makes_it_the_most_recently_used() {
     drop(gpu.put("c", weights(40), 40, Put::default()).unwrap());
     assert_eq!(gpu.keys(), ["a", "c"], "b, the least recently used, made room for c");
 }
+
+#[test]
+fn the_store_registers_one_canonical_per_key_and_adopts_it() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let store = group.store();
+    let (first, adopted) = store.insert("k", weights(30), 30).unwrap();
+    assert!(!adopted);
+    assert_eq!((first.key(), first.bytes(), first.len()), ("k", 30, 30));
+    let (again, adopted) = store.insert("k", weights(30), 30).unwrap();
+    assert!(adopted && std::sync::Arc::ptr_eq(&first, &again), "the live canonical is adopted");
+    assert!(store.adopt("k").is_some_and(|c| c.key() == "k"));
+    assert_eq!(group.budget().in_use(), 30, "counted once");
+    drop((first, again));
+    assert!(store.adopt("k").is_none(), "gone with its last holder");
+    assert_eq!(group.budget().in_use(), 0);
+}
