@@ -193,6 +193,9 @@ mutants! {
     /// W-8: the group's shutdown does not wake the callers of `get_or_put` waiting for another
     /// device's load; they sleep until that load ends.
     LOST_WAKEUP_GROUP_SHUTDOWN = "lost-wakeup-group-shutdown",
+    /// C-L1: every look-up round of `get_or_put` restarts its load wait, so a caller that waits
+    /// behind one failing load after another is not bounded by its first deadline.
+    LOAD_WAIT_RESTARTS = "load-wait-restarts",
 }
 
 impl fmt::Display for Mutant {

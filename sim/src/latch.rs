@@ -32,4 +32,10 @@ impl<R: SimRuntime> Latch<R> {
     pub fn wait_for(&self, n: usize) {
         let _ = self.count.wait_until(None, |c| (*c >= n).then_some(()));
     }
+
+    /// Blocks until the count is at least `n` or `timeout` has passed on the runtime's clock;
+    /// whether the count got there.
+    pub fn wait_for_within(&self, n: usize, timeout: std::time::Duration) -> bool {
+        self.count.wait_until(Some(timeout), |c| (*c >= n).then_some(())).is_ok()
+    }
 }

@@ -103,6 +103,7 @@ scenario_tests! {
     c_p3 => "C-P3",
     c_p3w => "C-P3w",
     c_p4 => "C-P4",
+    c_l1 => "C-L1",
     c_d1 => "C-D1",
     c_d2 => "C-D2",
     c_d3 => "C-D3",

@@ -4,6 +4,7 @@ use super::single_flight::Turn;
 use super::{DeviceCache, LoadedModel, Put};
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::id::ModelId;
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
@@ -37,8 +38,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         let loads = &self.group().loads;
         let wait = loads.wait();
-        let start = self.now();
+        let mut start = self.now();
         loop {
+            if self.runtime().mutant(Mutant::LOAD_WAIT_RESTARTS) {
+                start = self.now();
+            }
             if loads.is_shut_down() {
                 return Err(CacheError::ShutDown { key: key.to_owned() });
             }

@@ -5,6 +5,7 @@
 //! invariant breaks, inside a thread or in the quiescence checks after every thread is joined.
 //! Each scenario names the mutants it must catch.
 
+mod bounds;
 mod cache;
 mod composition;
 mod drop_model;
@@ -213,6 +214,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, no_loom: "its mutant panics while another loom thread unwinds, and loom aborts the process (loom's threads share one OS thread)", targets: [MOVE_CLAIM_LATE], placement::panic_during_move),
     scenario!("C-P3w", "a wait for another thread's hung move is bounded (3.9)",
         time: Any, no_loom: "its mutant leaves a thread blocked while another unwinds, and loom aborts the process (loom's threads share one OS thread)", targets: [MOVE_WAIT_UNBOUNDED], placement::hung_move_wait_is_bounded),
+    scenario!("C-L1", "callers behind one failing load after another: the load wait is bounded once",
+        time: Auto, loom: 1, targets: [LOAD_WAIT_RESTARTS], bounds::load_wait_bounded_once),
     scenario!("C-P4", "a replaced stale slot's device copy is dropped outside every lock (3.10)",
         time: Off, loom: 2, targets: [STALE_COPY_DROPPED_LOCKED], placement::replaced_copy_dropped_outside),
     scenario!("C-D1", "get after drop_model, and after shutdown, misses the stale record (3.3)",
