@@ -195,6 +195,13 @@ fn the_campaign_finds_lost_wakeup_guard_release() {
     finds(Mutant::LOST_WAKEUP_GUARD_RELEASE);
 }
 
+/// An alias registered through the warm check of its model id: the add answers `Warm` and
+/// registers nothing under the alias (upstream's S7).
+#[test]
+fn the_campaign_finds_canonical_warm_check() {
+    finds(Mutant::CANONICAL_WARM_CHECK);
+}
+
 /// Teeth: switches on every mutant of `resident`, one at a time, and reports which the campaign
 /// finds without being told where. Not a pass/fail test (the campaign covers the manager stack
 /// only so far); run it with `cargo test --release -p resident-proptests --test concurrent --
@@ -260,5 +267,5 @@ fn stored_failing_programs_replay() {
         }
         replayed += 1;
     }
-    assert!(replayed >= 11, "expected the stored programs of eleven mutants, found {replayed}");
+    assert!(replayed >= 12, "expected the stored programs of twelve mutants, found {replayed}");
 }

@@ -33,8 +33,6 @@ pub struct IdProbe<R: SimRuntime> {
     unloads: Vec<Step>,
     load_calls: R::Counter,
     unload_calls: R::Counter,
-    active_loads: R::Counter,
-    active_mutations: R::Counter,
     constructed: R::Counter,
     unloaded: R::Counter,
     size_calls: R::Counter,
@@ -49,9 +47,23 @@ impl<R: SimRuntime> IdProbe<R> {
     }
 }
 
+/// The critical regions of one resolved id: its loads (I1), and its loads and unloads (I2).
+struct Region<R: SimRuntime> {
+    loads: R::Counter,
+    mutations: R::Counter,
+}
+
+impl<R: SimRuntime> Region<R> {
+    fn new(rt: &R) -> Self {
+        Self { loads: rt.counter(), mutations: rt.counter() }
+    }
+}
+
 /// Scripts and counters of every id a scenario uses.
 pub struct Probe<R: SimRuntime> {
     ids: BTreeMap<String, IdProbe<R>>,
+    /// By resolved id: a model id, or an alias its models are registered under.
+    regions: BTreeMap<String, Region<R>>,
     work: usize,
     /// Opened by the scenario; gated unloads wait for it.
     pub gate: Latch<R>,
@@ -59,21 +71,28 @@ pub struct Probe<R: SimRuntime> {
     pub gated_unloads: Latch<R>,
     gated: Vec<String>,
     capacity: Option<usize>,
-    observer: Option<Arc<dyn UnloadObserver>>,
+    observer: Option<Arc<dyn CallObserver>>,
 }
 
 /// Told about every scripted unload as it runs: what generated programs record as events of
-/// their history (an eviction's unload happens long before its add returns).
-pub trait UnloadObserver: Send + Sync {
-    /// An unload of a model of `id` starts; returns a token for [`UnloadObserver::ended`].
+/// their history (an eviction's unload happens long before its add returns). It also names the
+/// resolved id of a load, which the loader is not told.
+pub trait CallObserver: Send + Sync {
+    /// An unload of a model of `id` starts; returns a token for [`CallObserver::ended`].
     fn started(&self, id: &str) -> usize;
     /// The unload of `token` ended: `Some(ok)` if it returned, `None` if it panicked.
     fn ended(&self, token: usize, ok: Option<bool>);
+    /// The resolved id the calling thread's add registers the model it loads under, if it is
+    /// an alias (`None`: the model id the loader is given). Loads and unloads are exclusive per
+    /// resolved id (I1, I2): two aliases of one model may load it at the same time.
+    fn loading_as(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Reports an unload's end to the observer, a panic included.
 struct Observed<'a> {
-    observer: &'a dyn UnloadObserver,
+    observer: &'a dyn CallObserver,
     token: usize,
     ok: Option<bool>,
 }
@@ -106,16 +125,23 @@ impl<R: SimRuntime> Probe<R> {
     pub fn id(&self, id: &str) -> &IdProbe<R> {
         self.ids.get(id).unwrap_or_else(|| panic!("scenario did not declare model id {id:?}"))
     }
+
+    fn region(&self, resolved: &str) -> &Region<R> {
+        self.regions
+            .get(resolved)
+            .unwrap_or_else(|| panic!("scenario did not declare id or alias {resolved:?}"))
+    }
 }
 
 /// Builds a [`World`]: declare ids with their load/unload scripts.
 pub struct WorldBuilder<R: SimRuntime> {
     rt: R,
     ids: BTreeMap<String, IdProbe<R>>,
+    regions: BTreeMap<String, Region<R>>,
     gated: Vec<String>,
     capacity: Option<usize>,
     work: usize,
-    observer: Option<Arc<dyn UnloadObserver>>,
+    observer: Option<Arc<dyn CallObserver>>,
 }
 
 impl<R: SimRuntime> WorldBuilder<R> {
@@ -134,8 +160,6 @@ impl<R: SimRuntime> WorldBuilder<R> {
             unloads: unloads.to_vec(),
             load_calls: self.rt.counter(),
             unload_calls: self.rt.counter(),
-            active_loads: self.rt.counter(),
-            active_mutations: self.rt.counter(),
             constructed: self.rt.counter(),
             unloaded: self.rt.counter(),
             size_calls: self.rt.counter(),
@@ -143,6 +167,12 @@ impl<R: SimRuntime> WorldBuilder<R> {
             drop_panics: false,
         };
         self.ids.insert(id.to_owned(), probe);
+        self.alias(id)
+    }
+
+    /// Declares `alias`, a resolved id that models are registered under (a model id is one).
+    pub fn alias(mut self, alias: &str) -> Self {
+        self.regions.insert(alias.to_owned(), Region::new(&self.rt));
         self
     }
 
@@ -164,8 +194,8 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
-    /// Tells `observer` about every unload.
-    pub fn observe_unloads(mut self, observer: Arc<dyn UnloadObserver>) -> Self {
+    /// Tells `observer` about every unload, and asks it the resolved id of every load.
+    pub fn observe_calls(mut self, observer: Arc<dyn CallObserver>) -> Self {
         self.observer = Some(observer);
         self
     }
@@ -194,6 +224,7 @@ impl<R: SimRuntime> WorldBuilder<R> {
     ) -> ManagerWorld<R, S> {
         let probe = Arc::new(Probe {
             ids: self.ids,
+            regions: self.regions,
             work: self.work,
             gate: Latch::new(&self.rt),
             gated_unloads: Latch::new(&self.rt),
@@ -240,7 +271,15 @@ pub type ManagerWorld<R, S = Base<R>> = World<R, Managed<R, S>>;
 impl<R: SimRuntime> ManagerWorld<R> {
     /// Starts building a world on `rt`.
     pub fn builder(rt: R) -> WorldBuilder<R> {
-        WorldBuilder { rt, ids: BTreeMap::new(), gated: Vec::new(), capacity: None, work: 2, observer: None }
+        WorldBuilder {
+            rt,
+            ids: BTreeMap::new(),
+            regions: BTreeMap::new(),
+            gated: Vec::new(),
+            capacity: None,
+            work: 2,
+            observer: None,
+        }
     }
 }
 
@@ -304,9 +343,12 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
     fn load(&self, id: &ModelId) -> Result<SimModel<R>, BoxError> {
         ensure_outside_monitors::<R>("a load");
         let p = self.probe.id(id.as_str());
+        let resolved =
+            self.probe.observer.as_ref().and_then(|o| o.loading_as()).unwrap_or_else(|| p.id.clone());
+        let region = self.probe.region(&resolved);
         let call = p.load_calls.add(1);
-        enter::<R>(&p.active_loads, "I1", "load", &p.id);
-        enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
+        enter::<R>(&region.loads, "I1", "load", &resolved);
+        enter::<R>(&region.mutations, "I2", "mutation", &resolved);
         for _ in 0..self.probe.work {
             R::yield_now();
         }
@@ -322,12 +364,13 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
                 );
             }
         }
-        p.active_mutations.sub(1);
-        p.active_loads.sub(1);
+        region.mutations.sub(1);
+        region.loads.sub(1);
         match step {
             Step::Ok => Ok(SimModel {
                 probe: Arc::clone(&self.probe),
                 id: p.id.clone(),
+                resolved,
                 unloaded: R::counter_for_model(),
             }),
             Step::Fail => Err(format!("injected failure of load #{call} of {id}").into()),
@@ -340,6 +383,8 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
 pub struct SimModel<R: SimRuntime> {
     probe: Arc<Probe<R>>,
     id: String,
+    /// The id it is registered under: `id`, or an alias.
+    resolved: String,
     /// Set once this very instance has been unloaded.
     unloaded: R::Counter,
 }
@@ -375,7 +420,8 @@ impl<R: SimRuntime> Model for SimModel<R> {
         });
         let p = self.probe.id(&self.id);
         let call = p.unload_calls.add(1);
-        enter::<R>(&p.active_mutations, "I2", "mutation", &p.id);
+        let region = self.probe.region(&self.resolved);
+        enter::<R>(&region.mutations, "I2", "mutation", &self.resolved);
         for _ in 0..self.probe.work.min(1) {
             R::yield_now();
         }
@@ -388,7 +434,7 @@ impl<R: SimRuntime> Model for SimModel<R> {
             self.unloaded.add(1);
             p.unloaded.add(1);
         }
-        p.active_mutations.sub(1);
+        region.mutations.sub(1);
         if let Some(observed) = observed.as_mut() {
             observed.ok = (step != Step::Panic).then_some(step == Step::Ok);
         }

@@ -8,6 +8,14 @@ use resident_sim::manager_world::Step;
 /// The model ids of generated programs: few, so that operations collide.
 pub const IDS: [&str; 3] = ["A", "B", "C"];
 
+/// The one alias of generated programs: [`ThreadOp::AddAs`] registers a model of any of [`IDS`]
+/// under it.
+pub const ALIAS: &str = "X";
+
+/// The resolved ids, indexed as operations that name a registered model index them: [`IDS`],
+/// then [`ALIAS`].
+pub const RESOLVED: [&str; 4] = ["A", "B", "C", ALIAS];
+
 /// The stack's capacity.
 pub const MAX_SIZE: usize = 2;
 
@@ -19,17 +27,19 @@ pub const NARROW_SIZE: usize = 1;
 pub enum ThreadOp {
     /// `add_model(IDS[i], None)`.
     Add(usize),
-    /// `remove(IDS[i])`.
+    /// `add_model(IDS[i], Some(ALIAS))`: loads `IDS[i]`, registered under [`ALIAS`].
+    AddAs(usize),
+    /// `remove(RESOLVED[i])`.
     Remove(usize),
-    /// `lease(IDS[i])`, kept by the thread until an [`ThreadOp::EndLease`] or its end.
+    /// `lease(RESOLVED[i])`, kept by the thread until an [`ThreadOp::EndLease`] or its end.
     Lease(usize),
     /// Drops the thread's held lease number `k` (modulo how many it holds; nothing if none).
     EndLease(usize),
-    /// `pin(IDS[i])`.
+    /// `pin(RESOLVED[i])`.
     Pin(usize),
-    /// `unpin(IDS[i])`.
+    /// `unpin(RESOLVED[i])`.
     Unpin(usize),
-    /// `infer(IDS[i], f)`; `f` panics if the flag is set.
+    /// `infer(RESOLVED[i], f)`; `f` panics if the flag is set.
     Infer(usize, bool),
 }
 
@@ -89,15 +99,21 @@ fn index() -> impl Strategy<Value = usize> {
     0..IDS.len()
 }
 
+/// A resolved id: one of [`IDS`], or [`ALIAS`] a fifth of the time.
+fn resolved() -> impl Strategy<Value = usize> {
+    prop_oneof![4 => index(), 1 => Just(IDS.len())]
+}
+
 fn thread_op() -> impl Strategy<Value = ThreadOp> {
     prop_oneof![
         4 => index().prop_map(ThreadOp::Add),
-        2 => index().prop_map(ThreadOp::Remove),
-        3 => index().prop_map(ThreadOp::Lease),
+        1 => index().prop_map(ThreadOp::AddAs),
+        2 => resolved().prop_map(ThreadOp::Remove),
+        3 => resolved().prop_map(ThreadOp::Lease),
         2 => (0..2usize).prop_map(ThreadOp::EndLease),
-        1 => index().prop_map(ThreadOp::Pin),
-        1 => index().prop_map(ThreadOp::Unpin),
-        1 => (index(), rare()).prop_map(|(i, panics)| ThreadOp::Infer(i, panics)),
+        1 => resolved().prop_map(ThreadOp::Pin),
+        1 => resolved().prop_map(ThreadOp::Unpin),
+        1 => (resolved(), rare()).prop_map(|(i, panics)| ThreadOp::Infer(i, panics)),
     ]
 }
 

@@ -11,13 +11,13 @@ use std::time::Duration;
 use resident::runtime::Arc;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError};
 use resident_sim::cache_world::ensure_outside_monitors;
-use resident_sim::manager_world::{ManagerWorld, SimModel, UnloadObserver, check_queue};
+use resident_sim::manager_world::{CallObserver, ManagerWorld, SimModel, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::violation::{InjectedPanic, Violation};
 
 use super::generated::Generated;
 use super::linearizability::{Call, check};
-use super::program::{IDS, MAX_SIZE, Program, ThreadOp};
+use super::program::{ALIAS, IDS, MAX_SIZE, Program, RESOLVED, ThreadOp};
 use super::stack::{Op, Ret, Stack, State, split_adds};
 
 /// The calls and unload events of one execution, in invocation order.
@@ -97,7 +97,7 @@ impl Recorder {
     }
 }
 
-impl UnloadObserver for Recorder {
+impl CallObserver for Recorder {
     fn started(&self, id: &str) -> usize {
         let v = IDS.iter().position(|i| *i == id).expect("a program id");
         let (thread, by) = *self
@@ -120,10 +120,20 @@ impl UnloadObserver for Recorder {
         let Op::Unload { v, .. } = call.op else { unreachable!("tokens are unload events") };
         call.ret = ok.map(|ok| if ok { Ret::Done } else { Ret::UnloadFailed(v) });
     }
+
+    fn loading_as(&self) -> Option<String> {
+        let (_, at) = *self.current.lock().expect("recorder lock").get(&self.thread())?;
+        let calls = self.calls.lock().expect("recorder lock");
+        match calls[at].op {
+            Op::Add { r, .. } => Some(RESOLVED[r].to_owned()),
+            _ => None,
+        }
+    }
 }
 
+/// The index of a resolved id in [`RESOLVED`].
 fn index(id: &resident::ModelId) -> Option<usize> {
-    IDS.iter().position(|i| *i == id.as_str())
+    RESOLVED.iter().position(|i| *i == id.as_str())
 }
 
 fn error(e: ManagerError) -> Ret {
@@ -148,13 +158,26 @@ fn done(result: Result<(), ManagerError>) -> Ret {
 /// The leases a thread holds, with the index of their model.
 type Held<M> = Vec<(usize, Lease<<M as Manager>::Model, <M as Manager>::Runtime>)>;
 
-/// `lease(IDS[i])` as call of `thread`; the lease, if one was granted.
+/// `lease(RESOLVED[i])` as call of `thread`; the lease, if one was granted.
 fn lease<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize) -> Held<M> {
-    let lease = recorder.call(thread, Op::Lease(i), || match m.lease(IDS[i]) {
+    let lease = recorder.call(thread, Op::Lease(i), || match m.lease(RESOLVED[i]) {
         Ok(lease) => (Ret::Done, Some((i, lease))),
         Err(e) => (error(e), None),
     });
     lease.flatten().into_iter().collect()
+}
+
+/// `add_model(IDS[c], alias)` as call of `thread`.
+fn add<M: Manager>(m: &M, recorder: &Recorder, thread: usize, c: usize, alias: Option<&str>) {
+    let r = alias.map_or(c, |_| IDS.len());
+    recorder.call(thread, Op::Add { r, c }, || {
+        let ret = match m.add_model(IDS[c], alias) {
+            Ok(Added::Loaded) => Ret::Loaded,
+            Ok(Added::Warm) => Ret::Warm,
+            Err(e) => error(e),
+        };
+        (ret, ())
+    });
 }
 
 /// One thread's program against the stack, starting with the leases in `held`.
@@ -164,18 +187,10 @@ where
 {
     for op in ops {
         match *op {
-            ThreadOp::Add(i) => {
-                recorder.call(thread, Op::Add(i), || {
-                    let ret = match m.add_model(IDS[i], None) {
-                        Ok(Added::Loaded) => Ret::Loaded,
-                        Ok(Added::Warm) => Ret::Warm,
-                        Err(e) => error(e),
-                    };
-                    (ret, ())
-                });
-            }
+            ThreadOp::Add(c) => add(m, recorder, thread, c, None),
+            ThreadOp::AddAs(c) => add(m, recorder, thread, c, Some(ALIAS)),
             ThreadOp::Remove(i) => {
-                recorder.call(thread, Op::Remove(i), || (done(m.remove(IDS[i])), ()));
+                recorder.call(thread, Op::Remove(i), || (done(m.remove(RESOLVED[i])), ()));
             }
             ThreadOp::Lease(i) => held.extend(lease(m, recorder, thread, i)),
             ThreadOp::EndLease(k) if !held.is_empty() => {
@@ -184,14 +199,14 @@ where
             }
             ThreadOp::EndLease(_) => {}
             ThreadOp::Pin(i) => {
-                recorder.call(thread, Op::Pin(i), || (done(m.pin(IDS[i])), ()));
+                recorder.call(thread, Op::Pin(i), || (done(m.pin(RESOLVED[i])), ()));
             }
             ThreadOp::Unpin(i) => {
-                recorder.call(thread, Op::Unpin(i), || (done(m.unpin(IDS[i])), ()));
+                recorder.call(thread, Op::Unpin(i), || (done(m.unpin(RESOLVED[i])), ()));
             }
             ThreadOp::Infer(i, panics) => {
                 recorder.call(thread, Op::Infer(i), || {
-                    let served = m.infer(IDS[i], |_| {
+                    let served = m.infer(RESOLVED[i], |_| {
                         ensure_outside_monitors::<M::Runtime>("an infer callback");
                         if panics {
                             std::panic::panic_any(InjectedPanic);
@@ -210,9 +225,9 @@ where
 /// One execution of `program` on `rt`.
 fn run_once<R: SimRuntime>(rt: R, program: &Program) {
     let recorder = Arc::new(Recorder::new(&rt));
-    let observer: Arc<dyn UnloadObserver> = Arc::clone(&recorder) as _;
+    let observer: Arc<dyn CallObserver> = Arc::clone(&recorder) as _;
     let mut builder =
-        ManagerWorld::builder(rt).work(1).capacity(program.capacity()).observe_unloads(observer);
+        ManagerWorld::builder(rt).work(1).capacity(program.capacity()).observe_calls(observer).alias(ALIAS);
     for (i, id) in IDS.iter().enumerate() {
         builder = builder.model(id, &program.faults.loads[i], &program.faults.unloads[i]);
         if program.faults.size_panics[i] {

@@ -10,33 +10,48 @@
 //!   result, the second only after the first. Registered models plus claimed slots never exceed
 //!   the capacity.
 //!
+//! Calls name models by their resolved id (an index into `RESOLVED`, the alias included);
+//! loads, unloads and their scripts go by the model id an add loads (an index into [`IDS`]).
+//! An eviction's unload event names only the model id, so it may have unloaded any registered
+//! resolved id holding a model of it.
+//!
 //! Results that only contention explains (`LockTimeout`, `CapacityExhausted` with room,
 //! `Removing`) are allowed only where a call that could cause them overlapped.
 
 use super::linearizability::{Call, Spec};
-use super::program::Faults;
+use super::program::{Faults, IDS};
 use resident_sim::manager_world::Step;
 
 /// A call or event of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
-    /// `add_model(IDS[i])`, as recorded (split by [`split_adds`] before checking).
-    Add(usize),
-    /// The add of `IDS[i]` at index `add` of the history is admitted (or finds it registered).
+    /// `add_model(IDS[c], alias)` registering `RESOLVED[r]`, as recorded (split by
+    /// [`split_adds`] before checking).
+    Add {
+        /// Index into `RESOLVED`: the id the model is registered under.
+        r: usize,
+        /// Index into [`IDS`]: the model it loads.
+        c: usize,
+    },
+    /// The add at index `add` of the history is admitted (or finds `RESOLVED[r]` registered).
     AddRoom {
+        /// Index into `RESOLVED`.
+        r: usize,
         /// Index into [`IDS`].
-        i: usize,
+        c: usize,
         /// This event's own index.
         add: usize,
     },
     /// The add whose room event is at index `add` ends its load (or its warm check).
     AddLoad {
+        /// Index into `RESOLVED`.
+        r: usize,
         /// Index into [`IDS`].
-        i: usize,
+        c: usize,
         /// The index of the add's [`Op::AddRoom`].
         add: usize,
     },
-    /// `remove(IDS[i])`.
+    /// `remove(RESOLVED[i])`.
     Remove(usize),
     /// An unload of a model of `IDS[v]`, run for the call at index `by` (a remove, or an add's
     /// eviction).
@@ -46,15 +61,15 @@ pub enum Op {
         /// The history index of the call it ran for.
         by: usize,
     },
-    /// `lease(IDS[i])` (acquired).
+    /// `lease(RESOLVED[i])` (acquired).
     Lease(usize),
-    /// A lease of `IDS[i]` dropped.
+    /// A lease of `RESOLVED[i]` dropped.
     EndLease(usize),
-    /// `pin(IDS[i])`.
+    /// `pin(RESOLVED[i])`.
     Pin(usize),
-    /// `unpin(IDS[i])`.
+    /// `unpin(RESOLVED[i])`.
     Unpin(usize),
-    /// `infer(IDS[i], f)`: a lease taken and dropped within the call (its callback never
+    /// `infer(RESOLVED[i], f)`: a lease taken and dropped within the call (its callback never
     /// blocks, so no drain times out on it).
     Infer(usize),
     /// The registered ids once every thread has finished.
@@ -74,8 +89,8 @@ pub enum Ret {
     NotFound,
     /// A `Load` error.
     LoadFailed,
-    /// An `Unload` error of `IDS[i]` (a removal's own, or an eviction victim's), or a failed
-    /// unload event.
+    /// An `Unload` error of `RESOLVED[i]` (a removal's own, or an eviction victim's), or a
+    /// failed unload event of a model of `IDS[i]`.
     UnloadFailed(usize),
     /// `Busy`: live leases outlasted the drain.
     Busy,
@@ -85,7 +100,7 @@ pub enum Ret {
     LockTimeout,
     /// `CapacityExhausted`.
     CapacityExhausted,
-    /// The registered ids (a bit mask over [`IDS`]), for [`Op::Final`].
+    /// The registered ids (a bit mask over `RESOLVED`), for [`Op::Final`].
     Registered(u8),
     /// Anything else (never allowed).
     Unexpected(String),
@@ -94,9 +109,13 @@ pub enum Ret {
 /// The specification's state.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct State {
+    /// Over `RESOLVED`.
     registered: u8,
     pinned: u8,
-    leases: [u8; 3],
+    leases: [u8; 4],
+    /// Which model the alias holds while registered (an index into [`IDS`]).
+    alias_of: u8,
+    /// Over [`IDS`].
     loads: [u8; 3],
     unloads: [u8; 3],
     /// Adds (by their room event's index) admitted or ended early.
@@ -116,6 +135,11 @@ impl State {
     fn occupied(&self) -> usize {
         (self.registered.count_ones() + self.claims.count_ones()) as usize
     }
+
+    /// The model `RESOLVED[r]` holds while registered.
+    fn model_of(&self, r: usize) -> usize {
+        if r < IDS.len() { r } else { usize::from(self.alias_of) }
+    }
 }
 
 fn bit(at: usize) -> u128 {
@@ -129,15 +153,15 @@ pub fn split_adds(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
     let mut next = 0;
     for call in history {
         index.push(next);
-        next += if matches!(call.op, Op::Add(_)) { 2 } else { 1 };
+        next += if matches!(call.op, Op::Add { .. }) { 2 } else { 1 };
     }
     let mut split = Vec::with_capacity(next);
     for call in history {
         match call.op {
-            Op::Add(i) => {
+            Op::Add { r, c } => {
                 let add = split.len();
-                split.push(Call { op: Op::AddRoom { i, add }, ..call.clone() });
-                split.push(Call { op: Op::AddLoad { i, add }, ..call.clone() });
+                split.push(Call { op: Op::AddRoom { r, c, add }, ..call.clone() });
+                split.push(Call { op: Op::AddLoad { r, c, add }, ..call.clone() });
             }
             Op::Unload { v, by } => split.push(Call { op: Op::Unload { v, by: index[by] }, ..call.clone() }),
             _ => split.push(call.clone()),
@@ -171,8 +195,9 @@ fn overlapped(history: &[Call<Op, Ret>], at: usize, relevant: impl Fn(&Op) -> bo
     })
 }
 
-/// Whether something that holds the lifecycle lock of `IDS[i]` overlapped call `at`: another
-/// add (its own id's lock, or the lock of a victim it evicts), a remove or a pin of `IDS[i]`.
+/// Whether something that holds the lifecycle lock of `RESOLVED[i]` overlapped call `at`: another
+/// add (its own id's lock, or the lock of a victim it evicts), a remove or a pin of
+/// `RESOLVED[i]`.
 fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     overlapped(history, at, |op| match *op {
         Op::AddRoom { add, .. } => add != at,
@@ -193,8 +218,8 @@ impl Spec for Stack {
         let mut next = s.clone();
         let mut out = Vec::new();
         match call.op {
-            Op::Add(_) => {}
-            Op::AddRoom { i, add } => {
+            Op::Add { .. } => {}
+            Op::AddRoom { r: i, add, .. } => {
                 next.roomed |= bit(add);
                 let registered = State::has(s.registered, i);
                 if registered && is(Ret::Warm) {
@@ -209,7 +234,7 @@ impl Spec for Stack {
                 let failed_eviction =
                     matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
                 let other_adds =
-                    || overlapped(history, at, |op| matches!(op, Op::AddRoom { i: j, .. } if *j != i));
+                    || overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } if *j != i));
                 let full = matches!(ret, Some(Ret::CapacityExhausted))
                     && (s.occupied() >= self.capacity || other_adds());
                 let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
@@ -218,7 +243,7 @@ impl Spec for Stack {
                     out.push(next);
                 }
             }
-            Op::AddLoad { i, add } => {
+            Op::AddLoad { r: i, c, add } => {
                 if s.roomed & bit(add) == 0 {
                     return out;
                 }
@@ -230,10 +255,13 @@ impl Spec for Stack {
                     return out;
                 }
                 next.claims &= !bit(add);
-                next.loads[i] += 1;
-                match script(&self.faults.loads[i], s.loads[i]) {
+                next.loads[c] += 1;
+                match script(&self.faults.loads[c], s.loads[c]) {
                     Step::Ok if is(Ret::Loaded) => {
                         next.registered |= 1 << i;
+                        if i >= IDS.len() {
+                            next.alias_of = c as u8;
+                        }
                         out.push(next);
                     }
                     Step::Fail if is(Ret::LoadFailed) => out.push(next),
@@ -243,24 +271,35 @@ impl Spec for Stack {
             }
             Op::Unload { v, by } => {
                 let eviction = matches!(history[by].op, Op::AddRoom { .. });
-                let unloadable =
-                    State::has(s.registered, v) && s.leases[v] == 0 && !(eviction && State::has(s.pinned, v));
-                if !unloadable {
-                    return out;
-                }
+                // The resolved ids it may have unloaded: a remove's own, or any idle victim.
+                let candidates = match history[by].op {
+                    Op::Remove(r) => r..r + 1,
+                    _ => 0..IDS.len() + 1,
+                };
                 next.unloads[v] += 1;
-                match script(&self.faults.unloads[v], s.unloads[v]) {
-                    Step::Ok if is(Ret::Done) => {
-                        next.registered &= !(1 << v);
-                        next.unloaded_by |= bit(by);
-                        out.push(next);
+                let step = script(&self.faults.unloads[v], s.unloads[v]);
+                for r in candidates {
+                    let unloadable = State::has(s.registered, r)
+                        && s.model_of(r) == v
+                        && s.leases[r] == 0
+                        && !(eviction && State::has(s.pinned, r));
+                    if !unloadable {
+                        continue;
                     }
-                    Step::Fail if is(Ret::UnloadFailed(v)) => {
-                        next.failed_by |= bit(by);
-                        out.push(next);
+                    let mut next = next.clone();
+                    match step {
+                        Step::Ok if is(Ret::Done) => {
+                            next.registered &= !(1 << r);
+                            next.unloaded_by |= bit(by);
+                            out.push(next);
+                        }
+                        Step::Fail if is(Ret::UnloadFailed(v)) => {
+                            next.failed_by |= bit(by);
+                            out.push(next);
+                        }
+                        Step::Panic if ret.is_none() => out.push(next),
+                        _ => {}
                     }
-                    Step::Panic if ret.is_none() => out.push(next),
-                    _ => {}
                 }
             }
             Op::Remove(i) => {
