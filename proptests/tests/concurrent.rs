@@ -168,6 +168,13 @@ fn the_cache_campaign_finds_get_or_put_not_single_flight() {
     finds_in_caches(Mutant::GET_OR_PUT_NOT_SINGLE_FLIGHT);
 }
 
+/// Keep-alive expiry that evicts a record a handle holds: the holder's lock then finds it gone
+/// (A5).
+#[test]
+fn the_cache_campaign_finds_keep_alive_evicts_held() {
+    finds_in_caches(Mutant::KEEP_ALIVE_EVICTS_HELD);
+}
+
 /// The defect the generated programs found first (SPEC 2.10): an eviction that keeps its
 /// model refused a lease on it.
 #[test]
@@ -267,5 +274,5 @@ fn stored_failing_programs_replay() {
         }
         replayed += 1;
     }
-    assert!(replayed >= 12, "expected the stored programs of twelve mutants, found {replayed}");
+    assert!(replayed >= 13, "expected the stored programs of thirteen mutants, found {replayed}");
 }

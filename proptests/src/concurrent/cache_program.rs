@@ -1,8 +1,8 @@
 //! Generated concurrent programs over the shared-weight cache: two device caches of one
 //! [`CacheGroup`](resident::cache::CacheGroup) (device budgets on), a prefix of loads by the
 //! main thread handed to the threads, 2–3 threads of 2–5 operations — `get_or_put`, `get`,
-//! `put`, lock, lock on the device, release, `drop_model`, `make_room`, a cache's and the
-//! group's `shutdown` — plus faults: failing and panicking loads, failing moves to the device,
+//! `put`, lock, lock on the device, release, `drop_model`, `make_room`, time passing with
+//! keep-alive expiry, a cache's and the group's `shutdown` — plus faults: failing and panicking loads, failing moves to the device,
 //! panics of the weights' and device copies' `Drop`. Operations name keys and caches by index,
 //! and handles by their position among the thread's own, so every shrunk program is still
 //! meaningful.
@@ -23,6 +23,9 @@ pub const DEVICE_BYTES: u64 = 60;
 
 /// Caches of the group.
 pub const CACHES: usize = 2;
+
+/// The caches' keep-alive, when a program turns it on ([`CacheProgram::keep_alive`]).
+pub const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One operation of a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -70,6 +73,8 @@ pub enum CacheOp {
         /// Bytes asked for.
         bytes: u64,
     },
+    /// [`KEEP_ALIVE`] passes on the runtime's clock, then `expire_idle()` on cache `cache`.
+    Idle(usize),
     /// `shutdown()` of cache `cache`.
     Shutdown(usize),
     /// `shutdown()` of the whole group.
@@ -116,6 +121,9 @@ pub struct CacheProgram {
     pub threads: Vec<Vec<CacheOp>>,
     /// Scripted panics.
     pub faults: CacheFaults,
+    /// Both caches evict what stays idle for [`KEEP_ALIVE`].
+    #[serde(default)]
+    pub keep_alive: bool,
 }
 
 fn cache() -> impl Strategy<Value = usize> {
@@ -140,6 +148,7 @@ fn cache_op() -> impl Strategy<Value = CacheOp> {
         3 => handle().prop_map(CacheOp::Release),
         2 => (cache(), key()).prop_map(|(cache, key)| CacheOp::DropModel { cache, key }),
         2 => (cache(), prop_oneof![Just(20u64), Just(CAP)]).prop_map(|(cache, bytes)| CacheOp::MakeRoom { cache, bytes }),
+        2 => cache().prop_map(CacheOp::Idle),
         1 => cache().prop_map(CacheOp::Shutdown),
         1 => Just(CacheOp::GroupShutdown),
     ]
@@ -167,7 +176,7 @@ fn prefix() -> impl Strategy<Value = Vec<Prefix>> {
 }
 
 /// Programs of a prefix of handed loads, then 2–3 threads × 2–5 operations, with scripted
-/// faults.
+/// faults, and keep-alive on a third of the time (drawn last, like the prefix).
 pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
     let threads = prop::collection::vec(prop::collection::vec(cache_op(), 2..=5), 2..=3);
     let faults = (rare_per_key(), rare_per_key(), rare_per_key(), rare_per_key()).prop_map(
@@ -178,5 +187,11 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
             load_fails,
         },
     );
-    (threads, faults, prefix()).prop_map(|(threads, faults, prefix)| CacheProgram { prefix, threads, faults })
+    let keep_alive = prop::bool::weighted(1.0 / 3.0);
+    (threads, faults, prefix(), keep_alive).prop_map(|(threads, faults, prefix, keep_alive)| CacheProgram {
+        prefix,
+        threads,
+        faults,
+        keep_alive,
+    })
 }

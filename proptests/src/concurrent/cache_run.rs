@@ -9,6 +9,8 @@
 //! - single flight: two `get_or_put` loads of one key never run at once in the group;
 //! - freshness: a call that begins after `drop_model(k)` returned is never served weights of
 //!   `k` admitted before the drop began ([`Freshness`]);
+//! - keep-alive: expiry evicts only idle records (a held one stays, so a later lock keeps it:
+//!   A5);
 //! - A5: a locked record stays in its cache — resident, or detached by a newer admission of its
 //!   key while still held — from its lock to its release;
 //! - A1 at quiescence: the budget counts each distinct live canonical once plus every private
@@ -26,7 +28,7 @@ use resident_sim::ensure;
 use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
 use resident_sim::violation::{InjectedPanic, catching};
 
-use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEYS};
+use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEEP_ALIVE, KEYS};
 use super::freshness::Freshness;
 use super::generated::Generated;
 
@@ -222,6 +224,10 @@ impl<R: SimRuntime> Thread<'_, R> {
             CacheOp::MakeRoom { cache, bytes } => {
                 catching(|| self.cache(cache).make_room(bytes));
             }
+            CacheOp::Idle(cache) => {
+                self.shared.world.rt.advance_clock(KEEP_ALIVE);
+                catching(|| self.cache(cache).expire_idle());
+            }
             CacheOp::Shutdown(cache) => {
                 self.shared.shut[cache].add(1);
                 catching(|| self.cache(cache).shutdown());
@@ -247,6 +253,11 @@ impl<R: SimRuntime> Thread<'_, R> {
 fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     let world = CacheWorld::new(rt, CAP, CACHES);
     let script = world.with_device(DEVICE_BYTES);
+    if program.keep_alive {
+        for cache in &world.caches {
+            ensure!(cache.set_keep_alive(Some(KEEP_ALIVE)), "contract", "keep-alive refused before shutdown");
+        }
+    }
     let loading = KEYS.iter().map(|_| world.rt.counter()).collect();
     let loads = KEYS.iter().map(|_| world.rt.counter()).collect();
     let shut = world.caches.iter().map(|_| world.rt.counter()).collect();
