@@ -26,13 +26,9 @@ pub enum Step {
     Panic,
 }
 
-/// Scripts and counters of one model id.
+/// Counters and scripted panics of one model id.
 pub struct IdProbe<R: SimRuntime> {
     id: String,
-    loads: Vec<Step>,
-    unloads: Vec<Step>,
-    load_calls: R::Counter,
-    unload_calls: R::Counter,
     constructed: R::Counter,
     unloaded: R::Counter,
     size_calls: R::Counter,
@@ -47,15 +43,28 @@ impl<R: SimRuntime> IdProbe<R> {
     }
 }
 
-/// The critical regions of one resolved id: its loads (I1), and its loads and unloads (I2).
+/// One resolved id: the scripts of the loads and unloads of the models registered under it
+/// (they are serialised by its lifecycle lock, so call order is registration order), and its
+/// critical regions: its loads (I1), and its loads and unloads (I2).
 struct Region<R: SimRuntime> {
+    load_script: Vec<Step>,
+    unload_script: Vec<Step>,
+    load_calls: R::Counter,
+    unload_calls: R::Counter,
     loads: R::Counter,
     mutations: R::Counter,
 }
 
 impl<R: SimRuntime> Region<R> {
-    fn new(rt: &R) -> Self {
-        Self { loads: rt.counter(), mutations: rt.counter() }
+    fn new(rt: &R, load_script: &[Step], unload_script: &[Step]) -> Self {
+        Self {
+            load_script: load_script.to_vec(),
+            unload_script: unload_script.to_vec(),
+            load_calls: rt.counter(),
+            unload_calls: rt.counter(),
+            loads: rt.counter(),
+            mutations: rt.counter(),
+        }
     }
 }
 
@@ -78,8 +87,9 @@ pub struct Probe<R: SimRuntime> {
 /// their history (an eviction's unload happens long before its add returns). It also names the
 /// resolved id of a load, which the loader is not told.
 pub trait CallObserver: Send + Sync {
-    /// An unload of a model of `id` starts; returns a token for [`CallObserver::ended`].
-    fn started(&self, id: &str) -> usize;
+    /// An unload of the model registered under `resolved` starts; returns a token for
+    /// [`CallObserver::ended`].
+    fn started(&self, resolved: &str) -> usize;
     /// The unload of `token` ended: `Some(ok)` if it returned, `None` if it panicked.
     fn ended(&self, token: usize, ok: Option<bool>);
     /// The resolved id the calling thread's add registers the model it loads under, if it is
@@ -152,14 +162,11 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
-    /// Declares `id`: call `n` of its loads does `loads[n]` (then `Ok`), likewise unloads.
+    /// Declares `id`: call `n` of its loads does `loads[n]` (then `Ok`), likewise unloads, for
+    /// the models registered under `id` itself.
     pub fn model(mut self, id: &str, loads: &[Step], unloads: &[Step]) -> Self {
         let probe = IdProbe {
             id: id.to_owned(),
-            loads: loads.to_vec(),
-            unloads: unloads.to_vec(),
-            load_calls: self.rt.counter(),
-            unload_calls: self.rt.counter(),
             constructed: self.rt.counter(),
             unloaded: self.rt.counter(),
             size_calls: self.rt.counter(),
@@ -167,12 +174,15 @@ impl<R: SimRuntime> WorldBuilder<R> {
             drop_panics: false,
         };
         self.ids.insert(id.to_owned(), probe);
-        self.alias(id)
+        self.regions.insert(id.to_owned(), Region::new(&self.rt, loads, unloads));
+        self
     }
 
-    /// Declares `alias`, a resolved id that models are registered under (a model id is one).
+    /// Declares `alias`, an id that models of declared ids are registered under; their loads
+    /// and unloads succeed. Only an observer ([`WorldBuilder::observe_calls`]) tells the probe
+    /// a load's alias: without one, a load counts under its model id.
     pub fn alias(mut self, alias: &str) -> Self {
-        self.regions.insert(alias.to_owned(), Region::new(&self.rt));
+        self.regions.insert(alias.to_owned(), Region::new(&self.rt, &[], &[]));
         self
     }
 
@@ -346,13 +356,13 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
         let resolved =
             self.probe.observer.as_ref().and_then(|o| o.loading_as()).unwrap_or_else(|| p.id.clone());
         let region = self.probe.region(&resolved);
-        let call = p.load_calls.add(1);
+        let call = region.load_calls.add(1);
         enter::<R>(&region.loads, "I1", "load", &resolved);
         enter::<R>(&region.mutations, "I2", "mutation", &resolved);
         for _ in 0..self.probe.work {
             R::yield_now();
         }
-        let step = p.loads.get(call).copied().unwrap_or(Step::Ok);
+        let step = region.load_script.get(call).copied().unwrap_or(Step::Ok);
         if step == Step::Ok {
             p.constructed.add(1);
             if let Some(max) = self.probe.capacity {
@@ -415,12 +425,12 @@ impl<R: SimRuntime> Model for SimModel<R> {
         ensure_outside_monitors::<R>("an unload");
         let mut observed = self.probe.observer.as_deref().map(|observer| Observed {
             observer,
-            token: observer.started(&self.id),
+            token: observer.started(&self.resolved),
             ok: None,
         });
         let p = self.probe.id(&self.id);
-        let call = p.unload_calls.add(1);
         let region = self.probe.region(&self.resolved);
+        let call = region.unload_calls.add(1);
         enter::<R>(&region.mutations, "I2", "mutation", &self.resolved);
         for _ in 0..self.probe.work.min(1) {
             R::yield_now();
@@ -429,7 +439,7 @@ impl<R: SimRuntime> Model for SimModel<R> {
             self.probe.gated_unloads.add(1);
             self.probe.gate.wait_for(1);
         }
-        let step = p.unloads.get(call).copied().unwrap_or(Step::Ok);
+        let step = region.unload_script.get(call).copied().unwrap_or(Step::Ok);
         if step == Step::Ok {
             self.unloaded.add(1);
             p.unloaded.add(1);

@@ -124,6 +124,10 @@ pub struct CacheProgram {
     /// Both caches evict what stays idle for [`KEEP_ALIVE`].
     #[serde(default)]
     pub keep_alive: bool,
+    /// Deadlines may fire at any scheduling point ([`Time::Any`](resident_sim::runtime::Time::Any)): load and move waits time out
+    /// under contention.
+    #[serde(default)]
+    pub any_time: bool,
 }
 
 fn cache() -> impl Strategy<Value = usize> {
@@ -176,7 +180,8 @@ fn prefix() -> impl Strategy<Value = Vec<Prefix>> {
 }
 
 /// Programs of a prefix of handed loads, then 2–3 threads × 2–5 operations, with scripted
-/// faults, and keep-alive on a third of the time (drawn last, like the prefix).
+/// faults, keep-alive on a third of the time (drawn last, like the prefix), and deadlines that fire
+/// at any point a fifth of the time.
 pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
     let threads = prop::collection::vec(prop::collection::vec(cache_op(), 2..=5), 2..=3);
     let faults = (rare_per_key(), rare_per_key(), rare_per_key(), rare_per_key()).prop_map(
@@ -188,10 +193,8 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
         },
     );
     let keep_alive = prop::bool::weighted(1.0 / 3.0);
-    (threads, faults, prefix(), keep_alive).prop_map(|(threads, faults, prefix, keep_alive)| CacheProgram {
-        prefix,
-        threads,
-        faults,
-        keep_alive,
+    (threads, faults, prefix(), keep_alive).prop_map(|(threads, faults, prefix, keep_alive)| {
+        let any_time = super::program::any_time(&(&threads, &faults, &prefix, keep_alive));
+        CacheProgram { prefix, threads, faults, keep_alive, any_time }
     })
 }

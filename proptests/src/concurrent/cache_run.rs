@@ -25,7 +25,7 @@ use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, Put};
 use resident::runtime::Arc;
 use resident_sim::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use resident_sim::ensure;
-use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
+use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime, Time};
 use resident_sim::violation::{InjectedPanic, catching};
 
 use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEEP_ALIVE, KEYS};
@@ -311,5 +311,9 @@ impl Generated for CacheProgram {
 
     fn execute(&self, rt: ShuttleRuntime) {
         run_once(rt, self);
+    }
+
+    fn time(&self) -> Time {
+        if self.any_time { Time::Any } else { Time::Auto }
     }
 }

@@ -19,6 +19,11 @@ pub trait Generated: Clone + Hash + Send + Sync + 'static {
     /// One execution on `rt` (its threads, then every check).
     fn execute(&self, rt: ShuttleRuntime);
 
+    /// When its bounded waits may time out: [`Time::Auto`] (only while every thread is blocked,
+    /// so a wait that times out found nobody to wake it), or [`Time::Any`] (at any scheduling
+    /// point: timeouts race everything).
+    fn time(&self) -> Time;
+
     /// A seed derived from the program, so that shrinking replays the same schedules.
     fn seed(&self) -> u64 {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -44,7 +49,7 @@ pub fn check_program<P: Generated>(program: &P, schedules: usize, mutants: &Muta
     for checker in [Checker::Random, Checker::Pct] {
         let (program, mutants) = (Arc::clone(&program), mutants.clone());
         let (executions, failure) = explore_program(checker, schedules, program.seed(), move || {
-            execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| program.execute(rt));
+            execute_with::<ShuttleRuntime>(program.time(), &mutants, |rt| program.execute(rt));
         });
         run += executions;
         if let Some(failure) = failure {
@@ -62,7 +67,7 @@ pub fn replay<P: Generated>(
 ) -> Result<Replayed, ScheduleError> {
     let (program, mutants) = (Arc::new(program.clone()), mutants.clone());
     replay_program(schedule, move || {
-        execute_with::<ShuttleRuntime>(Time::Auto, &mutants, |rt| program.execute(rt));
+        execute_with::<ShuttleRuntime>(program.time(), &mutants, |rt| program.execute(rt));
     })
 }
 

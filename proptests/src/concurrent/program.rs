@@ -86,6 +86,10 @@ pub struct Program {
     /// of those removals and forward its pins.
     #[serde(default)]
     pub narrow: bool,
+    /// Deadlines may fire at any scheduling point ([`Time::Any`](resident_sim::runtime::Time::Any)), not only while every thread is
+    /// blocked: lock, drain and capacity waits time out under contention.
+    #[serde(default)]
+    pub any_time: bool,
 }
 
 impl Program {
@@ -155,6 +159,16 @@ fn handed() -> impl Strategy<Value = Vec<(usize, usize)>> {
     prop::collection::vec((index(), 0..3usize), 0..=2)
 }
 
+/// Whether a program drawn as `drawn` lets deadlines fire at any point: a fifth of them, chosen
+/// by a hash of the draw rather than drawn, so that turning this on drew no other program anew
+/// (which campaign finds what depends on every draw).
+pub(super) fn any_time(drawn: &impl std::hash::Hash) -> bool {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    drawn.hash(&mut hasher);
+    hasher.finish() % 5 == 0
+}
+
 /// One layer (70%), a nested stack of two equal layers, or a nested stack whose inner layer is
 /// narrower.
 fn shape() -> impl Strategy<Value = (bool, bool)> {
@@ -162,19 +176,15 @@ fn shape() -> impl Strategy<Value = (bool, bool)> {
 }
 
 /// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds, often pins, up to
-/// two leases handed to the threads, and faults, over one layer or a nested stack.
+/// two leases handed to the threads, and faults, over one layer or a nested stack; a fifth of
+/// them with deadlines that fire at any point.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
     let pins = prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(index(), 1..=2)];
     (prefix(), handed(), pins, threads, faults(), shape()).prop_map(
-        |(prefix, handed, pins, threads, faults, (nested, narrow))| Program {
-            prefix,
-            handed,
-            pins,
-            threads,
-            faults,
-            nested,
-            narrow,
+        |(prefix, handed, pins, threads, faults, (nested, narrow))| {
+            let any_time = any_time(&(&prefix, &handed, &pins, &threads, &faults, nested, narrow));
+            Program { prefix, handed, pins, threads, faults, nested, narrow, any_time }
         },
     )
 }

@@ -98,8 +98,8 @@ impl Recorder {
 }
 
 impl CallObserver for Recorder {
-    fn started(&self, id: &str) -> usize {
-        let v = IDS.iter().position(|i| *i == id).expect("a program id");
+    fn started(&self, resolved: &str) -> usize {
+        let v = RESOLVED.iter().position(|i| *i == resolved).expect("a program id");
         let (thread, by) = *self
             .current
             .lock()
@@ -312,5 +312,9 @@ impl Generated for Program {
 
     fn execute(&self, rt: ShuttleRuntime) {
         run_once(rt, self);
+    }
+
+    fn time(&self) -> Time {
+        if self.any_time { Time::Any } else { Time::Auto }
     }
 }

@@ -10,16 +10,16 @@
 //!   result, the second only after the first. Registered models plus claimed slots never exceed
 //!   the capacity.
 //!
-//! Calls name models by their resolved id (an index into `RESOLVED`, the alias included);
-//! loads, unloads and their scripts go by the model id an add loads (an index into [`IDS`]).
-//! An eviction's unload event names only the model id, so it may have unloaded any registered
-//! resolved id holding a model of it.
+//! Everything goes by resolved id (an index into `RESOLVED`, the alias included): which model
+//! an add loads does not matter to the specification. Loads and unloads of one resolved id are
+//! serialised by its lifecycle lock, so their scripts go by resolved id too (the alias's loads
+//! and unloads succeed).
 //!
 //! Results that only contention explains (`LockTimeout`, `CapacityExhausted` with room,
 //! `Removing`) are allowed only where a call that could cause them overlapped.
 
 use super::linearizability::{Call, Spec};
-use super::program::{Faults, IDS};
+use super::program::Faults;
 use resident_sim::manager_world::Step;
 
 /// A call or event of the history.
@@ -30,14 +30,14 @@ pub enum Op {
     Add {
         /// Index into `RESOLVED`: the id the model is registered under.
         r: usize,
-        /// Index into [`IDS`]: the model it loads.
+        /// Index into `IDS`: the model it loads.
         c: usize,
     },
     /// The add at index `add` of the history is admitted (or finds `RESOLVED[r]` registered).
     AddRoom {
         /// Index into `RESOLVED`.
         r: usize,
-        /// Index into [`IDS`].
+        /// Index into `IDS`.
         c: usize,
         /// This event's own index.
         add: usize,
@@ -46,17 +46,17 @@ pub enum Op {
     AddLoad {
         /// Index into `RESOLVED`.
         r: usize,
-        /// Index into [`IDS`].
+        /// Index into `IDS`.
         c: usize,
         /// The index of the add's [`Op::AddRoom`].
         add: usize,
     },
     /// `remove(RESOLVED[i])`.
     Remove(usize),
-    /// An unload of a model of `IDS[v]`, run for the call at index `by` (a remove, or an add's
-    /// eviction).
+    /// An unload of the model registered under `RESOLVED[v]`, run for the call at index `by` (a
+    /// remove, or an add's eviction).
     Unload {
-        /// Index into [`IDS`].
+        /// Index into `RESOLVED`.
         v: usize,
         /// The history index of the call it ran for.
         by: usize,
@@ -69,8 +69,8 @@ pub enum Op {
     Pin(usize),
     /// `unpin(RESOLVED[i])`.
     Unpin(usize),
-    /// `infer(RESOLVED[i], f)`: a lease taken and dropped within the call (its callback never
-    /// blocks, so no drain times out on it).
+    /// `infer(RESOLVED[i], f)`: a lease taken and dropped within the call (a drain that times
+    /// out while it overlaps may be explained by it).
     Infer(usize),
     /// The registered ids once every thread has finished.
     Final,
@@ -90,7 +90,7 @@ pub enum Ret {
     /// A `Load` error.
     LoadFailed,
     /// An `Unload` error of `RESOLVED[i]` (a removal's own, or an eviction victim's), or a
-    /// failed unload event of a model of `IDS[i]`.
+    /// failed unload event.
     UnloadFailed(usize),
     /// `Busy`: live leases outlasted the drain.
     Busy,
@@ -113,11 +113,8 @@ pub struct State {
     registered: u8,
     pinned: u8,
     leases: [u8; 4],
-    /// Which model the alias holds while registered (an index into [`IDS`]).
-    alias_of: u8,
-    /// Over [`IDS`].
-    loads: [u8; 3],
-    unloads: [u8; 3],
+    loads: [u8; 4],
+    unloads: [u8; 4],
     /// Adds (by their room event's index) admitted or ended early.
     roomed: u128,
     /// Adds holding a claimed slot (admitted, load not ended).
@@ -134,11 +131,6 @@ impl State {
 
     fn occupied(&self) -> usize {
         (self.registered.count_ones() + self.claims.count_ones()) as usize
-    }
-
-    /// The model `RESOLVED[r]` holds while registered.
-    fn model_of(&self, r: usize) -> usize {
-        if r < IDS.len() { r } else { usize::from(self.alias_of) }
     }
 }
 
@@ -182,6 +174,11 @@ pub struct Stack {
 
 fn script(steps: &[Step], call: u8) -> Step {
     steps.get(usize::from(call)).copied().unwrap_or(Step::Ok)
+}
+
+/// The script of `RESOLVED[r]` among `scripts` (one per model id; the alias's is empty).
+fn of(scripts: &[Vec<Step>], r: usize) -> &[Step] {
+    scripts.get(r).map_or(&[], Vec::as_slice)
 }
 
 /// Whether some other call for which `relevant` holds overlapped call `at`.
@@ -235,15 +232,18 @@ impl Spec for Stack {
                     matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
                 let other_adds =
                     || overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } if *j != i));
+                // A remove keeps its model's slot from its unload to its return, so an overlapping
+                // one also explains a wait for room that timed out.
+                let removes = || overlapped(history, at, |op| matches!(op, Op::Remove(_)));
                 let full = matches!(ret, Some(Ret::CapacityExhausted))
-                    && (s.occupied() >= self.capacity || other_adds());
+                    && (s.occupied() >= self.capacity || other_adds() || removes());
                 let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
                 // An add that unwound in an eviction's unload, or failed on the way.
                 if failed_eviction || full || timed_out || (ret.is_none() && !registered) {
                     out.push(next);
                 }
             }
-            Op::AddLoad { r: i, c, add } => {
+            Op::AddLoad { r: i, add, .. } => {
                 if s.roomed & bit(add) == 0 {
                     return out;
                 }
@@ -255,13 +255,10 @@ impl Spec for Stack {
                     return out;
                 }
                 next.claims &= !bit(add);
-                next.loads[c] += 1;
-                match script(&self.faults.loads[c], s.loads[c]) {
+                next.loads[i] += 1;
+                match script(of(&self.faults.loads, i), s.loads[i]) {
                     Step::Ok if is(Ret::Loaded) => {
                         next.registered |= 1 << i;
-                        if i >= IDS.len() {
-                            next.alias_of = c as u8;
-                        }
                         out.push(next);
                     }
                     Step::Fail if is(Ret::LoadFailed) => out.push(next),
@@ -271,35 +268,24 @@ impl Spec for Stack {
             }
             Op::Unload { v, by } => {
                 let eviction = matches!(history[by].op, Op::AddRoom { .. });
-                // The resolved ids it may have unloaded: a remove's own, or any idle victim.
-                let candidates = match history[by].op {
-                    Op::Remove(r) => r..r + 1,
-                    _ => 0..IDS.len() + 1,
-                };
+                let unloadable =
+                    State::has(s.registered, v) && s.leases[v] == 0 && !(eviction && State::has(s.pinned, v));
+                if !unloadable {
+                    return out;
+                }
                 next.unloads[v] += 1;
-                let step = script(&self.faults.unloads[v], s.unloads[v]);
-                for r in candidates {
-                    let unloadable = State::has(s.registered, r)
-                        && s.model_of(r) == v
-                        && s.leases[r] == 0
-                        && !(eviction && State::has(s.pinned, r));
-                    if !unloadable {
-                        continue;
+                match script(of(&self.faults.unloads, v), s.unloads[v]) {
+                    Step::Ok if is(Ret::Done) => {
+                        next.registered &= !(1 << v);
+                        next.unloaded_by |= bit(by);
+                        out.push(next);
                     }
-                    let mut next = next.clone();
-                    match step {
-                        Step::Ok if is(Ret::Done) => {
-                            next.registered &= !(1 << r);
-                            next.unloaded_by |= bit(by);
-                            out.push(next);
-                        }
-                        Step::Fail if is(Ret::UnloadFailed(v)) => {
-                            next.failed_by |= bit(by);
-                            out.push(next);
-                        }
-                        Step::Panic if ret.is_none() => out.push(next),
-                        _ => {}
+                    Step::Fail if is(Ret::UnloadFailed(v)) => {
+                        next.failed_by |= bit(by);
+                        out.push(next);
                     }
+                    Step::Panic if ret.is_none() => out.push(next),
+                    _ => {}
                 }
             }
             Op::Remove(i) => {
@@ -309,7 +295,12 @@ impl Spec for Stack {
                 let ok = match ret {
                     Some(Ret::Done) => unloaded,
                     Some(Ret::UnloadFailed(v)) => *v == i && failed,
-                    Some(Ret::Busy) => !unloaded && !failed && s.leases[i] > 0,
+                    // An `infer`'s lease lives within its call: a drain may time out on it when
+                    // deadlines fire at any point.
+                    Some(Ret::Busy) => {
+                        let inferring = || overlapped(history, at, |op| *op == Op::Infer(i));
+                        !unloaded && !failed && (s.leases[i] > 0 || inferring())
+                    }
                     Some(Ret::NotFound) => !unloaded && !failed && !State::has(s.registered, i),
                     Some(Ret::LockTimeout) => lock_contended(history, at, i),
                     Some(_) => false,
