@@ -166,7 +166,7 @@ pub(super) fn any_time(drawn: &impl std::hash::Hash) -> bool {
     use std::hash::Hasher;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     drawn.hash(&mut hasher);
-    hasher.finish() % 5 == 0
+    hasher.finish().is_multiple_of(5)
 }
 
 /// One layer (70%), a nested stack of two equal layers, or a nested stack whose inner layer is
