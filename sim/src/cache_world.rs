@@ -3,7 +3,7 @@
 //! monitor, and may block or panic), mailboxes for explicit sync points between threads, and the
 //! accounting checks (A1, A2, A5, A6).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
 use resident::BoxError;
@@ -52,9 +52,13 @@ impl<R: SimRuntime> Weights<R> {
         Self { value, serial: 0, behaviour, device: Some(Arc::clone(device)), _runtime: PhantomData }
     }
 
-    /// The same weights, numbered `serial`.
+    /// The same weights, numbered `serial`; scripted ones count as alive (see
+    /// [`Script::alive`]) until dropped.
     pub fn numbered(mut self, serial: u64) -> Self {
         self.serial = serial;
+        if let Some(script) = &self.device {
+            script.numbered.lock().expect("serials lock").insert(serial);
+        }
         self
     }
 }
@@ -76,6 +80,11 @@ fn inject_panic() {
 
 impl<R: SimRuntime> Drop for Weights<R> {
     fn drop(&mut self) {
+        // First, with no scheduling point since the last reference went: a checker that finds
+        // these weights alive could still have reached them.
+        if let Some(script) = &self.device {
+            script.numbered.lock().expect("serials lock").remove(&self.serial);
+        }
         ensure_outside_monitors::<R>("a weights' Drop");
         if self.behaviour.drop_panics && self.device.as_ref().is_some_and(|s| s.armed()) {
             inject_panic();
@@ -104,6 +113,9 @@ pub struct Script<R: SimRuntime> {
     pub started: Latch<R>,
     /// Opened (non-zero) by the scenario; gated moves wait for it.
     pub gate: Latch<R>,
+    /// Serials of numbered scripted weights not dropped yet: plain std bookkeeping, no
+    /// scheduling point.
+    numbered: std::sync::Mutex<BTreeSet<u64>>,
 }
 
 impl<R: SimRuntime> Script<R> {
@@ -117,6 +129,7 @@ impl<R: SimRuntime> Script<R> {
             moving: rt.counter(),
             started: Latch::new(rt),
             gate: Latch::new(rt),
+            numbered: std::sync::Mutex::default(),
         };
         script.armed.add(1);
         Arc::new(script)
@@ -138,6 +151,11 @@ impl<R: SimRuntime> Script<R> {
     fn held(&self, device: &str) -> &R::Counter {
         let index = device.strip_prefix("cuda:").and_then(|i| i.parse::<usize>().ok());
         &self.held[index.filter(|&i| i < DEVICES).unwrap_or_else(|| panic!("unscripted device {device:?}"))]
+    }
+
+    /// Whether the scripted weights numbered `serial` are alive (not dropped yet).
+    pub fn alive(&self, serial: u64) -> bool {
+        self.numbered.lock().expect("serials lock").contains(&serial)
     }
 
     /// Blocks until `n` moves have entered `to_device`.

@@ -7,6 +7,8 @@
 //! - A7: device copies alive plus moves in flight stay within each device's budget (checked
 //!   from inside every move);
 //! - single flight: two `get_or_put` loads of one key never run at once in the group;
+//! - A2: a `get_or_put` never loads a key whose shared weights, admitted before its call began
+//!   (by a cache not shut down by then), are alive and were never dropped: it adopts them;
 //! - freshness: a call that begins after `drop_model(k)` returned is never served weights of
 //!   `k` admitted before the drop began ([`Freshness`]);
 //! - keep-alive: expiry evicts only idle records (a held one stays, so a later lock keeps it:
@@ -62,6 +64,20 @@ struct Shared<R: SimRuntime> {
     group_shut: R::Counter,
     /// Which weights were dropped when.
     freshness: Freshness,
+    /// Shared weights admitted, for A2, and per cache whether a shutdown of it began: plain
+    /// std bookkeeping, no scheduling point.
+    canonicals: std::sync::Mutex<Vec<Admitted>>,
+    shutting: [std::sync::atomic::AtomicBool; CACHES],
+}
+
+/// Shared weights a call admitted.
+#[derive(Debug, Clone, Copy)]
+struct Admitted {
+    key: usize,
+    serial: u64,
+    /// When the admitting call began and returned.
+    invoked: u64,
+    returned: u64,
 }
 
 /// One thread's view: the shared world, the program, its handles.
@@ -97,9 +113,42 @@ impl<R: SimRuntime> Thread<'_, R> {
         );
     }
 
-    /// A `get_or_put` load: fresh weights, checking that no other load of the key runs. With
-    /// the key's load fault, the first load fails and the second panics.
-    fn load(&self, key: usize) -> Result<Weights<R>, String> {
+    /// Shared weights of `key` (numbered `serial`) were admitted by a call on `cache` invoked at
+    /// `invoked`; kept for A2 unless that cache was being shut down.
+    fn admitted_shared(&self, cache: usize, key: usize, serial: u64, invoked: u64) {
+        let returned = self.shared.freshness.now();
+        self.shared.freshness.admitted(serial);
+        if !self.shared.shutting[cache].load(std::sync::atomic::Ordering::SeqCst) {
+            let admitted = Admitted { key, serial, invoked, returned };
+            self.shared.canonicals.lock().expect("canonicals lock").push(admitted);
+        }
+    }
+
+    /// A2: a load of `key` for a call invoked at `invoked` finds no weights of `key` it should
+    /// have adopted.
+    fn ensure_nothing_to_adopt(&self, key: usize, invoked: u64) {
+        let canonicals = self.shared.canonicals.lock().expect("canonicals lock").clone();
+        let adoptable = canonicals.iter().find(|a| {
+            a.key == key
+                && a.returned < invoked
+                && self.shared.freshness.never_dropped(KEYS[key], a.invoked)
+                && self.shared.script.alive(a.serial)
+        });
+        ensure!(
+            adoptable.is_none(),
+            "A2",
+            "{} loads {} again while weights #{} admitted before its call began are alive and were never dropped",
+            self.name,
+            KEYS[key],
+            adoptable.map_or(0, |a| a.serial)
+        );
+    }
+
+    /// A `get_or_put` load for a call invoked at `invoked`: fresh weights, checking that no
+    /// other load of the key runs and that none was due (A2). With the key's load fault, the
+    /// first load fails and the second panics.
+    fn load(&self, key: usize, invoked: u64) -> Result<Weights<R>, String> {
+        self.ensure_nothing_to_adopt(key, invoked);
         let loading = &self.shared.loading[key];
         let others = loading.add(1);
         ensure!(
@@ -149,7 +198,7 @@ impl<R: SimRuntime> Thread<'_, R> {
                 let after_shutdown = self.shared.group_shut.get() > 0;
                 let built = std::cell::Cell::new(None);
                 let weights = || {
-                    let weights = self.load(key)?;
+                    let weights = self.load(key, invoked)?;
                     built.set(Some(weights.serial));
                     Ok::<_, String>(weights)
                 };
@@ -166,7 +215,7 @@ impl<R: SimRuntime> Thread<'_, R> {
                 }
                 if let Some(Ok(loaded)) = loaded {
                     if let Some(serial) = built.get() {
-                        self.shared.freshness.admitted(serial);
+                        self.admitted_shared(cache, key, serial, invoked);
                     }
                     self.keep(cache, Held::Loaded(loaded, invoked));
                 }
@@ -184,7 +233,11 @@ impl<R: SimRuntime> Thread<'_, R> {
                 let invoked = self.shared.freshness.now();
                 let admitted = catching(|| self.cache(cache).put(KEYS[key], weights, BYTES[key], how));
                 if let Some(Ok(admission)) = admitted {
-                    self.shared.freshness.admitted(serial);
+                    if shared {
+                        self.admitted_shared(cache, key, serial, invoked);
+                    } else {
+                        self.shared.freshness.admitted(serial);
+                    }
                     self.keep(cache, Held::Loaded(admission.into_loaded(), invoked));
                 }
             }
@@ -216,7 +269,7 @@ impl<R: SimRuntime> Thread<'_, R> {
                 }
             }
             CacheOp::DropModel { cache, key } => {
-                let began = self.shared.freshness.now();
+                let began = self.shared.freshness.dropping(KEYS[key]);
                 if catching(|| self.cache(cache).drop_model(KEYS[key])).is_some() {
                     self.shared.freshness.dropped(KEYS[key], began);
                 }
@@ -229,10 +282,14 @@ impl<R: SimRuntime> Thread<'_, R> {
                 catching(|| self.cache(cache).expire_idle());
             }
             CacheOp::Shutdown(cache) => {
+                self.shared.shutting[cache].store(true, std::sync::atomic::Ordering::SeqCst);
                 self.shared.shut[cache].add(1);
                 catching(|| self.cache(cache).shutdown());
             }
             CacheOp::GroupShutdown => {
+                for shutting in &self.shared.shutting {
+                    shutting.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 for shut in &self.shared.shut {
                     shut.add(1);
                 }
@@ -262,8 +319,17 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     let loads = KEYS.iter().map(|_| world.rt.counter()).collect();
     let shut = world.caches.iter().map(|_| world.rt.counter()).collect();
     let group_shut = world.rt.counter();
-    let shared =
-        Arc::new(Shared { world, script, loading, loads, shut, group_shut, freshness: Freshness::default() });
+    let shared = Arc::new(Shared {
+        world,
+        script,
+        loading,
+        loads,
+        shut,
+        group_shut,
+        freshness: Freshness::default(),
+        canonicals: std::sync::Mutex::default(),
+        shutting: Default::default(),
+    });
     let mut handed: Vec<Vec<(usize, Held<R>)>> = program.threads.iter().map(|_| Vec::new()).collect();
     {
         let mut main = Thread { name: "main", shared: &shared, program, held: Vec::new() };

@@ -17,6 +17,13 @@ pub struct Freshness {
     admitted: Mutex<BTreeMap<u64, u64>>,
     /// `(key, began, ended)` of every `drop_model` that returned.
     drops: Mutex<Vec<(String, u64, u64)>>,
+    /// `(key, began)` of every `drop_model` that began.
+    begun: Mutex<Vec<(String, u64)>>,
+}
+
+/// Whether a drop of `dropped` covers `key`: the key itself or one of its submodels.
+fn covers(dropped: &str, key: &str) -> bool {
+    key.strip_prefix(dropped).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
 }
 
 impl Freshness {
@@ -31,7 +38,29 @@ impl Freshness {
         self.admitted.lock().expect("freshness lock").insert(serial, at);
     }
 
-    /// A `drop_model(key)` that began at `began` has returned.
+    /// A `drop_model(key)` begins; returns when.
+    pub fn dropping(&self, key: &str) -> u64 {
+        let began = self.now();
+        self.begun.lock().expect("freshness lock").push((key.to_owned(), began));
+        began
+    }
+
+    /// Whether weights of `key` admitted by a call invoked at `invoked` may still be the store's:
+    /// every `drop_model` of `key` (or of its model) that has begun had returned before that
+    /// call began.
+    pub fn never_dropped(&self, key: &str, invoked: u64) -> bool {
+        let ended = |began: u64| {
+            let drops = self.drops.lock().expect("freshness lock");
+            drops.iter().find(|(_, b, _)| *b == began).map(|(_, _, ended)| *ended)
+        };
+        let begun = self.begun.lock().expect("freshness lock").clone();
+        begun
+            .iter()
+            .filter(|(dropped, _)| covers(dropped, key))
+            .all(|(_, began)| ended(*began).is_some_and(|ended| ended < invoked))
+    }
+
+    /// A `drop_model(key)` that began at `began` (from [`Freshness::dropping`]) has returned.
     pub fn dropped(&self, key: &str, began: u64) {
         let ended = self.now();
         self.drops.lock().expect("freshness lock").push((key.to_owned(), began, ended));
@@ -44,10 +73,9 @@ impl Freshness {
         let Some(&admitted) = self.admitted.lock().expect("freshness lock").get(&serial) else {
             return false;
         };
-        let covers = |dropped: &str| {
-            key.strip_prefix(dropped).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-        };
         let drops = self.drops.lock().expect("freshness lock");
-        drops.iter().any(|(dropped, began, ended)| covers(dropped) && *ended < invoked && admitted < *began)
+        drops
+            .iter()
+            .any(|(dropped, began, ended)| covers(dropped, key) && *ended < invoked && admitted < *began)
     }
 }
