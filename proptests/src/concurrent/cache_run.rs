@@ -17,6 +17,8 @@
 //!   key while still held — from its lock to its release;
 //! - A1 at quiescence: the budget counts each distinct live canonical once plus every private
 //!   record, and nothing else;
+//! - reconcile: with every handle gone, the budget is within its cap again (an overshoot while
+//!   everything was in use is reconciled at the releases, SPEC 3.2);
 //! - A6: with every handle gone, a cache the program shut down holds nothing, and shutting
 //!   the others down leaves nothing resident or counted;
 //! - a `get_or_put` that begins after the group's shutdown returned is refused with
@@ -363,6 +365,12 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     }
     shared.script.disarm();
     let world = &shared.world;
+    let in_use = world.group.budget().in_use();
+    ensure!(
+        in_use <= CAP,
+        "reconcile",
+        "{in_use} bytes in use with every handle dropped, over the budget of {CAP}: an overshoot was never reconciled"
+    );
     world.check_accounting();
     for (cache, shut) in world.caches.iter().zip(&shared.shut) {
         let keys = cache.keys();
