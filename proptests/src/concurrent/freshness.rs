@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The clock, the weights admitted so far and the drops that ended.
+/// The clock, the weights admitted so far, and the drops that began and that ended.
 #[derive(Default)]
 pub struct Freshness {
     clock: AtomicU64,

@@ -66,6 +66,19 @@ impl Recorder {
         let timeouts = self.timeouts();
         let result = catch_unwind(AssertUnwindSafe(f));
         self.current.lock().expect("recorder lock").remove(&self.thread());
+        // Only a scripted panic of user code may reach a caller; a violation was recorded when
+        // it was raised.
+        if let Err(payload) = &result
+            && !payload.is::<InjectedPanic>()
+            && !payload.is::<Violation>()
+        {
+            let message = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            Violation::raise("panic", format!("{} {op:?} panicked: {message}", self.thread()));
+        }
         // Under `auto` time a deadline fires only while every thread is blocked: a call that
         // then succeeds found the state changed while it slept, and nobody woke it.
         if let Ok((ret @ (Ret::Loaded | Ret::Warm | Ret::Done), _)) = &result
@@ -125,7 +138,7 @@ impl CallObserver for Recorder {
         let (_, at) = *self.current.lock().expect("recorder lock").get(&self.thread())?;
         let calls = self.calls.lock().expect("recorder lock");
         match calls[at].op {
-            Op::Add { r, .. } => Some(RESOLVED[r].to_owned()),
+            Op::Add { r, c } if r != c => Some(RESOLVED[r].to_owned()),
             _ => None,
         }
     }
@@ -287,7 +300,8 @@ where
     let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);
     recorder.call(main, Op::Final, || (Ret::Registered(registered), ()));
     let history = split_adds(&recorder.history());
-    let spec = Stack { faults: program.faults.clone(), capacity: program.capacity() };
+    let spec =
+        Stack { faults: program.faults.clone(), capacity: program.capacity(), any_time: program.any_time };
     if let Err(failure) = check(&spec, State::default(), &history) {
         let lines: Vec<String> = history
             .iter()

@@ -15,8 +15,11 @@
 //! serialised by its lifecycle lock, so their scripts go by resolved id too (the alias's loads
 //! and unloads succeed).
 //!
-//! Results that only contention explains (`LockTimeout`, `CapacityExhausted` with room,
-//! `Removing`) are allowed only where a call that could cause them overlapped.
+//! Results that only contention explains (`LockTimeout`, `Busy`, `CapacityExhausted` with room,
+//! `Removing`) are allowed only where a call that could cause them overlapped. When deadlines
+//! fire at any point ([`Stack::any_time`]) two more are explained: a wait for room that timed out
+//! while a remove that unloaded had not returned yet (it keeps its slot until then), and a drain
+//! that timed out on the lease of an overlapping `infer`.
 
 use super::linearizability::{Call, Spec};
 use super::program::Faults;
@@ -170,6 +173,8 @@ pub struct Stack {
     /// How many models the stack holds ([`MAX_SIZE`](super::program::MAX_SIZE), but for a narrow
     /// nested stack).
     pub capacity: usize,
+    /// Deadlines fire at any scheduling point (not only while every thread is blocked).
+    pub any_time: bool,
 }
 
 fn script(steps: &[Step], call: u8) -> Step {
@@ -183,13 +188,23 @@ fn of(scripts: &[Vec<Step>], r: usize) -> &[Step] {
 
 /// Whether some other call for which `relevant` holds overlapped call `at`.
 fn overlapped(history: &[Call<Op, Ret>], at: usize, relevant: impl Fn(&Op) -> bool) -> bool {
+    overlapped_call(history, at, |call| relevant(&call.op))
+}
+
+/// [`overlapped`], deciding on the whole call (its result too).
+fn overlapped_call(history: &[Call<Op, Ret>], at: usize, relevant: impl Fn(&Call<Op, Ret>) -> bool) -> bool {
     let me = &history[at];
     history.iter().enumerate().any(|(j, other)| {
         j != at
-            && relevant(&other.op)
+            && relevant(other)
             && other.response.is_none_or(|r| me.invoke < r)
             && me.response.is_none_or(|r| other.invoke < r)
     })
+}
+
+/// A call that succeeded, or panicked (and may have).
+fn may_have_succeeded(call: &Call<Op, Ret>) -> bool {
+    matches!(call.ret, None | Some(Ret::Done))
 }
 
 /// Whether something that holds the lifecycle lock of `RESOLVED[i]` overlapped call `at`: another
@@ -232,9 +247,15 @@ impl Spec for Stack {
                     matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
                 let other_adds =
                     || overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } if *j != i));
-                // A remove keeps its model's slot from its unload to its return, so an overlapping
-                // one also explains a wait for room that timed out.
-                let removes = || overlapped(history, at, |op| matches!(op, Op::Remove(_)));
+                // A remove keeps its model's slot from its unload to its return, so when deadlines
+                // fire at any point an overlapping one that unloaded also explains a wait for room
+                // that timed out.
+                let removes = || {
+                    self.any_time
+                        && overlapped_call(history, at, |c| {
+                            matches!(c.op, Op::Remove(_)) && may_have_succeeded(c)
+                        })
+                };
                 let full = matches!(ret, Some(Ret::CapacityExhausted))
                     && (s.occupied() >= self.capacity || other_adds() || removes());
                 let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
@@ -298,7 +319,12 @@ impl Spec for Stack {
                     // An `infer`'s lease lives within its call: a drain may time out on it when
                     // deadlines fire at any point.
                     Some(Ret::Busy) => {
-                        let inferring = || overlapped(history, at, |op| *op == Op::Infer(i));
+                        let inferring = || {
+                            self.any_time
+                                && overlapped_call(history, at, |c| {
+                                    c.op == Op::Infer(i) && may_have_succeeded(c)
+                                })
+                        };
                         !unloaded && !failed && (s.leases[i] > 0 || inferring())
                     }
                     Some(Ret::NotFound) => !unloaded && !failed && !State::has(s.registered, i),
