@@ -194,7 +194,7 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
     );
     let keep_alive = prop::bool::weighted(1.0 / 3.0);
     (threads, faults, prefix(), keep_alive).prop_map(|(threads, faults, prefix, keep_alive)| {
-        let any_time = super::program::any_time(&(&threads, &faults, &prefix, keep_alive));
+        let any_time = super::generated::any_time_for(&(&threads, &faults, &prefix, keep_alive));
         CacheProgram { prefix, threads, faults, keep_alive, any_time }
     })
 }

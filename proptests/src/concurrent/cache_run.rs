@@ -30,7 +30,7 @@ use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, Put};
 use resident::runtime::Arc;
 use resident_sim::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use resident_sim::ensure;
-use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime, Time};
+use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
 use resident_sim::violation::{InjectedPanic, catching};
 
 use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEEP_ALIVE, KEYS};
@@ -68,7 +68,8 @@ struct Shared<R: SimRuntime> {
     /// Which weights were dropped when.
     freshness: Freshness,
     /// Shared weights admitted, for A2, and per cache whether a shutdown of it began: plain
-    /// std bookkeeping, no scheduling point.
+    /// std bookkeeping, no scheduling point (`shut` says the same for the end checks, through
+    /// the checker; its scheduling points are part of the stored schedules).
     canonicals: std::sync::Mutex<Vec<Admitted>>,
     shutting: [std::sync::atomic::AtomicBool; CACHES],
 }
@@ -392,7 +393,7 @@ impl Generated for CacheProgram {
         run_once(rt, self);
     }
 
-    fn time(&self) -> Time {
-        if self.any_time { Time::Any } else { Time::Auto }
+    fn any_time(&self) -> bool {
+        self.any_time
     }
 }

@@ -19,10 +19,15 @@ pub trait Generated: Clone + Hash + Send + Sync + 'static {
     /// One execution on `rt` (its threads, then every check).
     fn execute(&self, rt: ShuttleRuntime);
 
+    /// Whether its deadlines may fire at any scheduling point (see [`Generated::time`]).
+    fn any_time(&self) -> bool;
+
     /// When its bounded waits may time out: [`Time::Auto`] (only while every thread is blocked,
     /// so a wait that times out found nobody to wake it), or [`Time::Any`] (at any scheduling
     /// point: timeouts race everything).
-    fn time(&self) -> Time;
+    fn time(&self) -> Time {
+        if self.any_time() { Time::Any } else { Time::Auto }
+    }
 
     /// A seed derived from the program, so that shrinking replays the same schedules.
     fn seed(&self) -> u64 {
@@ -30,6 +35,15 @@ pub trait Generated: Clone + Hash + Send + Sync + 'static {
         self.hash(&mut hasher);
         hasher.finish()
     }
+}
+
+/// Whether a program drawn as `drawn` lets deadlines fire at any point: a fifth of them, chosen
+/// by a hash of the draw rather than drawn, so that turning this on drew no other program anew
+/// (which campaign finds what depends on every draw). Shrinking recomputes it.
+pub fn any_time_for(drawn: &impl Hash) -> bool {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    drawn.hash(&mut hasher);
+    hasher.finish().is_multiple_of(5)
 }
 
 /// The outcome of checking one program.

@@ -159,16 +159,6 @@ fn handed() -> impl Strategy<Value = Vec<(usize, usize)>> {
     prop::collection::vec((index(), 0..3usize), 0..=2)
 }
 
-/// Whether a program drawn as `drawn` lets deadlines fire at any point: a fifth of them, chosen
-/// by a hash of the draw rather than drawn, so that turning this on drew no other program anew
-/// (which campaign finds what depends on every draw).
-pub(super) fn any_time(drawn: &impl std::hash::Hash) -> bool {
-    use std::hash::Hasher;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    drawn.hash(&mut hasher);
-    hasher.finish().is_multiple_of(5)
-}
-
 /// One layer (70%), a nested stack of two equal layers, or a nested stack whose inner layer is
 /// narrower.
 fn shape() -> impl Strategy<Value = (bool, bool)> {
@@ -183,7 +173,8 @@ pub fn program() -> impl Strategy<Value = Program> {
     let pins = prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(index(), 1..=2)];
     (prefix(), handed(), pins, threads, faults(), shape()).prop_map(
         |(prefix, handed, pins, threads, faults, (nested, narrow))| {
-            let any_time = any_time(&(&prefix, &handed, &pins, &threads, &faults, nested, narrow));
+            let any_time =
+                super::generated::any_time_for(&(&prefix, &handed, &pins, &threads, &faults, nested, narrow));
             Program { prefix, handed, pins, threads, faults, nested, narrow, any_time }
         },
     )

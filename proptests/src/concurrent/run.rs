@@ -328,7 +328,7 @@ impl Generated for Program {
         run_once(rt, self);
     }
 
-    fn time(&self) -> Time {
-        if self.any_time { Time::Any } else { Time::Auto }
+    fn any_time(&self) -> bool {
+        self.any_time
     }
 }
