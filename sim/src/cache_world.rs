@@ -274,6 +274,28 @@ impl<R: SimRuntime> CacheWorld<R> {
         ensure!(counted == expected, "A1", "budget counts {counted} bytes, {expected} are alive");
     }
 
+    /// A2 at quiescence (no duplicate, no forgotten canonical): every resident record of shared
+    /// weights uses the canonical the store holds for its key now. A record that adopted weights
+    /// `drop_model` made the store forget, or a second canonical of a key beside the store's,
+    /// would be served on while every new load builds (or adopts) other weights.
+    pub fn check_store_current(&self) {
+        for cache in &self.caches {
+            for record in cache.resident().into_iter().filter(|r| !r.detached) {
+                let Some(canonical) = record.canonical else { continue };
+                let current =
+                    self.group.store().adopt(&record.key).map(|c| Arc::as_ptr(&c).cast::<()>() as usize);
+                ensure!(
+                    current == Some(canonical),
+                    "A2",
+                    "{} keeps {} on shared weights the store does not hold for it (the store's: {})",
+                    cache.device(),
+                    record.key,
+                    if current.is_some() { "other weights" } else { "none" }
+                );
+            }
+        }
+    }
+
     /// A9 (no lost reconcile): the budget is back within its cap; `why` says what should have
     /// brought it there.
     pub fn check_within_cap(&self, why: &str) {

@@ -17,13 +17,18 @@
 //!   key while still held — from its lock to its release;
 //! - A1 at quiescence: the budget counts each distinct live canonical once plus every private
 //!   record, and nothing else;
+//! - A2 at quiescence: every resident shared record uses the canonical the store holds for its
+//!   key (none adopted across a `drop_model`, no duplicate);
 //! - reconcile: with every handle gone, the budget is within its cap again (an overshoot while
 //!   everything was in use is reconciled at the releases, SPEC 3.2), in programs where no
 //!   `Drop` of weights or copies panics;
 //! - A6: with every handle gone, a cache the program shut down holds nothing, and shutting
 //!   the others down leaves nothing resident or counted;
 //! - a `get_or_put` that begins after the group's shutdown returned is refused with
-//!   `ShutDown`.
+//!   `ShutDown`;
+//! - linearizability: the history of `get_or_put`, `get`, `put`, `drop_model` and shutdowns
+//!   (recorded with plain std primitives) is explained by some order of the calls under the
+//!   [`CacheSpec`]: nothing is served that must be gone.
 
 use resident::CacheError;
 use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, Put};
@@ -34,8 +39,10 @@ use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
 use resident_sim::violation::{InjectedPanic, catching};
 
 use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEEP_ALIVE, KEYS};
+use super::cache_spec::{CacheCall, CacheRet, CacheSpec, CacheState, split_drops};
 use super::freshness::Freshness;
 use super::generated::Generated;
+use super::history::{History, ensure_linearizable};
 
 type Cache<R> = Arc<DeviceCache<Weights<R>, R>>;
 
@@ -72,6 +79,8 @@ struct Shared<R: SimRuntime> {
     /// the checker; its scheduling points are part of the stored schedules).
     canonicals: std::sync::Mutex<Vec<Admitted>>,
     shutting: [std::sync::atomic::AtomicBool; CACHES],
+    /// The calls the specification decides on.
+    history: History<CacheCall, CacheRet>,
 }
 
 /// Shared weights a call admitted.
@@ -87,6 +96,8 @@ struct Admitted {
 /// One thread's view: the shared world, the program, its handles.
 struct Thread<'a, R: SimRuntime> {
     name: &'static str,
+    /// The thread's index in the history (the main thread's is past the program's threads).
+    index: usize,
     shared: &'a Shared<R>,
     program: &'a CacheProgram,
     held: Vec<(usize, Held<R>)>,
@@ -172,6 +183,15 @@ impl<R: SimRuntime> Thread<'_, R> {
         }
     }
 
+    /// Runs `f` as call `op` of the history (catching a scripted panic: its outcome is unknown);
+    /// `ret` says what it returned.
+    fn record<T>(&self, op: CacheCall, f: impl FnOnce() -> T, ret: impl FnOnce(&T) -> CacheRet) -> Option<T> {
+        let at = self.shared.history.begin(self.index, op);
+        let result = catching(f);
+        self.shared.history.end(at, result.as_ref().map(ret));
+        result
+    }
+
     fn cache(&self, c: usize) -> &Cache<R> {
         &self.shared.world.caches[c]
     }
@@ -206,7 +226,15 @@ impl<R: SimRuntime> Thread<'_, R> {
                     built.set(Some(weights.serial));
                     Ok::<_, String>(weights)
                 };
-                let loaded = catching(|| self.cache(cache).get_or_put(KEYS[key], BYTES[key], weights));
+                let loaded = self.record(
+                    CacheCall::GetOrPut { cache, key },
+                    || self.cache(cache).get_or_put(KEYS[key], BYTES[key], weights),
+                    |loaded| match loaded {
+                        Ok(_) if built.get().is_some() => CacheRet::Loaded,
+                        Ok(_) => CacheRet::Served,
+                        Err(e) => error(e),
+                    },
+                );
                 if after_shutdown {
                     ensure!(
                         matches!(loaded, Some(Err(CacheError::ShutDown { .. }))),
@@ -226,7 +254,12 @@ impl<R: SimRuntime> Thread<'_, R> {
             }
             CacheOp::Get { cache, key } => {
                 let invoked = self.shared.freshness.now();
-                if let Some(Some(loaded)) = catching(|| self.cache(cache).get(KEYS[key])) {
+                let got = self.record(
+                    CacheCall::Get { cache, key },
+                    || self.cache(cache).get(KEYS[key]),
+                    |got| if got.is_some() { CacheRet::Hit } else { CacheRet::Miss },
+                );
+                if let Some(Some(loaded)) = got {
                     self.keep(cache, Held::Loaded(loaded, invoked));
                 }
             }
@@ -235,7 +268,11 @@ impl<R: SimRuntime> Thread<'_, R> {
                 let weights = self.weights(key);
                 let serial = weights.serial;
                 let invoked = self.shared.freshness.now();
-                let admitted = catching(|| self.cache(cache).put(KEYS[key], weights, BYTES[key], how));
+                let admitted = self.record(
+                    CacheCall::Put { cache, key, shared },
+                    || self.cache(cache).put(KEYS[key], weights, BYTES[key], how),
+                    |admitted| admitted.as_ref().map_or_else(error, |_| CacheRet::Admitted),
+                );
                 if let Some(Ok(admission)) = admitted {
                     if shared {
                         self.admitted_shared(cache, key, serial, invoked);
@@ -274,7 +311,12 @@ impl<R: SimRuntime> Thread<'_, R> {
             }
             CacheOp::DropModel { cache, key } => {
                 let began = self.shared.freshness.dropping(KEYS[key]);
-                if catching(|| self.cache(cache).drop_model(KEYS[key])).is_some() {
+                let dropped = self.record(
+                    CacheCall::DropModel(key),
+                    || self.cache(cache).drop_model(KEYS[key]),
+                    |_| CacheRet::Done,
+                );
+                if dropped.is_some() {
                     self.shared.freshness.dropped(KEYS[key], began);
                 }
             }
@@ -288,7 +330,12 @@ impl<R: SimRuntime> Thread<'_, R> {
             CacheOp::Shutdown(cache) => {
                 self.shared.shutting[cache].store(true, std::sync::atomic::Ordering::SeqCst);
                 self.shared.shut[cache].add(1);
-                catching(|| self.cache(cache).shutdown());
+                let group = false;
+                self.record(
+                    CacheCall::Shutdown { cache, group },
+                    || self.cache(cache).shutdown(),
+                    |_| CacheRet::Done,
+                );
             }
             CacheOp::GroupShutdown => {
                 for shutting in &self.shared.shutting {
@@ -297,7 +344,11 @@ impl<R: SimRuntime> Thread<'_, R> {
                 for shut in &self.shared.shut {
                     shut.add(1);
                 }
-                catching(|| self.shared.world.group.shutdown());
+                self.record(
+                    CacheCall::GroupShutdown,
+                    || self.shared.world.group.shutdown(),
+                    |_| CacheRet::Done,
+                );
                 self.shared.group_shut.add(1);
             }
         }
@@ -333,10 +384,12 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         freshness: Freshness::default(),
         canonicals: std::sync::Mutex::default(),
         shutting: Default::default(),
+        history: History::default(),
     });
     let mut handed: Vec<Vec<(usize, Held<R>)>> = program.threads.iter().map(|_| Vec::new()).collect();
     {
-        let mut main = Thread { name: "main", shared: &shared, program, held: Vec::new() };
+        let index = program.threads.len();
+        let mut main = Thread { name: "main", index, shared: &shared, program, held: Vec::new() };
         for p in &program.prefix {
             main.run(CacheOp::GetOrPut { cache: p.cache, key: p.key });
             if p.lock && !main.held.is_empty() {
@@ -354,7 +407,7 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
             let (shared, program) = (Arc::clone(&shared), program.clone());
             let name = ["T1", "T2", "T3"][t.min(2)];
             shared.world.rt.clone().spawn(name, move || {
-                let mut thread = Thread { name, shared: &shared, program: &program, held };
+                let mut thread = Thread { name, index: t, shared: &shared, program: &program, held };
                 for &op in &program.threads[t] {
                     thread.run(op);
                 }
@@ -366,6 +419,8 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
     }
     shared.script.disarm();
+    let spec = CacheSpec { load_fails: program.faults.load_fails };
+    ensure_linearizable(&spec, CacheState::default(), &split_drops(&shared.history.calls()));
     let world = &shared.world;
     // A panicking `Drop` of a release's evicted weights or copy cuts that release's reconcile
     // short (left to the next release): only programs without such faults must end reconciled.
@@ -378,12 +433,26 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         "{in_use} bytes in use with every handle dropped, over the budget of {CAP}: an overshoot was never reconciled"
     );
     world.check_accounting();
+    world.check_store_current();
     for (cache, shut) in world.caches.iter().zip(&shared.shut) {
         let keys = cache.keys();
         let kept = shut.get() > 0 && !keys.is_empty();
         ensure!(!kept, "A6", "{} keeps {keys:?} after its shutdown with no handle left", cache.device());
     }
     world.check_drained();
+}
+
+/// An error as the specification sees it.
+fn error(e: &CacheError) -> CacheRet {
+    match e {
+        CacheError::ShutDown { .. } => CacheRet::ShutDown,
+        CacheError::LoadWaitTimeout { .. } => CacheRet::LoadWaitTimeout,
+        CacheError::Load { .. } => CacheRet::LoadFailed,
+        CacheError::TooLarge { .. } => CacheRet::Unexpected("TooLarge"),
+        CacheError::InvalidKey { .. } => CacheRet::Unexpected("InvalidKey"),
+        CacheError::SizeOverflow { .. } => CacheRet::Unexpected("SizeOverflow"),
+        _ => CacheRet::Unexpected("a device error"),
+    }
 }
 
 impl Generated for CacheProgram {

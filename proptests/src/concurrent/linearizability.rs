@@ -43,6 +43,22 @@ pub trait Spec {
     -> Vec<Self::State>;
 }
 
+/// Whether some call of `history` other than `at`, for which `relevant` holds, overlapped call
+/// `at` in real time (neither returned before the other was invoked).
+pub fn overlapping<Op, Ret>(
+    history: &[Call<Op, Ret>],
+    at: usize,
+    relevant: impl Fn(&Call<Op, Ret>) -> bool,
+) -> bool {
+    let me = &history[at];
+    history.iter().enumerate().any(|(j, other)| {
+        j != at
+            && relevant(other)
+            && other.response.is_none_or(|r| me.invoke < r)
+            && me.response.is_none_or(|r| other.invoke < r)
+    })
+}
+
 /// Why a history is not linearizable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotLinearizable {

@@ -5,8 +5,10 @@
 
 pub mod cache_program;
 pub mod cache_run;
+pub mod cache_spec;
 pub mod freshness;
 pub mod generated;
+pub mod history;
 pub mod linearizability;
 pub mod program;
 pub mod run;

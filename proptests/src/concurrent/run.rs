@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use resident::runtime::Arc;
@@ -16,14 +15,13 @@ use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::violation::{InjectedPanic, Violation};
 
 use super::generated::Generated;
-use super::linearizability::{Call, check};
+use super::history::{History, ensure_linearizable};
 use super::program::{ALIAS, IDS, MAX_SIZE, Program, RESOLVED, ThreadOp};
 use super::stack::{Op, Ret, Stack, State, split_adds};
 
 /// The calls and unload events of one execution, in invocation order.
 struct Recorder {
-    clock: AtomicU64,
-    calls: Mutex<Vec<Call<Op, Ret>>>,
+    history: History<Op, Ret>,
     /// The call each checker thread is in (by thread name), for the unloads it runs.
     current: Mutex<BTreeMap<String, (usize, usize)>>,
     thread_name: fn() -> Option<String>,
@@ -37,13 +35,7 @@ impl Recorder {
             let rt = rt.clone();
             Box::new(move || rt.timeouts_here()) as _
         });
-        Self {
-            clock: AtomicU64::new(0),
-            calls: Mutex::default(),
-            current: Mutex::default(),
-            thread_name: R::thread_name,
-            timeouts,
-        }
+        Self { history: History::default(), current: Mutex::default(), thread_name: R::thread_name, timeouts }
     }
 
     fn timeouts(&self) -> u64 {
@@ -56,12 +48,7 @@ impl Recorder {
 
     /// Records `f` as call `op` of `thread`; a panic leaves its result unknown.
     fn call<T>(&self, thread: usize, op: Op, f: impl FnOnce() -> (Ret, T)) -> Option<T> {
-        let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
-        let at = {
-            let mut calls = self.calls.lock().expect("recorder lock");
-            calls.push(Call { thread, op, ret: None, invoke, response: None });
-            calls.len() - 1
-        };
+        let at = self.history.begin(thread, op);
         self.current.lock().expect("recorder lock").insert(self.thread(), (thread, at));
         let timeouts = self.timeouts();
         let result = catch_unwind(AssertUnwindSafe(f));
@@ -93,20 +80,16 @@ impl Recorder {
                 ),
             );
         }
-        let response = self.clock.fetch_add(1, Ordering::SeqCst);
-        let mut calls = self.calls.lock().expect("recorder lock");
-        calls[at].response = Some(response);
         match result {
             Ok((ret, value)) => {
-                calls[at].ret = Some(ret);
+                self.history.end(at, Some(ret));
                 Some(value)
             }
-            Err(_) => None,
+            Err(_) => {
+                self.history.end(at, None);
+                None
+            }
         }
-    }
-
-    fn history(&self) -> Vec<Call<Op, Ret>> {
-        self.calls.lock().expect("recorder lock").clone()
     }
 }
 
@@ -119,25 +102,19 @@ impl CallObserver for Recorder {
             .expect("recorder lock")
             .get(&self.thread())
             .expect("unloads run inside a recorded call");
-        let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
-        let mut calls = self.calls.lock().expect("recorder lock");
-        calls.push(Call { thread, op: Op::Unload { v, by }, ret: None, invoke, response: None });
-        calls.len() - 1
+        self.history.begin(thread, Op::Unload { v, by })
     }
 
     fn ended(&self, token: usize, ok: Option<bool>) {
-        let response = self.clock.fetch_add(1, Ordering::SeqCst);
-        let mut calls = self.calls.lock().expect("recorder lock");
-        let call = &mut calls[token];
-        call.response = Some(response);
-        let Op::Unload { v, .. } = call.op else { unreachable!("tokens are unload events") };
-        call.ret = ok.map(|ok| if ok { Ret::Done } else { Ret::UnloadFailed(v) });
+        let Op::Unload { v, .. } = self.history.get(token).op else {
+            unreachable!("tokens are unload events")
+        };
+        self.history.end(token, ok.map(|ok| if ok { Ret::Done } else { Ret::UnloadFailed(v) }));
     }
 
     fn loading_as(&self) -> Option<String> {
         let (_, at) = *self.current.lock().expect("recorder lock").get(&self.thread())?;
-        let calls = self.calls.lock().expect("recorder lock");
-        match calls[at].op {
+        match self.history.get(at).op {
             Op::Add { r, c } if r != c => Some(RESOLVED[r].to_owned()),
             _ => None,
         }
@@ -299,26 +276,10 @@ where
     check_queue(&world.manager);
     let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);
     recorder.call(main, Op::Final, || (Ret::Registered(registered), ()));
-    let history = split_adds(&recorder.history());
+    let history = split_adds(&recorder.history.calls());
     let spec =
         Stack { faults: program.faults.clone(), capacity: program.capacity(), any_time: program.any_time };
-    if let Err(failure) = check(&spec, State::default(), &history) {
-        let lines: Vec<String> = history
-            .iter()
-            .enumerate()
-            .map(|(n, c)| {
-                format!("  #{n} T{} {:?} -> {:?} [{}, {:?}]", c.thread, c.op, c.ret, c.invoke, c.response)
-            })
-            .collect();
-        Violation::raise(
-            "linearizability",
-            format!(
-                "no order of the calls explains their results (longest linearizable prefix: {:?})\n{}",
-                failure.longest_prefix,
-                lines.join("\n")
-            ),
-        );
-    }
+    ensure_linearizable(&spec, State::default(), &history);
 }
 
 impl Generated for Program {

@@ -21,7 +21,7 @@
 //! while a remove that unloaded had not returned yet (it keeps its slot until then), and a drain
 //! that timed out on the lease of an overlapping `infer`.
 
-use super::linearizability::{Call, Spec};
+use super::linearizability::{Call, Spec, overlapping};
 use super::program::Faults;
 use resident_sim::manager_world::Step;
 
@@ -188,18 +188,7 @@ fn of(scripts: &[Vec<Step>], r: usize) -> &[Step] {
 
 /// Whether some other call for which `relevant` holds overlapped call `at`.
 fn overlapped(history: &[Call<Op, Ret>], at: usize, relevant: impl Fn(&Op) -> bool) -> bool {
-    overlapped_call(history, at, |call| relevant(&call.op))
-}
-
-/// [`overlapped`], deciding on the whole call (its result too).
-fn overlapped_call(history: &[Call<Op, Ret>], at: usize, relevant: impl Fn(&Call<Op, Ret>) -> bool) -> bool {
-    let me = &history[at];
-    history.iter().enumerate().any(|(j, other)| {
-        j != at
-            && relevant(other)
-            && other.response.is_none_or(|r| me.invoke < r)
-            && me.response.is_none_or(|r| other.invoke < r)
-    })
+    overlapping(history, at, |call| relevant(&call.op))
 }
 
 /// A call that succeeded, or panicked (and may have).
@@ -252,7 +241,7 @@ impl Spec for Stack {
                 // that timed out.
                 let removes = || {
                     self.any_time
-                        && overlapped_call(history, at, |c| {
+                        && overlapping(history, at, |c| {
                             matches!(c.op, Op::Remove(_)) && may_have_succeeded(c)
                         })
                 };
@@ -321,9 +310,7 @@ impl Spec for Stack {
                     Some(Ret::Busy) => {
                         let inferring = || {
                             self.any_time
-                                && overlapped_call(history, at, |c| {
-                                    c.op == Op::Infer(i) && may_have_succeeded(c)
-                                })
+                                && overlapping(history, at, |c| c.op == Op::Infer(i) && may_have_succeeded(c))
                         };
                         !unloaded && !failed && (s.leases[i] > 0 || inferring())
                     }
