@@ -1,20 +1,36 @@
 //! A serving loop on burn models: one `FixedSizeCache<ModelManager>` per device, both devices'
-//! caches in one `CacheGroup` (one weight store, one RAM budget), client threads sending
+//! caches in one `CacheGroup` (one weight store, one hard RAM budget), client threads sending
 //! inference requests over a skewed mix of more models than a device keeps.
 //!
-//! `cargo run --release --example serve [-- --clients N --requests N --devices a,b]`
+//! `cargo run --release --example serve [-- --clients N --requests N --devices a,b --lock-all --overflow]`
 //! runs on ndarray (devices `cpu:0,cpu:1`); with `--features cuda` the device copies are CUDA
 //! tensors (devices `cuda:0,cuda:0` by default: two caches on one GPU).
+//!
+//! The heap is measured by a counting global allocator, not by the budget's own counter: the
+//! example prints the peak heap above the baseline taken before serving next to the RAM cap,
+//! and exits non-zero if it, or the budget's high-water mark, goes over (the peak may exceed
+//! the cap by [`slack`]: what the example allocates besides model weights). `--lock-all` adds
+//! every model to one device and keeps them all, so that the budget must refuse the ones that
+//! do not fit: it prints the refusal. `--overflow` turns the budget's overflow policy on (the
+//! soft budget of before), for comparison.
 
+use std::alloc::System;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use peakmem_alloc::{INSTRUMENTED_SYSTEM, PeakMemAlloc, PeakMemAllocTrait};
 use resident::burn::zoo::MlpSpec;
-use resident::burn::{Cpu, SharedLoader, SharedWeights, save};
+use resident::burn::{BurnWeights, Cpu, SharedLoader, SharedWeights, load_peak, save};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
-use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ModelId, ModelManager};
+use resident::{
+    BoxError, CacheError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, ModelId,
+    ModelManager,
+};
+
+#[global_allocator]
+static HEAP: &PeakMemAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 #[cfg(feature = "cuda")]
 type Target = resident::burn::Gpu;
@@ -26,8 +42,10 @@ const DEVICES: &str = "cuda:0,cuda:0";
 const DEVICES: &str = "cpu:0,cpu:1";
 
 const MODELS: usize = 8;
-const PER_DEVICE: usize = 3;
-const SPEC: MlpSpec = MlpSpec { d_in: 64, hidden: 256, d_out: 10 };
+const PER_DEVICE: usize = 2;
+const SPEC: MlpSpec = MlpSpec { d_in: 64, hidden: 1024, d_out: 10 };
+/// How long a load waits for room before the budget refuses it.
+const ROOM_WAIT: Duration = Duration::from_millis(200);
 
 /// Counts the loads a device's manager asks for.
 struct Counting<L> {
@@ -50,12 +68,23 @@ struct Options {
     clients: usize,
     requests: usize,
     devices: Vec<String>,
+    lock_all: bool,
+    overflow: bool,
 }
 
 fn options() -> Result<Options, BoxError> {
-    let mut options = Options { clients: 4, requests: 20_000, devices: split(DEVICES) };
+    let mut options =
+        Options { clients: 4, requests: 20_000, devices: split(DEVICES), lock_all: false, overflow: false };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--lock-all" => options.lock_all = true,
+            "--overflow" => options.overflow = true,
+            _ => {}
+        }
+        if matches!(flag.as_str(), "--lock-all" | "--overflow") {
+            continue;
+        }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--clients" => options.clients = value.parse()?,
@@ -109,112 +138,215 @@ impl Draw {
     }
 }
 
-/// One request: make sure the model is resident, then run it (again if an eviction won the race).
-fn request(device: &Device, id: &str, input: &[f32]) -> Result<usize, BoxError> {
-    for _ in 0..10 {
-        device.add_model(id, None)?;
+/// Whether a load was refused because the RAM budget had no room in time.
+fn no_room(error: &ManagerError) -> bool {
+    matches!(error, ManagerError::Load { source, .. }
+        if matches!(source.downcast_ref::<CacheError>(), Some(CacheError::NoRoom { .. })))
+}
+
+/// Whether an add was refused for room: by the RAM budget, or by the device's model count
+/// (its in-flight loads waited for RAM past the count's wait).
+fn refused(error: &ManagerError) -> bool {
+    no_room(error) || matches!(error, ManagerError::CapacityExhausted { .. })
+}
+
+/// One request: make sure the model is resident, then run it (again if an eviction won the
+/// race). A load the budget refused is retried, as a client would after a 503; `refusals`
+/// counts them.
+fn request(device: &Device, id: &str, input: &[f32], refusals: &AtomicU64) -> Result<usize, BoxError> {
+    for _ in 0..50 {
+        match device.add_model(id, None) {
+            Ok(_) => {}
+            Err(e) if refused(&e) => {
+                refusals.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
         match device.infer(id, |model| model.infer(input)) {
             Ok(output) => return Ok(output?.len()),
-            Err(resident::ManagerError::NotFound { .. }) => continue,
+            Err(ManagerError::NotFound { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
     }
-    Err(format!("{id} was evicted ten times before it could run").into())
+    Err(format!("{id} could not run in fifty tries").into())
+}
+
+/// What the example allocates at once besides the budgeted weights, at most: per client, one
+/// inference — ndarray copies a layer's weight matrix into standard layout and the matrix
+/// multiply packs it, about twice the layers' weights (measured: one more client adds about
+/// 546 KB at peak for 303 KB of weight matrices) — plus its activations; and once, 64 KiB for
+/// the file names, errors and maps of the caches and managers. None of it is model weights,
+/// so none of it is the budget's to count.
+fn slack(clients: usize) -> u64 {
+    let weights = 4 * (SPEC.d_in * SPEC.hidden + SPEC.hidden * SPEC.d_out) as u64;
+    let activations = 4 * 4 * (SPEC.d_in + SPEC.hidden + SPEC.d_out) as u64;
+    clients as u64 * (2 * weights + activations) + 64 * 1024
+}
+
+/// The heap a single load of `path` allocates at once, measured by the allocator, against what
+/// the loader reserves for it.
+fn measure_load(arch: &Arc<MlpSpec>, path: &Path) -> Result<(u64, u64), BoxError> {
+    HEAP.reset_peak_memory();
+    let weights = BurnWeights::<MlpSpec, Target>::load(Arc::clone(arch), path)?;
+    let measured = HEAP.get_peak_memory() as u64;
+    let declared = weights.stats().bytes;
+    drop(weights);
+    Ok((measured, load_peak(declared, std::fs::metadata(path)?.len())))
+}
+
+/// `--lock-all`: adds every model to one device and keeps them all, until the budget refuses.
+fn lock_all(device: &Device, group: &Group) -> Result<(), BoxError> {
+    let mut refused = None;
+    for k in 1..=MODELS {
+        let id = format!("m{k}");
+        match device.add_model(&id, None) {
+            Ok(_) => println!(
+                "locked       {id}: {} of {} bytes in use",
+                group.budget().in_use(),
+                group.budget().cap()
+            ),
+            Err(e) if no_room(&e) => {
+                println!("refused      {id}: {e}");
+                refused.get_or_insert(e);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    refused.map(drop).ok_or_else(|| "the budget never refused a model with every model locked".into())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+type Group = CacheGroup<SharedWeights<MlpSpec, Target>>;
+
 fn main() -> Result<(), BoxError> {
     let options = options()?;
     let dir: PathBuf = std::env::temp_dir().join(format!("resident-serve-{}", std::process::id()));
     let model_bytes = write_models(&dir)?;
-    // The RAM budget holds five of the eight models' CPU weights.
-    let group = CacheGroup::<SharedWeights<MlpSpec, Target>>::new(5 * model_bytes)?;
     let arch = Arc::new(SPEC);
+    let (load_heap, load_reserved) = measure_load(&arch, &dir.join("m1.safetensors"))?;
+    // The RAM budget fits what the devices can lock at once while one of them loads: every
+    // device's models but the one its cache evicts to make room, plus one load's peak (about
+    // three models' bytes, see `measure_load`). Any less, and a device whose peers hold the rest
+    // could wait for room until they evict. Six of the eight models' weights here.
+    let locked_while_loading = (options.devices.len() * PER_DEVICE - 1) as u64 * model_bytes;
+    let group = Group::new(locked_while_loading + load_reserved)?;
+    group.budget().set_room_wait(ROOM_WAIT);
+    group.budget().set_overflow(options.overflow);
+    let per_device = if options.lock_all { MODELS } else { PER_DEVICE };
     let devices: Vec<Arc<Device>> = options
         .devices
         .iter()
         .map(|name| {
             let loader = SharedLoader::new(Arc::clone(&arch), &dir, &group, name)?;
             // Device copies of models the manager unloaded go first when a lock needs room.
-            loader.cache().set_device_budget(Some(PER_DEVICE as u64 * model_bytes));
+            loader.cache().set_device_budget(Some(per_device as u64 * model_bytes));
             let manager = ModelManager::new(Counting { inner: loader, loads: AtomicU64::new(0) });
-            Ok(Arc::new(FixedSizeCache::new(manager, FixedSizeConfig::new(PER_DEVICE))?))
+            Ok(Arc::new(FixedSizeCache::new(manager, FixedSizeConfig::new(per_device))?))
         })
         .collect::<Result<_, BoxError>>()?;
-
-    let started = Instant::now();
+    let input: Vec<f32> = (0..SPEC.d_in).map(|i| (i as f32 / SPEC.d_in as f32) - 0.5).collect();
     let per_client = options.requests.div_ceil(options.clients);
-    let clients: Vec<_> = (0..options.clients)
-        .map(|c| {
-            let device = Arc::clone(&devices[c % devices.len()]);
-            std::thread::spawn(move || -> Result<Vec<Duration>, String> {
-                let mut draw = Draw(c as u64 + 1);
-                let input: Vec<f32> = (0..SPEC.d_in).map(|i| (i as f32 / SPEC.d_in as f32) - 0.5).collect();
-                let mut latencies = Vec::with_capacity(per_client);
-                for _ in 0..per_client {
-                    let id = draw.model();
-                    let start = Instant::now();
-                    request(&device, &id, &input).map_err(|e| e.to_string())?;
-                    latencies.push(start.elapsed());
-                }
-                Ok(latencies)
+    let mut buffers: Vec<Vec<Duration>> =
+        (0..options.clients).map(|_| Vec::with_capacity(per_client)).collect();
+    let refusals = Arc::new(AtomicU64::new(0));
+
+    // Everything above is the baseline; from here the heap holds models and requests.
+    HEAP.reset_peak_memory();
+    let started = Instant::now();
+    if options.lock_all {
+        lock_all(&devices[0], &group)?;
+    } else {
+        let clients: Vec<_> = buffers
+            .drain(..)
+            .enumerate()
+            .map(|(c, mut latencies)| {
+                let (device, input, refusals) =
+                    (Arc::clone(&devices[c % devices.len()]), input.clone(), Arc::clone(&refusals));
+                std::thread::spawn(move || -> Result<Vec<Duration>, String> {
+                    let mut draw = Draw(c as u64 + 1);
+                    for _ in 0..per_client {
+                        let id = draw.model();
+                        let start = Instant::now();
+                        request(&device, &id, &input, &refusals).map_err(|e| e.to_string())?;
+                        latencies.push(start.elapsed());
+                    }
+                    Ok(latencies)
+                })
             })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    for client in clients {
-        latencies.extend(client.join().map_err(|_| "a client panicked")??);
+            .collect();
+        for client in clients {
+            buffers.push(client.join().map_err(|_| "a client panicked")??);
+        }
     }
     let elapsed = started.elapsed();
+    let heap_peak = HEAP.get_peak_memory() as u64;
+    let mut latencies: Vec<Duration> = buffers.into_iter().flatten().collect();
     latencies.sort();
-    if latencies.is_empty() {
-        return Err("no requests ran".into());
-    }
 
-    println!(
-        "{} requests from {} clients on {} in {elapsed:.2?}",
-        latencies.len(),
-        options.clients,
-        options.devices.join(", ")
-    );
-    println!("throughput   {:.0} requests/s", latencies.len() as f64 / elapsed.as_secs_f64());
-    println!(
-        "latency      p50 {:.1?}   p99 {:.1?}",
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99)
-    );
+    if !latencies.is_empty() {
+        println!(
+            "{} requests from {} clients on {} in {elapsed:.2?}",
+            latencies.len(),
+            options.clients,
+            options.devices.join(", ")
+        );
+        println!("throughput   {:.0} requests/s", latencies.len() as f64 / elapsed.as_secs_f64());
+        println!(
+            "latency      p50 {:.1?}   p99 {:.1?}",
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        );
+    }
     for (name, device) in options.devices.iter().zip(&devices) {
         let loads = device.get_ref().loader().loads.load(Ordering::Relaxed);
         let resident = device.len() as u64;
         println!(
-            "{name:<10} loads {loads:>5}   evictions {:>5}   resident {resident} of {MODELS} (max {PER_DEVICE})",
-            loads - resident
+            "{name:<10} loads {loads:>5}   evictions {:>5}   resident {resident} of {MODELS} (max {per_device})",
+            loads.saturating_sub(resident)
         );
     }
     let budget = group.budget();
+    let (cap, high_water) = (budget.cap(), budget.high_water());
     println!(
-        "RAM budget   {} of {} bytes in use (high water {}), {} canonical copies for {} models of {model_bytes} bytes",
+        "RAM budget   {} of {cap} bytes in use (high water {high_water}), {} canonical copies for {} models of {model_bytes} bytes, {} loads refused for room",
         budget.in_use(),
-        budget.cap(),
-        budget.high_water(),
         group.store().live_keys().len(),
-        MODELS
+        MODELS,
+        refusals.load(Ordering::Relaxed)
+    );
+    let slack = slack(options.clients);
+    println!(
+        "heap         peak {heap_peak} bytes above the baseline, cap {cap} + slack {slack}; one load allocates {load_heap} at once, reserves {load_reserved}"
     );
     check_one_copy(&devices, &group)?;
     drop(devices);
     std::fs::remove_dir_all(&dir)?;
+    if options.overflow {
+        println!("overflow     on: the budget is soft, so neither figure is held to the cap");
+        return Ok(());
+    }
+    if high_water > cap {
+        return Err(format!("the budget's high water {high_water} is over its cap {cap}").into());
+    }
+    if heap_peak > cap + slack {
+        return Err(format!(
+            "the heap peaked {heap_peak} bytes above the baseline, over the cap {cap} + slack {slack}"
+        )
+        .into());
+    }
+    if load_heap > load_reserved {
+        return Err(format!("a load allocated {load_heap} bytes at once but reserves {load_reserved}").into());
+    }
     Ok(())
 }
 
 /// Every model resident on two devices uses one canonical, and the budget counts each live
 /// canonical once.
-fn check_one_copy(
-    devices: &[Arc<Device>],
-    group: &Arc<CacheGroup<SharedWeights<MlpSpec, Target>>>,
-) -> Result<(), BoxError> {
+fn check_one_copy(devices: &[Arc<Device>], group: &Arc<Group>) -> Result<(), BoxError> {
     let resident: Vec<_> =
         devices.iter().flat_map(|d| d.get_ref().loader().inner.cache().resident()).collect();
     let mut shared = 0;

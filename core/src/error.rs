@@ -221,6 +221,34 @@ pub enum CacheError {
         #[source]
         source: SourceError,
     },
+    /// The hard RAM budget had no room for a load within its room wait: nothing evictable was
+    /// left and nothing was released in time. Nothing was loaded or admitted.
+    #[error(
+        "no room for `{key}`: needs {needed} bytes; {in_use} in use and {reserved} reserved of {cap} after {waited:?}; held by: {holders}"
+    )]
+    NoRoom {
+        /// The key.
+        key: String,
+        /// The bytes the load needed.
+        needed: u64,
+        /// The budget's cap.
+        cap: u64,
+        /// Bytes in use when it gave up.
+        in_use: u64,
+        /// Bytes reserved by other loads when it gave up.
+        reserved: u64,
+        /// The budget's room wait.
+        waited: Duration,
+        /// The records no eviction could take (key, bytes, locked/held/admitting, device).
+        holders: String,
+    },
+    /// A load whose size nobody declared: a hard budget cannot reserve room for it. Nothing was
+    /// loaded.
+    #[error("`{key}` declares no size; the hard RAM budget cannot reserve room for it")]
+    SizeUnknown {
+        /// The key.
+        key: String,
+    },
     /// Another device's load of the same key did not end within the group's load wait.
     #[error("timed out after {waited:?} waiting for another load of `{key}`")]
     LoadWaitTimeout {

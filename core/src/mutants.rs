@@ -196,6 +196,16 @@ mutants! {
     /// C-L1: every look-up round of `get_or_put` restarts its load wait, so a caller that waits
     /// behind one failing load after another is not bounded by its first deadline.
     LOAD_WAIT_RESTARTS = "load-wait-restarts",
+    /// C-B1: `get_or_put` runs the load first and reserves its bytes only to admit it, so
+    /// concurrent loads allocate past the cap before any of them is counted.
+    RESERVE_AFTER_LOAD = "reserve-after-load",
+    /// C-B2: a load that panics forgets its RAM reservation, which then counts forever.
+    RAM_RESERVATION_LEAKS_ON_PANIC = "ram-reservation-leaks-on-panic",
+    /// W-9: a debit of the RAM budget (a charge or a reservation dropped) does not wake the
+    /// loads waiting for room.
+    LOST_WAKEUP_BUDGET_DEBIT = "lost-wakeup-budget-debit",
+    /// W-10: a release that leaves a record evictable does not wake the loads waiting for room.
+    LOST_WAKEUP_ROOM_RELEASE = "lost-wakeup-room-release",
 }
 
 impl fmt::Display for Mutant {

@@ -1,7 +1,7 @@
 //! Random programs over two peer caches sharing one store and one budget. After every step the
 //! budget's count equals what is actually alive — each distinct live canonical once plus each
 //! cache's non-shared resident records (A1, zero drift) — and when every handle and cache is
-//! gone nothing is left counted (A6).
+//! gone nothing is left counted (A6). The budget is hard: it never exceeds its cap (A7).
 
 use std::collections::BTreeMap;
 
@@ -59,6 +59,8 @@ proptest! {
     #[test]
     fn the_budget_counts_exactly_what_is_alive(program in proptest::collection::vec(op(), 1..60)) {
         let group = CacheGroup::<u64>::new(CAP).unwrap();
+        // One thread: nobody else can free room, so a put that does not fit is refused at once.
+        group.budget().set_room_wait(std::time::Duration::ZERO);
         let caches = [group.cache("cuda:0"), group.cache("cuda:1")];
         let mut kept: Vec<Kept> = Vec::new();
         // What each cache's `get`s returned: its hit and miss counters must say the same.
@@ -99,6 +101,9 @@ proptest! {
                 }
             }
             prop_assert_eq!(group.budget().in_use(), expected(&caches), "A1 drift after step {}: {:?}", step, op);
+            // A7: the budget is a hard limit, and no reservation outlives its put.
+            prop_assert!(group.budget().in_use() <= CAP, "A7 over the cap after step {}: {:?}", step, op);
+            prop_assert_eq!(group.budget().reserved(), 0, "reservation left after step {}", step);
             for (cache, &(hits, misses)) in caches.iter().zip(&gets) {
                 let stats = cache.stats();
                 prop_assert_eq!((stats.hits, stats.misses), (hits, misses), "counters after step {}", step);

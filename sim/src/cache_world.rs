@@ -230,11 +230,32 @@ pub struct Peers<R: SimRuntime> {
 pub type CacheWorld<R> = World<R, Peers<R>>;
 
 impl<R: SimRuntime> CacheWorld<R> {
-    /// `peers` caches over a budget of `cap` bytes.
+    /// `peers` caches over a budget of `cap` bytes with the overflow policy on: admissions
+    /// overshoot the cap and releases reconcile it, the soft budget upstream has and the
+    /// catalogue's `C-R*` schedules explore.
     pub fn new(rt: R, cap: u64, peers: usize) -> Self {
+        let world = Self::hard(rt, cap, peers);
+        world.group.budget().set_overflow(true);
+        world
+    }
+
+    /// `peers` caches over a hard budget of `cap` bytes (the production default): loads
+    /// reserve their room first, and wait for it or fail typed (SPEC 3.11).
+    pub fn hard(rt: R, cap: u64, peers: usize) -> Self {
         let group = CacheGroup::with_runtime(cap, rt.clone()).expect("valid cap");
         let caches = (0..peers).map(|i| group.cache(&format!("cuda:{i}"))).collect();
         World::of(rt, Peers { group, caches })
+    }
+
+    /// A7 at any step: bytes in use plus bytes reserved are within the cap.
+    pub fn check_committed(&self, at: &str) {
+        let budget = self.group.budget();
+        let (used, reserved, cap) = (budget.in_use(), budget.reserved(), budget.cap());
+        ensure!(
+            used + reserved <= cap,
+            "A7",
+            "{used} in use + {reserved} reserved over the cap {cap} ({at})"
+        );
     }
 
     /// Gives every cache a device budget of `bytes`, and returns the script that holds the
@@ -318,6 +339,8 @@ impl<R: SimRuntime> CacheWorld<R> {
         }
         let counted = self.group.budget().in_use();
         ensure!(counted == 0, "A6", "{counted} bytes still counted with no record left");
+        let reserved = self.group.budget().reserved();
+        ensure!(reserved == 0, "A6", "{reserved} bytes still reserved with no load left");
     }
 }
 

@@ -20,6 +20,17 @@ pub enum BurnError {
         /// What went wrong.
         message: String,
     },
+    /// The loaded module takes more bytes than the file's header declared: it was dropped and
+    /// its reservation released (nothing is charged past a declaration).
+    #[error("model file {} declared {declared} bytes but its module takes {actual}", path.display())]
+    OverDeclared {
+        /// The file.
+        path: PathBuf,
+        /// The bytes the header declared.
+        declared: u64,
+        /// The bytes the loaded module takes.
+        actual: u64,
+    },
     /// The file's tensors do not fit the architecture (missing tensors, wrong shapes or dtypes).
     #[error("model file {} does not match the architecture: {message}", path.display())]
     Mismatch {

@@ -26,7 +26,7 @@ pub use architecture::Architecture;
 pub use backend::{Cpu, ServeBackend, copy_to, cuda_driver_present};
 pub use error::BurnError;
 pub use file::{BurnModel, FileLoader};
-pub use shared::{Served, SharedLoader, SharedWeights};
+pub use shared::{Served, SharedLoader, SharedWeights, load_peak};
 pub use weights::{BurnWeights, LoadStats, OnDevice, load, param_bytes, save};
 
 #[cfg(feature = "cuda")]

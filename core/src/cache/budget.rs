@@ -6,14 +6,23 @@
 //! record and is debited, against the cache that made it, when the record goes. Nothing else
 //! moves the counters, so "bytes counted" always equals "bytes alive" (A1, A3).
 //!
+//! The cap is a hard limit (SPEC 3.11, A7): a [`Reservation`] counts the bytes of a load *before*
+//! the loader allocates them, and becomes the load's charge on admission (or is released, on
+//! every other path, by its `Drop`). Bytes in use plus bytes reserved never exceed the cap,
+//! unless the opt-in overflow policy ([`RamBudget::set_overflow`]) lets admissions overshoot.
+//!
 //! The budget's monitor is a leaf: nothing is called while it is held, so a charge may be
-//! dropped anywhere, under any other lock.
+//! dropped anywhere, under any other lock. Every debit (a charge or a reservation dropped) and
+//! every [`RamBudget::room_changed`] notifies the threads waiting for room, with no extra
+//! critical section when nobody waits.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use crate::error::InvalidConfig;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut};
 
 /// Identifies one device cache in the budget's per-cache accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,20 +35,52 @@ struct Counters {
     total: u64,
     shared: u64,
     non_shared: BTreeMap<CacheId, u64>,
+    /// Bytes reserved by loads that have not been admitted yet (not part of `total`).
+    reserved: u64,
+    /// The most `total + reserved` ever was.
     high_water: u64,
     caches: u64,
+    /// Admissions may overshoot the cap (the opt-in overflow policy).
+    overflow: bool,
+    /// How long a reservation waits for room.
+    room_wait: Duration,
+    /// Moves on every debit and every [`RamBudget::room_changed`]: what a waiter for room waits
+    /// to see move.
+    epoch: u64,
+    /// Threads waiting for room now.
+    waiters: usize,
 }
+
+/// The default bound on a wait for room.
+const DEFAULT_ROOM_WAIT: Duration = Duration::from_secs(10);
 
 impl Counters {
     fn in_use(&self) -> u64 {
         self.total
     }
 
+    /// Bytes in use plus bytes reserved (never above `u64::MAX`: every addition is checked).
+    fn committed(&self) -> u64 {
+        self.total.saturating_add(self.reserved)
+    }
+
+    fn raise_high_water(&mut self) {
+        self.high_water = self.high_water.max(self.committed());
+    }
+
     /// Adds `bytes` to the total, or refuses (changing nothing) if the sum would overflow.
     fn add(&mut self, bytes: u64) -> Result<(), Overflow> {
-        self.total = self.total.checked_add(bytes).ok_or(Overflow)?;
-        self.high_water = self.high_water.max(self.total);
+        let total = self.total.checked_add(bytes).ok_or(Overflow)?;
+        total.checked_add(self.reserved).ok_or(Overflow)?;
+        self.total = total;
+        self.raise_high_water();
         Ok(())
+    }
+
+    /// Records a change that may give a waiter room; whether anyone waits.
+    fn changed(&mut self) -> bool {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.waiters > 0
     }
 }
 
@@ -60,7 +101,104 @@ impl<R: Runtime> RamBudget<R> {
         if cap == 0 {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
-        Ok(Arc::new(Self { cap, counters: runtime.monitor(Counters::default()), runtime: runtime.clone() }))
+        let counters = Counters { room_wait: DEFAULT_ROOM_WAIT, ..Counters::default() };
+        Ok(Arc::new(Self { cap, counters: runtime.monitor(counters), runtime: runtime.clone() }))
+    }
+
+    /// Lets admissions overshoot the cap (`true`), as before budgets were hard: a load that
+    /// finds no room is admitted anyway with a warning, and the overshoot is evicted at the next
+    /// releases (SPEC 3.2). Off by default: the cap is a hard limit.
+    pub fn set_overflow(&self, overflow: bool) {
+        self.counters.with(|c| c.overflow = overflow);
+    }
+
+    /// Whether admissions may overshoot the cap.
+    pub fn overflow(&self) -> bool {
+        self.counters.with(|c| c.overflow)
+    }
+
+    /// Bounds how long a reservation waits for room once evicting found none (default 10 s).
+    /// A zero wait refuses at once; `Duration::MAX` means unbounded.
+    pub fn set_room_wait(&self, wait: Duration) {
+        self.counters.with(|c| c.room_wait = wait);
+    }
+
+    /// How long a reservation waits for room.
+    pub fn room_wait(&self) -> Duration {
+        self.counters.with(|c| c.room_wait)
+    }
+
+    /// Bytes reserved by loads not admitted yet.
+    pub fn reserved(&self) -> u64 {
+        self.counters.with(|c| c.reserved)
+    }
+
+    /// Bytes in use plus bytes reserved: what A7 holds to the cap.
+    pub fn committed(&self) -> u64 {
+        self.counters.with(|c| c.committed())
+    }
+
+    /// Reserves `bytes` if they fit under the cap now (`None`, nothing changed, if not). The
+    /// reservation counts until it is dropped or becomes a charge.
+    pub(crate) fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation<R>> {
+        let cap = self.cap;
+        self.counters.with(|c| {
+            if c.committed().checked_add(bytes)? > cap {
+                return None;
+            }
+            c.reserved += bytes;
+            c.raise_high_water();
+            Some(())
+        })?;
+        Some(Reservation { budget: Arc::clone(self), bytes })
+    }
+
+    /// The room epoch: read it *before* looking for room, then [`RamBudget::wait_for_room`]
+    /// past it (the protocol of [`Signal`](crate::runtime::Signal)).
+    pub(crate) fn room_epoch(&self) -> u64 {
+        self.counters.with(|c| c.epoch)
+    }
+
+    /// Waits until a debit or a [`RamBudget::room_changed`] happened since `seen` was read, at
+    /// most `timeout`.
+    pub(crate) fn wait_for_room(&self, seen: u64, timeout: Duration) -> Result<(), TimedOut> {
+        let must_wait = self.counters.with(|c| {
+            let must_wait = c.epoch == seen;
+            c.waiters += usize::from(must_wait);
+            must_wait
+        });
+        if !must_wait {
+            return Ok(());
+        }
+        let waited = self.counters.wait_until(Some(timeout), |c| (c.epoch != seen).then_some(()));
+        self.counters.with(|c| c.waiters -= 1);
+        waited
+    }
+
+    /// Tells the threads waiting for room that something they could use changed (a record
+    /// became evictable); `site` is the lost-wakeup mutant of the caller's notify site.
+    pub(crate) fn room_changed(&self, site: Mutant) {
+        if self.runtime.mutant(site) {
+            return;
+        }
+        if self.counters.with(Counters::changed) {
+            self.counters.notify_all();
+        }
+    }
+
+    /// Runs a debit and wakes the waiters for room (the [`Mutant::LOST_WAKEUP_BUDGET_DEBIT`]
+    /// mutant forgets to).
+    fn debit(&self, f: impl FnOnce(&mut Counters) -> bool) -> bool {
+        let lost = self.runtime.mutant(Mutant::LOST_WAKEUP_BUDGET_DEBIT);
+        let (out, waiting) = self.counters.with(|c| {
+            let out = f(c);
+            let waiting = if lost { false } else { c.changed() };
+            (out, waiting)
+        });
+        if waiting {
+            self.counters.notify_all();
+        }
+        out
     }
 
     /// The cap in bytes.
@@ -83,17 +221,18 @@ impl<R: Runtime> RamBudget<R> {
         self.counters.with(|c| c.non_shared.get(&cache).copied().unwrap_or(0))
     }
 
-    /// Bytes above the cap (0 when within it).
+    /// Bytes in use plus reserved above the cap (0 when within it; only the overflow policy
+    /// goes above).
     pub fn excess(&self) -> u64 {
-        self.in_use().saturating_sub(self.cap)
+        self.committed().saturating_sub(self.cap)
     }
 
-    /// Whether `bytes` more would still fit under the cap.
+    /// Whether `bytes` more would still fit under the cap, next to what is in use and reserved.
     pub fn fits(&self, bytes: u64) -> bool {
-        self.in_use().saturating_add(bytes) <= self.cap
+        self.committed().saturating_add(bytes) <= self.cap
     }
 
-    /// The most ever counted at once.
+    /// The most ever counted at once, reservations included.
     pub fn high_water(&self) -> u64 {
         self.counters.with(|c| c.high_water)
     }
@@ -119,14 +258,30 @@ impl<R: Runtime> RamBudget<R> {
     }
 
     /// Counts `bytes` of canonical weights until the returned charge is dropped; refused if the
-    /// budget's sums would overflow.
-    pub(crate) fn charge_shared(self: &Arc<Self>, bytes: u64) -> Result<SharedCharge<R>, Overflow> {
+    /// budget's sums would overflow. With a `reservation`, the charge takes its place in the
+    /// same critical section (up to its bytes; what the reservation holds beyond is released
+    /// when it is dropped).
+    pub(crate) fn charge_shared(
+        self: &Arc<Self>,
+        bytes: u64,
+        reservation: Option<&mut Reservation<R>>,
+    ) -> Result<SharedCharge<R>, Overflow> {
         self.counters.with(|c| {
+            Self::settle(c, reservation, bytes);
             c.add(bytes)?;
             c.shared += bytes;
             Ok(())
         })?;
         Ok(SharedCharge { budget: Arc::clone(self), bytes })
+    }
+
+    /// Moves up to `bytes` of `reservation` out of the reserved count (the caller charges them).
+    fn settle(c: &mut Counters, reservation: Option<&mut Reservation<R>>, bytes: u64) {
+        if let Some(reservation) = reservation {
+            let moved = reservation.bytes.min(bytes);
+            reservation.bytes -= moved;
+            c.reserved -= moved;
+        }
     }
 
     /// Counts `bytes` of a non-shared record of `cache` until the returned charge is dropped;
@@ -135,8 +290,10 @@ impl<R: Runtime> RamBudget<R> {
         self: &Arc<Self>,
         cache: CacheId,
         bytes: u64,
+        reservation: Option<&mut Reservation<R>>,
     ) -> Result<NonSharedCharge<R>, Overflow> {
         self.counters.with(|c| {
+            Self::settle(c, reservation, bytes);
             c.add(bytes)?;
             *c.non_shared.entry(cache).or_default() += bytes;
             Ok(())
@@ -159,9 +316,10 @@ pub struct SharedCharge<R: Runtime = StdRuntime> {
 
 impl<R: Runtime> Drop for SharedCharge<R> {
     fn drop(&mut self) {
-        self.budget.counters.with(|c| {
+        self.budget.debit(|c| {
             c.shared -= self.bytes;
             c.total -= self.bytes;
+            false
         });
     }
 }
@@ -181,7 +339,7 @@ pub struct NonSharedCharge<R: Runtime = StdRuntime> {
 
 impl<R: Runtime> Drop for NonSharedCharge<R> {
     fn drop(&mut self) {
-        let underflow = self.budget.counters.with(|c| {
+        let underflow = self.budget.debit(|c| {
             let charged = c.non_shared.entry(self.cache).or_default();
             // Only the C-R2 mutant can make this underflow; saturate, and report it outside.
             let underflow = *charged < self.bytes;
@@ -199,6 +357,38 @@ impl<R: Runtime> Drop for NonSharedCharge<R> {
     }
 }
 
+/// Bytes of a load not admitted yet, counted against the cap from before the loader allocates
+/// them until they become the load's charge or the reservation is dropped (on error, panic or
+/// cancellation alike).
+pub struct Reservation<R: Runtime = StdRuntime> {
+    budget: Arc<RamBudget<R>>,
+    bytes: u64,
+}
+
+impl<R: Runtime> Reservation<R> {
+    /// Bytes still reserved.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl<R: Runtime> Drop for Reservation<R> {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.budget.debit(|c| {
+                c.reserved -= self.bytes;
+                false
+            });
+        }
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Reservation<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation").field("bytes", &self.bytes).finish()
+    }
+}
+
 impl<R: Runtime> fmt::Debug for NonSharedCharge<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NonSharedCharge").field("cache", &self.cache).field("bytes", &self.bytes).finish()
@@ -213,8 +403,8 @@ mod tests {
     fn charges_count_until_dropped() {
         let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
         let cache = budget.register_cache();
-        let shared = budget.charge_shared(40).unwrap();
-        let own = budget.charge_non_shared(cache, 70).unwrap();
+        let shared = budget.charge_shared(40, None).unwrap();
+        let own = budget.charge_non_shared(cache, 70, None).unwrap();
         assert_eq!((budget.in_use(), budget.excess(), budget.high_water()), (110, 10, 110));
         assert!(!budget.fits(1));
         drop(shared);
@@ -228,14 +418,39 @@ mod tests {
         let budget = RamBudget::new(u64::MAX, &StdRuntime::new()).unwrap();
         let cache = budget.register_cache();
         let half = u64::MAX / 2 + 1;
-        let first = budget.charge_shared(half).unwrap();
-        assert_eq!(budget.charge_non_shared(cache, half).unwrap_err(), Overflow);
-        assert_eq!(budget.charge_shared(half).unwrap_err(), Overflow);
+        let first = budget.charge_shared(half, None).unwrap();
+        assert_eq!(budget.charge_non_shared(cache, half, None).unwrap_err(), Overflow);
+        assert_eq!(budget.charge_shared(half, None).unwrap_err(), Overflow);
         assert_eq!((budget.in_use(), budget.non_shared_bytes(cache), budget.high_water()), (half, 0, half));
-        let rest = budget.charge_non_shared(cache, u64::MAX - half).unwrap();
+        let rest = budget.charge_non_shared(cache, u64::MAX - half, None).unwrap();
         assert_eq!(budget.in_use(), u64::MAX);
         drop((first, rest));
         assert_eq!(budget.in_use(), 0);
+    }
+
+    #[test]
+    fn a_reservation_counts_until_it_becomes_the_charge_or_is_dropped() {
+        let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
+        let mut reservation = budget.try_reserve(80).unwrap();
+        assert!(budget.try_reserve(21).is_none(), "80 reserved leaves 20");
+        assert_eq!((budget.in_use(), budget.reserved(), budget.committed()), (0, 80, 80));
+        let charge = budget.charge_shared(60, Some(&mut reservation)).unwrap();
+        assert_eq!((budget.in_use(), budget.reserved(), reservation.bytes()), (60, 20, 20));
+        drop(reservation);
+        assert_eq!((budget.in_use(), budget.reserved(), budget.high_water()), (60, 0, 80));
+        drop(charge);
+        assert_eq!(budget.committed(), 0);
+    }
+
+    #[test]
+    fn a_debit_ends_a_wait_for_room_and_nothing_else_does() {
+        let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
+        let charge = budget.charge_shared(100, None).unwrap();
+        let seen = budget.room_epoch();
+        assert_eq!(budget.wait_for_room(seen, Duration::from_millis(1)), Err(TimedOut));
+        drop(charge);
+        assert_eq!(budget.wait_for_room(seen, Duration::MAX), Ok(()), "the debit came after `seen`");
+        assert!(budget.try_reserve(100).is_some());
     }
 
     #[test]

@@ -38,7 +38,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Duration;
 
-use super::budget::CacheId;
+use super::budget::{CacheId, Reservation};
 use super::group::CacheGroup;
 use super::ledger::DeviceBudget;
 use super::loaded::{Admission, Claim, LoadedModel};
@@ -182,7 +182,8 @@ pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     group: Arc<CacheGroup<W, R>>,
     state: R::Monitor<State<W, R>>,
     device_budget: Arc<DeviceBudget<R>>,
-    reconcile_pending: R::Monitor<bool>,
+    /// The room a peer asked for while this cache was busy (`Some(0)`: back to the cap).
+    reconcile_pending: R::Monitor<Option<u64>>,
     on_evict: R::Monitor<Option<Arc<EvictionCallback>>>,
 }
 
@@ -198,7 +199,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             move_wait: DEFAULT_MOVE_WAIT,
             stats: CacheStats::default(),
         });
-        let (reconcile_pending, on_evict) = (rt.monitor(false), rt.monitor(None));
+        let (reconcile_pending, on_evict) = (rt.monitor(None), rt.monitor(None));
         let id = group.budget.register_cache();
         let device_budget = DeviceBudget::new(rt);
         let device = device.to_owned();
@@ -232,12 +233,32 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// `shared`, a canonical alive in any peer is adopted. Keys follow the model-id rules (a
     /// `:sub` suffix names a submodel): a bad key is [`CacheError::InvalidKey`]; a size that
     /// would overflow the budget's sums is [`CacheError::SizeOverflow`]; both change nothing.
+    ///
+    /// Weights that are neither resident here nor adoptable need `bytes` of room: the budget is
+    /// a hard limit, so `put` reserves them first ([`RamBudget`](super::RamBudget) explains how
+    /// room is made and waited for) and fails with [`CacheError::NoRoom`] (dropping `weights`)
+    /// when none comes in time, unless the budget's overflow policy is on. Prefer
+    /// [`DeviceCache::get_or_put`], which reserves *before* the weights are built.
     pub fn put(
         self: &Arc<Self>,
         key: &str,
         weights: W,
         bytes: u64,
         how: Put,
+    ) -> Result<Admission<W, R>, CacheError> {
+        self.put_reserved(key, weights, bytes, how, None)
+    }
+
+    /// [`DeviceCache::put`], charging fresh weights out of `reservation` (made before they were
+    /// built); without one, fresh weights reserve their room here. A reservation that is not
+    /// needed (the key is resident or adoptable) is released once the admission exists.
+    pub(crate) fn put_reserved(
+        self: &Arc<Self>,
+        key: &str,
+        weights: W,
+        bytes: u64,
+        how: Put,
+        reservation: Option<Reservation<R>>,
     ) -> Result<Admission<W, R>, CacheError> {
         ModelId::validate(key)?;
         let cap = self.group.budget.cap();
@@ -253,7 +274,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             // admission exists — never implicitly at return, where a panic would leak it.
             let admission = self.hand_out_then(
                 || Admission { cache: Arc::clone(self), record: Some(record) },
-                move || drop(weights),
+                move || drop((weights, reservation)),
             );
             return Ok(admission);
         }
@@ -262,19 +283,23 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         // Adopting a live canonical adds no bytes, so it needs no room.
         let adopted = if how.shared { self.group.store.adopt(key) } else { None };
-        let source = match adopted {
-            // The caller's weights are not needed: dropped now, before any claim is counted.
+        let (source, reservation) = match adopted {
+            // The caller's weights (and the room reserved for them) are not needed: dropped now,
+            // before any claim is counted.
             Some(canonical) => {
-                drop(weights);
-                Source::Adopted(canonical)
+                drop((weights, reservation));
+                (Source::Adopted(canonical), None)
             }
-            None => {
-                // Own records first; peers reconcile once the admission is charged (below).
-                self.make_room_here(bytes);
-                Source::Fresh(weights)
-            }
+            None if reservation.is_some() => (Source::Fresh(weights), reservation),
+            None => match self.reserve_room(key, bytes) {
+                Ok(reservation) => (Source::Fresh(weights), reservation),
+                Err(refused) => {
+                    drop(weights);
+                    return Err(refused);
+                }
+            },
         };
-        self.admit(key, source, bytes, how)
+        self.admit(key, source, bytes, how, reservation)
     }
 
     /// Admits the canonical of `key` that is alive in some cache of the group, without weights of
@@ -290,7 +315,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         let Some(canonical) = self.group.store.adopt(key) else { return Ok(None) };
         let bytes = canonical.bytes();
-        self.admit(key, Source::Adopted(canonical), bytes, Put::default()).map(Some)
+        self.admit(key, Source::Adopted(canonical), bytes, Put::default(), None).map(Some)
     }
 
     /// Registers the record of a `put` or an `adopt` and hands out its admission.
@@ -300,6 +325,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         source: Source<W, R>,
         bytes: u64,
         how: Put,
+        mut reservation: Option<Reservation<R>>,
     ) -> Result<Admission<W, R>, CacheError> {
         let overflow = || CacheError::SizeOverflow { key: key.to_owned(), bytes, what: "RAM budget" };
         // An adopted canonical keeps the size it was charged with. Adoption upgrades the store's
@@ -310,11 +336,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             Source::Fresh(weights) if how.shared && self.mutant(Mutant::ADOPT_BY_PEEK) => Residency::Shared(
                 self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
             ),
-            Source::Fresh(weights) if how.shared => {
-                Residency::Shared(self.group.store.insert(key, weights, bytes).map_err(|_| overflow())?.0)
-            }
+            Source::Fresh(weights) if how.shared => Residency::Shared(
+                self.group
+                    .store
+                    .insert_reserved(key, weights, bytes, reservation.as_mut())
+                    .map_err(|_| overflow())?
+                    .0,
+            ),
             Source::Fresh(weights) => {
-                let charge = self.group.budget.charge_non_shared(self.id, bytes).map_err(|_| overflow())?;
+                let charge = self
+                    .group
+                    .budget
+                    .charge_non_shared(self.id, bytes, reservation.as_mut())
+                    .map_err(|_| overflow())?;
                 Residency::Own { weights, _charge: charge }
             }
         };
@@ -360,7 +394,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         tracing::debug!(device = %self.device, key, bytes, "admitted");
         let admission = self.hand_out_then(
             || Admission { cache: Arc::clone(self), record: Some(record) },
-            move || drop((spare, replaced)),
+            move || drop((spare, replaced, reservation)),
         );
         if self.group.budget.excess() > 0 {
             for peer in self.group.peers(self) {
@@ -594,42 +628,60 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         })
     }
 
+    /// The records no eviction may take now (locked, held or admitting), with why: what holds
+    /// the budget when a reservation finds no room.
+    pub(crate) fn pinned(&self) -> Vec<String> {
+        self.state.with(|s| {
+            let pinned = s.slots.iter().filter(|(_, v)| !v.free());
+            let why = |v: &Slot<W, R>| match (v.locks, v.holds) {
+                (0, 0) => "admitting",
+                (0, _) => "held",
+                _ => "locked",
+            };
+            pinned.map(|(k, v)| format!("{k} ({} B, {}, {})", v.record.bytes, why(v), self.device)).collect()
+        })
+    }
+
     /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
     /// without waiting. If the cache is busy, the holder of its lock honours the flag.
     pub(crate) fn request_reconcile(&self) {
         self.request_room(0);
     }
 
-    /// Like [`DeviceCache::request_reconcile`], evicting until `bytes` more fit if it can get
-    /// the cache's lock right now (a deferred reconcile only brings the budget back to its cap).
+    /// Like [`DeviceCache::request_reconcile`], evicting until `bytes` more fit: now if it can
+    /// get the cache's lock right away, else at the holder's release (the request keeps the
+    /// largest room asked for).
     pub(crate) fn request_room(&self, bytes: u64) {
         let set_after_try = self.mutant(Mutant::FLAG_SET_AFTER_TRY);
         if !set_after_try {
-            self.set_pending(true);
+            self.set_pending(bytes);
         }
         match self.reconcile_now(bytes) {
             Some(evicted) => {
                 self.finish_evictions(evicted);
                 self.drain_requests();
             }
-            None if set_after_try => self.set_pending(true),
+            None if set_after_try => self.set_pending(bytes),
             None => {}
         }
     }
 
-    /// One reconcile if the lock is free right now: clears the flag and evicts until `room` more
-    /// bytes fit, in one critical section. `None` if the lock is held.
+    /// One reconcile if the lock is free right now: clears the request and evicts until `room`
+    /// (or the room the request asked for, if more) fits, in one critical section. `None` if the
+    /// lock is held.
     fn reconcile_now(&self, room: u64) -> Option<Evicted<W, R>> {
         let (admitting, clear_late) =
             (self.mutant(Mutant::ADMISSION_UNPROTECTED), self.mutant(Mutant::FLAG_CLEARED_LATE));
         let evicted = self.state.try_with(|s| {
-            if !clear_late {
-                self.set_pending(false);
-            }
-            Self::evict_lru_while(s, room, &self.group, admitting)
+            let requested = if clear_late {
+                self.reconcile_pending.with(|p| *p)
+            } else {
+                self.reconcile_pending.with(Option::take)
+            };
+            Self::evict_lru_while(s, room.max(requested.unwrap_or(0)), &self.group, admitting)
         })?;
         if clear_late {
-            self.set_pending(false);
+            self.reconcile_pending.with(|p| *p = None);
         }
         Some(evicted)
     }
@@ -643,14 +695,15 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::DEFERRED_RECONCILE_SKIPPED) || crate::runtime::panicking() {
             return;
         }
-        while self.reconcile_pending.with(|p| *p) {
+        while self.reconcile_pending.with(|p| p.is_some()) {
             let Some(evicted) = self.reconcile_now(0) else { return };
             self.finish_evictions(evicted);
         }
     }
 
-    fn set_pending(&self, pending: bool) {
-        self.reconcile_pending.with(|p| *p = pending);
+    /// Records a request for `room` bytes (merged with one already pending: the larger wins).
+    fn set_pending(&self, room: u64) {
+        self.reconcile_pending.with(|p| *p = Some(p.unwrap_or(0).max(room)));
     }
 
     /// Runs `f` under the state lock, then honours reconcile requests that arrived meanwhile.
@@ -684,13 +737,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.group.runtime.now();
-        let evicted = self.with_state(|s| {
-            let slot = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE))?;
+        let (evicted, freed) = self.with_state(|s| {
+            let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE)) else {
+                return (None, false);
+            };
             decrement(Self::counter(slot, claim));
             slot.idle_since = now;
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
-            (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten()
+            ((slot.stale && free).then(|| Self::remove(s, &record.key)).flatten(), free)
         });
+        // A record that became evictable may be the room a load is waiting for.
+        if freed {
+            self.group.budget.room_changed(Mutant::LOST_WAKEUP_ROOM_RELEASE);
+        }
         if let Some(gone) = evicted.as_ref().filter(|gone| gone.record.shared().is_some())
             && self.mutant(Mutant::MIS_DEBIT_SHARED)
             && self.is_shut_down()
@@ -811,7 +870,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// Evicts this cache's free records until `room` more bytes fit the global budget.
-    fn make_room_here(&self, room: u64) -> usize {
+    pub(crate) fn make_room_here(&self, room: u64) -> usize {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let evicted = self.with_state(|s| Self::evict_lru_while(s, room, &self.group, admitting));
         self.finish_evictions(evicted)
@@ -827,7 +886,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     ) -> Evicted<W, R> {
         let mut evicted: Evicted<W, R> = Vec::new();
         let mut pending = 0;
-        while group.budget.in_use().saturating_sub(pending).saturating_add(room) > group.budget.cap() {
+        while group.budget.committed().saturating_sub(pending).saturating_add(room) > group.budget.cap() {
             // Records that give bytes back first (least recently used among them): evicting one
             // whose canonical a peer shares frees nothing, so it goes only when nothing else can.
             let victim = s

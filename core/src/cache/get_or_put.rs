@@ -1,4 +1,7 @@
-//! [`DeviceCache::get_or_put`]: the cache-backed load every device of a group shares.
+//! [`DeviceCache::get_or_put`]: the cache-backed load every device of a group shares, and the
+//! [`Declared`] size a load reserves before it runs.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::single_flight::Turn;
 use super::{DeviceCache, LoadedModel, Put};
@@ -7,12 +10,70 @@ use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
 
+/// The size of a load, declared before it runs: the bytes its weights will take once loaded
+/// (what the budget charges), and the peak it allocates while loading (what it reserves; at
+/// least the final bytes). A `u64` converts into a declaration whose peak is its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Declared {
+    bytes: Option<u64>,
+    peak: u64,
+}
+
+impl Declared {
+    /// Weights of `bytes`, loaded with no transient allocation beyond them.
+    pub const fn new(bytes: u64) -> Self {
+        Self { bytes: Some(bytes), peak: bytes }
+    }
+
+    /// A load whose size nobody knows: a hard budget refuses it
+    /// ([`CacheError::SizeUnknown`]).
+    pub const fn unknown() -> Self {
+        Self { bytes: None, peak: 0 }
+    }
+
+    /// The same weights, whose load allocates up to `peak` bytes at once (kept at least the
+    /// final bytes).
+    pub const fn with_peak(self, peak: u64) -> Self {
+        let floor = match self.bytes {
+            Some(bytes) => bytes,
+            None => 0,
+        };
+        Self { bytes: self.bytes, peak: if peak > floor { peak } else { floor } }
+    }
+
+    /// The bytes the weights take once loaded (`None`: unknown).
+    pub const fn bytes(&self) -> Option<u64> {
+        self.bytes
+    }
+
+    /// The most the load allocates at once: what it reserves.
+    pub const fn peak(&self) -> u64 {
+        self.peak
+    }
+}
+
+impl From<u64> for Declared {
+    fn from(bytes: u64) -> Self {
+        Self::new(bytes)
+    }
+}
+
+impl From<Option<u64>> for Declared {
+    fn from(bytes: Option<u64>) -> Self {
+        bytes.map_or(Self::unknown(), Self::new)
+    }
+}
+
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The model `key` from this cache, loading it if no device of the group has it.
     ///
     /// In order: this cache's record (a hit); a canonical alive in the group's store, adopted
-    /// as it is (no load, no second copy); else `load` runs and its weights are admitted with
-    /// `declared_bytes`, the size declared before loading. Loads are single-flight per key
+    /// as it is (no load, no second copy); else the declared peak is reserved in the RAM budget
+    /// (making room and waiting for it, see [`RamBudget`](super::RamBudget); then
+    /// [`CacheError::NoRoom`]), and only then does `load` run; its weights are admitted with
+    /// the declared bytes, charged out of the reservation. The reservation is released on
+    /// every other path: a load error, a panic, an adoption after all. An unknown size is
+    /// refused ([`CacheError::SizeUnknown`]) before anything loads. Loads are single-flight per key
     /// across the whole group: a second device that finds a load of `key` in flight waits for
     /// it (at most [`CacheGroup::load_wait`](super::CacheGroup::load_wait), then
     /// [`CacheError::LoadWaitTimeout`]) and adopts its canonical, so each file is read once.
@@ -28,13 +89,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub fn get_or_put<E: Into<BoxError>>(
         self: &Arc<Self>,
         key: &str,
-        declared_bytes: u64,
+        declared: impl Into<Declared>,
         load: impl FnOnce() -> Result<W, E>,
     ) -> Result<LoadedModel<W, R>, CacheError> {
         ModelId::validate(key)?;
+        let declared = declared.into();
+        let Some(declared_bytes) = declared.bytes() else {
+            return Err(CacheError::SizeUnknown { key: key.to_owned() });
+        };
         let cap = self.group().budget().cap();
-        if declared_bytes > cap {
-            return Err(CacheError::TooLarge { key: key.to_owned(), bytes: declared_bytes, cap });
+        if declared.peak() > cap {
+            return Err(CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap });
         }
         let loads = &self.group().loads;
         let wait = loads.wait();
@@ -66,9 +131,26 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             if let Some(admission) = self.adopt(key)? {
                 return Ok(admission.into_loaded());
             }
-            let weights = load()
-                .map_err(|e| CacheError::Load { key: key.to_owned(), source: SourceError::new(e.into()) })?;
-            let loaded = self.put(key, weights, declared_bytes, Put::default())?.into_loaded();
+            // The C-B1 mutant loads first; `put` then reserves for weights already built.
+            let mut reservation = if self.runtime().mutant(Mutant::RESERVE_AFTER_LOAD) {
+                None
+            } else {
+                self.reserve_room(key, declared.peak())?
+            };
+            let weights = match catch_unwind(AssertUnwindSafe(load)) {
+                Ok(weights) => weights.map_err(|e| CacheError::Load {
+                    key: key.to_owned(),
+                    source: SourceError::new(e.into()),
+                })?,
+                Err(payload) => {
+                    if self.runtime().mutant(Mutant::RAM_RESERVATION_LEAKS_ON_PANIC) {
+                        std::mem::forget(reservation.take());
+                    }
+                    resume_unwind(payload)
+                }
+            };
+            let loaded =
+                self.put_reserved(key, weights, declared_bytes, Put::default(), reservation)?.into_loaded();
             drop(claim);
             return Ok(loaded);
         }

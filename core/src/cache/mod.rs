@@ -24,11 +24,13 @@ mod ledger;
 mod loaded;
 mod placement;
 mod record;
+mod room;
 mod single_flight;
 mod weights;
 
-pub use budget::{CacheId, NonSharedCharge, RamBudget, SharedCharge};
+pub use budget::{CacheId, NonSharedCharge, RamBudget, Reservation, SharedCharge};
 pub use device::{CacheStats, DeviceCache, EvictionCallback, Put, Resident};
+pub use get_or_put::Declared;
 pub use group::CacheGroup;
 pub use loaded::{Admission, LoadedModel, ModelGuard};
 pub use placement::{DeviceGuard, DeviceWeights};

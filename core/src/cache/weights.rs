@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 
-use super::budget::{Overflow, RamBudget, SharedCharge};
+use super::budget::{Overflow, RamBudget, Reservation, SharedCharge};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// One canonical set of CPU weights; its bytes are counted for exactly as long as it lives.
@@ -77,12 +77,24 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// says whether `weights` were adopted away (and so dropped, outside every lock). If the
     /// charge would overflow the budget's sums, nothing is registered and the weights come back.
     pub fn insert(&self, key: &str, weights: W, bytes: u64) -> Result<(Arc<Canonical<W, R>>, bool), W> {
+        self.insert_reserved(key, weights, bytes, None)
+    }
+
+    /// [`WeightStore::insert`], charging the weights out of `reservation` (which is left with
+    /// what it held beyond `bytes`, or untouched if a live canonical was adopted instead).
+    pub(crate) fn insert_reserved(
+        &self,
+        key: &str,
+        weights: W,
+        bytes: u64,
+        reservation: Option<&mut Reservation<R>>,
+    ) -> Result<(Arc<Canonical<W, R>>, bool), W> {
         let mut spare = Some(weights);
         let canonical = self.map.with(|m| {
             if let Some(live) = m.get(key).and_then(Weak::upgrade) {
                 return Ok(live);
             }
-            let charge = self.budget.charge_shared(bytes)?;
+            let charge = self.budget.charge_shared(bytes, reservation)?;
             let weights = spare.take().expect("weights are used once");
             let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
             m.insert(key.to_owned(), Arc::downgrade(&canonical));
@@ -108,7 +120,7 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     ) -> Result<Arc<Canonical<W, R>>, W> {
         let mut spare = Some(weights);
         let canonical = self.map.with(|m| {
-            let charge = self.budget.charge_shared(bytes).ok()?;
+            let charge = self.budget.charge_shared(bytes, None).ok()?;
             let weights = spare.take().expect("weights are used once");
             let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
             m.insert(key.to_owned(), Arc::downgrade(&canonical));

@@ -31,4 +31,12 @@ pub trait Loader: Send + Sync + 'static {
 
     /// Builds the model named by the canonical `id` (not the alias).
     fn load(&self, id: &ModelId) -> Result<Self::Model, BoxError>;
+
+    /// The bytes the model named by `id` takes once loaded, if the loader can tell without
+    /// loading it (from a file header, a manifest): what a hard budget reserves before `load`
+    /// runs. `Ok(None)`, the default: unknown.
+    fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
+        let _ = id;
+        Ok(None)
+    }
 }

@@ -6,6 +6,7 @@
 //! Each scenario names the mutants it must catch.
 
 mod bounds;
+mod budget;
 mod cache;
 mod composition;
 mod drop_model;
@@ -250,6 +251,14 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 2, targets: [LOST_WAKEUP_EVICTION_SETTLED], eviction::lease_during_failed_eviction::<_, layers::ThreeDeep>),
     scenario!("W-8", "the group's shutdown wakes a device waiting for another device's load",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_GROUP_SHUTDOWN], wakeups::group_shutdown),
+    scenario!("C-B1", "two cold admissions on two peers with room for one: reserved before loading, A7 inside both loaders (3.11)",
+        time: Auto, loom: 1, targets: [RESERVE_AFTER_LOAD], budget::cold_loads_with_room_for_one),
+    scenario!("C-B2", "a reservation is released on load error, panic and adoption; the waiter behind it gets the room (3.11)",
+        time: Auto, no_loom: "its loader panics, and loom runs the other thread's load while the panicking one unwinds (loom's threads share one OS thread), which aborts the process", targets: [RAM_RESERVATION_LEAKS_ON_PANIC], budget::reservations_released_on_every_path),
+    scenario!("W-9", "a debit of the RAM budget (a failed load's reservation released) wakes the load waiting for room",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_BUDGET_DEBIT], budget::debit_wakes_the_waiter),
+    scenario!("W-10", "a release that leaves a record evictable wakes the load waiting for room",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_ROOM_RELEASE], budget::release_wakes_the_waiter),
     scenario!("W-6", "a move that settles wakes the locker waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
 ];

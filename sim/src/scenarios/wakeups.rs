@@ -164,6 +164,10 @@ pub(super) fn group_shutdown<R: SimRuntime>(rt: R) {
     let (group, s3) = (Arc::clone(&world.group), Arc::clone(&started));
     let t3 = world.rt.spawn("T3", move || {
         s3.wait_for(1);
+        // Scheduling points, so that uniform random schedules often let T2 reach its wait first.
+        for _ in 0..RELEASE_AFTER {
+            R::yield_now();
+        }
         trace::record("T3", "shutdown(group)".to_owned());
         group.shutdown();
     });

@@ -1,0 +1,189 @@
+//! Hard-budget scenarios (SPEC 3.11, A7; `C-B*`, `W-9`, `W-10`): loads reserve their bytes
+//! before they allocate them, make room, wait for it (woken by debits and by releases that
+//! leave a record evictable), and give their reservation back on every path.
+//!
+//! Every loader here checks A7 from inside itself, at the moment it would allocate: the bytes in
+//! use plus the bytes reserved are within the cap, and the loads running now are all covered by
+//! reservations (so the heap — bytes in use plus bytes being built — stays within the cap too).
+
+use resident::CacheError;
+use resident::runtime::Arc;
+
+use super::cache::{Cache, finish, join};
+use super::wakeups::no_deadline_passed;
+use crate::cache_world::{CacheWorld, Weights};
+use crate::latch::Latch;
+use crate::runtime::{Counter, SimRuntime};
+use crate::violation::{InjectedPanic, catching};
+use crate::{ensure, trace};
+
+/// The cap of every world here: room for one model of [`BYTES`], not two.
+const CAP: u64 = 100;
+/// Every model's size.
+const BYTES: u64 = 60;
+/// Scheduling points W-10's T1 passes before it unlocks the only evictable record.
+const UNLOCK_AFTER: usize = 64;
+
+/// What a scripted load does once it has checked A7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Loads,
+    Fails,
+    Panics,
+}
+
+/// Bytes of the loads running now, counted by the loaders themselves.
+struct Loads<R: SimRuntime> {
+    world_budget: Arc<resident::cache::RamBudget<R>>,
+    building: R::Counter,
+}
+
+impl<R: SimRuntime> Loads<R> {
+    fn new(world: &CacheWorld<R>) -> Arc<Self> {
+        Arc::new(Self { world_budget: Arc::clone(world.group.budget()), building: world.rt.counter() })
+    }
+
+    /// A load of [`BYTES`] that checks A7 as it starts, then ends as `outcome` says.
+    fn run(&self, thread: &str, outcome: Outcome) -> Result<Weights<R>, &'static str> {
+        let building = self.building.add(BYTES as usize) as u64 + BYTES;
+        let budget = &self.world_budget;
+        let (in_use, reserved, cap) = (budget.in_use(), budget.reserved(), budget.cap());
+        ensure!(
+            in_use + reserved <= cap && building <= reserved,
+            "A7",
+            "{thread}'s load allocates with {in_use} in use, {reserved} reserved and {building} being \
+             loaded: {} of the cap {cap} on the heap",
+            in_use + building.max(reserved)
+        );
+        R::yield_now();
+        self.building.sub(BYTES as usize);
+        match outcome {
+            Outcome::Loads => Ok(Weights::plain(BYTES)),
+            Outcome::Fails => Err("a scripted load failure"),
+            Outcome::Panics => std::panic::panic_any(InjectedPanic),
+        }
+    }
+}
+
+/// Spawns `thread`, which loads `key` through `get_or_put` on `cache`; the load ends as
+/// `outcome` says. The thread returns the call's result (`None` if the injected panic reached
+/// it), dropping the model at once.
+fn spawn_load<R: SimRuntime>(
+    world: &CacheWorld<R>,
+    loads: &Arc<Loads<R>>,
+    thread: &'static str,
+    cache: usize,
+    key: &'static str,
+    outcome: Outcome,
+) -> R::Handle<Option<Result<(), CacheError>>> {
+    let (cache, loads): (Cache<R>, _) = (Arc::clone(&world.caches[cache]), Arc::clone(loads));
+    world.rt.spawn(thread, move || {
+        trace::record(thread, format!("get_or_put({key}) on {}", cache.device()));
+        let got = catching(|| cache.get_or_put(key, BYTES, || loads.run(thread, outcome)).map(drop));
+        trace::record(thread, format!("get_or_put({key}) -> {got:?}"));
+        got
+    })
+}
+
+/// The checks every scenario here ends with: the high-water mark within the cap (A7), no
+/// reservation left, then A1 and A6.
+fn finish_within_cap<R: SimRuntime>(world: &CacheWorld<R>) {
+    let budget = world.group.budget();
+    let (high, cap) = (budget.high_water(), budget.cap());
+    ensure!(high <= cap, "A7", "the budget's high-water mark {high} is over its cap {cap}");
+    finish(world);
+}
+
+/// C-B1: two cold loads of different keys on two peers, with room for one: neither allocates
+/// before its bytes are reserved (A7 inside both loaders); the second waits for the first's
+/// record to go idle, evicts it and loads.
+pub(super) fn cold_loads_with_room_for_one<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, CAP, 2);
+    let loads = Loads::new(&world);
+    let t1 = spawn_load(&world, &loads, "T1", 0, "a", Outcome::Loads);
+    let t2 = spawn_load(&world, &loads, "T2", 1, "b", Outcome::Loads);
+    for (name, handle) in [("T1", t1), ("T2", t2)] {
+        let got = join::<R, _>(handle);
+        ensure!(matches!(got, Some(Ok(()))), "contract", "{name}'s load gave {got:?}");
+    }
+    no_deadline_passed(&world.rt);
+    finish_within_cap(&world);
+}
+
+/// C-B2: a load that fails and a load that panics, with room for one of them at a time, and a
+/// third call that finds its key loaded meanwhile or loads it: each gives its reservation back
+/// (the waiter behind it gets the room), and none is left once every call returned (A6).
+pub(super) fn reservations_released_on_every_path<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, CAP, 1);
+    let loads = Loads::new(&world);
+    let t1 = spawn_load(&world, &loads, "T1", 0, "a", Outcome::Fails);
+    let t2 = spawn_load(&world, &loads, "T2", 0, "b", Outcome::Panics);
+    let got1 = join::<R, _>(t1);
+    ensure!(
+        matches!(got1, Some(Err(CacheError::Load { .. }))),
+        "contract",
+        "T1's failing load gave {got1:?}"
+    );
+    let got2 = join::<R, _>(t2);
+    ensure!(got2.is_none(), "contract", "T2's panicking load gave {got2:?}");
+    let reserved = world.group.budget().reserved();
+    ensure!(reserved == 0, "A3", "{reserved} bytes still reserved after every load ended");
+    let after = world.caches[0].get_or_put("b", BYTES, || loads.run("main", Outcome::Loads)).map(drop);
+    ensure!(after.is_ok(), "contract", "a load after the failed ones gave {after:?}");
+    no_deadline_passed(&world.rt);
+    finish_within_cap(&world);
+}
+
+/// W-9: T1's load holds the only room and fails; T2's load of another key waits for room. The
+/// debit of T1's released reservation must wake T2.
+pub(super) fn debit_wakes_the_waiter<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, CAP, 1);
+    let loads = Loads::new(&world);
+    let t1 = spawn_load(&world, &loads, "T1", 0, "a", Outcome::Fails);
+    let t2 = spawn_load(&world, &loads, "T2", 0, "b", Outcome::Loads);
+    let (got1, got2) = (join::<R, _>(t1), join::<R, _>(t2));
+    ensure!(
+        matches!(got1, Some(Err(CacheError::Load { .. }))),
+        "contract",
+        "T1's failing load gave {got1:?}"
+    );
+    ensure!(matches!(got2, Some(Ok(()))), "contract", "T2's load gave {got2:?}");
+    no_deadline_passed(&world.rt);
+    finish_within_cap(&world);
+}
+
+/// W-10: `a` fills the budget and the main thread holds it locked; T2 loads `b` and waits for
+/// room; T1 unlocks `a`, leaving it evictable. That release must wake T2, which evicts `a`.
+pub(super) fn release_wakes_the_waiter<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, CAP, 1);
+    let loads = Loads::new(&world);
+    let guard = world.caches[0]
+        .get_or_put("a", BYTES, || Ok::<_, &str>(Weights::plain(BYTES)))
+        .expect("setup load")
+        .lock();
+    let started = Arc::new(Latch::new(&world.rt));
+    let t2 = {
+        let (c0, loads, started): (Cache<R>, _, _) =
+            (Arc::clone(&world.caches[0]), Arc::clone(&loads), Arc::clone(&started));
+        world.rt.spawn("T2", move || {
+            started.add(1);
+            trace::record("T2", "get_or_put(b)");
+            c0.get_or_put("b", BYTES, || loads.run("T2", Outcome::Loads)).map(drop)
+        })
+    };
+    let t1 = world.rt.spawn("T1", move || {
+        started.wait_for(1);
+        // Scheduling points, so that uniform random schedules often let T2 reach its wait
+        // first (PCT and loom reach that order anyway); both orders are explored.
+        for _ in 0..UNLOCK_AFTER {
+            R::yield_now();
+        }
+        trace::record("T1", "unlock(a)");
+        drop(guard);
+    });
+    join::<R, _>(t1);
+    let got = join::<R, _>(t2);
+    ensure!(got.is_ok(), "contract", "T2's load gave {got:?}");
+    no_deadline_passed(&world.rt);
+    finish_within_cap(&world);
+}
