@@ -206,6 +206,15 @@ mutants! {
     LOST_WAKEUP_BUDGET_DEBIT = "lost-wakeup-budget-debit",
     /// W-10: a release that leaves a record evictable does not wake the loads waiting for room.
     LOST_WAKEUP_ROOM_RELEASE = "lost-wakeup-room-release",
+    /// C-B3: a cache's shutdown cancels its keep-alive but does not tell the timer thread, which
+    /// sleeps on (and never exits while the group lives).
+    TIMER_NOT_CANCELLED = "timer-not-cancelled",
+    /// W-11: a release that leaves a record idle does not wake the keep-alive timer.
+    LOST_WAKEUP_KEEP_ALIVE_RELEASE = "lost-wakeup-keep-alive-release",
+    /// W-12: a keep-alive set while the timer sleeps does not wake it.
+    LOST_WAKEUP_KEEP_ALIVE_SET = "lost-wakeup-keep-alive-set",
+    /// W-12: dropping the group does not wake its sleeping timer thread, which never exits.
+    LOST_WAKEUP_TIMER_GROUP_DROP = "lost-wakeup-timer-group-drop",
 }
 
 impl fmt::Display for Mutant {

@@ -107,6 +107,9 @@ proptest! {
             for (cache, &(hits, misses)) in caches.iter().zip(&gets) {
                 let stats = cache.stats();
                 prop_assert_eq!((stats.hits, stats.misses), (hits, misses), "counters after step {}", step);
+                let resident: u64 = cache.resident().iter().filter(|r| !r.detached).map(|r| r.bytes).sum();
+                prop_assert_eq!(stats.bytes_resident, resident, "bytes resident after step {}", step);
+                prop_assert!(stats.high_water >= resident, "high water below what is resident");
             }
         }
         drop(kept);

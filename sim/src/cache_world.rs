@@ -277,9 +277,22 @@ impl<R: SimRuntime> CacheWorld<R> {
         Arc::new(Mailbox { slot: self.rt.monitor(None) })
     }
 
-    /// A1 at quiescence: the budget counts each distinct live canonical once plus every private
-    /// resident record, and nothing else.
+    /// Turns keep-alive off in every cache and joins the keep-alive timer thread: the group's
+    /// one background actor, which may be mid-eviction (a record out of its slot, its bytes not
+    /// yet debited) when the scenario threads are all done.
+    pub fn stop_expiry(&self) {
+        for cache in &self.caches {
+            // Refused by a cache already shut down, whose keep-alive is off for good.
+            let _ = cache.set_keep_alive(None);
+        }
+        self.rt.join_background();
+    }
+
+    /// A1 at quiescence (keep-alive expiry [stopped](Self::stop_expiry) first): the budget
+    /// counts each distinct live canonical once plus every private resident record, and nothing
+    /// else.
     pub fn check_accounting(&self) {
+        self.stop_expiry();
         let mut canonicals: BTreeMap<usize, u64> = BTreeMap::new();
         let mut private = 0;
         for record in self.caches.iter().flat_map(|c| c.resident()) {

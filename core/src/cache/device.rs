@@ -76,6 +76,22 @@ pub struct CacheStats {
     pub evictions: u64,
     /// Bytes of the evicted records.
     pub bytes_evicted: u64,
+    /// Bytes of the records resident now (a shared record counts its canonical's bytes here in
+    /// every cache that uses it; the group's [`RamBudget`](super::RamBudget) counts it once).
+    pub bytes_resident: u64,
+    /// The most bytes resident at once since the cache was created.
+    pub high_water: u64,
+}
+
+impl CacheStats {
+    fn admitted(&mut self, bytes: u64) {
+        self.bytes_resident = self.bytes_resident.saturating_add(bytes);
+        self.high_water = self.high_water.max(self.bytes_resident);
+    }
+
+    fn left(&mut self, bytes: u64) {
+        self.bytes_resident = self.bytes_resident.saturating_sub(bytes);
+    }
 }
 
 /// One resident record, as [`DeviceCache::resident`] reports it.
@@ -126,6 +142,7 @@ impl<W, R: Runtime> State<W, R> {
     fn detach(&mut self, old: Slot<W, R>) -> Gone<W, R> {
         self.detached.retain(|(w, _)| w.strong_count() > 0);
         self.detached.push((Arc::downgrade(&old.record), describe(&old.record, true)));
+        self.stats.left(old.record.bytes);
         Gone { record: old.record, device: old.device }
     }
 }
@@ -383,6 +400,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                         idle_since: now,
                         device: DeviceCopy::Absent,
                     };
+                    s.stats.admitted(fresh.bytes);
                     let mut replaced = s.slots.insert(key.to_owned(), slot).map(|old| s.detach(old));
                     if copy_under_lock && let Some(gone) = replaced.as_mut() {
                         gone.device = DeviceCopy::Absent;
@@ -533,14 +551,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// idle records, running no user code; the caller finishes the returned evictions.
     pub(crate) fn mark_shut_down(&self) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
-        let (evicted, retained) = self.with_state(|s| {
+        let (evicted, retained, cancelled) = self.with_state(|s| {
             s.shut_down = true;
-            s.keep_alive = None;
+            let cancelled = s.keep_alive.take().is_some();
             let keys: Vec<String> = s.slots.keys().cloned().collect();
             let evicted =
                 keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>();
-            (evicted, keys.into_iter().filter(|k| s.slots.contains_key(k)).collect::<Vec<_>>())
+            (evicted, keys.into_iter().filter(|k| s.slots.contains_key(k)).collect::<Vec<_>>(), cancelled)
         });
+        // The timer may sleep to one of this cache's deadlines, or be kept by it alone.
+        if cancelled {
+            self.group.timer.poke(None, Mutant::TIMER_NOT_CANCELLED);
+        }
         tracing::debug!(device = %self.device, evicted = evicted.len(), stale = retained.len(), "shutdown");
         if self.mutant(Mutant::SHUTDOWN_RELEASES_WEIGHTS) {
             retained.iter().for_each(|key| self.group.store.invalidate(key));
@@ -548,17 +570,26 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         Dropped { cache: self, evicted }
     }
 
-    /// Evicts records that stayed unprotected for `keep_alive` on the runtime's clock; `None`
-    /// turns expiry off. Refused (returns `false`) after [`DeviceCache::shutdown`], which
-    /// cancels keep-alive for good.
+    /// Evicts records that stayed unprotected for `keep_alive` on the runtime's clock, without
+    /// any other call: the group's timer thread (started by the first keep-alive of the group,
+    /// ended when no cache has one) sleeps to the earliest deadline. `None` turns expiry off.
+    /// Refused (returns `false`) after [`DeviceCache::shutdown`], which cancels keep-alive for
+    /// good.
     pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
-        self.with_state(|s| {
+        let set = self.with_state(|s| {
             if s.shut_down {
                 return false;
             }
             s.keep_alive = keep_alive;
             true
-        })
+        });
+        if set && keep_alive.is_some() {
+            self.group.timer.start(&self.group);
+        } else if set {
+            // The timer may exit now, if no other cache has a keep-alive.
+            self.group.timer.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
+        }
+        set
     }
 
     /// The keep-alive in force (`None` after shutdown).
@@ -566,9 +597,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.with_state(|s| s.keep_alive)
     }
 
-    /// The keep-alive timer: evicts the records idle (unlocked, unheld, not admitting) for at
-    /// least the keep-alive, on the runtime's clock. Every `put`, `get` and `make_room` runs it
-    /// first; an application with no traffic calls it from its own timer. Returns how many went.
+    /// Evicts the records idle (unlocked, unheld, not admitting) for at least the keep-alive, on
+    /// the runtime's clock, now. The group's keep-alive timer thread calls it when the earliest
+    /// deadline passes, so nobody has to; every `put`, `get` and `make_room` runs it first too.
+    /// Returns how many went.
     pub fn expire_idle(&self) -> usize {
         let now = self.group.runtime.now();
         let ignore_holds = self.mutant(Mutant::KEEP_ALIVE_EVICTS_HELD);
@@ -586,6 +618,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.finish_evictions(evicted)
     }
 
+    /// The keep-alive in force and the earliest deadline on the runtime's clock at which one of
+    /// this cache's idle records expires: `None` without a keep-alive; `Some(None)` when no
+    /// record is idle.
+    pub(crate) fn next_expiry(&self) -> Option<Option<Duration>> {
+        self.with_state(|s| {
+            let keep_alive = s.keep_alive?;
+            let idle = s.slots.values().filter(|v| v.free()).map(|v| v.idle_since).min();
+            Some(idle.map(|since| since.saturating_add(keep_alive)))
+        })
+    }
+
     /// Whether `shutdown` ran.
     pub fn is_shut_down(&self) -> bool {
         self.with_state(|s| s.shut_down)
@@ -596,7 +639,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.with_state(|s| s.slots.keys().cloned().collect())
     }
 
-    /// Hit, miss and eviction counters.
+    /// Hit, miss and eviction counters, bytes resident now and their high-water mark: the
+    /// per-cache view beside the group's [`RamBudget`](super::RamBudget).
     pub fn stats(&self) -> CacheStats {
         self.with_state(|s| s.stats)
     }
@@ -737,18 +781,25 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.group.runtime.now();
-        let (evicted, freed) = self.with_state(|s| {
+        let (evicted, freed, expires) = self.with_state(|s| {
+            let keep_alive = s.keep_alive;
             let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE)) else {
-                return (None, false);
+                return (None, false, None);
             };
             decrement(Self::counter(slot, claim));
             slot.idle_since = now;
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
-            ((slot.stale && free).then(|| Self::remove(s, &record.key)).flatten(), free)
+            let evicted = (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten();
+            let expires = keep_alive.filter(|_| free && evicted.is_none()).map(|k| now.saturating_add(k));
+            (evicted, free, expires)
         });
-        // A record that became evictable may be the room a load is waiting for.
+        // A record that became evictable may be the room a load is waiting for, and an idle
+        // record a deadline earlier than the one the keep-alive timer sleeps to.
         if freed {
             self.group.budget.room_changed(Mutant::LOST_WAKEUP_ROOM_RELEASE);
+        }
+        if let Some(deadline) = expires {
+            self.group.timer.poke(Some(deadline), Mutant::LOST_WAKEUP_KEEP_ALIVE_RELEASE);
         }
         if let Some(gone) = evicted.as_ref().filter(|gone| gone.record.shared().is_some())
             && self.mutant(Mutant::MIS_DEBIT_SHARED)
@@ -854,6 +905,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     fn remove(s: &mut State<W, R>, key: &str) -> Option<Gone<W, R>> {
         let slot = s.slots.remove(key)?;
+        s.stats.left(slot.record.bytes);
         s.stats.evictions += 1;
         s.stats.bytes_evicted = s.stats.bytes_evicted.saturating_add(slot.record.bytes);
         Some(Gone { record: slot.record, device: slot.device })

@@ -6,6 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use super::DeviceCache;
 use super::budget::RamBudget;
 use super::device::Dropped;
+use super::expiry::ExpiryTimer;
 use super::single_flight::Loads;
 use super::weights::WeightStore;
 use crate::error::InvalidConfig;
@@ -20,6 +21,8 @@ pub struct CacheGroup<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     caches: R::Monitor<Vec<Weak<DeviceCache<W, R>>>>,
     /// Keys being loaded by `get_or_put` on any device of the group.
     pub(crate) loads: Loads<R>,
+    /// The keep-alive timer (its thread runs while a cache of the group has a keep-alive).
+    pub(crate) timer: Arc<ExpiryTimer<R>>,
 }
 
 impl<W: Send + Sync + 'static> CacheGroup<W> {
@@ -36,7 +39,8 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         let store = WeightStore::new(Arc::clone(&budget), &runtime);
         let caches = runtime.monitor(Vec::new());
         let loads = Loads::new(&runtime);
-        Ok(Arc::new(Self { runtime, budget, store, caches, loads }))
+        let timer = ExpiryTimer::new(&runtime);
+        Ok(Arc::new(Self { runtime, budget, store, caches, loads, timer }))
     }
 
     /// Sets how long [`DeviceCache::get_or_put`] waits for another device's load of the same
@@ -128,6 +132,18 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         }
     }
 
+    /// Whether the group's keep-alive timer thread runs: from the first
+    /// [`DeviceCache::set_keep_alive`] until no cache of the group has a keep-alive (a cache's
+    /// shutdown cancels its own) or the group is dropped.
+    pub fn keep_alive_timer_running(&self) -> bool {
+        self.timer.running()
+    }
+
+    /// The live caches.
+    pub(crate) fn caches(&self) -> Vec<Arc<DeviceCache<W, R>>> {
+        self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect())
+    }
+
     /// The live caches other than `except`.
     pub(crate) fn peers(&self, except: &DeviceCache<W, R>) -> Vec<Arc<DeviceCache<W, R>>> {
         self.caches
@@ -135,6 +151,13 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             .into_iter()
             .filter(|c| !std::ptr::eq(Arc::as_ptr(c), except))
             .collect()
+    }
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Drop for CacheGroup<W, R> {
+    /// Ends the keep-alive timer thread (it holds only a weak reference to the group).
+    fn drop(&mut self) {
+        self.timer.close();
     }
 }
 

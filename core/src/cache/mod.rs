@@ -18,6 +18,7 @@
 
 mod budget;
 mod device;
+mod expiry;
 mod get_or_put;
 mod group;
 mod ledger;

@@ -48,6 +48,15 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
     /// only moves when the checker lets a deadline pass.
     fn now(&self) -> Duration;
 
+    /// Starts a background thread named `name` running `f`, detached: the keep-alive timer of
+    /// a cache group ([`CacheGroup`](crate::cache::CacheGroup)) is the one user. The thread
+    /// must not keep anything alive by itself: it holds weak references and exits on its own.
+    ///
+    /// Production runtimes start an OS thread; model-checking runtimes start a checker thread
+    /// that the execution joins before it ends, so a thread that never exits is a deadlock the
+    /// checker reports.
+    fn spawn_background(&self, name: &str, f: Box<dyn FnOnce() + Send + 'static>) -> std::io::Result<()>;
+
     /// Whether the historical bug `mutant` is switched back on.
     ///
     /// Only model-checking runtimes ever answer `true` (for the switches a scenario turned

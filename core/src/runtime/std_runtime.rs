@@ -44,6 +44,10 @@ impl Runtime for StdRuntime {
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }
+
+    fn spawn_background(&self, name: &str, f: Box<dyn FnOnce() + Send + 'static>) -> std::io::Result<()> {
+        std::thread::Builder::new().name(name.to_owned()).spawn(f).map(drop)
+    }
 }
 
 /// [`Monitor`] of the [`StdRuntime`]: a parking_lot mutex and condition variable.

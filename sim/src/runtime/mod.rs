@@ -67,6 +67,11 @@ pub trait SimRuntime: Runtime {
     /// Joins a scenario thread, returning its panic payload if it panicked.
     fn join<T: Send + 'static>(handle: Self::Handle<T>) -> std::thread::Result<T>;
 
+    /// Joins every thread the code under test started so far ([`Runtime::spawn_background`]: the keep-alive
+    /// timer): a scenario checking that such a thread exits while what it serves is still alive.
+    /// The execution joins them at its end anyway.
+    fn join_background(&self);
+
     /// Lets the scheduler run another thread.
     fn yield_now();
 
@@ -124,6 +129,10 @@ impl<C: Checker> SimRuntime for Sim<C> {
 
     fn join<T: Send + 'static>(handle: SimHandle<C, T>) -> std::thread::Result<T> {
         handle.join()
+    }
+
+    fn join_background(&self) {
+        Sim::join_background(self);
     }
 
     fn yield_now() {

@@ -25,6 +25,10 @@ pub struct Sim<C: Checker> {
 struct Shared<C: Checker> {
     clock: Clock<C>,
     mutants: MutantSet,
+    /// Threads the code under test started ([`Runtime::spawn_background`]), joined before the execution
+    /// ends: one that never exits is a deadlock the checker reports. Plain std bookkeeping (no
+    /// scheduling point).
+    background: std::sync::Mutex<Vec<SimHandle<C, ()>>>,
 }
 
 impl<C: Checker> Clone for Sim<C> {
@@ -49,7 +53,8 @@ fn nanos(d: Duration) -> u64 {
 
 impl<C: Checker> Sim<C> {
     pub(super) fn new(time: Time, mutants: MutantSet) -> Self {
-        Self { shared: Arc::new(Shared { clock: Clock::new(time), mutants }) }
+        let background = std::sync::Mutex::default();
+        Self { shared: Arc::new(Shared { clock: Clock::new(time), mutants, background }) }
     }
 
     pub(super) fn clock(&self) -> &Clock<C> {
@@ -76,9 +81,22 @@ impl<C: Checker> Sim<C> {
             C::spawn("timer", move || rt.clock().run_timer())
         });
         body();
+        self.join_background();
         self.clock().shutdown();
         if let Some(timer) = timer {
             C::join(timer).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+        }
+    }
+}
+
+impl<C: Checker> Sim<C> {
+    /// Joins every thread the code under test started so far (and those they start), re-raising
+    /// the first panic.
+    pub(super) fn join_background(&self) {
+        loop {
+            let next = self.shared.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+            let Some(handle) = next else { return };
+            handle.join().unwrap_or_else(|payload| std::panic::resume_unwind(payload));
         }
     }
 }
@@ -121,6 +139,12 @@ impl<C: Checker> Runtime for Sim<C> {
 
     fn now(&self) -> Duration {
         Duration::from_nanos(self.clock().now())
+    }
+
+    fn spawn_background(&self, name: &str, f: Box<dyn FnOnce() + Send + 'static>) -> std::io::Result<()> {
+        let handle = self.spawn_counted(name, f);
+        self.shared.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(handle);
+        Ok(())
     }
 
     fn mutant(&self, mutant: Mutant) -> bool {

@@ -11,6 +11,7 @@ mod cache;
 mod composition;
 mod drop_model;
 mod eviction;
+mod keep_alive;
 pub mod layers;
 mod manager;
 mod panics;
@@ -186,7 +187,7 @@ pub const CATALOGUE: &[Scenario] = &[
     scenario!("C-R26", "caches dropped without shutdown release everything (26)",
         time: Off, loom: 1, targets: [UNUSED_HANDLE_LEAKS], cache::dropped_without_shutdown),
     scenario!("C-K1", "keep-alive expiry racing a lock; shutdown cancels keep-alive for good",
-        time: Off, loom: 2, targets: [KEEP_ALIVE_EVICTS_HELD], cache::keep_alive),
+        time: Off, loom: 1, targets: [KEEP_ALIVE_EVICTS_HELD], cache::keep_alive),
     scenario!("C-R27", "drop_model during use; a rebuild never adopts the invalidated canonical (27)",
         time: Off, loom: 2, targets: [KEY_MATCH_RELEASE], cache::drop_model_during_use),
     scenario!("C-R28", "adoption racing another load of the key: one canonical (28)",
@@ -259,6 +260,12 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [LOST_WAKEUP_BUDGET_DEBIT], budget::debit_wakes_the_waiter),
     scenario!("W-10", "a release that leaves a record evictable wakes the load waiting for room",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_ROOM_RELEASE], budget::release_wakes_the_waiter),
+    scenario!("C-B3", "keep-alive expires an idle record with no call; shutdown cancels it and the timer thread exits (3.8)",
+        time: Auto, loom: 1, targets: [TIMER_NOT_CANCELLED], keep_alive::timer_expires_and_exits),
+    scenario!("W-11", "a release that leaves a record idle wakes the sleeping keep-alive timer",
+        time: Auto, loom: 1, loom_mutants_abort: "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it", targets: [LOST_WAKEUP_KEEP_ALIVE_RELEASE], keep_alive::release_wakes_the_timer),
+    scenario!("W-12", "a keep-alive set and the group's drop wake the sleeping keep-alive timer",
+        time: Auto, loom: 1, loom_mutants_abort: "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it", targets: [LOST_WAKEUP_KEEP_ALIVE_SET, LOST_WAKEUP_TIMER_GROUP_DROP], keep_alive::keep_alive_and_group_drop_wake_the_timer),
     scenario!("W-6", "a move that settles wakes the locker waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
 ];

@@ -1,0 +1,221 @@
+//! The keep-alive timer of a [`CacheGroup`]: records idle longer than their cache's keep-alive
+//! are evicted without any other call (SPEC 3.8).
+//!
+//! # Why core starts a thread
+//! Expiry used to run only inside `put`, `get` and `make_room`, so an idle process never gave
+//! memory back and every application had to run [`DeviceCache::expire_idle`] from a timer of
+//! its own — the one thing every user of keep-alive needs and none gets right by default. So
+//! the group owns one timer thread, started through the runtime facade
+//! ([`Runtime::spawn_background`]) the first time a cache of the group sets a keep-alive. It is built to
+//! be invisible:
+//!
+//! - It holds only a [`Weak`] reference to its group and a strong one to this timer's state:
+//!   it never keeps a group, a cache or a record alive. While it sleeps it holds no reference
+//!   to the group at all.
+//! - It sleeps until the earliest idle deadline of the group's caches (or, with no idle record,
+//!   until something changes), then runs [`DeviceCache::expire_idle`] on every cache with a
+//!   keep-alive. User code it runs that way (eviction callbacks, weights' `Drop`) may panic:
+//!   the panic is logged and the timer goes on.
+//! - It exits as soon as no cache of the group has a keep-alive (a cache's `shutdown` cancels
+//!   its own for good), or the group is dropped; the next keep-alive starts a new one.
+//!
+//! # The wake-up rule
+//! Every change that can bring the earliest deadline forward wakes the sleeping timer: a
+//! release that leaves a record idle (when its deadline is earlier than the one the timer sleeps
+//! to — usually it is not, and then nothing is notified), a keep-alive set or changed, a
+//! shutdown, the group's drop. The timer reads the epoch before it looks at the caches and
+//! sleeps only if no change landed meanwhile, so none is lost; each notify site has a mutant.
+//! Under the model checkers the timer is a checker thread and its sleep a bounded wait on the
+//! logical clock, so expiry is explored like any other step.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+use super::{CacheGroup, DeviceCache};
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, Monitor, Runtime, Weak};
+
+/// The name of the timer thread.
+const THREAD_NAME: &str = "resident-keep-alive";
+
+/// What the timer thread is doing.
+#[derive(Debug, Clone, Copy)]
+enum Armed {
+    /// Between reading the epoch and going to sleep: any change must make it look again.
+    Looking,
+    /// Asleep until this deadline on the runtime's clock (`None`: until something changes).
+    Until(Option<Duration>),
+}
+
+#[derive(Debug)]
+struct TimerState {
+    /// Whether a timer thread runs (or is being started).
+    running: bool,
+    /// Bumped by every change that can bring the earliest deadline forward.
+    epoch: u64,
+    armed: Armed,
+    /// The thread is inside its wait (so a change must notify it).
+    waiting: bool,
+    /// The group is gone.
+    closed: bool,
+}
+
+/// The keep-alive timer of one group (the module docs explain it).
+pub(crate) struct ExpiryTimer<R: Runtime> {
+    runtime: R,
+    state: R::Monitor<TimerState>,
+}
+
+/// What the timer thread does after a look.
+enum Next {
+    Again,
+    Exit,
+    Sleep(Option<Duration>),
+}
+
+impl<R: Runtime> ExpiryTimer<R> {
+    pub(crate) fn new(runtime: &R) -> Arc<Self> {
+        let state =
+            TimerState { running: false, epoch: 0, armed: Armed::Looking, waiting: false, closed: false };
+        Arc::new(Self { runtime: runtime.clone(), state: runtime.monitor(state) })
+    }
+
+    /// Whether a timer thread runs.
+    pub(crate) fn running(&self) -> bool {
+        self.state.with(|t| t.running)
+    }
+
+    /// A keep-alive was set or changed in `group`: starts the timer thread if none runs, or
+    /// makes the running one look again.
+    pub(crate) fn start<W: Send + Sync + 'static>(self: &Arc<Self>, group: &Arc<CacheGroup<W, R>>) {
+        let spawn = self.state.with(|t| {
+            let spawn = !t.running && !t.closed;
+            if spawn {
+                t.running = true;
+                t.armed = Armed::Looking;
+            }
+            spawn
+        });
+        if !spawn {
+            self.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
+            return;
+        }
+        let (timer, group) = (Arc::clone(self), Arc::downgrade(group));
+        if let Err(error) = self.runtime.spawn_background(THREAD_NAME, Box::new(move || timer.run(&group))) {
+            // Expiry still runs inside `put`, `get` and `make_room`; the next keep-alive retries.
+            tracing::warn!(%error, "could not start the keep-alive timer thread");
+            self.state.with(|t| t.running = false);
+        }
+    }
+
+    /// Something changed that may bring the earliest deadline forward to `deadline` (`None`:
+    /// any change, such as a shutdown): wakes the timer unless it already sleeps to an earlier
+    /// deadline. Cheap when no timer runs or it needs no waking. `site` is the caller's
+    /// lost-wakeup mutant.
+    pub(crate) fn poke(&self, deadline: Option<Duration>, site: Mutant) {
+        let notify = self.state.with(|t| {
+            let earlier = match (t.armed, deadline) {
+                (Armed::Looking, _) | (Armed::Until(None), _) | (_, None) => true,
+                (Armed::Until(Some(armed)), Some(deadline)) => deadline < armed,
+            };
+            if !t.running || !earlier {
+                return false;
+            }
+            t.epoch += 1;
+            t.waiting
+        });
+        if notify && !self.runtime.mutant(site) {
+            self.state.notify_all();
+        }
+    }
+
+    /// The group is being dropped: the timer thread exits.
+    pub(crate) fn close(&self) {
+        let notify = self.state.with(|t| {
+            t.closed = true;
+            t.epoch += 1;
+            t.waiting
+        });
+        if notify && !self.runtime.mutant(Mutant::LOST_WAKEUP_TIMER_GROUP_DROP) {
+            self.state.notify_all();
+        }
+    }
+
+    /// The timer thread.
+    fn run<W: Send + Sync + 'static>(&self, group: &Weak<CacheGroup<W, R>>) {
+        tracing::debug!("keep-alive timer started");
+        loop {
+            let seen = self.state.with(|t| {
+                t.armed = Armed::Looking;
+                t.epoch
+            });
+            // Expire, and find the next deadline; the group is let go before sleeping (the
+            // last reference may be this one: the group then drops here and closes the timer).
+            let next = group.upgrade().map(|group| expire_all(&group));
+            let now = self.runtime.now();
+            let next = self.state.with(|t| match next {
+                _ if t.closed => {
+                    t.running = false;
+                    Next::Exit
+                }
+                _ if t.epoch != seen => Next::Again,
+                None | Some(None) => {
+                    t.running = false;
+                    Next::Exit
+                }
+                Some(Some(deadline)) => {
+                    t.armed = Armed::Until(deadline);
+                    t.waiting = true;
+                    Next::Sleep(deadline.map(|d| d.saturating_sub(now)))
+                }
+            });
+            match next {
+                Next::Again => {}
+                Next::Exit => break,
+                Next::Sleep(timeout) => {
+                    // A timeout is the deadline: look again either way.
+                    let _ = self.state.wait_until(timeout, |t| (t.epoch != seen || t.closed).then_some(()));
+                    self.state.with(|t| t.waiting = false);
+                }
+            }
+        }
+        tracing::debug!("keep-alive timer exited");
+    }
+}
+
+/// Runs expiry on every cache of `group` that has a keep-alive. `None`: no cache has one (the
+/// timer exits); `Some(None)`: nothing idle to wait for; `Some(Some(d))`: the earliest deadline.
+fn expire_all<W: Send + Sync + 'static, R: Runtime>(
+    group: &Arc<CacheGroup<W, R>>,
+) -> Option<Option<Duration>> {
+    let mut next: Option<Option<Duration>> = None;
+    for cache in group.caches() {
+        let deadline = catch_unwind(AssertUnwindSafe(|| expire(&cache))).unwrap_or_else(|_| {
+            tracing::error!(device = cache.device(), "user code panicked during keep-alive expiry");
+            // Look again at once: the records are gone (a panicking `Drop` still frees them).
+            cache.keep_alive().map(|_| Some(Duration::ZERO))
+        });
+        // Dropping the last reference to a cache runs its user code too.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(cache)));
+        next = match (next, deadline) {
+            (a, None) => a,
+            (None, b) => b,
+            (Some(a), Some(b)) => Some(earliest(a, b)),
+        };
+    }
+    next
+}
+
+fn expire<W: Send + Sync + 'static, R: Runtime>(cache: &DeviceCache<W, R>) -> Option<Option<Duration>> {
+    cache.keep_alive()?;
+    cache.expire_idle();
+    cache.next_expiry()
+}
+
+/// The earlier of two optional deadlines (`None` is never).
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

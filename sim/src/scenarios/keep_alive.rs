@@ -1,0 +1,128 @@
+//! Keep-alive timer scenarios (SPEC 3.8; `C-B3`, `W-11`, `W-12`): idle records expire with no
+//! other call, a shutdown cancels its cache's expiry for good and lets the timer thread exit,
+//! and every change that brings a deadline forward wakes the sleeping timer.
+//!
+//! The timer thread is started by the code under test through the runtime facade; the
+//! execution joins it before it ends, so a timer that never exits is a deadlock. Under
+//! [`Time::Auto`](crate::runtime::Time::Auto) its sleep ends only once every scenario thread is
+//! blocked — the main thread waiting for an eviction it did not ask for — and a sleep ended by
+//! its deadline although a change was posted is a lost wakeup.
+
+use std::time::Duration;
+
+use resident::cache::Put;
+use resident::runtime::Arc;
+
+use super::cache::{Cache, finish, join, preload};
+use crate::cache_world::{CacheWorld, Mailbox, Weights};
+use crate::runtime::SimRuntime;
+use crate::{ensure, trace};
+
+/// The keep-alive of every cache here.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+/// Every model's size (two fit the cap of 100).
+const BYTES: u64 = 30;
+
+/// A mailbox posted when `cache` evicts `key`, whoever evicts it.
+fn on_eviction_of<R: SimRuntime>(
+    world: &CacheWorld<R>,
+    cache: &Cache<R>,
+    key: &'static str,
+) -> Arc<Mailbox<R>> {
+    let evicted = world.mailbox();
+    let post = Arc::clone(&evicted);
+    cache.on_evict(move |gone, _| {
+        if gone == key {
+            post.post(None);
+        }
+    });
+    evicted
+}
+
+/// Sets the keep-alive of `cache`, which must be accepted.
+fn keep_alive<R: SimRuntime>(cache: &Cache<R>, keep_alive: Duration) {
+    ensure!(cache.set_keep_alive(Some(keep_alive)), "contract", "keep-alive refused before shutdown");
+}
+
+/// Spawns `thread`, which admits `key` on `cache` and lets it go: the record is left idle.
+fn spawn_put_and_release<R: SimRuntime>(
+    world: &CacheWorld<R>,
+    thread: &'static str,
+    cache: usize,
+    key: &'static str,
+) -> R::Handle<()> {
+    let cache = Arc::clone(&world.caches[cache]);
+    world.rt.spawn(thread, move || {
+        trace::record(thread, format!("put({key}) on {}, lock, unlock", cache.device()));
+        let admitted = cache.put(key, Weights::plain(BYTES), BYTES, Put::default());
+        ensure!(admitted.is_ok(), "contract", "{thread}: put({key}) gave {admitted:?}");
+        drop(admitted.expect("checked").into_loaded().lock());
+    })
+}
+
+/// C-B3: a record left idle is evicted by the timer with no call from anyone; a peer shut down
+/// while its record is locked evicts it at its release (stale), not by expiry; once every cache
+/// with a keep-alive is shut down the timer thread exits while the group is still alive.
+pub(super) fn timer_expires_and_exits<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 2);
+    let evicted = on_eviction_of(&world, &world.caches[0], "a");
+    for cache in &world.caches {
+        keep_alive(cache, KEEP_ALIVE);
+    }
+    let t1 = spawn_put_and_release(&world, "T1", 0, "a");
+    let c1 = Arc::clone(&world.caches[1]);
+    let t2 = world.rt.spawn("T2", move || {
+        trace::record("T2", "put(b) on cuda:1, lock; shutdown(cuda:1); unlock");
+        let admitted = c1.put("b", Weights::plain(BYTES), BYTES, Put::default());
+        ensure!(admitted.is_ok(), "contract", "T2: put(b) gave {admitted:?}");
+        let guard = admitted.expect("checked").into_loaded().lock();
+        c1.shutdown();
+        drop(guard);
+        ensure!(c1.keys().is_empty(), "K1", "cuda:1 keeps b after shutdown and its last release");
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    trace::record("main", "waits for a's eviction (no call)");
+    evicted.wait();
+    let keys = world.caches[0].keys();
+    ensure!(keys.is_empty(), "K2", "cuda:0 keeps {keys:?} after a's keep-alive expired");
+    trace::record("main", "shutdown(cuda:0); the timer thread must exit");
+    world.caches[0].shutdown();
+    world.rt.join_background();
+    ensure!(!world.group.keep_alive_timer_running(), "K3", "the timer runs on with no keep-alive left");
+    ensure!(!world.caches[0].set_keep_alive(Some(KEEP_ALIVE)), "K1", "keep-alive re-armed after shutdown");
+    finish(&world);
+}
+
+/// W-11: the timer sleeps with nothing idle; T1's release leaves a record idle and must wake it
+/// (the record's deadline is the only one).
+pub(super) fn release_wakes_the_timer<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 1);
+    let evicted = on_eviction_of(&world, &world.caches[0], "a");
+    keep_alive(&world.caches[0], KEEP_ALIVE);
+    let t1 = spawn_put_and_release(&world, "T1", 0, "a");
+    join::<R, _>(t1);
+    trace::record("main", "waits for a's eviction (no call)");
+    evicted.wait();
+    finish(&world);
+}
+
+/// W-12: the timer sleeps for cuda:0 (a keep-alive, nothing idle); T1 gives cuda:1, whose record
+/// is idle, a shorter keep-alive, which must wake the timer. Then the group is dropped with the
+/// timer asleep again: the drop must wake it, or it never exits.
+pub(super) fn keep_alive_and_group_drop_wake_the_timer<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 2);
+    preload(&world.caches[1], "n", BYTES);
+    let evicted = on_eviction_of(&world, &world.caches[1], "n");
+    keep_alive(&world.caches[0], KEEP_ALIVE);
+    let c1 = Arc::clone(&world.caches[1]);
+    let t1 = world.rt.spawn("T1", move || {
+        trace::record("T1", "set_keep_alive(1 s) on cuda:1");
+        keep_alive(&c1, Duration::from_secs(1));
+    });
+    join::<R, _>(t1);
+    trace::record("main", "waits for n's eviction (no call)");
+    evicted.wait();
+    // No check of the accounting here: it stops expiry, and the timer must be asleep now.
+    trace::record("main", "drops the group with its timer asleep");
+}
