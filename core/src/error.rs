@@ -155,7 +155,8 @@ pub enum CacheError {
         /// The budget's cap.
         cap: u64,
     },
-    /// The device copies of locked records leave no room for this one on the device.
+    /// The device copies of locked records (and moves in flight) leave no room for this one on
+    /// the device, and none was made within the cache's move wait.
     #[error("no device room for `{key}`: needs {needed} bytes, {used} of {budget} held by locked copies")]
     DeviceFull {
         /// The key.

@@ -215,6 +215,12 @@ mutants! {
     LOST_WAKEUP_KEEP_ALIVE_SET = "lost-wakeup-keep-alive-set",
     /// W-12: dropping the group does not wake its sleeping timer thread, which never exits.
     LOST_WAKEUP_TIMER_GROUP_DROP = "lost-wakeup-timer-group-drop",
+    /// W-13: unlocking a record whose copy is on the device does not wake the lockers waiting
+    /// for device room.
+    LOST_WAKEUP_DEVICE_UNLOCK = "lost-wakeup-device-unlock",
+    /// W-13: a device copy dropped (or a failed move's charge released) does not wake the
+    /// lockers waiting for device room.
+    LOST_WAKEUP_DEVICE_DEBIT = "lost-wakeup-device-debit",
 }
 
 impl fmt::Display for Mutant {

@@ -64,6 +64,8 @@ fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
     let next =
         gpu.put("next", weights(20), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
     assert_eq!(gpu.device_bytes(), 100, "small (20) was offloaded, not big and not the locked one");
+    // The locked copies could go (90 fits the budget): the lock waits for room, boundedly.
+    gpu.set_move_wait(std::time::Duration::from_millis(1)).unwrap();
     let err =
         gpu.put("huge", weights(90), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap_err();
     assert!(matches!(err, CacheError::DeviceFull { needed: 90, budget: 100, .. }), "{err}");

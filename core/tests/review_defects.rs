@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use resident::cache::{CacheGroup, DeviceWeights, Put};
 use resident::{
-    BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig, ManagerError, Model, ModelId,
-    ModelManager,
+    BoxError, CacheError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig, ManagerError,
+    Model, ModelId, ModelManager,
 };
 
 /// Scripted models: which ids panic in `size_bytes`, and in `Drop` after an unload.
@@ -222,10 +222,15 @@ fn a_copy_used_through_a_detached_record_still_counts() {
     let group = CacheGroup::<Placed>::new(1000).unwrap();
     let gpu = group.cache("cuda:0");
     gpu.set_device_budget(Some(100));
+    // The second lock waits for room that only the first one's release makes: briefly.
+    gpu.set_move_wait(std::time::Duration::from_millis(1)).unwrap();
     let first = gpu.put("m", Placed(60), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
     gpu.drop_model("m");
     let again = gpu.put("m", Placed(60), 10, Put::default()).unwrap().into_loaded().lock_on_device();
-    assert!(again.is_err(), "120 device bytes live on a 100-byte device");
+    assert!(
+        matches!(again, Err(CacheError::DeviceFull { .. })),
+        "120 device bytes live on a 100-byte device"
+    );
     assert_eq!(gpu.device_bytes(), 60);
     drop(first);
     assert_eq!(gpu.device_bytes(), 0);

@@ -781,18 +781,23 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.group.runtime.now();
-        let (evicted, freed, expires) = self.with_state(|s| {
+        let (evicted, freed, expires, copy_unlocked) = self.with_state(|s| {
             let keep_alive = s.keep_alive;
             let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE)) else {
-                return (None, false, None);
+                return (None, false, None, false);
             };
             decrement(Self::counter(slot, claim));
             slot.idle_since = now;
+            let copy_unlocked = slot.locks == 0 && slot.device.resident_bytes() > 0;
             let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
             let evicted = (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten();
             let expires = keep_alive.filter(|_| free && evicted.is_none()).map(|k| now.saturating_add(k));
-            (evicted, free, expires)
+            (evicted, free, expires, copy_unlocked && matches!(claim, Claim::Lock))
         });
+        // An unlocked copy can be offloaded: room for a locker waiting for the device.
+        if copy_unlocked {
+            self.device_budget.copy_unlocked();
+        }
         // A record that became evictable may be the room a load is waiting for, and an idle
         // record a deadline earlier than the one the keep-alive timer sleeps to.
         if freed {
@@ -817,13 +822,16 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// Limits the bytes of device copies this cache keeps (`None`: no limit). A lock that needs
-    /// room offloads unlocked copies, smallest first.
+    /// room offloads unlocked copies, smallest first, and waits (boundedly, woken by unlocks and
+    /// dropped copies) while locked copies hold the room. It counts the copies' bytes, not what
+    /// the device's allocator keeps reserved after they are freed.
     pub fn set_device_budget(&self, bytes: Option<u64>) {
         self.device_budget.set_cap(bytes);
     }
 
-    /// Bounds a lock's wait for another thread's move of the same record (default 60 s); the
-    /// wait then fails with [`CacheError::DeviceMoveTimeout`]. A zero wait is refused;
+    /// Bounds the waits of one [`LoadedModel::lock_on_device`] together (default 60 s): for
+    /// another thread's move of the same record (then [`CacheError::DeviceMoveTimeout`]) and
+    /// for device room (then [`CacheError::DeviceFull`]). A zero wait is refused;
     /// `Duration::MAX` (or any wait too long to represent as a deadline) means unbounded, as
     /// for every timeout of this crate.
     pub fn set_move_wait(&self, wait: Duration) -> Result<(), InvalidConfig> {

@@ -10,7 +10,10 @@
 use std::fmt;
 use std::ops::Deref;
 
-use crate::runtime::{Arc, Monitor, Runtime};
+use std::time::Duration;
+
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, Monitor, Runtime, Signal, TimedOut};
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -24,11 +27,14 @@ struct Counters {
 /// One cache's device budget and what counts against it.
 pub(crate) struct DeviceBudget<R: Runtime> {
     counters: R::Monitor<Counters>,
+    /// Bumped by every change that can make device room: a debit, a raised cap, a record
+    /// unlocked with its copy resident (so it can be offloaded).
+    room: Signal<R>,
 }
 
 impl<R: Runtime> DeviceBudget<R> {
     pub(crate) fn new(runtime: &R) -> Arc<Self> {
-        Arc::new(Self { counters: runtime.monitor(Counters::default()) })
+        Arc::new(Self { counters: runtime.monitor(Counters::default()), room: Signal::new(runtime) })
     }
 
     pub(crate) fn cap(&self) -> Option<u64> {
@@ -37,6 +43,28 @@ impl<R: Runtime> DeviceBudget<R> {
 
     pub(crate) fn set_cap(&self, cap: Option<u64>) {
         self.counters.with(|c| c.cap = cap);
+        self.room.bump_at(Mutant::LOST_WAKEUP_DEVICE_DEBIT);
+    }
+
+    /// The room epoch: read it before deciding, then [`DeviceBudget::wait_for_room`] past it.
+    pub(crate) fn room_epoch(&self) -> u64 {
+        self.room.epoch()
+    }
+
+    /// Waits, at most `timeout`, until something that can make room happened since `seen`.
+    pub(crate) fn wait_for_room(&self, seen: u64, timeout: Option<Duration>) -> Result<(), TimedOut> {
+        self.room.wait_past(seen, timeout)
+    }
+
+    /// A record was unlocked with its copy resident: the copy can be offloaded now.
+    pub(crate) fn copy_unlocked(&self) {
+        self.room.bump_at(Mutant::LOST_WAKEUP_DEVICE_UNLOCK);
+    }
+
+    /// Runs a debit, then wakes the lockers waiting for room.
+    fn debit(&self, f: impl FnOnce(&mut Counters)) {
+        self.counters.with(f);
+        self.room.bump_at(Mutant::LOST_WAKEUP_DEVICE_DEBIT);
     }
 
     /// Bytes of live copies and, unless `moves` is false (the C-P1 mutant), moves in flight.
@@ -61,7 +89,7 @@ impl<R: Runtime> DeviceBudget<R> {
 
     /// Releases the charge of a move that produced no copy.
     pub(crate) fn end_move(&self, bytes: u64) {
-        self.counters.with(|c| c.moving = c.moving.saturating_sub(bytes));
+        self.debit(|c| c.moving = c.moving.saturating_sub(bytes));
     }
 
     /// Turns a settled move's charge into the charge of its copy, in one step.
@@ -82,7 +110,7 @@ pub(crate) struct DeviceCharge<R: Runtime> {
 
 impl<R: Runtime> Drop for DeviceCharge<R> {
     fn drop(&mut self) {
-        self.budget.counters.with(|c| c.live = c.live.saturating_sub(self.bytes));
+        self.budget.debit(|c| c.live = c.live.saturating_sub(self.bytes));
     }
 }
 

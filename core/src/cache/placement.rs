@@ -4,11 +4,17 @@
 //! [`LoadedModel::lock_on_device`] locks the record (so nothing evicts it), then makes sure its
 //! weights have a copy on the device: an existing copy is shared; otherwise room is made by
 //! offloading the device copies of *unlocked* records, smallest first, and the move runs outside
-//! every lock. One move per record at a time: a second locker waits for the first one's move
-//! and shares its copy, waiting at most the cache's move wait. A failed move leaves the record
-//! resident on the CPU, unlocked, and returns a typed error. Device allocators (burn's memory
-//! pools among them) keep freed memory reserved, so the budget counts the copies this cache
-//! keeps, not what the driver reports.
+//! every lock. When locked copies (or moves in flight) leave no room, the lock waits for room —
+//! woken by an unlock that lets a copy go, a copy dropped, a failed move's charge released —
+//! and fails with [`CacheError::DeviceFull`] once the wait is over; a copy larger than the
+//! whole budget is refused at once. One move per record at a time: a second locker waits for
+//! the first one's move and shares its copy. Every wait of one placement together is bounded by
+//! the cache's move wait. A failed move leaves the record resident on the CPU, unlocked, and
+//! returns a typed error.
+//!
+//! The budget counts bytes of the device copies this cache keeps alive, not what the device
+//! driver reports: device allocators (burn's memory pools among them) may keep freed memory
+//! reserved for reuse, so the driver's figure can stay above the budget's after copies go.
 //!
 //! # The device budget
 //! Device bytes in use are every device copy alive — counted by construction until its
@@ -91,12 +97,16 @@ enum Step {
     /// This locker moves the weights (the move is charged to the device budget). `offloaded` is
     /// empty but under the C-P3 mutant, which offloads and claims in one step.
     Move { offloaded: Vec<Copy> },
+    /// No room now, but the copy fits the budget once locked copies go: wait for room (an
+    /// unlock or a debit) and decide again; this error once the wait is over.
+    Full(CacheError),
 }
 
 impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// Locks the record and places it on the cache's device (see the module docs). On error the
-    /// lock is released and the record stays resident on the CPU. A wait for another thread's
-    /// move of the same record is bounded by [`DeviceCache::move_wait`](super::DeviceCache::move_wait).
+    /// lock is released and the record stays resident on the CPU. The waits — for another
+    /// thread's move of the same record, for device room — are bounded together by
+    /// [`DeviceCache::move_wait`](super::DeviceCache::move_wait).
     pub fn lock_on_device(self) -> Result<DeviceGuard<W, R>, CacheError> {
         let guard = self.lock();
         let (cache, record) = (guard.cache(), guard.locked());
@@ -108,6 +118,8 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
         let start = cache.now();
         let copy = loop {
             let left = wait.map(|w| w.saturating_sub(cache.now().saturating_sub(start)));
+            // Read before deciding: room made while deciding ends the wait for it at once.
+            let seen = budget.room_epoch();
             let decided = cache.state().wait_until(left, |s| decide(s, budget, record, need, runtime));
             let step = match decided {
                 Ok(Ok(step)) => step,
@@ -122,6 +134,15 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
                 }
             };
             match step {
+                Step::Full(full) => {
+                    cache.drain_requests();
+                    let left = wait.map(|w| w.saturating_sub(cache.now().saturating_sub(start)));
+                    if left.is_some_and(|left| left.is_zero()) {
+                        return Err(full);
+                    }
+                    // A timeout goes round once more: the last decision says whether it fits.
+                    let _ = budget.wait_for_room(seen, left);
+                }
                 Step::Ready(copy) => {
                     cache.drain_requests();
                     break copy;
@@ -197,6 +218,8 @@ fn decide<W, R: Runtime>(
             };
             match make_device_room(s, &record.key, need, cap, used) {
                 Ok(offloaded) => offloaded,
+                // Locked copies may go: wait for them (a copy larger than the budget never fits).
+                Err(error) if need <= cap => return Some(Ok(Step::Full(error))),
                 Err(error) => return Some(Err(error)),
             }
         }

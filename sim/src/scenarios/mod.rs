@@ -266,6 +266,10 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, loom_mutants_abort: "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it", targets: [LOST_WAKEUP_KEEP_ALIVE_RELEASE], keep_alive::release_wakes_the_timer),
     scenario!("W-12", "a keep-alive set and the group's drop wake the sleeping keep-alive timer",
         time: Auto, loom: 1, loom_mutants_abort: "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it", targets: [LOST_WAKEUP_KEEP_ALIVE_SET, LOST_WAKEUP_TIMER_GROUP_DROP], keep_alive::keep_alive_and_group_drop_wake_the_timer),
+    scenario!("W-13", "an unlock that lets a device copy go wakes the locker waiting for device room",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_DEVICE_UNLOCK], placement::unlock_wakes_the_device_waiter),
+    scenario!("W-14", "a failed move's released charge wakes the locker waiting for device room",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_DEVICE_DEBIT], placement::failed_move_wakes_the_device_waiter),
     scenario!("W-6", "a move that settles wakes the locker waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
 ];

@@ -10,6 +10,7 @@ use resident::cache::{DeviceGuard, Put};
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join};
+use super::wakeups::no_deadline_passed;
 use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use crate::ensure;
 use crate::runtime::SimRuntime;
@@ -68,30 +69,32 @@ pub(super) fn first_locks_race<R: SimRuntime>(rt: R) {
 }
 
 /// C-P2: T1 keeps m placed (60 of 100 device bytes) while T2 drops m, admits it again and places
-/// the fresh record: T1's copy, now used through a detached record, still counts.
+/// the fresh record: T1's copy, now used through a detached record, still counts, so T2 waits
+/// for it to be dropped (the drop's debit wakes it).
 pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(100);
     admit(&world.caches[0], &script, "m", 60, Behaviour::default());
-    let (placed, done) = (world.mailbox(), world.mailbox());
-    let (c0, p1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&placed), Arc::clone(&done));
+    let (placed, placing) = (world.mailbox(), world.mailbox());
+    let (c0, p1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&placed), Arc::clone(&placing));
     let t1 = world.rt.spawn("T1", move || {
         let guard = place(&c0, "m", "T1");
         ensure!(guard.is_ok(), "contract", "T1: lock_on_device(m) gave {guard:?}");
         p1.post(None);
+        // Until T2 is about to place the fresh record, which waits for this copy's room.
         d1.wait();
+        drop(guard);
     });
     let (c0, s2, p2, d2) =
-        (Arc::clone(&world.caches[0]), Arc::clone(&script), Arc::clone(&placed), Arc::clone(&done));
+        (Arc::clone(&world.caches[0]), Arc::clone(&script), Arc::clone(&placed), Arc::clone(&placing));
     let t2 = world.rt.spawn("T2", move || {
         p2.wait();
         trace::record("T2", "drop_model(m), put(m)");
         c0.drop_model("m");
         admit(&c0, &s2, "m", 60, Behaviour::default());
-        let again = place(&c0, "m", "T2");
-        ensure!(full_or_ok(&again), "contract", "T2: lock_on_device(m) gave {again:?}");
-        drop(again);
         d2.post(None);
+        let again = place(&c0, "m", "T2");
+        ensure!(again.is_ok(), "contract", "T2: lock_on_device(m) gave {again:?}");
     });
     join::<R, _>(t1);
     join::<R, _>(t2);
@@ -110,7 +113,7 @@ pub(super) fn panic_during_move<R: SimRuntime>(rt: R) {
     let handles = ["T1", "T2"].map(|name| {
         let c0 = Arc::clone(&world.caches[0]);
         world.rt.spawn(name, move || {
-            // DeviceFull: the other locker's offloaded copy was not dropped yet.
+            // None: this locker dropped the panicking copy.
             let placed = catching(|| place(&c0, "b", name).map(drop));
             ensure!(
                 matches!(placed, None | Some(Ok(()) | Err(CacheError::DeviceFull { .. }))),
@@ -187,5 +190,67 @@ pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R) {
     });
     join::<R, _>(t1);
     join::<R, _>(t2);
+    finish(&world);
+}
+
+/// Scheduling points W-13's T1 passes before it unlocks the copy T2 waits for.
+const UNLOCK_AFTER: usize = 64;
+
+/// W-13: T1 keeps a placed (60 of 100 device bytes); T2 places b (60), which fits once a's copy
+/// can go. T1's unlock must wake T2 (no deadline passes).
+pub(super) fn unlock_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
+    let script = world.with_device(100);
+    for key in ["a", "b"] {
+        admit(&world.caches[0], &script, key, 60, Behaviour::default());
+    }
+    let guard = place(&world.caches[0], "a", "main").expect("a fits the device");
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        // Scheduling points, so that uniform random schedules often let T2 reach its wait first
+        // (PCT and loom reach that order anyway); both orders are explored.
+        for _ in 0..UNLOCK_AFTER {
+            R::yield_now();
+        }
+        trace::record("T1", "unlock a");
+        drop(guard);
+    });
+    let c0b = Arc::clone(&c0);
+    let t2 = world.rt.spawn("T2", move || {
+        let placed = place(&c0b, "b", "T2");
+        ensure!(placed.is_ok(), "contract", "T2: lock_on_device(b) gave {placed:?}");
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    drop(c0);
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}
+
+/// W-14: T1's move of a fails (its charge of 60 of 100 device bytes is released); T2 places b
+/// (60) meanwhile. The release of the failed move's charge must wake T2 (no deadline passes).
+pub(super) fn failed_move_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
+    let script = world.with_device(100);
+    admit(&world.caches[0], &script, "a", 60, Behaviour { move_fails: true, ..Behaviour::default() });
+    admit(&world.caches[0], &script, "b", 60, Behaviour::default());
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        let placed = place(&c0, "a", "T1");
+        ensure!(
+            matches!(placed, Err(CacheError::DeviceMove { .. })),
+            "contract",
+            "T1: lock_on_device(a) gave {placed:?}"
+        );
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t2 = world.rt.spawn("T2", move || {
+        let placed = place(&c0, "b", "T2");
+        ensure!(placed.is_ok(), "contract", "T2: lock_on_device(b) gave {placed:?}");
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    script.disarm();
+    no_deadline_passed(&world.rt);
     finish(&world);
 }
