@@ -142,14 +142,15 @@ impl<R: Runtime> RamBudget<R> {
     /// reservation counts until it is dropped or becomes a charge.
     pub(crate) fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation<R>> {
         let cap = self.cap;
-        self.counters.with(|c| {
+        let committed = self.counters.with(|c| {
             if c.committed().checked_add(bytes)? > cap {
                 return None;
             }
             c.reserved += bytes;
             c.raise_high_water();
-            Some(())
+            Some(c.committed())
         })?;
+        tracing::debug!(bytes, committed, "reserved");
         Some(Reservation { budget: Arc::clone(self), bytes })
     }
 
@@ -266,12 +267,13 @@ impl<R: Runtime> RamBudget<R> {
         bytes: u64,
         reservation: Option<&mut Reservation<R>>,
     ) -> Result<SharedCharge<R>, Overflow> {
-        self.counters.with(|c| {
+        let committed = self.counters.with(|c| {
             Self::settle(c, reservation, bytes);
             c.add(bytes)?;
             c.shared += bytes;
-            Ok(())
+            Ok(c.committed())
         })?;
+        tracing::debug!(bytes, committed, "charged shared");
         Ok(SharedCharge { budget: Arc::clone(self), bytes })
     }
 
@@ -292,12 +294,13 @@ impl<R: Runtime> RamBudget<R> {
         bytes: u64,
         reservation: Option<&mut Reservation<R>>,
     ) -> Result<NonSharedCharge<R>, Overflow> {
-        self.counters.with(|c| {
+        let committed = self.counters.with(|c| {
             Self::settle(c, reservation, bytes);
             c.add(bytes)?;
             *c.non_shared.entry(cache).or_default() += bytes;
-            Ok(())
+            Ok(c.committed())
         })?;
+        tracing::debug!(bytes, committed, "charged non-shared");
         Ok(NonSharedCharge { budget: Arc::clone(self), cache, bytes })
     }
 }

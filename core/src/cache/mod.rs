@@ -27,6 +27,7 @@ mod placement;
 mod record;
 mod room;
 mod single_flight;
+mod sizing;
 mod weights;
 
 pub use budget::{CacheId, NonSharedCharge, RamBudget, Reservation, SharedCharge};
@@ -35,4 +36,5 @@ pub use get_or_put::Declared;
 pub use group::CacheGroup;
 pub use loaded::{Admission, LoadedModel, ModelGuard};
 pub use placement::{DeviceGuard, DeviceWeights};
+pub use sizing::{MachineRam, RamCapError, RamSource, machine_ram, ram_cap};
 pub use weights::{Canonical, WeightStore};

@@ -128,6 +128,11 @@ pub struct CacheProgram {
     /// under contention.
     #[serde(default)]
     pub any_time: bool,
+    /// The group's RAM budget is hard (loads reserve their bytes first, wait for room and may be
+    /// refused with `NoRoom`); otherwise its overflow policy is on (admissions overshoot, and
+    /// releases reconcile).
+    #[serde(default)]
+    pub hard_budget: bool,
 }
 
 fn cache() -> impl Strategy<Value = usize> {
@@ -180,8 +185,8 @@ fn prefix() -> impl Strategy<Value = Vec<Prefix>> {
 }
 
 /// Programs of a prefix of handed loads, then 2–3 threads × 2–5 operations, with scripted
-/// faults, keep-alive on a third of the time (drawn last, like the prefix), and deadlines that fire
-/// at any point a fifth of the time.
+/// faults, keep-alive on a third of the time (drawn last, like the prefix), deadlines that fire
+/// at any point a fifth of the time, and the hard RAM budget half of the time.
 pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
     let threads = prop::collection::vec(prop::collection::vec(cache_op(), 2..=5), 2..=3);
     let faults = (rare_per_key(), rare_per_key(), rare_per_key(), rare_per_key()).prop_map(
@@ -194,7 +199,9 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
     );
     let keep_alive = prop::bool::weighted(1.0 / 3.0);
     (threads, faults, prefix(), keep_alive).prop_map(|(threads, faults, prefix, keep_alive)| {
-        let any_time = super::generated::any_time_for(&(&threads, &faults, &prefix, keep_alive));
-        CacheProgram { prefix, threads, faults, keep_alive, any_time }
+        let drawn = (&threads, &faults, &prefix, keep_alive);
+        let any_time = super::generated::any_time_for(&drawn);
+        let hard_budget = super::generated::hard_budget_for(&drawn);
+        CacheProgram { prefix, threads, faults, keep_alive, any_time, hard_budget }
     })
 }

@@ -6,6 +6,9 @@
 //!   internal monitor (the scripted weights check it themselves);
 //! - A7: device copies alive plus moves in flight stay within each device's budget (checked
 //!   from inside every move);
+//! - A7 under the hard RAM budget (half the programs): inside every load, its bytes are
+//!   reserved and bytes in use plus bytes reserved are within the cap; the same inside every
+//!   eviction callback; the budget's high-water mark never passed the cap;
 //! - single flight: two `get_or_put` loads of one key never run at once in the group;
 //! - A2: a `get_or_put` never loads a key whose shared weights, admitted before its call began
 //!   (by a cache not shut down by then), are alive and were never dropped: it adopts them;
@@ -173,6 +176,21 @@ impl<R: SimRuntime> Thread<'_, R> {
             others + 1,
             KEYS[key]
         );
+        if self.program.hard_budget {
+            // A7 at the moment the load allocates: its own bytes are reserved, and bytes in use
+            // plus bytes reserved are within the cap.
+            let budget = self.shared.world.group.budget();
+            let reserved = budget.reserved();
+            ensure!(
+                reserved >= BYTES[key],
+                "A7",
+                "{} loads {} ({} bytes) with {reserved} bytes reserved",
+                self.name,
+                KEYS[key],
+                BYTES[key]
+            );
+            within_cap(budget, &format!("{} loading {}", self.name, KEYS[key]));
+        }
         R::yield_now();
         loading.sub(1);
         let attempt = self.shared.loads[key].add(1);
@@ -363,8 +381,19 @@ impl<R: SimRuntime> Thread<'_, R> {
 
 /// One execution of `program` on `rt`.
 fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
-    let world = CacheWorld::new(rt, CAP, CACHES);
+    let world = if program.hard_budget {
+        CacheWorld::hard(rt, CAP, CACHES)
+    } else {
+        CacheWorld::new(rt, CAP, CACHES)
+    };
     let script = world.with_device(DEVICE_BYTES);
+    if program.hard_budget {
+        // A7 inside user code too: every eviction's callback runs at an entry to the budget.
+        for cache in &world.caches {
+            let budget = Arc::clone(world.group.budget());
+            cache.on_evict(move |key, _| within_cap(&budget, &format!("evicting {key}")));
+        }
+    }
     if program.keep_alive {
         for cache in &world.caches {
             ensure!(cache.set_keep_alive(Some(KEEP_ALIVE)), "contract", "keep-alive refused before shutdown");
@@ -419,9 +448,13 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
     }
     shared.script.disarm();
-    let spec = CacheSpec { load_fails: program.faults.load_fails };
+    let spec = CacheSpec { load_fails: program.faults.load_fails, hard_budget: program.hard_budget };
     ensure_linearizable(&spec, CacheState::default(), &split_drops(&shared.history.calls()));
     let world = &shared.world;
+    if program.hard_budget {
+        let high = world.group.budget().high_water();
+        ensure!(high <= CAP, "A7", "the hard budget's high-water mark {high} is over its cap {CAP}");
+    }
     // A panicking `Drop` of a release's evicted weights or copy cuts that release's reconcile
     // short (left to the next release): only programs without such faults must end reconciled.
     let faults = &program.faults;
@@ -442,12 +475,21 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     world.check_drained();
 }
 
+/// A7 at `at`: bytes in use plus bytes reserved are within the cap.
+fn within_cap<R: SimRuntime>(budget: &resident::cache::RamBudget<R>, at: &str) {
+    // One read of the sum: two reads (in use, then reserved) could straddle a debit and a
+    // reservation made after it.
+    let (committed, cap) = (budget.committed(), budget.cap());
+    ensure!(committed <= cap, "A7", "{committed} bytes in use or reserved, over the cap {cap} ({at})");
+}
+
 /// An error as the specification sees it.
 fn error(e: &CacheError) -> CacheRet {
     match e {
         CacheError::ShutDown { .. } => CacheRet::ShutDown,
         CacheError::LoadWaitTimeout { .. } => CacheRet::LoadWaitTimeout,
         CacheError::Load { .. } => CacheRet::LoadFailed,
+        CacheError::NoRoom { .. } => CacheRet::NoRoom,
         CacheError::TooLarge { .. } => CacheRet::Unexpected("TooLarge"),
         CacheError::InvalidKey { .. } => CacheRet::Unexpected("InvalidKey"),
         CacheError::SizeOverflow { .. } => CacheRet::Unexpected("SizeOverflow"),

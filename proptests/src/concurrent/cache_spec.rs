@@ -101,6 +101,9 @@ pub enum CacheRet {
     LoadWaitTimeout,
     /// [`CacheError::Load`](resident::CacheError::Load).
     LoadFailed,
+    /// [`CacheError::NoRoom`](resident::CacheError::NoRoom): the hard budget found no room in
+    /// time.
+    NoRoom,
     /// Any other error (the programs give no cause for one).
     Unexpected(&'static str),
 }
@@ -178,6 +181,8 @@ pub fn split_drops(history: &[Call<CacheCall, CacheRet>]) -> Vec<Call<CacheCall,
 pub struct CacheSpec {
     /// Per key: its loads may fail or panic.
     pub load_fails: [bool; 3],
+    /// The RAM budget is hard: a load or a `put` of fresh weights may be refused for room.
+    pub hard_budget: bool,
 }
 
 impl Spec for CacheSpec {
@@ -210,6 +215,8 @@ impl Spec for CacheSpec {
                         |c| matches!(c.op, CacheCall::GetOrPut { key: k, .. } if k == key),
                     )),
                     Some(CacheRet::LoadFailed) => allowed(self.load_fails[key]),
+                    // Refused for room: no effect.
+                    Some(CacheRet::NoRoom) => allowed(self.hard_budget),
                     Some(_) => Vec::new(),
                 }
             }
@@ -221,6 +228,7 @@ impl Spec for CacheSpec {
             CacheCall::Put { cache, key, shared } => match call.ret {
                 None => vec![s.clone(), s.admit(cache, key, shared)],
                 Some(CacheRet::Admitted) => vec![s.admit(cache, key, shared)],
+                Some(CacheRet::NoRoom) => allowed(self.hard_budget),
                 Some(_) => Vec::new(),
             },
             CacheCall::Invalidate { key } => {
@@ -263,7 +271,7 @@ mod tests {
     use super::super::linearizability::{brute_force, check};
     use super::*;
 
-    const SPEC: CacheSpec = CacheSpec { load_fails: [false; 3] };
+    const SPEC: CacheSpec = CacheSpec { load_fails: [false; 3], hard_budget: false };
 
     fn call(
         thread: usize,

@@ -41,9 +41,21 @@ pub trait Generated: Clone + Hash + Send + Sync + 'static {
 /// by a hash of the draw rather than drawn, so that turning this on drew no other program anew
 /// (which campaign finds what depends on every draw). Shrinking recomputes it.
 pub fn any_time_for(drawn: &impl Hash) -> bool {
+    one_in(drawn, 5)
+}
+
+/// Whether a cache program drawn as `drawn` runs under the hard RAM budget (the production
+/// default) rather than the overflow policy the catalogue's reconcile schedules explore: half of
+/// them, chosen by a hash of the draw like [`any_time_for`].
+pub fn hard_budget_for(drawn: &impl Hash) -> bool {
+    one_in(&(drawn, "hard budget"), 2)
+}
+
+/// One in `n` draws, by a hash of the draw.
+fn one_in(drawn: &impl Hash, n: u64) -> bool {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     drawn.hash(&mut hasher);
-    hasher.finish().is_multiple_of(5)
+    hasher.finish().is_multiple_of(n)
 }
 
 /// The outcome of checking one program.

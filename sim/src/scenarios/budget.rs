@@ -3,8 +3,8 @@
 //! leave a record evictable), and give their reservation back on every path.
 //!
 //! Every loader here checks A7 from inside itself, at the moment it would allocate: the bytes in
-//! use plus the bytes reserved are within the cap, and the loads running now are all covered by
-//! reservations (so the heap — bytes in use plus bytes being built — stays within the cap too).
+//! use plus the bytes reserved are within the cap, and at least its own bytes are reserved (so
+//! the heap — bytes in use plus bytes being built — stays within the cap too).
 
 use resident::CacheError;
 use resident::runtime::Arc;
@@ -13,7 +13,7 @@ use super::cache::{Cache, finish, join};
 use super::wakeups::no_deadline_passed;
 use crate::cache_world::{CacheWorld, Weights};
 use crate::latch::Latch;
-use crate::runtime::{Counter, SimRuntime};
+use crate::runtime::SimRuntime;
 use crate::violation::{InjectedPanic, catching};
 use crate::{ensure, trace};
 
@@ -32,31 +32,29 @@ enum Outcome {
     Panics,
 }
 
-/// Bytes of the loads running now, counted by the loaders themselves.
+/// The loads of a world: each checks A7 against the group's budget as it allocates.
 struct Loads<R: SimRuntime> {
     world_budget: Arc<resident::cache::RamBudget<R>>,
-    building: R::Counter,
 }
 
 impl<R: SimRuntime> Loads<R> {
     fn new(world: &CacheWorld<R>) -> Arc<Self> {
-        Arc::new(Self { world_budget: Arc::clone(world.group.budget()), building: world.rt.counter() })
+        Arc::new(Self { world_budget: Arc::clone(world.group.budget()) })
     }
 
     /// A load of [`BYTES`] that checks A7 as it starts, then ends as `outcome` says.
     fn run(&self, thread: &str, outcome: Outcome) -> Result<Weights<R>, &'static str> {
-        let building = self.building.add(BYTES as usize) as u64 + BYTES;
         let budget = &self.world_budget;
-        let (in_use, reserved, cap) = (budget.in_use(), budget.reserved(), budget.cap());
+        // Each a single read: two reads of the budget could straddle another load's changes.
+        let (committed, cap) = (budget.committed(), budget.cap());
+        let reserved = budget.reserved();
         ensure!(
-            in_use + reserved <= cap && building <= reserved,
+            committed <= cap && BYTES <= reserved,
             "A7",
-            "{thread}'s load allocates with {in_use} in use, {reserved} reserved and {building} being \
-             loaded: {} of the cap {cap} on the heap",
-            in_use + building.max(reserved)
+            "{thread}'s load allocates with {committed} bytes in use or reserved (cap {cap}) and \
+             {reserved} reserved, less than its own {BYTES}"
         );
         R::yield_now();
-        self.building.sub(BYTES as usize);
         match outcome {
             Outcome::Loads => Ok(Weights::plain(BYTES)),
             Outcome::Fails => Err("a scripted load failure"),

@@ -42,6 +42,14 @@ impl FixedSizeConfig {
 
     /// Also keep the registered models' bytes ([`Model::size_bytes`](crate::Model::size_bytes))
     /// within `max_bytes`, evicting after a load that goes over.
+    ///
+    /// A *soft* limit, by design: the size is known only once the model is built, so a load may
+    /// overshoot `max_bytes` until the eviction after it (or until leases end, if every other
+    /// model is in use). For a hard limit on the memory the models take, load them through a
+    /// [`CacheGroup`](crate::cache::CacheGroup): its RAM budget reserves each load's declared
+    /// peak ([`Loader::declared_bytes`](crate::Loader::declared_bytes)) before the load runs
+    /// and never exceeds its cap. Both compose: this bound on the models a manager keeps, the
+    /// group's on their bytes.
     pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
         self.max_bytes = Some(max_bytes);
         self
