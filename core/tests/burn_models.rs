@@ -269,3 +269,54 @@ fn the_fixture_models_regenerate_from_their_seeds() {
         std::fs::write(dir.join("expected.json"), json + "\n").expect("expected.json written");
     }
 }
+
+/// Writes a SafeTensors file of zero-filled F32 tensors named and shaped as `tensors`.
+fn write_safetensors(path: &Path, tensors: &[(&str, &[usize])]) {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0;
+    for (name, shape) in tensors {
+        let bytes = shape.iter().product::<usize>() * 4;
+        header.insert(
+            (*name).to_owned(),
+            serde_json::json!({ "dtype": "F32", "shape": shape, "data_offsets": [offset, offset + bytes] }),
+        );
+        offset += bytes;
+    }
+    let header = serde_json::to_vec(&serde_json::Value::Object(header)).expect("a header");
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend(header);
+    file.resize(file.len() + offset, 0);
+    std::fs::write(path, file).expect("write the model file");
+}
+
+#[test]
+fn a_shared_loader_declares_the_architectures_tensors_not_the_whole_file() {
+    let spec = Arc::new(mlp_spec(&fixture("mlp")));
+    let (d_in, hidden, d_out) = (spec.d_in, spec.hidden, spec.d_out);
+    let dir = std::env::temp_dir().join(format!("resident-declared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let extra = 10_000;
+    write_safetensors(
+        &dir.join("extra.safetensors"),
+        &[
+            ("fc1.weight", &[d_in, hidden]),
+            ("fc1.bias", &[hidden]),
+            ("fc2.weight", &[hidden, d_out]),
+            ("fc2.bias", &[d_out]),
+            ("optimizer.momentum", &[extra]),
+        ],
+    );
+    let module_bytes = ((d_in * hidden + hidden + hidden * d_out + d_out) * 4) as u64;
+    let group = CacheGroup::<SharedWeights<MlpSpec, Cpu>>::new(1 << 20).unwrap();
+    let loader = SharedLoader::new(Arc::clone(&spec), &dir, &group, "cpu:0").unwrap();
+    let id = resident::ModelId::new("extra").unwrap();
+    assert_eq!(
+        loader.declared_bytes(&id).unwrap(),
+        Some(module_bytes),
+        "the optimizer state is not declared"
+    );
+    let served = loader.load(&id).expect("the module's tensors load; the extra one is ignored");
+    assert_eq!(group.budget().in_use(), module_bytes, "charged as declared");
+    drop(served);
+    let _ = std::fs::remove_dir_all(dir);
+}

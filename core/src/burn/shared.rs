@@ -48,9 +48,10 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
     }
 
     /// Refuses a file that cannot fit, before any module or tensor is built: its length
-    /// against the RAM budget, then the bytes its header declares against the RAM budget and
-    /// (for a backend whose device copies cost device memory) this cache's device budget.
-    /// Returns the bytes the header declares.
+    /// against the RAM budget, then the bytes its header declares for the architecture's
+    /// tensors ([`Architecture::tensor_names`]; every tensor of the file if it does not say)
+    /// against the RAM budget and (for a backend whose device copies cost device memory) this
+    /// cache's device budget. Returns those declared bytes.
     fn check_budgets(&self, path: &Path) -> Result<u64, BurnError> {
         let too_large =
             |bytes, budget, cap| BurnError::TooLarge { path: path.to_owned(), bytes, budget, cap };
@@ -59,7 +60,7 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         if len > cap {
             return Err(too_large(len, "RAM budget", cap));
         }
-        let tensors = header_tensor_bytes(path)?;
+        let tensors = header_tensor_bytes(path, self.arch.tensor_names().as_deref())?;
         if tensors > cap {
             return Err(too_large(tensors, "RAM budget", cap));
         }
@@ -102,11 +103,12 @@ impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
         Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device()? })
     }
 
-    /// The bytes of the tensors `<dir>/<id>.safetensors` declares in its header (read without
-    /// loading them).
+    /// The bytes of the architecture's tensors as `<dir>/<id>.safetensors` declares them in
+    /// its header (read without loading them; every tensor of the file if the architecture does
+    /// not name its own).
     fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
         let path = model_path(&self.dir, id.as_str())?;
-        Ok(Some(header_tensor_bytes(&path)?))
+        Ok(Some(header_tensor_bytes(&path, self.arch.tensor_names().as_deref())?))
     }
 }
 

@@ -102,14 +102,17 @@ pub(super) fn file_len(path: &Path) -> Result<u64, BurnError> {
     }
 }
 
-/// Bytes of the tensors the file's header declares (elements × dtype size), read from the
-/// header alone: burn-store maps the file and parses its header without decoding any tensor.
-pub(super) fn header_tensor_bytes(path: &Path) -> Result<u64, BurnError> {
+/// Bytes of the tensors the file's header declares (elements × dtype size) — of those named
+/// `names` only, when given — read from the header alone: burn-store maps the file and parses
+/// its header without decoding any tensor. A named tensor the file lacks counts nothing here;
+/// the load reports it as a mismatch.
+pub(super) fn header_tensor_bytes(path: &Path, names: Option<&[String]>) -> Result<u64, BurnError> {
     let mut store = SafetensorsStore::from_file(path);
     let snapshots = store.get_all_snapshots().map_err(|e| classify(e, path))?;
     let overflow =
         || BurnError::Corrupt { path: path.to_owned(), message: "tensor sizes overflow".to_owned() };
-    snapshots.values().try_fold(0u64, |sum, t| {
+    let taken = |name: &String| names.is_none_or(|names| names.contains(name));
+    snapshots.iter().filter(|(name, _)| taken(name)).map(|(_, t)| t).try_fold(0u64, |sum, t| {
         let bytes = t.shape.num_elements().checked_mul(t.dtype.size()).ok_or_else(overflow)?;
         sum.checked_add(u64::try_from(bytes).map_err(|_| overflow())?).ok_or_else(overflow)
     })

@@ -45,6 +45,11 @@ fn linear<B: Backend>(d_in: usize, d_out: usize, seed: u64, device: &B::Device) 
     layer
 }
 
+/// The weight and bias tensors of the layers named `layers`.
+fn linear_names(layers: &[&str]) -> Vec<String> {
+    layers.iter().flat_map(|layer| [format!("{layer}.weight"), format!("{layer}.bias")]).collect()
+}
+
 fn empty_linear<B: Backend>(d_in: usize, d_out: usize, device: &B::Device) -> Linear<B> {
     LinearConfig::new(d_in, d_out).with_initializer(Initializer::Zeros).init(device)
 }
@@ -96,6 +101,10 @@ impl Architecture for MlpSpec {
             act: Relu::new(),
             fc2: empty_linear(self.hidden, self.d_out, device),
         }
+    }
+
+    fn tensor_names(&self) -> Option<Vec<String>> {
+        Some(linear_names(&["fc1", "fc2"]))
     }
 
     fn forward<B: Backend>(&self, module: &Mlp<B>, input: Tensor<B, 2>) -> Tensor<B, 2> {
@@ -163,6 +172,10 @@ impl Architecture for CnnSpec {
             pool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
             head: empty_linear(self.channels, self.d_out, device),
         }
+    }
+
+    fn tensor_names(&self) -> Option<Vec<String>> {
+        Some(linear_names(&["conv", "head"]))
     }
 
     fn forward<B: Backend>(&self, module: &Cnn<B>, input: Tensor<B, 2>) -> Tensor<B, 2> {
