@@ -3,6 +3,7 @@
 //! inference requests over a skewed mix of more models than a device keeps.
 //!
 //! `cargo run --release --example serve [-- --clients N --requests N --devices a,b --lock-all --overflow]`
+//! (`--help` lists them)
 //! runs on ndarray (devices `cpu:0,cpu:1`); with `--features cuda` the device copies are CUDA
 //! tensors (devices `cuda:0,cuda:0` by default: two caches on one GPU).
 //!
@@ -64,43 +65,26 @@ impl<L: Loader> Loader for Counting<L> {
 
 type Device = FixedSizeCache<ModelManager<Counting<SharedLoader<MlpSpec, Target>>>>;
 
+/// Serves burn models from client threads through one `FixedSizeCache` per device over one
+/// hard RAM budget, and checks the heap against the budget.
+#[derive(clap::Parser)]
 struct Options {
-    clients: usize,
+    /// Client threads sending requests.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    clients: u64,
+    /// Requests in all.
+    #[arg(long, default_value_t = 20_000)]
     requests: usize,
+    /// Devices, comma-separated (one cache each).
+    #[arg(long, default_value = DEVICES, value_delimiter = ',', num_args = 1..)]
     devices: Vec<String>,
+    /// Add every model to one device and keep them all: the budget must refuse the ones that do
+    /// not fit.
+    #[arg(long)]
     lock_all: bool,
+    /// Turn the budget's overflow policy on (the soft budget of before), for comparison.
+    #[arg(long)]
     overflow: bool,
-}
-
-fn options() -> Result<Options, BoxError> {
-    let mut options =
-        Options { clients: 4, requests: 20_000, devices: split(DEVICES), lock_all: false, overflow: false };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        match flag.as_str() {
-            "--lock-all" => options.lock_all = true,
-            "--overflow" => options.overflow = true,
-            _ => {}
-        }
-        if matches!(flag.as_str(), "--lock-all" | "--overflow") {
-            continue;
-        }
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--clients" => options.clients = value.parse()?,
-            "--requests" => options.requests = value.parse()?,
-            "--devices" => options.devices = split(&value),
-            _ => return Err(format!("unknown flag {flag}").into()),
-        }
-    }
-    if options.clients == 0 || options.devices.is_empty() {
-        return Err("need at least one client and one device".into());
-    }
-    Ok(options)
-}
-
-fn split(list: &str) -> Vec<String> {
-    list.split(',').filter(|d| !d.is_empty()).map(str::to_owned).collect()
 }
 
 /// Writes the model set: `MODELS` MLPs, weights from seeds 1..=MODELS.
@@ -223,7 +207,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 type Group = CacheGroup<SharedWeights<MlpSpec, Target>>;
 
 fn main() -> Result<(), BoxError> {
-    let options = options()?;
+    let options = <Options as clap::Parser>::parse();
+    let clients = options.clients as usize;
     let dir: PathBuf = std::env::temp_dir().join(format!("resident-serve-{}", std::process::id()));
     let model_bytes = write_models(&dir)?;
     let arch = Arc::new(SPEC);
@@ -249,9 +234,8 @@ fn main() -> Result<(), BoxError> {
         })
         .collect::<Result<_, BoxError>>()?;
     let input: Vec<f32> = (0..SPEC.d_in).map(|i| (i as f32 / SPEC.d_in as f32) - 0.5).collect();
-    let per_client = options.requests.div_ceil(options.clients);
-    let mut buffers: Vec<Vec<Duration>> =
-        (0..options.clients).map(|_| Vec::with_capacity(per_client)).collect();
+    let per_client = options.requests.div_ceil(clients);
+    let mut buffers: Vec<Vec<Duration>> = (0..clients).map(|_| Vec::with_capacity(per_client)).collect();
     let refusals = Arc::new(AtomicU64::new(0));
 
     // Everything above is the baseline; from here the heap holds models and requests.
@@ -318,7 +302,7 @@ fn main() -> Result<(), BoxError> {
         MODELS,
         refusals.load(Ordering::Relaxed)
     );
-    let slack = slack(options.clients);
+    let slack = slack(clients);
     println!(
         "heap         peak {heap_peak} bytes above the baseline, cap {cap} + slack {slack}; one load allocates {load_heap} at once, reserves {load_reserved}"
     );
