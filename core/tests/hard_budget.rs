@@ -126,3 +126,18 @@ fn a_zero_room_wait_refuses_at_once_when_nothing_can_go() {
     assert_eq!((group.budget().in_use(), group.budget().reserved()), (70, 0), "state unchanged");
     drop(held);
 }
+
+#[test]
+fn the_store_alone_charges_only_what_fits_under_a_hard_budget() {
+    let group = group(100);
+    let store = group.store();
+    let (kept, adopted) = store.insert("a", vec![0; 70], 70).expect("fits");
+    assert!(!adopted);
+    let refused = store.insert("b", vec![0; 40], 40).expect_err("70 + 40 is over the cap");
+    assert_eq!(refused.len(), 40, "the weights come back");
+    assert_eq!((group.budget().in_use(), group.budget().reserved()), (70, 0), "nothing charged");
+    let (again, adopted) = store.insert("a", vec![0; 70], 70).expect("a live canonical is adopted");
+    assert!(adopted && Arc::ptr_eq(&kept, &again), "no room needed to adopt");
+    drop((kept, again));
+    assert_eq!(group.budget().in_use(), 0);
+}

@@ -176,6 +176,11 @@ impl<R: Runtime> RamBudget<R> {
         waited
     }
 
+    /// Whether some load is waiting for room now.
+    pub(crate) fn room_waiters(&self) -> bool {
+        self.counters.with(|c| c.waiters > 0)
+    }
+
     /// Tells the threads waiting for room that something they could use changed (a record
     /// became evictable); `site` is the lost-wakeup mutant of the caller's notify site.
     pub(crate) fn room_changed(&self, site: Mutant) {

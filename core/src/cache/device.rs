@@ -722,7 +722,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             } else {
                 self.reconcile_pending.with(Option::take)
             };
-            Self::evict_lru_while(s, room.max(requested.unwrap_or(0)), &self.group, admitting)
+            // Room a load asked for while this cache was busy is made only while a load still
+            // waits for room: one that got it elsewhere, or gave up, needs no more evictions.
+            // Without one the request is a plain reconcile, down to the cap.
+            let deferred = requested.unwrap_or(0);
+            let deferred = if self.group.budget.room_waiters() { deferred } else { 0 };
+            Self::evict_lru_while(s, room.max(deferred), &self.group, admitting)
         })?;
         if clear_late {
             self.reconcile_pending.with(|p| *p = None);

@@ -192,8 +192,9 @@ fn expire_all<W: Send + Sync + 'static, R: Runtime>(
     for cache in group.caches() {
         let deadline = catch_unwind(AssertUnwindSafe(|| expire(&cache))).unwrap_or_else(|_| {
             tracing::error!(device = cache.device(), "user code panicked during keep-alive expiry");
-            // Look again at once: the records are gone (a panicking `Drop` still frees them).
-            cache.keep_alive().map(|_| Some(Duration::ZERO))
+            // Look again at once (the evicted records are gone: a panicking `Drop` still frees
+            // them). Nothing here may run user code again, outside the catch.
+            Some(Some(Duration::ZERO))
         });
         // Dropping the last reference to a cache runs its user code too.
         let _ = catch_unwind(AssertUnwindSafe(move || drop(cache)));

@@ -82,6 +82,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// ([`CacheError::TooLarge`]). `load` is user code: it runs with no lock of the cache held. If it fails
     /// ([`CacheError::Load`]) or panics, nothing is admitted and a waiting device tries again.
     ///
+    /// A caller that itself holds or locks the records whose room its load needs waits the whole
+    /// room wait for room only it can free, then gets [`CacheError::NoRoom`] (which names those
+    /// records); with an unbounded room wait it would wait for good. Let go of what you hold
+    /// before loading more, or size the cap for everything held at once plus one load's peak.
+    ///
     /// Once the group is [shut down](super::CacheGroup::shutdown) a call that starts, or that
     /// waits for another device's load, is refused with [`CacheError::ShutDown`]; a load
     /// already in flight finishes, and its record is stale: its caller uses it, and its last

@@ -106,7 +106,9 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// Locks the record and places it on the cache's device (see the module docs). On error the
     /// lock is released and the record stays resident on the CPU. The waits — for another
     /// thread's move of the same record, for device room — are bounded together by
-    /// [`DeviceCache::move_wait`](super::DeviceCache::move_wait).
+    /// [`DeviceCache::move_wait`](super::DeviceCache::move_wait). A caller that itself keeps the
+    /// copies whose room it needs placed waits that whole bound, then gets
+    /// [`CacheError::DeviceFull`].
     pub fn lock_on_device(self) -> Result<DeviceGuard<W, R>, CacheError> {
         let guard = self.lock();
         let (cache, record) = (guard.cache(), guard.locked());

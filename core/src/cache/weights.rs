@@ -76,8 +76,20 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// unless a live canonical appeared meanwhile, which is adopted instead. The second value
     /// says whether `weights` were adopted away (and so dropped, outside every lock). If the
     /// charge would overflow the budget's sums, nothing is registered and the weights come back.
+    ///
+    /// Under a hard budget (no overflow policy) new weights must fit the budget now — the store
+    /// makes no room and does not wait (a [`DeviceCache`](super::DeviceCache) does) — or they
+    /// come back, nothing charged.
     pub fn insert(&self, key: &str, weights: W, bytes: u64) -> Result<(Arc<Canonical<W, R>>, bool), W> {
-        self.insert_reserved(key, weights, bytes, None)
+        if self.budget.overflow() {
+            return self.insert_reserved(key, weights, bytes, None);
+        }
+        if let Some(live) = self.adopt(key) {
+            drop(weights);
+            return Ok((live, true));
+        }
+        let Some(mut reservation) = self.budget.try_reserve(bytes) else { return Err(weights) };
+        self.insert_reserved(key, weights, bytes, Some(&mut reservation))
     }
 
     /// [`WeightStore::insert`], charging the weights out of `reservation` (which is left with
