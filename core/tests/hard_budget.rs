@@ -13,6 +13,7 @@ type Weights = Vec<u8>;
 
 fn group(cap: u64) -> Arc<CacheGroup<Weights>> {
     let group = CacheGroup::<Weights>::new(cap).unwrap();
+    assert_eq!(group.budget().room_wait(), Duration::from_secs(10), "the default room wait");
     group.budget().set_room_wait(Duration::from_millis(1));
     group
 }
@@ -119,6 +120,7 @@ fn the_overflow_policy_admits_past_the_cap_and_reconciles_at_release() {
 fn a_zero_room_wait_refuses_at_once_when_nothing_can_go() {
     let group = group(100);
     group.budget().set_room_wait(Duration::ZERO);
+    assert_eq!(group.budget().room_wait(), Duration::ZERO);
     let gpu = group.cache("cuda:0");
     let held = gpu.put("a", vec![0; 70], 70, Put::default()).unwrap().into_loaded();
     let refused = gpu.get_or_put("b", 70, || Ok::<_, CacheError>(vec![0; 70])).unwrap_err();

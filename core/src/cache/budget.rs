@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::error::InvalidConfig;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut};
+use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut};
 
 /// Identifies one device cache in the budget's per-cache accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,11 +44,6 @@ struct Counters {
     overflow: bool,
     /// How long a reservation waits for room.
     room_wait: Duration,
-    /// Moves on every debit and every [`RamBudget::room_changed`]: what a waiter for room waits
-    /// to see move.
-    epoch: u64,
-    /// Threads waiting for room now.
-    waiters: usize,
 }
 
 /// The default bound on a wait for room.
@@ -76,12 +71,6 @@ impl Counters {
         self.raise_high_water();
         Ok(())
     }
-
-    /// Records a change that may give a waiter room; whether anyone waits.
-    fn changed(&mut self) -> bool {
-        self.epoch = self.epoch.wrapping_add(1);
-        self.waiters > 0
-    }
 }
 
 /// A charge would overflow the budget's byte sums; nothing was charged.
@@ -92,7 +81,9 @@ pub(crate) struct Overflow;
 pub struct RamBudget<R: Runtime = StdRuntime> {
     cap: u64,
     counters: R::Monitor<Counters>,
-    runtime: R,
+    /// Bumped by every debit and every [`RamBudget::room_changed`]: what a waiter for room
+    /// waits to see move.
+    room: Signal<R>,
 }
 
 impl<R: Runtime> RamBudget<R> {
@@ -102,7 +93,7 @@ impl<R: Runtime> RamBudget<R> {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
         let counters = Counters { room_wait: DEFAULT_ROOM_WAIT, ..Counters::default() };
-        Ok(Arc::new(Self { cap, counters: runtime.monitor(counters), runtime: runtime.clone() }))
+        Ok(Arc::new(Self { cap, counters: runtime.monitor(counters), room: Signal::new(runtime) }))
     }
 
     /// Lets admissions overshoot the cap (`true`), as before budgets were hard: a load that
@@ -157,53 +148,31 @@ impl<R: Runtime> RamBudget<R> {
     /// The room epoch: read it *before* looking for room, then [`RamBudget::wait_for_room`]
     /// past it (the protocol of [`Signal`](crate::runtime::Signal)).
     pub(crate) fn room_epoch(&self) -> u64 {
-        self.counters.with(|c| c.epoch)
+        self.room.epoch()
     }
 
     /// Waits until a debit or a [`RamBudget::room_changed`] happened since `seen` was read, at
     /// most `timeout`.
     pub(crate) fn wait_for_room(&self, seen: u64, timeout: Duration) -> Result<(), TimedOut> {
-        let must_wait = self.counters.with(|c| {
-            let must_wait = c.epoch == seen;
-            c.waiters += usize::from(must_wait);
-            must_wait
-        });
-        if !must_wait {
-            return Ok(());
-        }
-        let waited = self.counters.wait_until(Some(timeout), |c| (c.epoch != seen).then_some(()));
-        self.counters.with(|c| c.waiters -= 1);
-        waited
+        self.room.wait_past(seen, Some(timeout))
     }
 
     /// Whether some load is waiting for room now.
     pub(crate) fn room_waiters(&self) -> bool {
-        self.counters.with(|c| c.waiters > 0)
+        self.room.has_waiters()
     }
 
     /// Tells the threads waiting for room that something they could use changed (a record
     /// became evictable); `site` is the lost-wakeup mutant of the caller's notify site.
     pub(crate) fn room_changed(&self, site: Mutant) {
-        if self.runtime.mutant(site) {
-            return;
-        }
-        if self.counters.with(Counters::changed) {
-            self.counters.notify_all();
-        }
+        self.room.bump_at(site);
     }
 
-    /// Runs a debit and wakes the waiters for room (the [`Mutant::LOST_WAKEUP_BUDGET_DEBIT`]
-    /// mutant forgets to).
-    fn debit(&self, f: impl FnOnce(&mut Counters) -> bool) -> bool {
-        let lost = self.runtime.mutant(Mutant::LOST_WAKEUP_BUDGET_DEBIT);
-        let (out, waiting) = self.counters.with(|c| {
-            let out = f(c);
-            let waiting = if lost { false } else { c.changed() };
-            (out, waiting)
-        });
-        if waiting {
-            self.counters.notify_all();
-        }
+    /// Runs a debit, then wakes the waiters for room (the
+    /// [`Mutant::LOST_WAKEUP_BUDGET_DEBIT`] mutant forgets to).
+    fn debit<T>(&self, f: impl FnOnce(&mut Counters) -> T) -> T {
+        let out = self.counters.with(f);
+        self.room.bump_at(Mutant::LOST_WAKEUP_BUDGET_DEBIT);
         out
     }
 
@@ -327,7 +296,6 @@ impl<R: Runtime> Drop for SharedCharge<R> {
         self.budget.debit(|c| {
             c.shared -= self.bytes;
             c.total -= self.bytes;
-            false
         });
     }
 }
@@ -360,7 +328,7 @@ impl<R: Runtime> Drop for NonSharedCharge<R> {
             underflow
         });
         if underflow {
-            self.budget.runtime.defect("non-shared bytes debited twice");
+            self.budget.room.runtime().defect("non-shared bytes debited twice");
         }
     }
 }
@@ -383,10 +351,7 @@ impl<R: Runtime> Reservation<R> {
 impl<R: Runtime> Drop for Reservation<R> {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            self.budget.debit(|c| {
-                c.reserved -= self.bytes;
-                false
-            });
+            self.budget.debit(|c| c.reserved -= self.bytes);
         }
     }
 }

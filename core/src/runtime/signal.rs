@@ -54,6 +54,12 @@ impl<R: Runtime> Signal<R> {
         }
     }
 
+    /// Whether a thread waits on this signal right now (a hint: it may start or stop waiting
+    /// at once).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.state.with(|s| s.waiters > 0)
+    }
+
     /// The runtime the signal was created on.
     pub(crate) fn runtime(&self) -> &R {
         &self.runtime
