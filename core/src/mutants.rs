@@ -213,8 +213,9 @@ mutants! {
     LOST_WAKEUP_KEEP_ALIVE_RELEASE = "lost-wakeup-keep-alive-release",
     /// W-12: a keep-alive set while the timer sleeps does not wake it.
     LOST_WAKEUP_KEEP_ALIVE_SET = "lost-wakeup-keep-alive-set",
-    /// W-12: dropping the group does not wake its sleeping timer thread, which never exits.
-    LOST_WAKEUP_TIMER_GROUP_DROP = "lost-wakeup-timer-group-drop",
+    /// W-15: dropping a cache whose keep-alive kept the timer running does not wake the timer,
+    /// which sleeps on while the group lives.
+    LOST_WAKEUP_TIMER_CACHE_DROP = "lost-wakeup-timer-cache-drop",
     /// W-13: unlocking a record whose copy is on the device does not wake the lockers waiting
     /// for device room.
     LOST_WAKEUP_DEVICE_UNLOCK = "lost-wakeup-device-unlock",

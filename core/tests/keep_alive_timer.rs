@@ -118,4 +118,10 @@ fn shutting_down_the_last_cache_with_a_keep_alive_ends_the_timer_while_the_group
     assert!(cpu.set_keep_alive(None));
     runtime.join_all();
     assert!(!group.keep_alive_timer_running(), "no keep-alive left: the timer exits");
+
+    // A cache dropped without shutdown takes its keep-alive with it.
+    assert!(cpu.set_keep_alive(Some(Duration::from_secs(3600))));
+    drop(cpu);
+    runtime.join_all();
+    assert!(!group.keep_alive_timer_running(), "the dropped cache's keep-alive kept no timer");
 }

@@ -999,6 +999,15 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 }
 
+impl<W: Send + Sync + 'static, R: Runtime> Drop for DeviceCache<W, R> {
+    /// A cache dropped without `shutdown` takes its keep-alive with it: the timer may exit.
+    fn drop(&mut self) {
+        if self.state.with(|s| s.keep_alive.is_some()) {
+            self.group.timer.poke(None, Mutant::LOST_WAKEUP_TIMER_CACHE_DROP);
+        }
+    }
+}
+
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for DeviceCache<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceCache").field("device", &self.device).field("keys", &self.keys()).finish()

@@ -17,13 +17,15 @@
 //!   keep-alive. User code it runs that way (eviction callbacks, weights' `Drop`) may panic:
 //!   the panic is logged and the timer goes on.
 //! - It exits as soon as no cache of the group has a keep-alive (a cache's `shutdown` cancels
-//!   its own for good), or the group is dropped; the next keep-alive starts a new one.
+//!   its own for good, and a dropped cache takes its keep-alive with it) — so at the latest when
+//!   the group is dropped, which needs every cache dropped first. The next keep-alive starts a
+//!   new one.
 //!
 //! # The wake-up rule
 //! Every change that can bring the earliest deadline forward wakes the sleeping timer: a
 //! release that leaves a record idle (when its deadline is earlier than the one the timer sleeps
 //! to — usually it is not, and then nothing is notified), a keep-alive set or changed, a
-//! shutdown, the group's drop. The timer reads the epoch before it looks at the caches and
+//! shutdown, a cache with a keep-alive dropped. The timer reads the epoch before it looks at the caches and
 //! sleeps only if no change landed meanwhile, so none is lost; each notify site has a mutant.
 //! Under the model checkers the timer is a checker thread and its sleep a bounded wait on the
 //! logical clock, so expiry is explored like any other step.
@@ -56,8 +58,6 @@ struct TimerState {
     armed: Armed,
     /// The thread is inside its wait (so a change must notify it).
     waiting: bool,
-    /// The group is gone.
-    closed: bool,
 }
 
 /// The keep-alive timer of one group (the module docs explain it).
@@ -75,8 +75,7 @@ enum Next {
 
 impl<R: Runtime> ExpiryTimer<R> {
     pub(crate) fn new(runtime: &R) -> Arc<Self> {
-        let state =
-            TimerState { running: false, epoch: 0, armed: Armed::Looking, waiting: false, closed: false };
+        let state = TimerState { running: false, epoch: 0, armed: Armed::Looking, waiting: false };
         Arc::new(Self { runtime: runtime.clone(), state: runtime.monitor(state) })
     }
 
@@ -89,7 +88,7 @@ impl<R: Runtime> ExpiryTimer<R> {
     /// makes the running one look again.
     pub(crate) fn start<W: Send + Sync + 'static>(self: &Arc<Self>, group: &Arc<CacheGroup<W, R>>) {
         let spawn = self.state.with(|t| {
-            let spawn = !t.running && !t.closed;
+            let spawn = !t.running;
             if spawn {
                 t.running = true;
                 t.armed = Armed::Looking;
@@ -129,18 +128,6 @@ impl<R: Runtime> ExpiryTimer<R> {
         }
     }
 
-    /// The group is being dropped: the timer thread exits.
-    pub(crate) fn close(&self) {
-        let notify = self.state.with(|t| {
-            t.closed = true;
-            t.epoch += 1;
-            t.waiting
-        });
-        if notify && !self.runtime.mutant(Mutant::LOST_WAKEUP_TIMER_GROUP_DROP) {
-            self.state.notify_all();
-        }
-    }
-
     /// The timer thread.
     fn run<W: Send + Sync + 'static>(&self, group: &Weak<CacheGroup<W, R>>) {
         tracing::debug!("keep-alive timer started");
@@ -150,14 +137,10 @@ impl<R: Runtime> ExpiryTimer<R> {
                 t.epoch
             });
             // Expire, and find the next deadline; the group is let go before sleeping (the
-            // last reference may be this one: the group then drops here and closes the timer).
+            // last reference may be this one: the group then drops here, and the timer exits).
             let next = group.upgrade().map(|group| expire_all(&group));
             let now = self.runtime.now();
             let next = self.state.with(|t| match next {
-                _ if t.closed => {
-                    t.running = false;
-                    Next::Exit
-                }
                 _ if t.epoch != seen => Next::Again,
                 None | Some(None) => {
                     t.running = false;
@@ -174,7 +157,7 @@ impl<R: Runtime> ExpiryTimer<R> {
                 Next::Exit => break,
                 Next::Sleep(timeout) => {
                     // A timeout is the deadline: look again either way.
-                    let _ = self.state.wait_until(timeout, |t| (t.epoch != seen || t.closed).then_some(()));
+                    let _ = self.state.wait_until(timeout, |t| (t.epoch != seen).then_some(()));
                     self.state.with(|t| t.waiting = false);
                 }
             }

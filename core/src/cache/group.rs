@@ -134,7 +134,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
 
     /// Whether the group's keep-alive timer thread runs: from the first
     /// [`DeviceCache::set_keep_alive`] until no cache of the group has a keep-alive (a cache's
-    /// shutdown cancels its own) or the group is dropped.
+    /// shutdown cancels its own, a dropped cache takes its own along).
     pub fn keep_alive_timer_running(&self) -> bool {
         self.timer.running()
     }
@@ -151,13 +151,6 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             .into_iter()
             .filter(|c| !std::ptr::eq(Arc::as_ptr(c), except))
             .collect()
-    }
-}
-
-impl<W: Send + Sync + 'static, R: Runtime> Drop for CacheGroup<W, R> {
-    /// Ends the keep-alive timer thread (it holds only a weak reference to the group).
-    fn drop(&mut self) {
-        self.timer.close();
     }
 }
 

@@ -1,4 +1,4 @@
-//! Keep-alive timer scenarios (SPEC 3.8; `C-B3`, `W-11`, `W-12`): idle records expire with no
+//! Keep-alive timer scenarios (SPEC 3.8; `C-B3`, `W-11`, `W-12`, `W-15`): idle records expire with no
 //! other call, a shutdown cancels its cache's expiry for good and lets the timer thread exit,
 //! and every change that brings a deadline forward wakes the sleeping timer.
 //!
@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use resident::cache::Put;
+use resident::cache::{CacheGroup, Put};
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join, preload};
@@ -108,9 +108,9 @@ pub(super) fn release_wakes_the_timer<R: SimRuntime>(rt: R) {
 }
 
 /// W-12: the timer sleeps for cuda:0 (a keep-alive, nothing idle); T1 gives cuda:1, whose record
-/// is idle, a shorter keep-alive, which must wake the timer. Then the group is dropped with the
-/// timer asleep again: the drop must wake it, or it never exits.
-pub(super) fn keep_alive_and_group_drop_wake_the_timer<R: SimRuntime>(rt: R) {
+/// is idle, a shorter keep-alive, which must wake the timer. Then the world is dropped with the
+/// timer asleep again (the caches' drop wakes it: W-15).
+pub(super) fn keep_alive_set_wakes_the_timer<R: SimRuntime>(rt: R) {
     let world = CacheWorld::hard(rt, 100, 2);
     preload(&world.caches[1], "n", BYTES);
     let evicted = on_eviction_of(&world, &world.caches[1], "n");
@@ -124,5 +124,27 @@ pub(super) fn keep_alive_and_group_drop_wake_the_timer<R: SimRuntime>(rt: R) {
     trace::record("main", "waits for n's eviction (no call)");
     evicted.wait();
     // No check of the accounting here: it stops expiry, and the timer must be asleep now.
-    trace::record("main", "drops the group with its timer asleep");
+    trace::record("main", "drops the world with its timer asleep");
+}
+
+/// W-15: the timer sleeps for cuda:0's keep-alive, with nothing idle; T1 drops cuda:0 without
+/// shutting it down. The drop must wake the timer, which then finds no keep-alive and exits while
+/// the group lives.
+pub(super) fn cache_drop_wakes_the_timer<R: SimRuntime>(rt: R) {
+    let group = CacheGroup::<Weights<R>, R>::with_runtime(100, rt.clone()).expect("a valid cap");
+    let c0 = group.cache("cuda:0");
+    keep_alive(&c0, KEEP_ALIVE);
+    let t1 = rt.spawn("T1", move || {
+        // Scheduling points, so that uniform random schedules often let the timer fall asleep
+        // first (PCT and loom reach that order anyway); both orders are explored.
+        for _ in 0..64 {
+            R::yield_now();
+        }
+        trace::record("T1", "drops cuda:0 (no shutdown)");
+        drop(c0);
+    });
+    join::<R, _>(t1);
+    trace::record("main", "the timer thread must exit");
+    rt.join_background();
+    ensure!(!group.keep_alive_timer_running(), "K3", "the timer runs on with no keep-alive left");
 }
