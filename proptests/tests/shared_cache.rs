@@ -61,6 +61,7 @@ proptest! {
         let group = CacheGroup::<u64>::new(CAP).unwrap();
         // One thread: nobody else can free room, so a put that does not fit is refused at once.
         group.budget().set_room_wait(std::time::Duration::ZERO);
+        prop_assert_eq!(group.budget().room_wait(), std::time::Duration::ZERO);
         let caches = [group.cache("cuda:0"), group.cache("cuda:1")];
         let mut kept: Vec<Kept> = Vec::new();
         // What each cache's `get`s returned: its hit and miss counters must say the same.
