@@ -66,18 +66,24 @@ pub fn execute_with<R: SimRuntime>(time: Time, mutants: &MutantSet, body: impl F
     crate::violation::fail_if_recorded();
 }
 
+/// Why loom cannot run a scenario whose race needs a failing `try_lock`.
+const TRY_LOCK_NEVER_FAILS: &str = "the race needs a try_lock to fail inside another thread's critical section; loom 0.7.3 treats a thread trying a held lock as blocked (loom #376), so no try_lock ever fails, even with a yield inside the holder's critical section (probed: 19 executions instead of 163, the mutant survives)";
+
+/// Why loom runs a keep-alive timer scenario's correct code only.
+const TIMER_DEADLOCK_ABORTS_LOOM: &str = "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it";
+
 macro_rules! scenario {
     ($id:literal, $desc:literal, time: $t:ident, loom: $l:expr, targets: [$($m:ident),*], $body:path) => {
         scenario!(@ $id, $desc, $t, Some($l), "", [$($m),*], $body)
     };
     // Under loom, but its mutants under shuttle only.
-    ($id:literal, $desc:literal, time: $t:ident, loom: $l:expr, loom_mutants_abort: $why:literal, targets: [$($m:ident),*], $body:path) => {
+    ($id:literal, $desc:literal, time: $t:ident, loom: $l:expr, loom_mutants_abort: $why:expr, targets: [$($m:ident),*], $body:path) => {
         Scenario { loom_mutants: false, ..scenario!(@ $id, $desc, $t, Some($l), $why, [$($m),*], $body) }
     };
-    ($id:literal, $desc:literal, time: $t:ident, no_loom: $why:literal, targets: [$($m:ident),*], $body:path) => {
+    ($id:literal, $desc:literal, time: $t:ident, no_loom: $why:expr, targets: [$($m:ident),*], $body:path) => {
         scenario!(@ $id, $desc, $t, None, $why, [$($m),*], $body)
     };
-    (@ $id:literal, $desc:literal, $t:ident, $l:expr, $why:literal, [$($m:ident),*], $body:path) => {
+    (@ $id:literal, $desc:literal, $t:ident, $l:expr, $why:expr, [$($m:ident),*], $body:path) => {
         Scenario {
             id: $id,
             description: $desc,
@@ -177,9 +183,9 @@ pub const CATALOGUE: &[Scenario] = &[
     scenario!("C-R18", "a contended peer defers the reconcile to its next release (18)",
         time: Off, loom: 2, targets: [DEFERRED_RECONCILE_SKIPPED], cache::contended_peer_reconcile),
     scenario!("C-R19", "a reconcile request racing the busy peer's release: no lost wakeup (19)",
-        time: Off, no_loom: "the race needs a try_lock to fail inside another thread's critical section; loom 0.7.3 treats a thread trying a held lock as blocked (loom #376), so no try_lock ever fails, even with a yield inside the holder's critical section (probed: 19 executions instead of 163, the mutant survives)", targets: [FLAG_SET_AFTER_TRY], cache::reconcile_no_lost_wakeup),
+        time: Off, no_loom: TRY_LOCK_NEVER_FAILS, targets: [FLAG_SET_AFTER_TRY], cache::reconcile_no_lost_wakeup),
     scenario!("C-R21", "a request landing during a reconcile survives its clear (21)",
-        time: Off, no_loom: "the race needs a try_lock to fail inside another thread's critical section; loom 0.7.3 treats a thread trying a held lock as blocked (loom #376), so no try_lock ever fails, even with a yield inside the holder's critical section (probed: 19 executions instead of 163, the mutant survives)", targets: [FLAG_CLEARED_LATE], cache::reconcile_flag_survives_clear),
+        time: Off, no_loom: TRY_LOCK_NEVER_FAILS, targets: [FLAG_CLEARED_LATE], cache::reconcile_flag_survives_clear),
     scenario!("C-R22", "own-cache overshoot reconciled at unlock (22)",
         time: Off, loom: 2, targets: [NO_OWN_RECONCILE], cache::own_overshoot),
     scenario!("C-R23", "a reconcile must not evict a just-admitted model before its first use (23)",
@@ -263,11 +269,11 @@ pub const CATALOGUE: &[Scenario] = &[
     scenario!("C-B3", "keep-alive expires an idle record with no call; shutdown cancels it and the timer thread exits (3.8)",
         time: Auto, loom: 1, targets: [TIMER_NOT_CANCELLED], keep_alive::timer_expires_and_exits),
     scenario!("W-11", "a release that leaves a record idle wakes the sleeping keep-alive timer",
-        time: Auto, loom: 1, loom_mutants_abort: "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it", targets: [LOST_WAKEUP_KEEP_ALIVE_RELEASE], keep_alive::release_wakes_the_timer),
+        time: Auto, loom: 1, loom_mutants_abort: TIMER_DEADLOCK_ABORTS_LOOM, targets: [LOST_WAKEUP_KEEP_ALIVE_RELEASE], keep_alive::release_wakes_the_timer),
     scenario!("W-12", "a keep-alive set wakes the sleeping keep-alive timer",
-        time: Auto, loom: 1, loom_mutants_abort: "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it", targets: [LOST_WAKEUP_KEEP_ALIVE_SET], keep_alive::keep_alive_set_wakes_the_timer),
+        time: Auto, loom: 1, loom_mutants_abort: TIMER_DEADLOCK_ABORTS_LOOM, targets: [LOST_WAKEUP_KEEP_ALIVE_SET], keep_alive::keep_alive_set_wakes_the_timer),
     scenario!("W-15", "dropping a cache with a keep-alive wakes the sleeping timer, which exits",
-        time: Auto, loom: 1, loom_mutants_abort: "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it", targets: [LOST_WAKEUP_TIMER_CACHE_DROP], keep_alive::cache_drop_wakes_the_timer),
+        time: Auto, loom: 1, loom_mutants_abort: TIMER_DEADLOCK_ABORTS_LOOM, targets: [LOST_WAKEUP_TIMER_CACHE_DROP], keep_alive::cache_drop_wakes_the_timer),
     scenario!("W-13", "an unlock that lets a device copy go wakes the locker waiting for device room",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_DEVICE_UNLOCK], placement::unlock_wakes_the_device_waiter),
     scenario!("W-14", "a failed move's released charge wakes the locker waiting for device room",
