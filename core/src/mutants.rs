@@ -49,6 +49,8 @@ mutants! {
     RETIRE_WHILE_HELD = "retire-while-held",
     /// S1b: `remove` retires the entry right after releasing it, ignoring reservations.
     RETIRE_AFTER_RELEASE = "retire-after-release",
+    /// S-F1: callers that waited for a failed load do not share its error; each loads again.
+    FAILURE_NOT_SHARED = "failure-not-shared",
     /// S2: a failed load retires the entry while the failing loader still holds it.
     RETIRE_ON_LOAD_FAILURE = "retire-on-load-failure",
     /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.

@@ -119,6 +119,11 @@ impl<R: SimRuntime> Probe<R> {
         self.ids.values().map(IdProbe::alive).sum()
     }
 
+    /// Loads started for the resolved id `resolved` so far.
+    pub fn load_calls(&self, resolved: &str) -> usize {
+        self.region(resolved).load_calls.get()
+    }
+
     /// Opens the gate.
     pub fn open_gate(&self) {
         self.gate.add(1);

@@ -21,6 +21,7 @@ use crate::error::InvalidConfig;
 pub struct ManagerConfig {
     lock_timeout: Duration,
     lease_drain_timeout: Duration,
+    failure_cache: Option<Duration>,
 }
 
 impl ManagerConfig {
@@ -32,6 +33,33 @@ impl ManagerConfig {
     /// Longest wait, during `remove`, for live leases to end (default 30 s).
     pub fn lease_drain_timeout(&self) -> Duration {
         self.lease_drain_timeout
+    }
+
+    /// How long a failed load is remembered for new callers (default: not at all).
+    ///
+    /// Callers that were waiting for a load share its failure whatever this is (SPEC 1.9).
+    /// With a time set, a caller that arrives later still gets the same error without loading,
+    /// until that time has passed on the runtime's clock since the failure (or a load of the id
+    /// succeeded): a short negative cache that keeps a stampede on a broken model file from
+    /// reading it again and again. A time too long to represent means until the manager is
+    /// dropped.
+    pub fn failure_cache(&self) -> Option<Duration> {
+        self.failure_cache
+    }
+
+    /// Sets [`ManagerConfig::failure_cache`]; zero is refused (leave it unset instead).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resident::ManagerConfig;
+    /// let config = ManagerConfig::default().with_failure_cache(Duration::from_millis(500));
+    /// assert_eq!(config.failure_cache(), Some(Duration::from_millis(500)));
+    /// assert!(config.validate().is_ok());
+    /// assert!(config.with_failure_cache(Duration::ZERO).validate().is_err());
+    /// ```
+    pub fn with_failure_cache(mut self, time: Duration) -> Self {
+        self.failure_cache = Some(time);
+        self
     }
 
     /// Sets [`ManagerConfig::lock_timeout`].
@@ -54,12 +82,22 @@ impl ManagerConfig {
         if self.lease_drain_timeout.is_zero() {
             return Err(InvalidConfig { field: "lease_drain_timeout", reason: "must be greater than zero" });
         }
+        if self.failure_cache.is_some_and(|t| t.is_zero()) {
+            return Err(InvalidConfig {
+                field: "failure_cache",
+                reason: "must be greater than zero (leave it unset for no negative cache)",
+            });
+        }
         Ok(())
     }
 }
 
 impl Default for ManagerConfig {
     fn default() -> Self {
-        Self { lock_timeout: Duration::from_secs(60), lease_drain_timeout: Duration::from_secs(30) }
+        Self {
+            lock_timeout: Duration::from_secs(60),
+            lease_drain_timeout: Duration::from_secs(30),
+            failure_cache: None,
+        }
     }
 }

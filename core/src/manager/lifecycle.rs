@@ -7,6 +7,7 @@
 use std::fmt;
 
 use super::table::{LifecycleEntry, Table};
+use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut, panicking};
@@ -19,6 +20,8 @@ pub(crate) struct Reservation<M: Send + Sync + 'static, R: Runtime> {
     table: SharedTable<M, R>,
     id: ModelId,
     entry: Arc<LifecycleEntry<R>>,
+    /// This reservation's place in its generation's order.
+    ticket: u64,
     /// The stack's change signal, bumped when the lock is released.
     changes: Arc<Signal<R>>,
     leaked: bool,
@@ -27,9 +30,17 @@ pub(crate) struct Reservation<M: Send + Sync + 'static, R: Runtime> {
 impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     /// Reserves the current generation of `id` (creating it if needed).
     pub(crate) fn new(table: &SharedTable<M, R>, id: &ModelId, changes: &Arc<Signal<R>>) -> Self {
-        let entry = table.with(|t| t.reserve(id, changes.runtime()));
-        tracing::trace!(%id, generation = entry.generation, "reserved");
-        Self { table: Arc::clone(table), id: id.clone(), entry, changes: Arc::clone(changes), leaked: false }
+        let reserved = table.with(|t| t.reserve(id, changes.runtime()));
+        let (entry, ticket) = (reserved.entry, reserved.ticket);
+        tracing::trace!(%id, generation = entry.generation, ticket, "reserved");
+        Self {
+            table: Arc::clone(table),
+            id: id.clone(),
+            entry,
+            ticket,
+            changes: Arc::clone(changes),
+            leaked: false,
+        }
     }
 
     /// Waits for the generation's lock, turning the reservation into a [`LifecycleGuard`].
@@ -83,6 +94,38 @@ impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
     /// The generation this guard belongs to.
     pub fn generation(&self) -> u64 {
         self.reservation.entry.generation
+    }
+
+    /// The error this caller receives instead of loading `canonical` (SPEC 1.9): the error of
+    /// a load of `canonical` under this generation that failed after this caller reserved it
+    /// (it waited for that load), or else one that the negative cache
+    /// ([`ManagerConfig::with_failure_cache`](crate::ManagerConfig::with_failure_cache)) still
+    /// remembers. `None`: load afresh.
+    ///
+    /// The base's [`add_locked`](crate::Manager::add_locked) returns it by itself; a decorator
+    /// that does work before a cold load (a cache making room) asks first, so that callers of a
+    /// failed load do not evict for nothing.
+    pub fn shared_failure(&self, canonical: &ModelId) -> Option<ManagerError> {
+        let runtime = self.reservation.changes.runtime();
+        if runtime.mutant(Mutant::FAILURE_NOT_SHARED) {
+            return None;
+        }
+        let (id, entry, ticket) = (&self.reservation.id, &self.reservation.entry, self.reservation.ticket);
+        let now = runtime.now();
+        self.reservation.table.with(|t| t.shared_failure(id, entry, ticket, canonical, now))
+    }
+
+    /// Records that loading `canonical` under this guard failed with `error`, for the callers
+    /// waiting behind it (and, with `negative`, new callers for that long).
+    pub(crate) fn record_failure(
+        &self,
+        canonical: &ModelId,
+        error: &ManagerError,
+        negative: Option<std::time::Duration>,
+    ) {
+        let (id, entry) = (&self.reservation.id, &self.reservation.entry);
+        let now = self.reservation.changes.runtime().now();
+        self.reservation.table.with(|t| t.record_failure(id, entry, canonical, error, negative, now));
     }
 
     /// Whether this guard was handed out by the manager that owns `table`.

@@ -177,8 +177,13 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     /// Waits at most [`ManagerConfig::lock_timeout`] (in [`Manager::lock`]) for another
-    /// mutation of the same resolved id. A loader error or panic registers nothing and goes back
-    /// to this caller only.
+    /// mutation of the same resolved id. A loader panic registers nothing and goes back to this
+    /// caller only. A loader error registers nothing either, and is shared (SPEC 1.9): the
+    /// callers that were waiting for this load of the same model (they reserved the id before
+    /// it failed) get the same [`ManagerError::Load`], its source shared, without loading
+    /// again; a caller that arrives after the failure loads afresh, unless the negative cache
+    /// ([`ManagerConfig::with_failure_cache`]) still remembers it. Waiters that add another
+    /// model under the same alias load their own.
     fn add_locked(
         &self,
         guard: &LifecycleGuard<L::Model, R>,
@@ -190,11 +195,18 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             tracing::debug!(id = %resolved, "add: warm");
             return Ok(Added::Warm);
         }
+        if let Some(error) = guard.shared_failure(canonical) {
+            tracing::debug!(id = %resolved, %error, "add: shares a failed load");
+            return Err(error);
+        }
         tracing::debug!(id = %resolved, %canonical, generation = guard.generation(), "add: loading");
         match self.loader.load(canonical) {
             Ok(model) => {
                 let slot = Arc::new(Slot::new(resolved.clone(), model, &self.changes));
-                self.table.with(|t| t.registry.insert(resolved.clone(), slot));
+                self.table.with(|t| {
+                    t.registry.insert(resolved.clone(), slot);
+                    t.loaded(resolved);
+                });
                 tracing::debug!(id = %resolved, "add: loaded");
                 Ok(Added::Loaded)
             }
@@ -203,7 +215,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                     self.table.with(|t| t.forget(resolved));
                 }
                 tracing::debug!(id = %resolved, %error, "add: load failed");
-                Err(ManagerError::Load { id: resolved.clone(), source: SourceError::new(error) })
+                let error = ManagerError::Load { id: resolved.clone(), source: SourceError::new(error) };
+                guard.record_failure(canonical, &error, self.config.failure_cache());
+                Err(error)
             }
         }
     }

@@ -5,8 +5,10 @@
 //! reservations, and the id is not registered (invariants I2 and I3).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::lease::Slot;
+use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::runtime::{Arc, Runtime, TimedLock};
 
@@ -19,6 +21,37 @@ pub(crate) struct LifecycleEntry<R: Runtime> {
 struct LifecycleRecord<R: Runtime> {
     entry: Arc<LifecycleEntry<R>>,
     reservations: usize,
+    /// Reservations ever made of this generation: the next reservation's ticket.
+    tickets: u64,
+    /// The last failed load of this generation, shared with the callers that reserved it
+    /// before the failure (SPEC 1.9).
+    failure: Option<Failure>,
+}
+
+/// A failed load, kept for the callers that waited for it.
+struct Failure {
+    /// Tickets below this one were issued before the failure: their callers share it.
+    before: u64,
+    /// The canonical id that failed to load (callers of another model of the id load afresh).
+    canonical: ModelId,
+    error: ManagerError,
+}
+
+/// A failed load remembered for new callers ([`ManagerConfig::with_failure_cache`]).
+///
+/// [`ManagerConfig::with_failure_cache`]: super::ManagerConfig::with_failure_cache
+struct Recent {
+    canonical: ModelId,
+    error: ManagerError,
+    /// On the runtime's clock; `None`: never (the configured time was too long to represent).
+    until: Option<Duration>,
+}
+
+/// One reservation of a generation, as [`Table::reserve`] hands it out.
+pub(crate) struct Reserved<R: Runtime> {
+    pub(crate) entry: Arc<LifecycleEntry<R>>,
+    /// The reservation's place in the generation's order (see [`Table::shared_failure`]).
+    pub(crate) ticket: u64,
 }
 
 /// Registry (`resolved id -> model slot`) plus lifecycle table (`resolved id -> entry`).
@@ -26,15 +59,22 @@ pub(crate) struct Table<M, R: Runtime> {
     pub(crate) registry: BTreeMap<ModelId, Arc<Slot<M, R>>>,
     lifecycle: BTreeMap<ModelId, LifecycleRecord<R>>,
     generations: u64,
+    /// Recent failed loads by resolved id, while the negative cache is on.
+    recent: BTreeMap<ModelId, Recent>,
 }
 
 impl<M, R: Runtime> Table<M, R> {
     pub(crate) fn new() -> Self {
-        Self { registry: BTreeMap::new(), lifecycle: BTreeMap::new(), generations: 0 }
+        Self {
+            registry: BTreeMap::new(),
+            lifecycle: BTreeMap::new(),
+            generations: 0,
+            recent: BTreeMap::new(),
+        }
     }
 
     /// Reserves the current generation of `id`, creating one if there is none.
-    pub(crate) fn reserve(&mut self, id: &ModelId, runtime: &R) -> Arc<LifecycleEntry<R>> {
+    pub(crate) fn reserve(&mut self, id: &ModelId, runtime: &R) -> Reserved<R> {
         let Self { lifecycle, generations, .. } = self;
         let record = lifecycle.entry(id.clone()).or_insert_with(|| {
             *generations += 1;
@@ -42,10 +82,69 @@ impl<M, R: Runtime> Table<M, R> {
             LifecycleRecord {
                 entry: Arc::new(LifecycleEntry { lock: TimedLock::new(runtime), generation: *generations }),
                 reservations: 0,
+                tickets: 0,
+                failure: None,
             }
         });
         record.reservations += 1;
-        Arc::clone(&record.entry)
+        record.tickets += 1;
+        Reserved { entry: Arc::clone(&record.entry), ticket: record.tickets - 1 }
+    }
+
+    /// Records that loading `canonical` under generation `entry` of `id` failed with `error`:
+    /// the callers that reserved the generation so far share it. With `negative: Some(time)`
+    /// new callers get it too for that long from `now` (for good if the end is too far to
+    /// represent); expired failures are pruned.
+    pub(crate) fn record_failure(
+        &mut self,
+        id: &ModelId,
+        entry: &Arc<LifecycleEntry<R>>,
+        canonical: &ModelId,
+        error: &ManagerError,
+        negative: Option<Duration>,
+        now: Duration,
+    ) {
+        if let Some(record) = self.lifecycle.get_mut(id).filter(|r| Arc::ptr_eq(&r.entry, entry)) {
+            record.failure =
+                Some(Failure { before: record.tickets, canonical: canonical.clone(), error: error.clone() });
+        }
+        if let Some(time) = negative {
+            let until = now.checked_add(time);
+            self.recent.retain(|_, r| r.until.is_none_or(|u| now < u));
+            self.recent
+                .insert(id.clone(), Recent { canonical: canonical.clone(), error: error.clone(), until });
+        }
+    }
+
+    /// The failure that a caller holding ticket `ticket` of generation `entry` of `id`, about
+    /// to load `canonical`, receives instead of loading: the generation's last failed load of
+    /// the same canonical id if it failed after the caller reserved, else a failure of the
+    /// negative cache that has not expired at `now`.
+    pub(crate) fn shared_failure(
+        &self,
+        id: &ModelId,
+        entry: &Arc<LifecycleEntry<R>>,
+        ticket: u64,
+        canonical: &ModelId,
+        now: Duration,
+    ) -> Option<ManagerError> {
+        let shared = self
+            .lifecycle
+            .get(id)
+            .filter(|r| Arc::ptr_eq(&r.entry, entry))
+            .and_then(|r| r.failure.as_ref())
+            .filter(|f| ticket < f.before && f.canonical == *canonical);
+        let recent =
+            || self.recent.get(id).filter(|r| r.canonical == *canonical && r.until.is_none_or(|u| now < u));
+        shared.map(|f| f.error.clone()).or_else(|| recent().map(|r| r.error.clone()))
+    }
+
+    /// A load of `id` succeeded: its generation and the negative cache forget its failures.
+    pub(crate) fn loaded(&mut self, id: &ModelId) {
+        if let Some(record) = self.lifecycle.get_mut(id) {
+            record.failure = None;
+        }
+        self.recent.remove(id);
     }
 
     /// Releases one reservation of `entry`, retiring it if that was the last one and the id is

@@ -15,6 +15,10 @@
 //! serialised by its lifecycle lock, so their scripts go by resolved id too (the alias's loads
 //! and unloads succeed).
 //!
+//! A `Load` error without a load of its own is allowed where an add of the same model under
+//! the same resolved id that failed overlapped: it waited for that load and shares
+//! its failure (SPEC 1.9).
+//!
 //! Results that only contention explains (`LockTimeout`, `Busy`, `CapacityExhausted` with room,
 //! `Removing`) are allowed only where a call that could cause them overlapped. When deadlines
 //! fire at any point ([`Stack::any_time`]) two more are explained: a wait for room that timed out
@@ -220,7 +224,7 @@ impl Spec for Stack {
         let mut out = Vec::new();
         match call.op {
             Op::Add { .. } => {}
-            Op::AddRoom { r: i, add, .. } => {
+            Op::AddRoom { r: i, c, add } => {
                 next.roomed |= bit(add);
                 let registered = State::has(s.registered, i);
                 if registered && is(Ret::Warm) {
@@ -248,8 +252,16 @@ impl Spec for Stack {
                 let full = matches!(ret, Some(Ret::CapacityExhausted))
                     && (s.occupied() >= self.capacity || other_adds() || removes());
                 let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
+                // A caller that waited for another add's failing load of the same model gets its
+                // error without loading (SPEC 1.9).
+                let shared = matches!(ret, Some(Ret::LoadFailed))
+                    && !registered
+                    && overlapping(history, at, |other| {
+                        matches!(other.op, Op::AddRoom { r: j, c: d, add: o } if j == i && d == c && o != add)
+                            && other.ret == Some(Ret::LoadFailed)
+                    });
                 // An add that unwound in an eviction's unload, or failed on the way.
-                if failed_eviction || full || timed_out || (ret.is_none() && !registered) {
+                if failed_eviction || full || timed_out || shared || (ret.is_none() && !registered) {
                     out.push(next);
                 }
             }

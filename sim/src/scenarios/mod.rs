@@ -280,6 +280,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [LOST_WAKEUP_DEVICE_DEBIT], placement::failed_move_wakes_the_device_waiter),
     scenario!("W-6", "a move that settles wakes the locker waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
+    scenario!("S-F1", "waiters of a failing load share its error; a later caller loads afresh (1.9)",
+        time: Off, loom: 2, targets: [FAILURE_NOT_SHARED], manager::shared_failure),
 ];
 
 /// The cache scenarios again on a one-deep stack (cache directly over the base), to show the

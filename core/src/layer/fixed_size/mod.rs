@@ -502,6 +502,10 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         // S11 queues the id inside `admit` and must not be rolled back: it settles only after.)
         let early = !self.mutant(Mutant::APPEND_BEFORE_EVICT);
         let settle = early.then(|| Settle { cache: self, id, way: Settling::Add });
+        // Callers of a load that failed while they waited get its error before making room.
+        if let Some(error) = guard.shared_failure(canonical) {
+            return Err(error);
+        }
         let admission = self.admit(id)?;
         let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
