@@ -22,6 +22,7 @@
 #[cfg(feature = "burn")]
 pub mod burn;
 pub mod cache;
+mod deadline;
 mod error;
 mod id;
 pub mod layer;
@@ -30,6 +31,7 @@ pub mod runtime;
 
 pub mod mutants;
 
+pub use deadline::{CallOptions, Deadline};
 pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
 pub use layer::{CapacityPolicy, Eviction, FixedSizeCache, FixedSizeConfig, Manager, Traced};

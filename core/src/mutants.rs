@@ -51,6 +51,18 @@ mutants! {
     RETIRE_AFTER_RELEASE = "retire-after-release",
     /// S-F1: callers that waited for a failed load do not share its error; each loads again.
     FAILURE_NOT_SHARED = "failure-not-shared",
+    /// S-D1: the lifecycle lock wait ignores the call's deadline (configured timeout only).
+    DEADLINE_SKIPS_LOCK = "deadline-skips-lock",
+    /// S-D1: remove's lease drain ignores the call's deadline.
+    DEADLINE_SKIPS_DRAIN = "deadline-skips-drain",
+    /// S-D1: a cache's wait for capacity ignores the call's deadline.
+    DEADLINE_SKIPS_CAPACITY = "deadline-skips-capacity",
+    /// S-D1: a lease's wait for an eviction's outcome ignores the call's deadline.
+    DEADLINE_SKIPS_LEASE = "deadline-skips-lease",
+    /// S-D1c: the RAM budget's wait for room ignores the call's deadline.
+    DEADLINE_SKIPS_ROOM = "deadline-skips-room",
+    /// S-D1c: a wait for another device's load of the key ignores the call's deadline.
+    DEADLINE_SKIPS_LOAD_WAIT = "deadline-skips-load-wait",
     /// S2: a failed load retires the entry while the failing loader still holds it.
     RETIRE_ON_LOAD_FAILURE = "retire-on-load-failure",
     /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.

@@ -252,8 +252,12 @@ impl<M: Manager> Manager for CountingAdds<M> {
         self.inner.changes()
     }
 
-    fn lock(&self, id: &ModelId) -> Result<resident::LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
-        self.inner.lock(id)
+    fn lock_until(
+        &self,
+        id: &ModelId,
+        deadline: resident::Deadline,
+    ) -> Result<resident::LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
+        self.inner.lock_until(id, deadline)
     }
 
     fn try_lock(&self, id: &ModelId) -> Option<resident::LifecycleGuard<M::Model, M::Runtime>> {
@@ -287,8 +291,12 @@ impl<M: Manager> Manager for CountingAdds<M> {
         self.inner.pin_locked(guard)
     }
 
-    fn lease(&self, id: &str) -> Result<resident::Lease<M::Model, M::Runtime>, ManagerError> {
-        self.inner.lease(id)
+    fn lease_until(
+        &self,
+        id: &str,
+        deadline: resident::Deadline,
+    ) -> Result<resident::Lease<M::Model, M::Runtime>, ManagerError> {
+        self.inner.lease_until(id, deadline)
     }
 
     fn contains(&self, id: &str) -> bool {

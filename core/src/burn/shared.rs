@@ -10,6 +10,7 @@ use super::error::BurnError;
 use super::file::{infer, model_path};
 use super::weights::{BurnWeights, file_len, header_tensor_bytes};
 use crate::cache::{CacheGroup, Declared, DeviceCache, DeviceGuard};
+use crate::deadline::Deadline;
 use crate::error::BoxError;
 use crate::id::ModelId;
 use crate::manager::{Loader, Model};
@@ -81,6 +82,13 @@ impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
     /// bytes declared and the load's peak ([`load_peak`]) reserved before any module is built.
     /// A module larger than its declaration is refused ([`BurnError::OverDeclared`]).
     fn load(&self, id: &ModelId) -> Result<Served<A, T>, BoxError> {
+        self.load_until(id, Deadline::NONE)
+    }
+
+    /// [`SharedLoader::load`] whose waits in the group (another device's load of the file, room
+    /// in the RAM budget) end by `deadline` at the latest
+    /// ([`DeviceCache::get_or_put_until`]).
+    fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<A, T>, BoxError> {
         let key = id.as_str();
         let loaded = match self.cache.get(key) {
             Some(loaded) => loaded,
@@ -97,7 +105,7 @@ impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
                         _ => Ok(weights),
                     }
                 };
-                self.cache.get_or_put(key, Declared::new(declared).with_peak(peak), load)?
+                self.cache.get_or_put_until(key, Declared::new(declared).with_peak(peak), load, deadline)?
             }
         };
         Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device()? })

@@ -44,6 +44,7 @@ use super::ledger::DeviceBudget;
 use super::loaded::{Admission, Claim, LoadedModel};
 use super::record::{DeviceCopy, Record, Residency, Slot};
 use super::weights::is_model_or_submodel;
+use crate::deadline::Deadline;
 use crate::error::{CacheError, InvalidConfig};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -308,7 +309,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 (Source::Adopted(canonical), None)
             }
             None if reservation.is_some() => (Source::Fresh(weights), reservation),
-            None => match self.reserve_room(key, bytes) {
+            None => match self.reserve_room(key, bytes, Deadline::NONE) {
                 Ok(reservation) => (Source::Fresh(weights), reservation),
                 Err(refused) => {
                     drop(weights);

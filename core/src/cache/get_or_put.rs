@@ -5,6 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::single_flight::Turn;
 use super::{DeviceCache, LoadedModel, Put};
+use crate::deadline::{CallOptions, Deadline};
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -97,6 +98,47 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         declared: impl Into<Declared>,
         load: impl FnOnce() -> Result<W, E>,
     ) -> Result<LoadedModel<W, R>, CacheError> {
+        self.get_or_put_until(key, declared, load, Deadline::NONE)
+    }
+
+    /// [`DeviceCache::get_or_put`] with its waits — for another device's load of the key
+    /// ([`CacheError::LoadWaitTimeout`]) and for room in the RAM budget
+    /// ([`CacheError::NoRoom`]) — bounded by `options` too (SPEC 1.10); each error's `waited`
+    /// is the bound that wait had, and a refused call leaves nothing behind (no reservation,
+    /// no claim). `load` itself is not interrupted.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resident::cache::CacheGroup;
+    /// use resident::{CacheError, CallOptions};
+    /// let group = CacheGroup::<Vec<u8>>::new(1_000)?;
+    /// let cpu = group.cache("cpu");
+    /// let held = cpu.get_or_put("a", 800, || Ok::<_, CacheError>(vec![0; 800]))?;
+    /// let _locked = held.lock()?; // in use: not evictable
+    /// let within = CallOptions::new().with_timeout(Duration::from_millis(20));
+    /// let refused = cpu.get_or_put_with("b", 800, || Ok::<_, CacheError>(vec![0; 800]), within);
+    /// assert!(matches!(refused, Err(CacheError::NoRoom { waited, .. }) if waited <= Duration::from_millis(20)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_or_put_with<E: Into<BoxError>>(
+        self: &Arc<Self>,
+        key: &str,
+        declared: impl Into<Declared>,
+        load: impl FnOnce() -> Result<W, E>,
+        options: CallOptions,
+    ) -> Result<LoadedModel<W, R>, CacheError> {
+        self.get_or_put_until(key, declared, load, options.deadline(self.runtime()))
+    }
+
+    /// [`DeviceCache::get_or_put_with`] for a caller that already has its deadline (a
+    /// [`Loader::load_until`](crate::Loader::load_until) passing its call's on).
+    pub fn get_or_put_until<E: Into<BoxError>>(
+        self: &Arc<Self>,
+        key: &str,
+        declared: impl Into<Declared>,
+        load: impl FnOnce() -> Result<W, E>,
+        deadline: Deadline,
+    ) -> Result<LoadedModel<W, R>, CacheError> {
         ModelId::validate(key)?;
         let declared = declared.into();
         let Some(declared_bytes) = declared.bytes() else {
@@ -107,7 +149,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return Err(CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap });
         }
         let loads = &self.group().loads;
-        let wait = loads.wait();
+        let wait = deadline.bound(self.runtime(), loads.wait(), Mutant::DEADLINE_SKIPS_LOAD_WAIT);
         let mut start = self.now();
         loop {
             if self.runtime().mutant(Mutant::LOAD_WAIT_RESTARTS) {
@@ -140,7 +182,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let mut reservation = if self.runtime().mutant(Mutant::RESERVE_AFTER_LOAD) {
                 None
             } else {
-                self.reserve_room(key, declared.peak())?
+                self.reserve_room(key, declared.peak(), deadline)?
             };
             let weights = match catch_unwind(AssertUnwindSafe(load)) {
                 Ok(weights) => weights.map_err(|e| CacheError::Load {

@@ -10,7 +10,9 @@
 
 use super::DeviceCache;
 use super::budget::Reservation;
+use crate::deadline::Deadline;
 use crate::error::CacheError;
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
@@ -24,6 +26,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self: &Arc<Self>,
         key: &str,
         bytes: u64,
+        deadline: Deadline,
     ) -> Result<Option<Reservation<R>>, CacheError> {
         let budget = Arc::clone(self.group().budget());
         if budget.overflow() {
@@ -39,7 +42,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
             return Ok(None);
         }
-        let wait = budget.room_wait();
+        let wait = deadline.bound(self.runtime(), budget.room_wait(), Mutant::DEADLINE_SKIPS_ROOM);
         let start = self.now();
         loop {
             let seen = budget.room_epoch();

@@ -59,6 +59,7 @@ mod traced;
 pub use fixed_size::{CapacityPolicy, FixedSizeCache, FixedSizeConfig};
 pub use traced::Traced;
 
+use crate::deadline::{CallOptions, Deadline};
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::manager::{Added, Lease, LifecycleGuard, Model, Snapshot};
@@ -106,8 +107,19 @@ pub trait Manager: Send + Sync + 'static {
     fn changes(&self) -> &crate::runtime::Signal<Self::Runtime>;
 
     /// Reserves and locks the lifecycle entry of the resolved id `id` in the innermost base,
-    /// waiting at most the configured lock timeout.
-    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError>;
+    /// waiting at most the configured lock timeout, and no later than `deadline`
+    /// (`LockTimeout` naming the bound it had). The guard carries `deadline`: every wait of
+    /// the `*_locked` calls made under it is bounded by it too.
+    fn lock_until(
+        &self,
+        id: &ModelId,
+        deadline: Deadline,
+    ) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError>;
+
+    /// [`Manager::lock_until`] with no deadline of the caller's own.
+    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError> {
+        self.lock_until(id, Deadline::NONE)
+    }
 
     /// Like [`Manager::lock`], but only if nobody holds the lock right now (never waits).
     fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<Self::Model, Self::Runtime>>;
@@ -136,7 +148,27 @@ pub trait Manager: Send + Sync + 'static {
     fn pin_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
 
     /// A lease on the model registered under the resolved id `id`, without any lifecycle lock.
-    fn lease(&self, id: &str) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError>;
+    /// Its one wait (for the outcome of an eviction that is unloading the model) ends by
+    /// `deadline` at the latest (`LockTimeout`).
+    fn lease_until(
+        &self,
+        id: &str,
+        deadline: Deadline,
+    ) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError>;
+
+    /// [`Manager::lease_until`] with no deadline of the caller's own.
+    fn lease(&self, id: &str) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError> {
+        self.lease_until(id, Deadline::NONE)
+    }
+
+    /// [`Manager::lease`] whose wait is bounded by `options` too (SPEC 1.10).
+    fn lease_with(
+        &self,
+        id: &str,
+        options: CallOptions,
+    ) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError> {
+        self.lease_until(id, options.deadline(self.runtime()))
+    }
 
     /// Whether a model is registered under `id` (a hint: it may change at once). Called under
     /// a layer's bookkeeping lock (see the module docs): answer at once, never block.
@@ -173,15 +205,37 @@ pub trait Manager: Send + Sync + 'static {
     /// Makes sure `id` is registered under its resolved id (`alias` if given, else `id`),
     /// loading it with the canonical `id` if it is not. See [`ModelManager`](crate::ModelManager).
     fn add_model(&self, id: &str, alias: Option<&str>) -> Result<Added, ManagerError> {
+        self.add_model_with(id, alias, CallOptions::new())
+    }
+
+    /// [`Manager::add_model`] with every wait inside it — the lifecycle lock, a cache's wait
+    /// for capacity, and the loader's own waits if it honours [`Loader::load_until`] — bounded
+    /// by `options` too (SPEC 1.10). A wait that runs out returns its own error with the bound
+    /// it had, and nothing changes.
+    ///
+    /// [`Loader::load_until`]: crate::Loader::load_until
+    fn add_model_with(
+        &self,
+        id: &str,
+        alias: Option<&str>,
+        options: CallOptions,
+    ) -> Result<Added, ManagerError> {
         let (canonical, resolved) = resolve(id, alias)?;
-        let guard = self.lock(&resolved)?;
+        let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
         self.add_locked(&guard, &canonical)
     }
 
     /// Unloads and unregisters the model registered under the resolved id `id`.
     fn remove(&self, id: &str) -> Result<(), ManagerError> {
+        self.remove_with(id, CallOptions::new())
+    }
+
+    /// [`Manager::remove`] with its waits — the lifecycle lock and the drain of live leases —
+    /// bounded by `options` too (SPEC 1.10). A wait that runs out returns `LockTimeout` or
+    /// `Busy` with the bound it had, and the model stays registered and usable.
+    fn remove_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
         let id = ModelId::new(id)?;
-        let guard = self.lock(&id)?;
+        let guard = self.lock_until(&id, options.deadline(self.runtime()))?;
         self.remove_locked(&guard)
     }
 
@@ -190,7 +244,20 @@ pub trait Manager: Send + Sync + 'static {
     where
         Self: Sized,
     {
-        let lease = self.lease(id)?;
+        self.infer_with(id, CallOptions::new(), f)
+    }
+
+    /// [`Manager::infer`] whose lease wait is bounded by `options` too (SPEC 1.10).
+    fn infer_with<O>(
+        &self,
+        id: &str,
+        options: CallOptions,
+        f: impl FnOnce(&Self::Model) -> O,
+    ) -> Result<O, ManagerError>
+    where
+        Self: Sized,
+    {
+        let lease = self.lease_with(id, options)?;
         Ok(f(&lease))
     }
 

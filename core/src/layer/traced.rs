@@ -1,6 +1,7 @@
 //! [`Traced`]: a passthrough decorator that emits a `tracing` span for every operation, with
 //! all of its arguments (upstream's logger decorator dropped some).
 
+use crate::deadline::Deadline;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager};
@@ -35,9 +36,13 @@ impl<M: Manager> Manager for Traced<M> {
 
     forward_reads!();
 
-    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
+    fn lock_until(
+        &self,
+        id: &ModelId,
+        deadline: Deadline,
+    ) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
         let _span = tracing::debug_span!("lock", %id).entered();
-        let result = self.inner.lock(id);
+        let result = self.inner.lock_until(id, deadline);
         tracing::debug!(ok = result.is_ok(), "lock done");
         result
     }
@@ -65,9 +70,9 @@ impl<M: Manager> Manager for Traced<M> {
         result
     }
 
-    fn lease(&self, id: &str) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
+    fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
         let _span = tracing::trace_span!("lease", id).entered();
-        self.inner.lease(id)
+        self.inner.lease_until(id, deadline)
     }
 
     fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {

@@ -48,9 +48,13 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
         Self { id, model, state, changes: Arc::clone(changes) }
     }
 
-    /// A lease; while an eviction is unloading the model, waits at most `timeout` for its
-    /// outcome (`LockTimeout` if it does not come).
-    pub(crate) fn lease(self: &Arc<Self>, timeout: Duration) -> Result<Lease<M, R>, ManagerError> {
+    /// A lease; while an eviction is unloading the model, waits at most `timeout()` (asked
+    /// only then: the uncontended path reads no clock) for its outcome (`LockTimeout` if it
+    /// does not come).
+    pub(crate) fn lease(
+        self: &Arc<Self>,
+        timeout: impl FnOnce() -> Duration,
+    ) -> Result<Lease<M, R>, ManagerError> {
         let refuse = self.changes.runtime().mutant(Mutant::EVICTION_REFUSES_LEASE);
         let take = |s: &mut UseState| match s.closing {
             None => {
@@ -64,10 +68,12 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
         };
         let taken = match self.state.with(take) {
             Some(taken) => taken,
-            None => self
-                .state
-                .wait_until(Some(timeout), take)
-                .unwrap_or_else(|_| Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout })),
+            None => {
+                let timeout = timeout();
+                self.state.wait_until(Some(timeout), take).unwrap_or_else(|_| {
+                    Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout })
+                })
+            }
         };
         taken.map(|()| Lease { slot: Arc::clone(self) })
     }

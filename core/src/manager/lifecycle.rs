@@ -7,6 +7,7 @@
 use std::fmt;
 
 use super::table::{LifecycleEntry, Table};
+use crate::deadline::Deadline;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -43,12 +44,17 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         }
     }
 
-    /// Waits for the generation's lock, turning the reservation into a [`LifecycleGuard`].
-    pub(crate) fn acquire(mut self, timeout: std::time::Duration) -> Result<LifecycleGuard<M, R>, TimedOut> {
+    /// Waits (at most `timeout`) for the generation's lock, turning the reservation into a
+    /// [`LifecycleGuard`] that carries the caller's `deadline`.
+    pub(crate) fn acquire(
+        mut self,
+        timeout: std::time::Duration,
+        deadline: Deadline,
+    ) -> Result<LifecycleGuard<M, R>, TimedOut> {
         match self.entry.lock.acquire(timeout) {
             Ok(()) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock acquired");
-                Ok(LifecycleGuard { reservation: self, locked: true })
+                Ok(LifecycleGuard { reservation: self, locked: true, deadline })
             }
             Err(TimedOut) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock timed out");
@@ -62,7 +68,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     pub(crate) fn try_acquire(self) -> Option<LifecycleGuard<M, R>> {
         self.entry.lock.try_acquire().then(|| {
             tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock taken (try)");
-            LifecycleGuard { reservation: self, locked: true }
+            LifecycleGuard { reservation: self, locked: true, deadline: Deadline::NONE }
         })
     }
 }
@@ -83,12 +89,19 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
 pub struct LifecycleGuard<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
     reservation: Reservation<M, R>,
     locked: bool,
+    deadline: Deadline,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
     /// The resolved id this guard locks.
     pub fn id(&self) -> &ModelId {
         &self.reservation.id
+    }
+
+    /// The deadline of the call that took this guard ([`Deadline::NONE`] for a
+    /// [`try_lock`](crate::Manager::try_lock)): every wait made under it ends by then.
+    pub fn deadline(&self) -> Deadline {
+        self.deadline
     }
 
     /// The generation this guard belongs to.

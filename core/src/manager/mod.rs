@@ -31,6 +31,7 @@ use lease::Slot;
 use lifecycle::{Reservation, SharedTable};
 use table::Table;
 
+use crate::deadline::Deadline;
 use crate::error::{InvalidConfig, ManagerError, SourceError};
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager};
@@ -165,10 +166,14 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         &self.changes
     }
 
-    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
-        let timeout = self.config.lock_timeout();
+    fn lock_until(
+        &self,
+        id: &ModelId,
+        deadline: Deadline,
+    ) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
+        let timeout = deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LOCK);
         Reservation::new(&self.table, id, &self.changes)
-            .acquire(timeout)
+            .acquire(timeout, deadline)
             .map_err(|_| ManagerError::LockTimeout { id: id.clone(), waited: timeout })
     }
 
@@ -200,7 +205,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             return Err(error);
         }
         tracing::debug!(id = %resolved, %canonical, generation = guard.generation(), "add: loading");
-        match self.loader.load(canonical) {
+        match self.loader.load_until(canonical, guard.deadline()) {
             Ok(model) => {
                 let slot = Arc::new(Slot::new(resolved.clone(), model, &self.changes));
                 self.table.with(|t| {
@@ -235,7 +240,8 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let closed = if self.runtime.mutant(Mutant::UNLOAD_WHILE_LEASED) {
             None
         } else {
-            Some(slot.close(self.config.lease_drain_timeout())?)
+            let drain = self.config.lease_drain_timeout();
+            Some(slot.close(guard.deadline().bound(&self.runtime, drain, Mutant::DEADLINE_SKIPS_DRAIN))?)
         };
         self.unload(guard, &slot, closed)
     }
@@ -262,8 +268,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         self.unload(guard, &slot, Some(closed)).map(|()| Eviction::Evicted)
     }
 
-    fn lease(&self, id: &str) -> Result<Lease<L::Model, R>, ManagerError> {
-        self.slot(id)?.lease(self.config.lock_timeout())
+    fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<L::Model, R>, ManagerError> {
+        let slot = self.slot(id)?;
+        slot.lease(|| deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LEASE))
     }
 
     fn contains(&self, id: &str) -> bool {

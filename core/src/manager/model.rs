@@ -1,5 +1,6 @@
 //! What the manager needs from user code: a [`Loader`] that builds models and the [`Model`]s.
 
+use crate::deadline::Deadline;
 use crate::error::BoxError;
 use crate::id::ModelId;
 
@@ -31,6 +32,14 @@ pub trait Loader: Send + Sync + 'static {
 
     /// Builds the model named by the canonical `id` (not the alias).
     fn load(&self, id: &ModelId) -> Result<Self::Model, BoxError>;
+
+    /// [`Loader::load`] for a call with a deadline (SPEC 1.10): a loader whose load waits (for
+    /// room in a budget, for another device's load) bounds those waits by `deadline` too. The
+    /// default ignores it and calls [`Loader::load`].
+    fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Self::Model, BoxError> {
+        let _ = deadline;
+        self.load(id)
+    }
 
     /// The bytes the model named by `id` takes once loaded, if the loader can tell without
     /// loading it (from a file header, a manifest): what a hard budget reserves before `load`

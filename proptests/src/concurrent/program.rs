@@ -41,6 +41,11 @@ pub enum ThreadOp {
     Unpin(usize),
     /// `infer(RESOLVED[i], f)`; `f` panics if the flag is set.
     Infer(usize, bool),
+    /// `add_model_with(IDS[i], None, …)` with a zero timeout: no wait inside it may block
+    /// (SPEC 1.10).
+    AddNow(usize),
+    /// `remove_with(RESOLVED[i], …)` with a zero timeout.
+    RemoveNow(usize),
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -93,6 +98,12 @@ pub struct Program {
 }
 
 impl Program {
+    /// Whether some call of it has a zero deadline: its waits may time out at any point, as
+    /// under [`Program::any_time`].
+    pub fn has_calls_now(&self) -> bool {
+        self.threads.iter().flatten().any(|op| matches!(op, ThreadOp::AddNow(_) | ThreadOp::RemoveNow(_)))
+    }
+
     /// The capacity the stack behaves as.
     pub fn capacity(&self) -> usize {
         if self.nested && self.narrow { NARROW_SIZE } else { MAX_SIZE }
@@ -118,6 +129,8 @@ fn thread_op() -> impl Strategy<Value = ThreadOp> {
         1 => resolved().prop_map(ThreadOp::Pin),
         1 => resolved().prop_map(ThreadOp::Unpin),
         1 => (resolved(), rare()).prop_map(|(i, panics)| ThreadOp::Infer(i, panics)),
+        1 => index().prop_map(ThreadOp::AddNow),
+        1 => resolved().prop_map(ThreadOp::RemoveNow),
     ]
 }
 

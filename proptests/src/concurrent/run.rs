@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Added, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError};
+use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError};
 use resident_sim::cache_world::ensure_outside_monitors;
 use resident_sim::manager_world::{CallObserver, ManagerWorld, SimModel, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
@@ -158,10 +158,17 @@ fn lease<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize) -> Hel
 }
 
 /// `add_model(IDS[c], alias)` as call of `thread`.
-fn add<M: Manager>(m: &M, recorder: &Recorder, thread: usize, c: usize, alias: Option<&str>) {
+fn add<M: Manager>(
+    m: &M,
+    recorder: &Recorder,
+    thread: usize,
+    c: usize,
+    alias: Option<&str>,
+    options: CallOptions,
+) {
     let r = alias.map_or(c, |_| IDS.len());
     recorder.call(thread, Op::Add { r, c }, || {
-        let ret = match m.add_model(IDS[c], alias) {
+        let ret = match m.add_model_with(IDS[c], alias, options) {
             Ok(Added::Loaded) => Ret::Loaded,
             Ok(Added::Warm) => Ret::Warm,
             Err(e) => error(e),
@@ -175,12 +182,17 @@ fn run_thread<M>(m: &M, recorder: &Recorder, thread: usize, ops: &[ThreadOp], mu
 where
     M: Manager<Runtime: SimRuntime>,
 {
+    let now = CallOptions::new().with_timeout(Duration::ZERO);
     for op in ops {
         match *op {
-            ThreadOp::Add(c) => add(m, recorder, thread, c, None),
-            ThreadOp::AddAs(c) => add(m, recorder, thread, c, Some(ALIAS)),
+            ThreadOp::Add(c) => add(m, recorder, thread, c, None, CallOptions::new()),
+            ThreadOp::AddNow(c) => add(m, recorder, thread, c, None, now),
+            ThreadOp::AddAs(c) => add(m, recorder, thread, c, Some(ALIAS), CallOptions::new()),
             ThreadOp::Remove(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove(RESOLVED[i])), ()));
+            }
+            ThreadOp::RemoveNow(i) => {
+                recorder.call(thread, Op::Remove(i), || (done(m.remove_with(RESOLVED[i], now)), ()));
             }
             ThreadOp::Lease(i) => held.extend(lease(m, recorder, thread, i)),
             ThreadOp::EndLease(k) if !held.is_empty() => {
@@ -277,8 +289,11 @@ where
     let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);
     recorder.call(main, Op::Final, || (Ret::Registered(registered), ()));
     let history = split_adds(&recorder.history.calls());
-    let spec =
-        Stack { faults: program.faults.clone(), capacity: program.capacity(), any_time: program.any_time };
+    let spec = Stack {
+        faults: program.faults.clone(),
+        capacity: program.capacity(),
+        any_time: program.any_time || program.has_calls_now(),
+    };
     ensure_linearizable(&spec, State::default(), &history);
 }
 

@@ -270,6 +270,12 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
                 }
                 break Ok(done);
             }
+            // A zero timeout never waits, whatever the time mode: as in production, the one
+            // look decides. (Not counted as a deadline that fired while every thread was
+            // blocked: it fired at once.)
+            if timeout == Some(Duration::ZERO) {
+                break Err(TimedOut);
+            }
             if deadline.is_some_and(|d| clock.fired(d)) {
                 clock.timed_out(C::thread_name().unwrap_or_default());
                 break Err(TimedOut);

@@ -156,8 +156,7 @@ pub(super) fn shared_failure<R: SimRuntime>(rt: R) {
     ensure!(
         results
             .iter()
-            .all(|r| r.is_ok()
-                || matches!(r, Err(ManagerError::Load { source: s, .. }) if s == source)),
+            .all(|r| r.is_ok() || matches!(r, Err(ManagerError::Load { source: s, .. }) if s == source)),
         "contract",
         "a waiter neither shared the failure nor loaded afresh: {results:?}"
     );

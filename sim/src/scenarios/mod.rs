@@ -9,6 +9,7 @@ mod bounds;
 mod budget;
 mod cache;
 mod composition;
+mod deadlines;
 mod drop_model;
 mod eviction;
 mod keep_alive;
@@ -282,6 +283,12 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
     scenario!("S-F1", "waiters of a failing load share its error; a later caller loads afresh (1.9)",
         time: Off, loom: 2, targets: [FAILURE_NOT_SHARED], manager::shared_failure),
+    scenario!("S-D1", "per-call deadlines shorter than the configured timeouts bound the lock, drain and capacity waits (1.10)",
+        time: Auto, loom: 1, targets: [DEADLINE_SKIPS_LOCK, DEADLINE_SKIPS_DRAIN, DEADLINE_SKIPS_CAPACITY], deadlines::manager_waits::<_, layers::ThreeDeep>),
+    scenario!("S-D1l", "a per-call deadline bounds a lease's wait for an eviction's outcome (1.10)",
+        time: Auto, loom: 1, targets: [DEADLINE_SKIPS_LEASE], deadlines::lease_wait::<_, layers::ThreeDeep>),
+    scenario!("S-D1c", "a per-call deadline bounds get_or_put's waits for room and for another device's load (1.10)",
+        time: Auto, loom: 1, targets: [DEADLINE_SKIPS_ROOM, DEADLINE_SKIPS_LOAD_WAIT], deadlines::cache_waits),
 ];
 
 /// The cache scenarios again on a one-deep stack (cache directly over the base), to show the

@@ -38,6 +38,7 @@ pub use config::{CapacityPolicy, FixedSizeConfig};
 
 use queue::Bookkeeping;
 
+use crate::deadline::{CallOptions, Deadline};
 use crate::error::{InvalidConfig, ManagerError};
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager, resolve};
@@ -193,20 +194,21 @@ impl<M: Manager> FixedSizeCache<M> {
         }
     }
 
-    /// Counts a cold load of `id` against the capacity, evicting what it must; waits (bounded)
-    /// when nothing is evictable.
-    fn admit(&self, id: &ModelId) -> Result<Admission<'_, M>, ManagerError> {
+    /// Counts a cold load of `id` against the capacity, evicting what it must; waits (bounded
+    /// by the capacity wait and the call's `call` deadline) when nothing is evictable.
+    fn admit(&self, id: &ModelId, call: Deadline) -> Result<Admission<'_, M>, ManagerError> {
         let max = self.config.max_size();
         let rt = self.inner.runtime();
+        let wait = call.bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
         // A wait too long to represent as a deadline is unbounded (as for every timeout).
-        let deadline = rt.now().checked_add(self.config.capacity_wait());
+        let deadline = rt.now().checked_add(wait);
         let expired = || deadline.is_some_and(|d| rt.now() >= d);
         let exhausted = |registered, loading| ManagerError::CapacityExhausted {
             id: id.clone(),
             registered,
             loading,
             max_size: max,
-            waited: self.config.capacity_wait(),
+            waited: wait,
         };
         let evict_leased = self.mutant(Mutant::EVICT_LEASED);
         let count_inflight = !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT);
@@ -448,15 +450,24 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
 
     forward_reads!();
 
-    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
-        self.inner.lock(id)
+    fn lock_until(
+        &self,
+        id: &ModelId,
+        deadline: Deadline,
+    ) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
+        self.inner.lock_until(id, deadline)
     }
 
     fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
         self.inner.try_lock(id)
     }
 
-    fn add_model(&self, id: &str, alias: Option<&str>) -> Result<Added, ManagerError> {
+    fn add_model_with(
+        &self,
+        id: &str,
+        alias: Option<&str>,
+        options: CallOptions,
+    ) -> Result<Added, ManagerError> {
         let (canonical, resolved) = resolve(id, alias)?;
         if self.mutant(Mutant::UNLOCKED_WARM_PATH) && self.inner.contains(resolved.as_str()) {
             self.book.with(|b| b.touch(&resolved));
@@ -466,7 +477,8 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         if queued_early {
             self.book.with(|b| b.queue.push_back(resolved.clone()));
         }
-        let result = self.lock(&resolved).and_then(|guard| {
+        let deadline = options.deadline(self.inner.runtime());
+        let result = self.lock_until(&resolved, deadline).and_then(|guard| {
             let result = self.add_locked(&guard, &canonical);
             drop(guard);
             if self.mutant(Mutant::WARM_TOUCH_OUTSIDE_LOCK) && matches!(result, Ok(Added::Warm)) {
@@ -506,7 +518,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         if let Some(error) = guard.shared_failure(canonical) {
             return Err(error);
         }
-        let admission = self.admit(id)?;
+        let admission = self.admit(id, guard.deadline())?;
         let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
             // The historical bug queues by hand, after asking the size.
@@ -563,13 +575,13 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         Ok(evicted)
     }
 
-    fn lease(&self, id: &str) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
+    fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
         if self.mutant(Mutant::TOUCH_UNKNOWN) {
             let resolved = ModelId::new(id)?;
             self.book.with(|b| b.touch_appending(&resolved));
-            return self.inner.lease(id);
+            return self.inner.lease_until(id, deadline);
         }
-        let lease = self.inner.lease(id)?;
+        let lease = self.inner.lease_until(id, deadline)?;
         self.book.with(|b| b.touch(lease.id()));
         Ok(lease)
     }

@@ -1,0 +1,204 @@
+//! Per-call deadline scenarios (SPEC 1.10; `S-D1*`): a call's deadline, shorter than every
+//! configured timeout, bounds each kind of wait inside it — the lifecycle lock, a lease drain,
+//! a cache's wait for capacity, a lease's wait for an eviction's outcome, room in the RAM
+//! budget, another device's load — and the call fails with that wait's own error, whose
+//! `waited` is the bound it had, leaving nothing behind.
+//!
+//! Deadlines fire only once every thread is blocked (`Time::Auto`): the clock then jumps to the
+//! earliest one. A wait that ignores its call's deadline sleeps to its configured timeout
+//! instead, and the call ends later than its deadline.
+
+use std::time::Duration;
+
+use resident::runtime::{Arc, Runtime};
+use resident::{CacheError, CallOptions, Manager, ManagerError, ModelId};
+
+use super::cache::{Cache, finish as finish_cache, join};
+use super::layers::{Depth, cache, finish};
+use crate::cache_world::{CacheWorld, Weights};
+use crate::ensure;
+use crate::latch::Latch;
+use crate::manager_world::{ManagerWorld, Step};
+use crate::runtime::SimRuntime;
+use crate::world::traced;
+
+/// Every call's own bound: shorter than every configured timeout of the worlds here.
+const WITHIN: Duration = Duration::from_millis(5);
+
+fn within() -> CallOptions {
+    CallOptions::new().with_timeout(WITHIN)
+}
+
+/// The call that started at `start` on `rt`'s clock ended by its deadline, and its error names
+/// the bound it had (`waited`).
+fn on_time<R: Runtime>(rt: &R, start: Duration, waited: Option<Duration>, what: &str) {
+    let took = rt.now().saturating_sub(start);
+    ensure!(took <= WITHIN, "S-D1", "{what} waited {took:?}, past its call's deadline of {WITHIN:?}");
+    if let Some(waited) = waited {
+        ensure!(
+            waited <= WITHIN,
+            "S-D1",
+            "{what} says it waited up to {waited:?}, not its call's {WITHIN:?}"
+        );
+    }
+}
+
+/// S-D1: A and B fill a cache of two and the main thread leases both; it also holds X's
+/// lifecycle lock. T1 adds X (a lock wait), T2 removes A (a drain), T3 adds C (a wait for
+/// capacity), each with a deadline far shorter than the configured timeouts: each fails by its
+/// deadline with its wait's own error, and nothing changes.
+pub(super) fn manager_waits<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt)
+        .model("A", &[], &[])
+        .model("B", &[], &[])
+        .model("C", &[], &[])
+        .model("X", &[], &[]);
+    let world = cache::<R, D>(builder, 2, &["A", "B"], &["A", "B"]);
+    let leases = ["A", "B"].map(|id| world.manager.lease(id).expect("preloaded"));
+    let x = world.manager.lock(&ModelId::new("X").expect("valid")).expect("uncontended");
+    let t1 = world.spawn("T1", |m, t| {
+        let start = m.runtime().now();
+        let got = traced(t, "add_with(X, 5ms)", || m.add_model_with("X", None, within()));
+        (start, got)
+    });
+    let t2 = world.spawn("T2", |m, t| {
+        let start = m.runtime().now();
+        let got = traced(t, "remove_with(A, 5ms)", || m.remove_with("A", within()));
+        (start, got)
+    });
+    let t3 = world.spawn("T3", |m, t| {
+        let start = m.runtime().now();
+        let got = traced(t, "add_with(C, 5ms)", || m.add_model_with("C", None, within()));
+        (start, got)
+    });
+    let (start, added) = join::<R, _>(t1);
+    match added {
+        Err(ManagerError::LockTimeout { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "add(X)'s lock")
+        }
+        other => ensure!(false, "contract", "add(X) behind a held lock gave {other:?}"),
+    }
+    let (start, removed) = join::<R, _>(t2);
+    match removed {
+        Err(ManagerError::Busy { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "remove(A)'s drain")
+        }
+        other => ensure!(false, "contract", "remove(A) of a leased model gave {other:?}"),
+    }
+    let (start, added) = join::<R, _>(t3);
+    match added {
+        Err(ManagerError::CapacityExhausted { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "add(C)'s wait for capacity");
+        }
+        other => ensure!(false, "contract", "add(C) into a cache full of leased models gave {other:?}"),
+    }
+    drop((x, leases));
+    ensure!(
+        world.manager.contains("A") && !world.manager.contains("C"),
+        "S-D1",
+        "a call that ran out of time changed the registry: {:?}",
+        world.manager.ids()
+    );
+    finish(&world);
+}
+
+/// S-D1l: A's eviction (for an add of N into a cache of one) is held inside A's unload; T2
+/// leases A with a deadline and waits for the eviction's outcome: by its deadline it gets
+/// `LockTimeout`. The unload then fails, and A stays.
+pub(super) fn lease_wait<R: SimRuntime, D: Depth>(rt: R) {
+    let builder =
+        ManagerWorld::builder(rt).model("A", &[], &[Step::Fail]).model("N", &[], &[]).gate_unloads(&["A"]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    let probe = std::sync::Arc::clone(&world.probe);
+    let t2 = world.spawn("T2", move |m, t| {
+        probe.wait_for_gated_unload();
+        let start = m.runtime().now();
+        let got = traced(t, "lease_with(A, 5ms)", || m.lease_with("A", within()).map(drop));
+        (start, got)
+    });
+    let (start, leased) = join::<R, _>(t2);
+    match leased {
+        Err(ManagerError::LockTimeout { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "lease(A)'s wait for the eviction");
+        }
+        other => ensure!(false, "contract", "a lease racing a held eviction gave {other:?}"),
+    }
+    world.probe.open_gate();
+    let added = join::<R, _>(t1);
+    ensure!(
+        matches!(added, Err(ManagerError::Unload { .. })),
+        "contract",
+        "add(N) whose only victim fails to unload gave {added:?}"
+    );
+    finish(&world);
+}
+
+/// S-D1c: `a` fills most of a hard budget, locked by the main thread; T1 loads `b`, which
+/// needs room (a wait for room); T2's load of `k` on the other device is held inside its
+/// loader, and T3 loads `k` on this one (a wait for another device's load). T1 and T3 have a
+/// deadline far shorter than the group's waits: each fails by it, with nothing reserved or
+/// claimed after.
+pub(super) fn cache_waits<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 2);
+    let a =
+        world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
+    let (loading, gate) = (Arc::new(Latch::new(&world.rt)), Arc::new(Latch::new(&world.rt)));
+    let t1 = {
+        let (c0, rt): (Cache<R>, _) = (Arc::clone(&world.caches[0]), world.rt.clone());
+        world.rt.spawn("T1", move || {
+            let start = rt.now();
+            let got = traced("T1", "get_or_put_with(b, 5ms)", || {
+                c0.get_or_put_with("b", 60, || Ok::<_, &str>(Weights::plain(60)), within()).map(drop)
+            });
+            (start, got)
+        })
+    };
+    let t2 = {
+        let (c1, loading, gate): (Cache<R>, _, _) =
+            (Arc::clone(&world.caches[1]), Arc::clone(&loading), Arc::clone(&gate));
+        world.rt.spawn("T2", move || {
+            traced("T2", "get_or_put(k)", || {
+                c1.get_or_put("k", 10, || {
+                    loading.add(1);
+                    gate.wait_for(1);
+                    Ok::<_, &str>(Weights::plain(10))
+                })
+                .map(drop)
+            })
+        })
+    };
+    let t3 = {
+        let (c0, loading, rt): (Cache<R>, _, _) =
+            (Arc::clone(&world.caches[0]), Arc::clone(&loading), world.rt.clone());
+        world.rt.spawn("T3", move || {
+            loading.wait_for(1);
+            let start = rt.now();
+            let got = traced("T3", "get_or_put_with(k, 5ms)", || {
+                c0.get_or_put_with("k", 10, || Ok::<_, &str>(Weights::plain(10)), within()).map(drop)
+            });
+            (start, got)
+        })
+    };
+    let (start, got) = join::<R, _>(t1);
+    match got {
+        Err(CacheError::NoRoom { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "get_or_put(b)'s wait for room")
+        }
+        other => ensure!(false, "contract", "a load with no room gave {other:?}"),
+    }
+    let (start, got) = join::<R, _>(t3);
+    match got {
+        Err(CacheError::LoadWaitTimeout { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "get_or_put(k)'s wait for the other device's load");
+        }
+        other => ensure!(false, "contract", "a load behind another device's held load gave {other:?}"),
+    }
+    gate.add(1);
+    let got = join::<R, _>(t2);
+    ensure!(got.is_ok(), "contract", "T2's load of k gave {got:?}");
+    drop(a);
+    let reserved = world.group.budget().reserved();
+    ensure!(reserved == 0, "A3", "{reserved} bytes still reserved after every call returned");
+    finish_cache(&world);
+}
