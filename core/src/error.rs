@@ -126,6 +126,13 @@ pub enum ManagerError {
         /// The configured wait.
         waited: Duration,
     },
+    /// The manager is shut down ([`Manager::shutdown`](crate::Manager::shutdown)): it refuses
+    /// new adds and leases. Nothing changed.
+    #[error("the manager is shut down: `{id}` was refused")]
+    ShutDown {
+        /// The resolved id of the refused call.
+        id: ModelId,
+    },
     /// A model id or alias was refused.
     #[error(transparent)]
     InvalidId(#[from] InvalidId),

@@ -34,7 +34,7 @@ pub mod mutants;
 pub use deadline::{CallOptions, Deadline};
 pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
-pub use layer::{CapacityPolicy, Eviction, FixedSizeCache, FixedSizeConfig, Manager, Traced};
+pub use layer::{CapacityPolicy, Eviction, FixedSizeCache, FixedSizeConfig, Manager, ShutdownReport, Traced};
 pub use manager::{
     Added, Lease, LifecycleGuard, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot,
 };

@@ -63,6 +63,14 @@ mutants! {
     DEADLINE_SKIPS_ROOM = "deadline-skips-room",
     /// S-D1c: a wait for another device's load of the key ignores the call's deadline.
     DEADLINE_SKIPS_LOAD_WAIT = "deadline-skips-load-wait",
+    /// S-G1: shutdown settles only the ids registered when it starts, missing adds in flight.
+    SHUTDOWN_REGISTRY_ONLY = "shutdown-registry-only",
+    /// S-G1: adds are not refused after shutdown.
+    ADD_AFTER_SHUTDOWN = "add-after-shutdown",
+    /// S-G1: leases are not refused after shutdown.
+    LEASE_AFTER_SHUTDOWN = "lease-after-shutdown",
+    /// W-16: the start of a shutdown does not wake an add waiting for capacity.
+    LOST_WAKEUP_SHUTDOWN = "lost-wakeup-shutdown",
     /// S2: a failed load retires the entry while the failing loader still holds it.
     RETIRE_ON_LOAD_FAILURE = "retire-on-load-failure",
     /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.

@@ -319,6 +319,14 @@ impl<M: Manager> Manager for CountingAdds<M> {
         self.inner.snapshot()
     }
 
+    fn is_shut_down(&self) -> bool {
+        self.inner.is_shut_down()
+    }
+
+    fn begin_shutdown(&self) -> Vec<ModelId> {
+        self.inner.begin_shutdown()
+    }
+
     fn unpin(&self, id: &str) -> Result<(), ManagerError> {
         self.inner.unpin(id)
     }
@@ -349,4 +357,12 @@ fn a_users_own_decorator_composes_through_the_traits_defaults() {
     assert_eq!(registered(&cache), ["C"], "A evicted through the user's layer");
     assert_eq!((cache.len(), cache.get_ref().len()), (1, 1));
     assert_eq!(*cache.get_ref().adds.lock().unwrap(), 4, "every add went through the user's layer");
+
+    // A shutdown through the user's layer: the cache's queue learns of every unload.
+    let report = cache.shutdown(resident::CallOptions::new());
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.unloaded, [ModelId::new("C").unwrap()]);
+    assert!(cache.queue().is_empty() && cache.is_empty() && cache.is_shut_down());
+    assert!(matches!(cache.add_model("A", None), Err(ManagerError::ShutDown { .. })));
+    assert_eq!(*cache.get_ref().adds.lock().unwrap(), 4, "a cold add is refused before it makes room");
 }

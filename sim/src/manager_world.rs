@@ -321,6 +321,17 @@ impl<R: SimRuntime, S: Manager<Model = SimModel<R>, Runtime = R>> ManagerWorld<R
                 entry.locked
             );
         }
+        if self.manager.is_shut_down() {
+            // A shut-down stack refuses leases, which tell a registration's model id: count
+            // every id together.
+            let (alive, registered) = (self.probe.alive_total(), snapshot.registered.len());
+            ensure!(
+                alive == registered,
+                "I14",
+                "{alive} model(s) built and not unloaded, {registered} registered"
+            );
+            return;
+        }
         let mut registered: BTreeMap<String, usize> = BTreeMap::new();
         for id in &snapshot.registered {
             let lease = self.manager.lease(id.as_str());

@@ -50,13 +50,23 @@ macro_rules! forward_reads {
         fn snapshot(&self) -> $crate::Snapshot {
             self.inner.snapshot()
         }
+
+        fn is_shut_down(&self) -> bool {
+            self.inner.is_shut_down()
+        }
+
+        fn begin_shutdown(&self) -> Vec<$crate::ModelId> {
+            self.inner.begin_shutdown()
+        }
     };
 }
 
 pub mod fixed_size;
+mod shutdown;
 mod traced;
 
 pub use fixed_size::{CapacityPolicy, FixedSizeCache, FixedSizeConfig};
+pub use shutdown::ShutdownReport;
 pub use traced::Traced;
 
 use crate::deadline::{CallOptions, Deadline};
@@ -187,6 +197,48 @@ pub trait Manager: Send + Sync + 'static {
 
     /// Registry and lifecycle table of the innermost base.
     fn snapshot(&self) -> Snapshot;
+
+    /// Whether the stack is shut down (a hint; once true, true for good). Called under a
+    /// layer's bookkeeping lock (see the module docs): answer at once, never block.
+    fn is_shut_down(&self) -> bool;
+
+    /// The first step of [`Manager::shutdown`], in the innermost base: from now on adds and
+    /// leases are refused with `ShutDown`, and the stack's waiters are woken so that they see
+    /// it. Returns every id the shutdown must settle: the registered ones, and those with a
+    /// caller in their lifecycle (an add that got past the check registers only under its
+    /// lifecycle lock, which the shutdown then waits for). Idempotent.
+    fn begin_shutdown(&self) -> Vec<ModelId>;
+
+    /// Shuts the stack down gracefully (SPEC 1.13): refuses new adds and leases with
+    /// `ShutDown`, then, id by id under its lifecycle lock and through every layer (a cache's
+    /// queue included), drains the live leases and unloads the model, as
+    /// [`Manager::remove`] does. Every wait is bounded by `options` as well as by the
+    /// configured timeouts. A call that races it either completes before it (and its model is
+    /// then unloaded by it) or gets `ShutDown`; never a half state.
+    ///
+    /// What could not be unloaded (an unload error, leases that outlived the deadline) stays
+    /// registered, refuses new leases, and is reported; calling `shutdown` again tries it
+    /// again. Removes, pins and unpins keep working. A manager over a
+    /// [`CacheGroup`](crate::cache::CacheGroup) is shut down first, then the group: the
+    /// unloads release the records, and the group's shutdown evicts them.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resident::{BoxError, CallOptions, Loader, Manager, ManagerError, Model, ModelId, ModelManager};
+    /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
+    /// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
+    /// let manager = ModelManager::new(L);
+    /// manager.add_model("a", None)?;
+    /// let report = manager.shutdown(CallOptions::new().with_timeout(Duration::from_secs(5)));
+    /// assert!(report.is_complete());
+    /// assert_eq!(report.unloaded, [ModelId::new("a")?]);
+    /// assert!(matches!(manager.add_model("a", None), Err(ManagerError::ShutDown { .. })));
+    /// assert!(matches!(manager.lease("a"), Err(ManagerError::ShutDown { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn shutdown(&self, options: CallOptions) -> ShutdownReport {
+        shutdown::shut_down(self, options)
+    }
 
     /// Protects the resolved id `id` from eviction in every layer of the stack. It takes the
     /// id's lifecycle lock (waiting at most the lock timeout, then `LockTimeout`), which every

@@ -139,9 +139,14 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// The slot of `id`, validating the id without allocating on this hot path.
     fn slot(&self, id: &str) -> Result<Arc<Slot<L::Model, R>>, ManagerError> {
         ModelId::validate(id)?;
-        match self.table.with(|t| t.registry.get(id).cloned()) {
-            Some(slot) => Ok(slot),
-            None => Err(ManagerError::NotFound { id: ModelId::new(id)? }),
+        let refuse = !self.runtime.mutant(Mutant::LEASE_AFTER_SHUTDOWN);
+        match self
+            .table
+            .with(|t| if t.shut_down && refuse { Err(()) } else { Ok(t.registry.get(id).cloned()) })
+        {
+            Ok(Some(slot)) => Ok(slot),
+            Ok(None) => Err(ManagerError::NotFound { id: ModelId::new(id)? }),
+            Err(()) => Err(ManagerError::ShutDown { id: ModelId::new(id)? }),
         }
     }
 
@@ -196,6 +201,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     ) -> Result<Added, ManagerError> {
         self.check_guard(guard)?;
         let resolved = guard.id();
+        if self.is_shut_down() && !self.runtime.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
+            return Err(ManagerError::ShutDown { id: resolved.clone() });
+        }
         if self.table.with(|t| t.registry.contains_key(resolved)) {
             tracing::debug!(id = %resolved, "add: warm");
             return Ok(Added::Warm);
@@ -290,6 +298,19 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
 
     fn ids(&self) -> Vec<ModelId> {
         self.table.with(|t| t.registry.keys().cloned().collect())
+    }
+
+    fn is_shut_down(&self) -> bool {
+        self.table.with(|t| t.shut_down)
+    }
+
+    fn begin_shutdown(&self) -> Vec<ModelId> {
+        let registry_only = self.runtime.mutant(Mutant::SHUTDOWN_REGISTRY_ONLY);
+        let ids = self.table.with(|t| t.shut_down(registry_only));
+        // Adds waiting in a layer for room must see the shutdown now.
+        self.changes.bump_at(Mutant::LOST_WAKEUP_SHUTDOWN);
+        tracing::info!(ids = ids.len(), "shutting down");
+        ids
     }
 
     fn len(&self) -> usize {

@@ -61,6 +61,8 @@ pub(crate) struct Table<M, R: Runtime> {
     generations: u64,
     /// Recent failed loads by resolved id, while the negative cache is on.
     recent: BTreeMap<ModelId, Recent>,
+    /// Set for good by a shutdown: adds and leases are refused.
+    pub(crate) shut_down: bool,
 }
 
 impl<M, R: Runtime> Table<M, R> {
@@ -70,6 +72,7 @@ impl<M, R: Runtime> Table<M, R> {
             lifecycle: BTreeMap::new(),
             generations: 0,
             recent: BTreeMap::new(),
+            shut_down: false,
         }
     }
 
@@ -166,6 +169,19 @@ impl<M, R: Runtime> Table<M, R> {
     /// the historical "dispose the lock entry" that splits generations.
     pub(crate) fn forget(&mut self, id: &ModelId) {
         self.lifecycle.remove(id);
+    }
+
+    /// Shuts down for good; the ids a shutdown must settle: every registered id, and every id
+    /// with a lifecycle entry (an add that got past the shut-down check before this holds one,
+    /// and registers only under its lock). `registry_only` is the S-G1 mutant.
+    pub(crate) fn shut_down(&mut self, registry_only: bool) -> Vec<ModelId> {
+        self.shut_down = true;
+        let mut ids: Vec<ModelId> = self.registry.keys().cloned().collect();
+        if !registry_only {
+            ids.extend(self.lifecycle.keys().filter(|id| !self.registry.contains_key(*id)).cloned());
+            ids.sort();
+        }
+        ids
     }
 
     /// The current entry of `id`, if any.

@@ -46,6 +46,8 @@ pub enum ThreadOp {
     AddNow(usize),
     /// `remove_with(RESOLVED[i], …)` with a zero timeout.
     RemoveNow(usize),
+    /// `shutdown(…)` of the whole stack (SPEC 1.13): later adds and leases are refused.
+    Shutdown,
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -121,16 +123,17 @@ fn resolved() -> impl Strategy<Value = usize> {
 
 fn thread_op() -> impl Strategy<Value = ThreadOp> {
     prop_oneof![
-        4 => index().prop_map(ThreadOp::Add),
-        1 => index().prop_map(ThreadOp::AddAs),
-        2 => resolved().prop_map(ThreadOp::Remove),
-        3 => resolved().prop_map(ThreadOp::Lease),
-        2 => (0..2usize).prop_map(ThreadOp::EndLease),
-        1 => resolved().prop_map(ThreadOp::Pin),
-        1 => resolved().prop_map(ThreadOp::Unpin),
-        1 => (resolved(), rare()).prop_map(|(i, panics)| ThreadOp::Infer(i, panics)),
+        8 => index().prop_map(ThreadOp::Add),
+        2 => index().prop_map(ThreadOp::AddAs),
+        4 => resolved().prop_map(ThreadOp::Remove),
+        6 => resolved().prop_map(ThreadOp::Lease),
+        4 => (0..2usize).prop_map(ThreadOp::EndLease),
+        2 => resolved().prop_map(ThreadOp::Pin),
+        2 => resolved().prop_map(ThreadOp::Unpin),
+        2 => (resolved(), rare()).prop_map(|(i, panics)| ThreadOp::Infer(i, panics)),
         1 => index().prop_map(ThreadOp::AddNow),
         1 => resolved().prop_map(ThreadOp::RemoveNow),
+        1 => Just(ThreadOp::Shutdown),
     ]
 }
 

@@ -137,6 +137,7 @@ fn error(e: ManagerError) -> Ret {
         ManagerError::Removing { .. } => Ret::Removing,
         ManagerError::LockTimeout { .. } => Ret::LockTimeout,
         ManagerError::CapacityExhausted { .. } => Ret::CapacityExhausted,
+        ManagerError::ShutDown { .. } => Ret::ShutDown,
         other => Ret::Unexpected(other.to_string()),
     }
 }
@@ -190,6 +191,25 @@ where
             ThreadOp::AddAs(c) => add(m, recorder, thread, c, Some(ALIAS), CallOptions::new()),
             ThreadOp::Remove(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove(RESOLVED[i])), ()));
+            }
+            ThreadOp::Shutdown => {
+                recorder.call(thread, Op::Shutdown, || {
+                    let report = m.shutdown(CallOptions::new());
+                    // Whatever stays registered was reported as not unloaded (no half state).
+                    let failed: Vec<_> = report.failed.iter().map(|(id, _)| id.clone()).collect();
+                    let stray: Vec<_> = m.ids().into_iter().filter(|id| !failed.contains(id)).collect();
+                    resident_sim::ensure!(
+                        stray.is_empty(),
+                        "S-G1",
+                        "{stray:?} registered after a shutdown that reported {report:?}"
+                    );
+                    let ret = if report.is_complete() {
+                        Ret::Done
+                    } else {
+                        Ret::Registered(failed.iter().filter_map(index).fold(0u8, |m, i| m | 1 << i))
+                    };
+                    (ret, ())
+                });
             }
             ThreadOp::RemoveNow(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove_with(RESOLVED[i], now)), ()));

@@ -79,6 +79,9 @@ pub enum Op {
     /// `infer(RESOLVED[i], f)`: a lease taken and dropped within the call (a drain that times
     /// out while it overlaps may be explained by it).
     Infer(usize),
+    /// `shutdown(…)`: takes effect when it refuses from then on; its unloads are events of
+    /// their own ([`Op::Unload`]), and the runner checks its report.
+    Shutdown,
     /// The registered ids once every thread has finished.
     Final,
 }
@@ -107,6 +110,8 @@ pub enum Ret {
     LockTimeout,
     /// `CapacityExhausted`.
     CapacityExhausted,
+    /// `ShutDown`: refused by a shut-down stack.
+    ShutDown,
     /// The registered ids (a bit mask over `RESOLVED`), for [`Op::Final`].
     Registered(u8),
     /// Anything else (never allowed).
@@ -129,6 +134,8 @@ pub struct State {
     /// Calls whose own unload succeeded, and whose own unload failed.
     unloaded_by: u128,
     failed_by: u128,
+    /// A shutdown took effect.
+    shut_down: bool,
 }
 
 impl State {
@@ -202,10 +209,11 @@ fn may_have_succeeded(call: &Call<Op, Ret>) -> bool {
 
 /// Whether something that holds the lifecycle lock of `RESOLVED[i]` overlapped call `at`: another
 /// add (its own id's lock, or the lock of a victim it evicts), a remove or a pin of
-/// `RESOLVED[i]`.
+/// `RESOLVED[i]`, a shutdown (it locks every id in turn).
 fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     overlapped(history, at, |op| match *op {
         Op::AddRoom { add, .. } => add != at,
+        Op::Shutdown => true,
         Op::Remove(j) | Op::Pin(j) => j == i,
         _ => false,
     })
@@ -227,10 +235,16 @@ impl Spec for Stack {
             Op::AddRoom { r: i, c, add } => {
                 next.roomed |= bit(add);
                 let registered = State::has(s.registered, i);
-                if registered && is(Ret::Warm) {
+                // After a shutdown every add is refused, but one that got past the cache's check
+                // before it may still end in an eviction's failure or run out of room.
+                let open = !s.shut_down;
+                if s.shut_down && ret == Some(&Ret::ShutDown) {
                     out.push(next.clone());
                 }
-                let claimable = !registered && s.occupied() < self.capacity;
+                if open && registered && is(Ret::Warm) {
+                    out.push(next.clone());
+                }
+                let claimable = open && !registered && s.occupied() < self.capacity;
                 if claimable && (ret.is_none() || matches!(ret, Some(Ret::Loaded | Ret::LoadFailed))) {
                     let mut claimed = next.clone();
                     claimed.claims |= bit(add);
@@ -255,6 +269,7 @@ impl Spec for Stack {
                 // A caller that waited for another add's failing load of the same model gets its
                 // error without loading (SPEC 1.9).
                 let shared = matches!(ret, Some(Ret::LoadFailed))
+                    && open
                     && !registered
                     && overlapping(history, at, |other| {
                         matches!(other.op, Op::AddRoom { r: j, c: d, add: o } if j == i && d == c && o != add)
@@ -335,6 +350,11 @@ impl Spec for Stack {
                     out.push(next);
                 }
             }
+            Op::Lease(_) | Op::Infer(_) if s.shut_down => {
+                if ret.is_none() || ret == Some(&Ret::ShutDown) {
+                    out.push(next);
+                }
+            }
             Op::Lease(i) | Op::Infer(i) => match ret {
                 Some(Ret::Done) if State::has(s.registered, i) => {
                     if matches!(call.op, Op::Lease(_)) {
@@ -343,7 +363,13 @@ impl Spec for Stack {
                     out.push(next);
                 }
                 Some(Ret::NotFound) if !State::has(s.registered, i) => out.push(next),
-                Some(Ret::Removing) if overlapped(history, at, |op| *op == Op::Remove(i)) => out.push(next),
+                Some(Ret::Removing)
+                    if overlapped(history, at, |op| {
+                        matches!(op, Op::Remove(j) if *j == i) || *op == Op::Shutdown
+                    }) =>
+                {
+                    out.push(next);
+                }
                 Some(Ret::LockTimeout) if overlapped(history, at, |op| matches!(op, Op::AddRoom { .. })) => {
                     out.push(next);
                 }
@@ -366,6 +392,10 @@ impl Spec for Stack {
                 } else if ret == Some(&Ret::LockTimeout) && lock_contended(history, at, i) {
                     out.push(next);
                 }
+            }
+            Op::Shutdown => {
+                next.shut_down = true;
+                out.push(next);
             }
             Op::Final => {
                 if s.claims == 0 && is(Ret::Registered(s.registered)) {

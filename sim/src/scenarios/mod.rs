@@ -17,6 +17,7 @@ pub mod layers;
 mod manager;
 mod panics;
 mod placement;
+mod shutdown;
 mod wakeups;
 
 use resident::mutants::Mutant;
@@ -289,6 +290,10 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_LEASE], deadlines::lease_wait::<_, layers::ThreeDeep>),
     scenario!("S-D1c", "a per-call deadline bounds get_or_put's waits for room and for another device's load (1.10)",
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_ROOM, DEADLINE_SKIPS_LOAD_WAIT], deadlines::cache_waits),
+    scenario!("S-G1", "manager shutdown racing an add that evicts and a lease: complete before it or refused, nothing half done (1.13)",
+        time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, ADD_AFTER_SHUTDOWN, LEASE_AFTER_SHUTDOWN], shutdown::shutdown_races_adds_and_leases::<_, layers::ThreeDeep>),
+    scenario!("W-16", "the start of a shutdown wakes the add waiting for room",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_SHUTDOWN], shutdown::shutdown_wakes_the_add_waiting_for_room::<_, layers::ThreeDeep>),
 ];
 
 /// The cache scenarios again on a one-deep stack (cache directly over the base), to show the

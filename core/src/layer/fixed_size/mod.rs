@@ -225,9 +225,15 @@ impl<M: Manager> FixedSizeCache<M> {
         // to evict (in the same critical section), so the room its evictions make stays its
         // own: a racing add cannot take it and force a second eviction for this one.
         let mut claimed: Option<Admission<'_, M>> = None;
+        let refuse_after_shutdown = !self.mutant(Mutant::ADD_AFTER_SHUTDOWN);
         loop {
             // Read before planning: any change after this read ends the wait below at once.
             let epoch = changes.epoch();
+            // A shut-down stack refuses the add before it evicts anything (the shutdown's
+            // start wakes this wait).
+            if refuse_after_shutdown && self.inner.is_shut_down() {
+                return Err(ManagerError::ShutDown { id: id.clone() });
+            }
             let mine = claimed.is_some();
             let (plan, seen, claim) = self.book.with(|b| {
                 let seen = b.version;
@@ -514,6 +520,10 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         // S11 queues the id inside `admit` and must not be rolled back: it settles only after.)
         let early = !self.mutant(Mutant::APPEND_BEFORE_EVICT);
         let settle = early.then(|| Settle { cache: self, id, way: Settling::Add });
+        // A shut-down stack refuses before anything else.
+        if self.inner.is_shut_down() && !self.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
+            return Err(ManagerError::ShutDown { id: id.clone() });
+        }
         // Callers of a load that failed while they waited get its error before making room.
         if let Some(error) = guard.shared_failure(canonical) {
             return Err(error);

@@ -1,0 +1,121 @@
+//! Graceful shutdown scenarios (SPEC 1.13; `S-G1`, `W-16`): a manager stack shut down while
+//! adds, leases and an eviction run. A racing call completes before the shutdown (its model is
+//! then unloaded by it) or gets `ShutDown`; what stays registered is exactly what the report
+//! says could not be unloaded; afterwards adds and leases are refused.
+
+use std::collections::BTreeSet;
+
+use resident::{CallOptions, Manager, ManagerError, ModelId, ShutdownReport};
+
+use super::cache::join;
+use super::layers::{Depth, cache, finish};
+use super::wakeups::no_deadline_passed;
+use crate::ensure;
+use crate::manager_world::{ManagerWorld, Step};
+use crate::runtime::SimRuntime;
+use crate::world::traced;
+
+/// Scheduling points W-16's T2 passes before it shuts the stack down (S-G1's T3: a sixteenth).
+const SHUT_DOWN_AFTER: usize = 64;
+
+/// What stays registered is exactly what `report` says could not be unloaded.
+fn registered_as_reported<M: Manager>(manager: &M, report: &ShutdownReport) {
+    let registered: BTreeSet<ModelId> = manager.ids().into_iter().collect();
+    let failed: BTreeSet<ModelId> = report.failed.iter().map(|(id, _)| id.clone()).collect();
+    ensure!(
+        registered == failed,
+        "S-G1",
+        "after shutdown {registered:?} are registered, but the report names {failed:?} as not unloaded: {report:?}"
+    );
+}
+
+/// S-G1: A (whose unloads fail twice) and B fill a cache of two, B least recently used. T1 adds
+/// C (evicting B), T2 leases A (the shutdown drains it), T3 shuts the stack down. T1 and T2 complete or are refused; A
+/// stays registered, reported, and refuses leases; adds are refused; a second shutdown is
+/// harmless.
+pub(super) fn shutdown_races_adds_and_leases<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt)
+        .model("A", &[], &[Step::Fail, Step::Fail])
+        .model("B", &[], &[])
+        .model("C", &[], &[])
+        // A long load: uniform random schedules then often start the shutdown inside it.
+        .work(8);
+    let world = cache::<R, D>(builder, 2, &["A", "B"], &["B", "A"]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(C)", || m.add_model("C", None)));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(A)", || m.lease("A").map(|lease| lease.serve(t))));
+    let t3 = world.spawn("T3", |m, t| {
+        // Scheduling points, so that uniform random schedules often start the shutdown while
+        // T1 loads; every order is explored.
+        for _ in 0..SHUT_DOWN_AFTER / 16 {
+            R::yield_now();
+        }
+        traced(t, "shutdown()", || m.shutdown(CallOptions::new()))
+    });
+    let added = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    let report = join::<R, _>(t3);
+    ensure!(
+        matches!(added, Ok(_) | Err(ManagerError::ShutDown { .. } | ManagerError::Unload { .. })),
+        "contract",
+        "add(C) racing a shutdown gave {added:?}"
+    );
+    ensure!(
+        matches!(
+            leased,
+            Ok(())
+                | Err(ManagerError::ShutDown { .. }
+                    | ManagerError::NotFound { .. }
+                    | ManagerError::Removing { .. })
+        ),
+        "contract",
+        "lease(A) racing a shutdown gave {leased:?}"
+    );
+    registered_as_reported(&world.manager, &report);
+    ensure!(world.manager.contains("A"), "contract", "A's failing unload unregistered it: {report:?}");
+    for id in ["A", "C"] {
+        let again = traced("main", "add(..) after shutdown", || world.manager.add_model(id, None));
+        ensure!(
+            matches!(again, Err(ManagerError::ShutDown { .. })),
+            "S-G1",
+            "add({id}) after shutdown gave {again:?}"
+        );
+    }
+    let lease = traced("main", "lease(A) after shutdown", || world.manager.lease("A").map(drop));
+    ensure!(
+        matches!(lease, Err(ManagerError::ShutDown { .. })),
+        "S-G1",
+        "lease(A) after shutdown gave {lease:?}"
+    );
+    let second = traced("main", "shutdown() again", || world.manager.shutdown(CallOptions::new()));
+    registered_as_reported(&world.manager, &second);
+    finish(&world);
+}
+
+/// W-16: A fills a cache of one and the main thread leases it; T1 adds B and waits for room;
+/// T2 shuts the stack down. The shutdown's start must wake T1, refused with `ShutDown`; then the
+/// main thread lets A go and the shutdown unloads it.
+pub(super) fn shutdown_wakes_the_add_waiting_for_room<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let lease = world.manager.lease("A").expect("preloaded");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let t2 = world.spawn("T2", |m, t| {
+        // Scheduling points, so that uniform random schedules often let T1 reach its wait
+        // first (PCT and loom reach that order anyway); both orders are explored.
+        for _ in 0..SHUT_DOWN_AFTER {
+            R::yield_now();
+        }
+        traced(t, "shutdown()", || m.shutdown(CallOptions::new()))
+    });
+    let added = join::<R, _>(t1);
+    ensure!(matches!(added, Err(ManagerError::ShutDown { .. })), "contract", "add(B) gave {added:?}");
+    drop(lease);
+    let report = join::<R, _>(t2);
+    ensure!(
+        report.is_complete() && report.unloaded == [ModelId::new("A").expect("valid")],
+        "contract",
+        "the shutdown gave {report:?}"
+    );
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}
