@@ -36,5 +36,6 @@ pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
 pub use layer::{CapacityPolicy, Eviction, FixedSizeCache, FixedSizeConfig, Manager, ShutdownReport, Traced};
 pub use manager::{
-    Added, Lease, LifecycleGuard, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Snapshot,
+    Added, Lease, LifecycleGuard, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Replaced,
+    Snapshot,
 };

@@ -71,6 +71,12 @@ mutants! {
     LEASE_AFTER_SHUTDOWN = "lease-after-shutdown",
     /// W-16: the start of a shutdown does not wake an add waiting for capacity.
     LOST_WAKEUP_SHUTDOWN = "lost-wakeup-shutdown",
+    /// S-R1: a replace removes the old version first, then loads the new one (a hole).
+    REPLACE_REMOVES_FIRST = "replace-removes-first",
+    /// S-R1: a replace unloads the old version without waiting for its leases.
+    REPLACE_SKIPS_DRAIN = "replace-skips-drain",
+    /// S-R1: a lease that finds the version it looked up replaced gets `NotFound`.
+    REPLACED_LEASE_NOT_FOUND = "replaced-lease-not-found",
     /// S2: a failed load retires the entry while the failing loader still holds it.
     RETIRE_ON_LOAD_FAILURE = "retire-on-load-failure",
     /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.

@@ -273,6 +273,14 @@ impl<M: Manager> Manager for CountingAdds<M> {
         self.inner.add_locked(guard, canonical)
     }
 
+    fn replace_locked(
+        &self,
+        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<resident::Replaced, ManagerError> {
+        self.inner.replace_locked(guard, canonical)
+    }
+
     fn remove_locked(
         &self,
         guard: &resident::LifecycleGuard<M::Model, M::Runtime>,

@@ -31,15 +31,18 @@ pub struct IdProbe<R: SimRuntime> {
     id: String,
     constructed: R::Counter,
     unloaded: R::Counter,
+    /// Models dropped without a successful unload (a replaced version detached from the
+    /// registry ends so).
+    dropped: R::Counter,
     size_calls: R::Counter,
     size_panics: bool,
     drop_panics: bool,
 }
 
 impl<R: SimRuntime> IdProbe<R> {
-    /// Models of this id built and not unloaded.
+    /// Models of this id built, neither unloaded nor dropped (read at quiescence: three reads).
     pub fn alive(&self) -> usize {
-        self.constructed.get() - self.unloaded.get()
+        self.constructed.get() - self.unloaded.get() - self.dropped.get()
     }
 }
 
@@ -71,6 +74,9 @@ impl<R: SimRuntime> Region<R> {
 /// Scripts and counters of every id a scenario uses.
 pub struct Probe<R: SimRuntime> {
     ids: BTreeMap<String, IdProbe<R>>,
+    /// Models alive over every id, kept in one counter so that the capacity check reads it in
+    /// one step (a sum of per-id reads could straddle an unload and a load).
+    alive: R::Counter,
     /// By resolved id: a model id, or an alias its models are registered under.
     regions: BTreeMap<String, Region<R>>,
     work: usize,
@@ -114,9 +120,9 @@ impl Drop for Observed<'_> {
 }
 
 impl<R: SimRuntime> Probe<R> {
-    /// Models built and not unloaded, over every id.
+    /// Models alive (built, neither unloaded nor dropped), over every id.
     pub fn alive_total(&self) -> usize {
-        self.ids.values().map(IdProbe::alive).sum()
+        self.alive.get()
     }
 
     /// Loads started for the resolved id `resolved` so far.
@@ -174,6 +180,7 @@ impl<R: SimRuntime> WorldBuilder<R> {
             id: id.to_owned(),
             constructed: self.rt.counter(),
             unloaded: self.rt.counter(),
+            dropped: self.rt.counter(),
             size_calls: self.rt.counter(),
             size_panics: false,
             drop_panics: false,
@@ -239,6 +246,7 @@ impl<R: SimRuntime> WorldBuilder<R> {
     ) -> ManagerWorld<R, S> {
         let probe = Arc::new(Probe {
             ids: self.ids,
+            alive: self.rt.counter(),
             regions: self.regions,
             work: self.work,
             gate: Latch::new(&self.rt),
@@ -381,8 +389,8 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
         let step = region.load_script.get(call).copied().unwrap_or(Step::Ok);
         if step == Step::Ok {
             p.constructed.add(1);
+            let alive = self.probe.alive.add(1) + 1;
             if let Some(max) = self.probe.capacity {
-                let alive = self.probe.alive_total();
                 ensure!(
                     alive <= max,
                     "capacity",
@@ -459,6 +467,7 @@ impl<R: SimRuntime> Model for SimModel<R> {
         if step == Step::Ok {
             self.unloaded.add(1);
             p.unloaded.add(1);
+            self.probe.alive.sub(1);
         }
         region.mutations.sub(1);
         if let Some(observed) = observed.as_mut() {
@@ -475,7 +484,14 @@ impl<R: SimRuntime> Model for SimModel<R> {
 impl<R: SimRuntime> Drop for SimModel<R> {
     fn drop(&mut self) {
         ensure_outside_monitors::<R>("a model's Drop");
-        let scripted = self.probe.ids.get(&self.id).is_some_and(|p| p.drop_panics);
+        let probe = self.probe.ids.get(&self.id);
+        if self.unloaded.get() == 0
+            && let Some(p) = probe
+        {
+            p.dropped.add(1);
+            self.probe.alive.sub(1);
+        }
+        let scripted = probe.is_some_and(|p| p.drop_panics);
         if scripted && self.unloaded.get() > 0 && !std::thread::panicking() {
             std::panic::panic_any(InjectedPanic);
         }

@@ -133,6 +133,13 @@ scenario_tests! {
     x_4 => "X-4",
     m_e5 => "M-E5",
     m_e6 => "M-E6",
+    w_16 => "W-16",
+    s_f1 => "S-F1",
+    s_d1 => "S-D1",
+    s_d1l => "S-D1l",
+    s_d1c => "S-D1c",
+    s_r1 => "S-R1",
+    s_g1 => "S-G1",
 }
 
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.

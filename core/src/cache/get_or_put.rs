@@ -114,7 +114,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// let group = CacheGroup::<Vec<u8>>::new(1_000)?;
     /// let cpu = group.cache("cpu");
     /// let held = cpu.get_or_put("a", 800, || Ok::<_, CacheError>(vec![0; 800]))?;
-    /// let _locked = held.lock()?; // in use: not evictable
+    /// let _locked = held.lock(); // in use: not evictable
     /// let within = CallOptions::new().with_timeout(Duration::from_millis(20));
     /// let refused = cpu.get_or_put_with("b", 800, || Ok::<_, CacheError>(vec![0; 800]), within);
     /// assert!(matches!(refused, Err(CacheError::NoRoom { waited, .. }) if waited <= Duration::from_millis(20)));

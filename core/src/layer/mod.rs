@@ -72,7 +72,7 @@ pub use traced::Traced;
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::manager::{Added, Lease, LifecycleGuard, Model, Snapshot};
+use crate::manager::{Added, Lease, LifecycleGuard, Model, Replaced, Snapshot};
 use crate::runtime::Runtime;
 
 /// What [`Manager::evict_locked`] did.
@@ -140,6 +140,13 @@ pub trait Manager: Send + Sync + 'static {
         guard: &LifecycleGuard<Self::Model, Self::Runtime>,
         canonical: &ModelId,
     ) -> Result<Added, ManagerError>;
+
+    /// [`Manager::replace`] for a caller that already holds `guard` (the resolved id's lock).
+    fn replace_locked(
+        &self,
+        guard: &LifecycleGuard<Self::Model, Self::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError>;
 
     /// [`Manager::remove`] for a caller that already holds `guard`.
     fn remove_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
@@ -275,6 +282,51 @@ pub trait Manager: Send + Sync + 'static {
         let (canonical, resolved) = resolve(id, alias)?;
         let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
         self.add_locked(&guard, &canonical)
+    }
+
+    /// Replaces the model registered under the resolved id (`alias` if given, else `id`) by a
+    /// new version loaded from the canonical `id`, atomically for its callers (SPEC 1.11).
+    ///
+    /// The new version is loaded beside the old one, which keeps serving meanwhile (a cache
+    /// makes room for both first); the registry then switches to it in one step: a lease taken
+    /// before the switch keeps the old version, one taken after gets the new one, and no lease
+    /// ever sees `NotFound` or a version being unloaded. The old version's leases then drain
+    /// (bounded by the lease drain timeout and `options`) and it is unloaded
+    /// ([`Replaced::Unloaded`]); if they outlive the drain or its unload fails, the new version
+    /// serves anyway and the old one is dropped with its last lease ([`Replaced::Detached`]).
+    /// If the new version's load fails, nothing changes. Through a
+    /// [`FixedSizeCache`](crate::FixedSizeCache) the id keeps its queue position and its pin.
+    /// With nothing registered under the id, the new version is simply added
+    /// ([`Replaced::Added`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resident::{BoxError, CallOptions, Loader, Manager, ManagerError, Model, ModelId, ModelManager, Replaced};
+    /// struct Version(String);
+    /// impl Model for Version { fn size_bytes(&self) -> u64 { 1 } }
+    /// struct L;
+    /// impl Loader for L {
+    ///     type Model = Version;
+    ///     fn load(&self, id: &ModelId) -> Result<Version, BoxError> { Ok(Version(id.to_string())) }
+    /// }
+    /// let manager = ModelManager::new(L);
+    /// manager.add_model("detector/v1", Some("detector"))?;
+    /// let serving = manager.lease("detector")?; // taken before the switch: keeps v1
+    /// let within = CallOptions::new().with_timeout(Duration::from_millis(10));
+    /// let replaced = manager.replace("detector/v2", Some("detector"), within)?;
+    /// // The live lease outlived the drain: v2 serves, v1 goes with its last lease.
+    /// assert!(matches!(replaced, Replaced::Detached(ManagerError::Busy { .. })));
+    /// assert_eq!(serving.0, "detector/v1");
+    /// assert_eq!(manager.infer("detector", |m| m.0.clone())?, "detector/v2");
+    /// drop(serving);
+    /// let replaced = manager.replace("detector/v3", Some("detector"), CallOptions::new())?;
+    /// assert!(matches!(replaced, Replaced::Unloaded));
+    /// # Ok::<(), resident::ManagerError>(())
+    /// ```
+    fn replace(&self, id: &str, alias: Option<&str>, options: CallOptions) -> Result<Replaced, ManagerError> {
+        let (canonical, resolved) = resolve(id, alias)?;
+        let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
+        self.replace_locked(&guard, &canonical)
     }
 
     /// Unloads and unregisters the model registered under the resolved id `id`.

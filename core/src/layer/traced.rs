@@ -5,7 +5,7 @@ use crate::deadline::Deadline;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager};
-use crate::manager::{Added, Lease, LifecycleGuard};
+use crate::manager::{Added, Lease, LifecycleGuard, Replaced};
 
 /// Wraps any [`Manager`] and traces every call, then forwards it unchanged.
 #[derive(Debug)]
@@ -60,6 +60,17 @@ impl<M: Manager> Manager for Traced<M> {
         let _span = tracing::debug_span!("add_model", id = %guard.id(), %canonical).entered();
         let result = self.inner.add_locked(guard, canonical);
         tracing::debug!(?result, "add_model done");
+        result
+    }
+
+    fn replace_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        let _span = tracing::debug_span!("replace", id = %guard.id(), %canonical).entered();
+        let result = self.inner.replace_locked(guard, canonical);
+        tracing::debug!(?result, "replace done");
         result
     }
 

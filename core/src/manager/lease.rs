@@ -7,6 +7,9 @@
 //! live lease closes. A lease that loses the race to that close waits (bounded) for the
 //! eviction's outcome: if the unload succeeds the model is gone (`NotFound`); if it fails the
 //! model stays, and so does the lease — an eviction never refuses a lease on a model it keeps.
+//! A replace switches the registry to the new version first and then retires the old slot: a
+//! lease that looked the old one up and finds it retired looks the id up again, so it gets the
+//! new version, never `NotFound`.
 
 use std::fmt;
 use std::ops::Deref;
@@ -31,6 +34,8 @@ enum Closing {
     Evicting,
     /// The eviction unloaded the model: new leases find it gone (`NotFound`).
     Evicted,
+    /// A replace switched the registry to a new version: new leases look the id up again.
+    Replaced,
 }
 
 /// A registered model and its use state.
@@ -50,21 +55,27 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
 
     /// A lease; while an eviction is unloading the model, waits at most `timeout()` (asked
     /// only then: the uncontended path reads no clock) for its outcome (`LockTimeout` if it
-    /// does not come).
+    /// does not come). `Ok(None)`: a replace switched the registry away from this version
+    /// after the caller looked it up; the registry holds the new one.
     pub(crate) fn lease(
         self: &Arc<Self>,
         timeout: impl FnOnce() -> Duration,
-    ) -> Result<Lease<M, R>, ManagerError> {
+    ) -> Result<Option<Lease<M, R>>, ManagerError> {
         let refuse = self.changes.runtime().mutant(Mutant::EVICTION_REFUSES_LEASE);
+        let replaced_gone = self.changes.runtime().mutant(Mutant::REPLACED_LEASE_NOT_FOUND);
         let take = |s: &mut UseState| match s.closing {
             None => {
                 s.leases += 1;
-                Some(Ok(()))
+                Some(Ok(true))
             }
             Some(Closing::Draining) => Some(Err(ManagerError::Removing { id: self.id.clone() })),
             Some(Closing::Evicted) => Some(Err(ManagerError::NotFound { id: self.id.clone() })),
             Some(Closing::Evicting) if refuse => Some(Err(ManagerError::NotFound { id: self.id.clone() })),
             Some(Closing::Evicting) => None,
+            Some(Closing::Replaced) if replaced_gone => {
+                Some(Err(ManagerError::NotFound { id: self.id.clone() }))
+            }
+            Some(Closing::Replaced) => Some(Ok(false)),
         };
         let taken = match self.state.with(take) {
             Some(taken) => taken,
@@ -75,7 +86,17 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
                 })
             }
         };
-        taken.map(|()| Lease { slot: Arc::clone(self) })
+        taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) }))
+    }
+
+    /// Switched out by a replace: refuses new leases (they look the id up again) and waits at
+    /// most `timeout` for the live ones to end; `Err` with how many are left if they do not.
+    pub(crate) fn retire(&self, timeout: Duration) -> Result<(), usize> {
+        self.state.with(|s| s.closing = Some(Closing::Replaced));
+        if self.changes.runtime().mutant(Mutant::REPLACE_SKIPS_DRAIN) {
+            return Ok(());
+        }
+        self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())).map_err(|_| self.leases())
     }
 
     /// Live leases right now (a hint).

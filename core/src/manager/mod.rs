@@ -47,6 +47,19 @@ pub enum Added {
     Loaded,
 }
 
+/// How a successful [`Manager::replace`] went.
+#[derive(Debug, Clone)]
+pub enum Replaced {
+    /// Nothing was registered under the id: the new version was added.
+    Added,
+    /// The old version was switched out, its leases drained, and it was unloaded.
+    Unloaded,
+    /// The old version was switched out but not unloaded: its leases outlived the drain
+    /// (`Busy`), or its unload failed (`Unload`). The new version serves either way; the old
+    /// one is dropped when its last lease ends, without an unload.
+    Detached(ManagerError),
+}
+
 /// One lifecycle entry, as seen by [`ModelManager::snapshot`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LifecycleInfo {
@@ -277,8 +290,70 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<L::Model, R>, ManagerError> {
-        let slot = self.slot(id)?;
-        slot.lease(|| deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LEASE))
+        let timeout =
+            || deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LEASE);
+        loop {
+            // A version replaced after the lookup sends the lease to the registry again.
+            if let Some(lease) = self.slot(id)?.lease(timeout)? {
+                return Ok(lease);
+            }
+        }
+    }
+
+    /// Loads the new version with the old one still serving, switches the registry to it in
+    /// one step (leases from then on get the new version; a lease that looked up the old one
+    /// just before looks again), drains the old version's leases (at most
+    /// [`ManagerConfig::lease_drain_timeout`] and the guard's deadline), then unloads it. A
+    /// failed load changes nothing. Nothing registered: the new version is added.
+    fn replace_locked(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        self.check_guard(guard)?;
+        let id = guard.id();
+        if self.is_shut_down() {
+            return Err(ManagerError::ShutDown { id: id.clone() });
+        }
+        if !self.contains(id.as_str()) {
+            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
+        }
+        if self.runtime.mutant(Mutant::REPLACE_REMOVES_FIRST) {
+            self.remove_locked(guard)?;
+            return self.add_locked(guard, canonical).map(|_| Replaced::Unloaded);
+        }
+        tracing::debug!(%id, %canonical, "replace: loading the new version");
+        let model = self
+            .loader
+            .load_until(canonical, guard.deadline())
+            .map_err(|error| ManagerError::Load { id: id.clone(), source: SourceError::new(error) })?;
+        let new = Arc::new(Slot::new(id.clone(), model, &self.changes));
+        let old = self.table.with(|t| t.registry.insert(id.clone(), new));
+        let old = old.expect("registered: checked under the lifecycle lock");
+        let drain = guard.deadline().bound(
+            &self.runtime,
+            self.config.lease_drain_timeout(),
+            Mutant::DEADLINE_SKIPS_DRAIN,
+        );
+        if let Err(leases) = old.retire(drain) {
+            tracing::warn!(%id, leases, "replace: the old version's leases outlived the drain; detached");
+            return Ok(Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }));
+        }
+        // The old version is dropped at the end of this call (its `Drop` is user code), under
+        // the lifecycle lock only.
+        match old.model.unload() {
+            Ok(()) => {
+                tracing::debug!(%id, "replace: old version unloaded");
+                Ok(Replaced::Unloaded)
+            }
+            Err(error) => {
+                tracing::warn!(%id, %error, "replace: the old version's unload failed; dropped");
+                Ok(Replaced::Detached(ManagerError::Unload {
+                    id: id.clone(),
+                    source: SourceError::new(error),
+                }))
+            }
+        }
     }
 
     fn contains(&self, id: &str) -> bool {

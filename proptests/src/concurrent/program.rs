@@ -46,6 +46,8 @@ pub enum ThreadOp {
     AddNow(usize),
     /// `remove_with(RESOLVED[i], …)` with a zero timeout.
     RemoveNow(usize),
+    /// `replace(IDS[i], None, …)`: a new version of `IDS[i]` (SPEC 1.11).
+    Replace(usize),
     /// `shutdown(…)` of the whole stack (SPEC 1.13): later adds and leases are refused.
     Shutdown,
 }
@@ -106,6 +108,14 @@ impl Program {
         self.threads.iter().flatten().any(|op| matches!(op, ThreadOp::AddNow(_) | ThreadOp::RemoveNow(_)))
     }
 
+    /// The most models alive at once: the capacity, plus one old version per replace (a
+    /// version whose leases outlive the drain is detached, alive until its last lease ends, and
+    /// no longer counted by the cache).
+    pub fn alive_at_most(&self) -> usize {
+        self.capacity()
+            + self.threads.iter().flatten().filter(|op| matches!(op, ThreadOp::Replace(_))).count()
+    }
+
     /// The capacity the stack behaves as.
     pub fn capacity(&self) -> usize {
         if self.nested && self.narrow { NARROW_SIZE } else { MAX_SIZE }
@@ -133,6 +143,7 @@ fn thread_op() -> impl Strategy<Value = ThreadOp> {
         2 => (resolved(), rare()).prop_map(|(i, panics)| ThreadOp::Infer(i, panics)),
         1 => index().prop_map(ThreadOp::AddNow),
         1 => resolved().prop_map(ThreadOp::RemoveNow),
+        1 => index().prop_map(ThreadOp::Replace),
         1 => Just(ThreadOp::Shutdown),
     ]
 }

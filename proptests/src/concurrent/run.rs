@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError};
+use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError, Replaced};
 use resident_sim::cache_world::ensure_outside_monitors;
 use resident_sim::manager_world::{CallObserver, ManagerWorld, SimModel, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
@@ -192,6 +192,17 @@ where
             ThreadOp::Remove(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove(RESOLVED[i])), ()));
             }
+            ThreadOp::Replace(i) => {
+                recorder.call(thread, Op::Replace(i), || {
+                    let ret = match m.replace(IDS[i], None, CallOptions::new()) {
+                        Ok(Replaced::Added) => Ret::Loaded,
+                        Ok(Replaced::Unloaded) => Ret::Done,
+                        Ok(Replaced::Detached(detached)) => error(detached),
+                        Err(e) => error(e),
+                    };
+                    (ret, ())
+                });
+            }
             ThreadOp::Shutdown => {
                 recorder.call(thread, Op::Shutdown, || {
                     let report = m.shutdown(CallOptions::new());
@@ -248,8 +259,11 @@ where
 fn run_once<R: SimRuntime>(rt: R, program: &Program) {
     let recorder = Arc::new(Recorder::new(&rt));
     let observer: Arc<dyn CallObserver> = Arc::clone(&recorder) as _;
-    let mut builder =
-        ManagerWorld::builder(rt).work(1).capacity(program.capacity()).observe_calls(observer).alias(ALIAS);
+    let mut builder = ManagerWorld::builder(rt)
+        .work(1)
+        .capacity(program.alive_at_most())
+        .observe_calls(observer)
+        .alias(ALIAS);
     for (i, id) in IDS.iter().enumerate() {
         builder = builder.model(id, &program.faults.loads[i], &program.faults.unloads[i]);
         if program.faults.size_panics[i] {

@@ -79,6 +79,10 @@ pub enum Op {
     /// `infer(RESOLVED[i], f)`: a lease taken and dropped within the call (a drain that times
     /// out while it overlaps may be explained by it).
     Infer(usize),
+    /// `replace(IDS[i], None, …)`: takes effect when it switches the registry to the new
+    /// version (or adds it, if none was registered); the old version's unload is an event of its
+    /// own, after that. Like an add it needs room — for both versions — and may evict.
+    Replace(usize),
     /// `shutdown(…)`: takes effect when it refuses from then on; its unloads are events of
     /// their own ([`Op::Unload`]), and the runner checks its report.
     Shutdown,
@@ -125,6 +129,8 @@ pub struct State {
     registered: u8,
     pinned: u8,
     leases: [u8; 4],
+    /// Leases on old versions a replace switched out (they protect nothing registered).
+    retired: [u8; 4],
     loads: [u8; 4],
     unloads: [u8; 4],
     /// Adds (by their room event's index) admitted or ended early.
@@ -213,10 +219,74 @@ fn may_have_succeeded(call: &Call<Op, Ret>) -> bool {
 fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     overlapped(history, at, |op| match *op {
         Op::AddRoom { add, .. } => add != at,
-        Op::Shutdown => true,
+        Op::Replace(_) | Op::Shutdown => true,
         Op::Remove(j) | Op::Pin(j) => j == i,
         _ => false,
     })
+}
+
+impl Stack {
+    /// A remove keeps its model's slot from its unload to its return, so when deadlines fire at
+    /// any point an overlapping one that unloaded also explains a wait for room that timed out.
+    fn removal_holds_room(&self, history: &[Call<Op, Ret>], at: usize) -> bool {
+        self.any_time && overlapping(history, at, |c| matches!(c.op, Op::Remove(_)) && may_have_succeeded(c))
+    }
+
+    /// The states a replace of `RESOLVED[i]` (call `at`) can lead to from `s`.
+    fn replace(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
+        let ret = history[at].ret.as_ref();
+        let mut out = Vec::new();
+        let timed_out = ret == Some(&Ret::LockTimeout) && lock_contended(history, at, i);
+        let others = || {
+            overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) if *j != i))
+        };
+        let full = ret == Some(&Ret::CapacityExhausted)
+            && (s.occupied() >= self.capacity || others() || self.removal_holds_room(history, at));
+        // One of the victims it evicted to make room failed to unload.
+        let failed_eviction =
+            matches!(ret, Some(Ret::UnloadFailed(v)) if *v != i) && s.failed_by & bit(at) != 0;
+        if s.shut_down {
+            // Refused; or it got past the check before the shutdown and then ran out of room.
+            if ret.is_none() || ret == Some(&Ret::ShutDown) || timed_out || full || failed_eviction {
+                out.push(s.clone());
+            }
+            return out;
+        }
+        let registered = State::has(s.registered, i);
+        // Nothing registered: it adds, and shares the failure of a load it waited for.
+        let shared = ret == Some(&Ret::LoadFailed)
+            && !registered
+            && overlapping(history, at, |other| {
+                let same = matches!(other.op, Op::AddRoom { r, c, .. } if r == i && c == i)
+                    || matches!(other.op, Op::Replace(j) if j == i);
+                same && other.ret == Some(Ret::LoadFailed)
+            });
+        if full || timed_out || failed_eviction || shared || ret.is_none() {
+            out.push(s.clone());
+        }
+        if s.occupied() < self.capacity {
+            let mut loaded = s.clone();
+            loaded.loads[i] += 1;
+            match script(of(&self.faults.loads, i), s.loads[i]) {
+                Step::Ok => {
+                    // Switched (the old version then unloaded, or detached: its leases outlived
+                    // the drain, or its unload failed), or added.
+                    let switched = matches!(ret, None | Some(Ret::Done | Ret::Busy))
+                        || ret == Some(&Ret::UnloadFailed(i));
+                    if (registered && switched) || (!registered && ret.is_none_or(|r| *r == Ret::Loaded)) {
+                        loaded.registered |= 1 << i;
+                        loaded.retired[i] += loaded.leases[i];
+                        loaded.leases[i] = 0;
+                        out.push(loaded);
+                    }
+                }
+                Step::Fail if ret.is_none_or(|r| *r == Ret::LoadFailed) => out.push(loaded),
+                Step::Panic if ret.is_none() => out.push(loaded),
+                _ => {}
+            }
+        }
+        out
+    }
 }
 
 impl Spec for Stack {
@@ -252,19 +322,18 @@ impl Spec for Stack {
                 }
                 let failed_eviction =
                     matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
-                let other_adds =
-                    || overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } if *j != i));
-                // A remove keeps its model's slot from its unload to its return, so when deadlines
-                // fire at any point an overlapping one that unloaded also explains a wait for room
-                // that timed out.
-                let removes = || {
-                    self.any_time
-                        && overlapping(history, at, |c| {
-                            matches!(c.op, Op::Remove(_)) && may_have_succeeded(c)
-                        })
+                // Another add's claim, or a replace's (room for its new version beside the old).
+                let other_adds = || {
+                    overlapped(
+                        history,
+                        at,
+                        |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) if *j != i),
+                    )
                 };
                 let full = matches!(ret, Some(Ret::CapacityExhausted))
-                    && (s.occupied() >= self.capacity || other_adds() || removes());
+                    && (s.occupied() >= self.capacity
+                        || other_adds()
+                        || self.removal_holds_room(history, at));
                 let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
                 // A caller that waited for another add's failing load of the same model gets its
                 // error without loading (SPEC 1.9).
@@ -272,8 +341,13 @@ impl Spec for Stack {
                     && open
                     && !registered
                     && overlapping(history, at, |other| {
-                        matches!(other.op, Op::AddRoom { r: j, c: d, add: o } if j == i && d == c && o != add)
-                            && other.ret == Some(Ret::LoadFailed)
+                        let same = match other.op {
+                            Op::AddRoom { r: j, c: d, add: o } => j == i && d == c && o != add,
+                            // A replace of an id that is not registered adds it.
+                            Op::Replace(j) => j == i && c == i,
+                            _ => false,
+                        };
+                        same && other.ret == Some(Ret::LoadFailed)
                     });
                 // An add that unwound in an eviction's unload, or failed on the way.
                 if failed_eviction || full || timed_out || shared || (ret.is_none() && !registered) {
@@ -304,16 +378,21 @@ impl Spec for Stack {
                 }
             }
             Op::Unload { v, by } => {
-                let eviction = matches!(history[by].op, Op::AddRoom { .. });
-                let unloadable =
-                    State::has(s.registered, v) && s.leases[v] == 0 && !(eviction && State::has(s.pinned, v));
+                // A replace's unload of its own id's old version: the new one is registered
+                // and serves; only the old version's leases (drained) matter.
+                let old_version = matches!(history[by].op, Op::Replace(j) if j == v);
+                let eviction = matches!(history[by].op, Op::AddRoom { .. } | Op::Replace(_)) && !old_version;
+                let unloadable = State::has(s.registered, v)
+                    && (old_version || (s.leases[v] == 0 && !(eviction && State::has(s.pinned, v))));
                 if !unloadable {
                     return out;
                 }
                 next.unloads[v] += 1;
                 match script(of(&self.faults.unloads, v), s.unloads[v]) {
                     Step::Ok if is(Ret::Done) => {
-                        next.registered &= !(1 << v);
+                        if !old_version {
+                            next.registered &= !(1 << v);
+                        }
                         next.unloaded_by |= bit(by);
                         out.push(next);
                     }
@@ -370,17 +449,27 @@ impl Spec for Stack {
                 {
                     out.push(next);
                 }
-                Some(Ret::LockTimeout) if overlapped(history, at, |op| matches!(op, Op::AddRoom { .. })) => {
+                // It waited for an eviction's outcome (an add's or a replace's).
+                Some(Ret::LockTimeout)
+                    if overlapped(history, at, |op| matches!(op, Op::AddRoom { .. } | Op::Replace(_))) =>
+                {
                     out.push(next);
                 }
                 None => out.push(next),
                 _ => {}
             },
-            Op::EndLease(i) if s.leases[i] > 0 => {
-                next.leases[i] -= 1;
-                out.push(next);
+            Op::EndLease(i) => {
+                // Of the registered version, or of an old one a replace switched out.
+                if s.leases[i] > 0 {
+                    let mut ended = next.clone();
+                    ended.leases[i] -= 1;
+                    out.push(ended);
+                }
+                if s.retired[i] > 0 {
+                    next.retired[i] -= 1;
+                    out.push(next);
+                }
             }
-            Op::EndLease(_) => {}
             Op::Pin(i) | Op::Unpin(i) => {
                 if is(Ret::Done) {
                     if matches!(call.op, Op::Pin(_)) {
@@ -393,6 +482,7 @@ impl Spec for Stack {
                     out.push(next);
                 }
             }
+            Op::Replace(i) => out = self.replace(s, history, at, i),
             Op::Shutdown => {
                 next.shut_down = true;
                 out.push(next);

@@ -17,6 +17,7 @@ pub mod layers;
 mod manager;
 mod panics;
 mod placement;
+mod replace;
 mod shutdown;
 mod wakeups;
 
@@ -290,6 +291,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_LEASE], deadlines::lease_wait::<_, layers::ThreeDeep>),
     scenario!("S-D1c", "a per-call deadline bounds get_or_put's waits for room and for another device's load (1.10)",
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_ROOM, DEADLINE_SKIPS_LOAD_WAIT], deadlines::cache_waits),
+    scenario!("S-R1", "replace racing leases and a remove: no NotFound, no lease on an unloaded version, the pin kept (1.11)",
+        time: Off, loom: 1, targets: [REPLACE_REMOVES_FIRST, REPLACE_SKIPS_DRAIN, REPLACED_LEASE_NOT_FOUND], replace::replace_races_leases_and_a_remove::<_, layers::ThreeDeep>),
     scenario!("S-G1", "manager shutdown racing an add that evicts and a lease: complete before it or refused, nothing half done (1.13)",
         time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, ADD_AFTER_SHUTDOWN, LEASE_AFTER_SHUTDOWN], shutdown::shutdown_races_adds_and_leases::<_, layers::ThreeDeep>),
     scenario!("W-16", "the start of a shutdown wakes the add waiting for room",

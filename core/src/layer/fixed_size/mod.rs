@@ -42,7 +42,7 @@ use crate::deadline::{CallOptions, Deadline};
 use crate::error::{InvalidConfig, ManagerError};
 use crate::id::ModelId;
 use crate::layer::{Eviction, Manager, resolve};
-use crate::manager::{Added, Lease, LifecycleGuard, Model};
+use crate::manager::{Added, Lease, LifecycleGuard, Model, Replaced};
 use crate::mutants::Mutant;
 use crate::runtime::{Monitor, Runtime};
 
@@ -195,8 +195,10 @@ impl<M: Manager> FixedSizeCache<M> {
     }
 
     /// Counts a cold load of `id` against the capacity, evicting what it must; waits (bounded
-    /// by the capacity wait and the call's `call` deadline) when nothing is evictable.
-    fn admit(&self, id: &ModelId, call: Deadline) -> Result<Admission<'_, M>, ManagerError> {
+    /// by the capacity wait and the call's `call` deadline) when nothing is evictable. With
+    /// `beside`, `id` is registered and stays while its new version loads (a replace): it
+    /// counts too.
+    fn admit(&self, id: &ModelId, call: Deadline, beside: bool) -> Result<Admission<'_, M>, ManagerError> {
         let max = self.config.max_size();
         let rt = self.inner.runtime();
         let wait = call.bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
@@ -240,7 +242,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 if pinned_below.0 != seen {
                     pinned_below.1.clear();
                 }
-                let queued = b.queue.iter().filter(|q| *q != id).count();
+                let queued = b.queue.iter().filter(|q| *q != id).count() + usize::from(beside);
                 let others = b.loading - usize::from(mine);
                 let occupied = queued + if count_inflight { others } else { 0 };
                 if occupied < max {
@@ -528,7 +530,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         if let Some(error) = guard.shared_failure(canonical) {
             return Err(error);
         }
-        let admission = self.admit(id, guard.deadline())?;
+        let admission = self.admit(id, guard.deadline(), false)?;
         let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
             // The historical bug queues by hand, after asking the size.
@@ -546,6 +548,27 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         drop(settle);
         self.enforce_bytes(id);
         Ok(added)
+    }
+
+    /// Makes room for the new version beside the old one first (the id itself is never a
+    /// victim); the id keeps its place in the queue and its pin.
+    fn replace_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        let id = guard.id();
+        if !self.inner.contains(id.as_str()) {
+            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
+        }
+        let _settle = Settle { cache: self, id, way: Settling::Add };
+        let admission = self.admit(id, guard.deadline(), true)?;
+        let replaced = self.inner.replace_locked(guard, canonical)?;
+        // The new version takes the old one's place: its slot in the count is not needed.
+        drop(admission);
+        let bytes = self.size_of(id);
+        self.book.with(|b| b.set_size(id, bytes));
+        Ok(replaced)
     }
 
     fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {

@@ -1,0 +1,62 @@
+//! Atomic replacement (SPEC 1.11; `S-R1`): a new version of a registered model is loaded beside
+//! the old one and switched in one step; no lease ever sees `NotFound` or a version being
+//! unloaded.
+
+use resident::runtime::Arc;
+use resident::{CallOptions, Manager, ManagerError, ModelId, Replaced};
+
+use super::cache::join;
+use super::layers::{Depth, cache, finish};
+use crate::ensure;
+use crate::latch::Latch;
+use crate::manager_world::ManagerWorld;
+use crate::runtime::SimRuntime;
+use crate::world::traced;
+
+/// S-R1: X (pinned) and Y are registered in a cache of three. T1 replaces X; T2 leases X twice
+/// and serves from each lease (a version unloaded under it fails the execution, L1); then T3
+/// removes X, racing the replace. Every lease succeeds, X stays pinned, and X ends registered
+/// exactly when the replace came last.
+pub(super) fn replace_races_leases_and_a_remove<R: SimRuntime, D: Depth>(rt: R) {
+    let leased = Arc::new(Latch::new(&rt));
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).model("Y", &[], &[]);
+    let world = cache::<R, D>(builder, 3, &["X", "Y"], &[]);
+    world.manager.pin("X").expect("registered");
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace(X)", || m.replace("X", None, CallOptions::new())));
+    let t2 = {
+        let leased = Arc::clone(&leased);
+        world.spawn("T2", move |m, t| {
+            let served: Vec<_> =
+                (0..2).map(|_| traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t)))).collect();
+            leased.add(1);
+            served
+        })
+    };
+    let t3 = world.spawn("T3", move |m, t| {
+        leased.wait_for(1);
+        traced(t, "remove(X)", || m.remove("X"))
+    });
+    let replaced = join::<R, _>(t1);
+    let served = join::<R, _>(t2);
+    let removed = join::<R, _>(t3);
+    ensure!(served.iter().all(Result::is_ok), "S-R1", "a lease of X during its replace failed: {served:?}");
+    ensure!(removed.is_ok(), "contract", "remove(X) gave {removed:?}");
+    let registered = world.manager.contains("X");
+    match replaced {
+        Ok(Replaced::Unloaded) => ensure!(!registered, "contract", "X replaced, then removed, is registered"),
+        Ok(Replaced::Added) => {
+            ensure!(registered, "contract", "X removed, then added by the replace, is gone")
+        }
+        other => ensure!(false, "contract", "replace(X) gave {other:?}"),
+    }
+    let pinned = world.manager.pinned().contains(&ModelId::new("X").expect("valid"));
+    ensure!(pinned, "S-R1", "the replace or the remove lost X's pin: {:?}", world.manager.pinned());
+    let refused =
+        world.manager.replace("Y", Some("X"), CallOptions::new().with_timeout(std::time::Duration::ZERO));
+    ensure!(
+        !matches!(refused, Err(ManagerError::NotFound { .. })),
+        "contract",
+        "a replace never answers NotFound: {refused:?}"
+    );
+    finish(&world);
+}
