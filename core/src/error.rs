@@ -133,6 +133,25 @@ pub enum ManagerError {
         /// The resolved id of the refused call.
         id: ModelId,
     },
+    /// A lowered capacity could not be reached in time: what is still registered (in LRU
+    /// order) was pinned, in use or being changed throughout the wait. The new capacity holds
+    /// for every later admission.
+    #[error(
+        "still over max_size {max_size} after {waited:?}: {held:?} registered (pinned, in use or busy) and {loading} loading"
+    )]
+    OverLimit {
+        /// The new capacity.
+        max_size: usize,
+        /// The registered resolved ids, least recently used first.
+        held: Vec<ModelId>,
+        /// Cold loads in flight.
+        loading: usize,
+        /// The bound the wait had.
+        waited: Duration,
+    },
+    /// A configuration value was refused; nothing changed.
+    #[error(transparent)]
+    InvalidConfig(#[from] InvalidConfig),
     /// A model id or alias was refused.
     #[error(transparent)]
     InvalidId(#[from] InvalidId),
@@ -183,6 +202,23 @@ pub enum CacheError {
         /// The mover's error.
         message: String,
     },
+    /// A lowered RAM cap could not be reached in time: records in use (locked, held or being
+    /// admitted) and reservations of loads kept the bytes over it. The new cap holds for every
+    /// later reservation.
+    #[error("still {in_use} bytes in use and {reserved} reserved, over the new cap {cap}, after {waited:?}")]
+    OverCap {
+        /// The new cap.
+        cap: u64,
+        /// Bytes in use when it gave up.
+        in_use: u64,
+        /// Bytes reserved when it gave up.
+        reserved: u64,
+        /// The bound the wait had.
+        waited: Duration,
+    },
+    /// A configuration value was refused; nothing changed.
+    #[error(transparent)]
+    InvalidConfig(#[from] InvalidConfig),
     /// The cache was shut down: a prefetch (an admission nobody retrieves) is refused, and so
     /// is every [`DeviceCache::get_or_put`](crate::cache::DeviceCache::get_or_put) once its
     /// group was shut down.

@@ -77,6 +77,14 @@ mutants! {
     REPLACE_SKIPS_DRAIN = "replace-skips-drain",
     /// S-R1: a lease that finds the version it looked up replaced gets `NotFound`.
     REPLACED_LEASE_NOT_FOUND = "replaced-lease-not-found",
+    /// S-Z1: lowering `max_size` only sets the number; nothing is evicted down to it.
+    RESIZE_DOES_NOT_EVICT = "resize-does-not-evict",
+    /// W-17: raising `max_size` does not wake the adds waiting for room.
+    LOST_WAKEUP_MAX_SIZE = "lost-wakeup-max-size",
+    /// S-Z1c: lowering the RAM cap only sets the number; nothing is evicted down to it.
+    CAP_LOWERED_WITHOUT_EVICTING = "cap-lowered-without-evicting",
+    /// W-18: raising the RAM cap does not wake the loads waiting for room.
+    LOST_WAKEUP_CAP_RAISED = "lost-wakeup-cap-raised",
     /// S2: a failed load retires the entry while the failing loader still holds it.
     RETIRE_ON_LOAD_FAILURE = "retire-on-load-failure",
     /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.

@@ -44,6 +44,8 @@ struct Counters {
     overflow: bool,
     /// How long a reservation waits for room.
     room_wait: Duration,
+    /// The cap ([`RamBudget::set_cap`] changes it while serving).
+    cap: u64,
 }
 
 /// The default bound on a wait for room.
@@ -79,7 +81,6 @@ pub(crate) struct Overflow;
 
 /// The global RAM cap, and what is counted against it right now.
 pub struct RamBudget<R: Runtime = StdRuntime> {
-    cap: u64,
     counters: R::Monitor<Counters>,
     /// Bumped by every debit and every [`RamBudget::room_changed`]: what a waiter for room
     /// waits to see move.
@@ -92,8 +93,8 @@ impl<R: Runtime> RamBudget<R> {
         if cap == 0 {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
-        let counters = Counters { room_wait: DEFAULT_ROOM_WAIT, ..Counters::default() };
-        Ok(Arc::new(Self { cap, counters: runtime.monitor(counters), room: Signal::new(runtime) }))
+        let counters = Counters { room_wait: DEFAULT_ROOM_WAIT, cap, ..Counters::default() };
+        Ok(Arc::new(Self { counters: runtime.monitor(counters), room: Signal::new(runtime) }))
     }
 
     /// Lets admissions overshoot the cap (`true`), as before budgets were hard: a load that
@@ -132,9 +133,8 @@ impl<R: Runtime> RamBudget<R> {
     /// Reserves `bytes` if they fit under the cap now (`None`, nothing changed, if not). The
     /// reservation counts until it is dropped or becomes a charge.
     pub(crate) fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation<R>> {
-        let cap = self.cap;
         let committed = self.counters.with(|c| {
-            if c.committed().checked_add(bytes)? > cap {
+            if c.committed().checked_add(bytes)? > c.cap {
                 return None;
             }
             c.reserved += bytes;
@@ -178,7 +178,23 @@ impl<R: Runtime> RamBudget<R> {
 
     /// The cap in bytes.
     pub fn cap(&self) -> u64 {
-        self.cap
+        self.counters.with(|c| c.cap)
+    }
+
+    /// Changes the cap (SPEC 1.12); `true` if it was lowered. Raising it wakes the loads
+    /// waiting for room. Lowering it holds for every later reservation at once; what is
+    /// already in use is evicted down to it by
+    /// [`CacheGroup::set_cap`](super::CacheGroup::set_cap), which calls this. The high-water
+    /// mark stays the peak since the budget was made. Zero is refused and changes nothing.
+    pub fn set_cap(&self, cap: u64) -> Result<bool, InvalidConfig> {
+        if cap == 0 {
+            return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
+        }
+        let lowered = self.counters.with(|c| std::mem::replace(&mut c.cap, cap) > cap);
+        if !lowered {
+            self.room.bump_at(Mutant::LOST_WAKEUP_CAP_RAISED);
+        }
+        Ok(lowered)
     }
 
     /// Bytes counted now: each live canonical once, plus every non-shared resident record.
@@ -199,12 +215,18 @@ impl<R: Runtime> RamBudget<R> {
     /// Bytes in use plus reserved above the cap (0 when within it; only the overflow policy
     /// goes above).
     pub fn excess(&self) -> u64 {
-        self.committed().saturating_sub(self.cap)
+        self.counters.with(|c| c.committed().saturating_sub(c.cap))
+    }
+
+    /// Whether `bytes` more would fit under the cap once `pending` bytes (evictions decided,
+    /// not yet debited) are given back: one read of the counters and the cap together.
+    pub(crate) fn fits_after(&self, pending: u64, bytes: u64) -> bool {
+        self.counters.with(|c| c.committed().saturating_sub(pending).saturating_add(bytes) <= c.cap)
     }
 
     /// Whether `bytes` more would still fit under the cap, next to what is in use and reserved.
     pub fn fits(&self, bytes: u64) -> bool {
-        self.committed().saturating_add(bytes) <= self.cap
+        self.counters.with(|c| c.committed().saturating_add(bytes) <= c.cap)
     }
 
     /// The most ever counted at once, reservations included.
@@ -281,7 +303,7 @@ impl<R: Runtime> RamBudget<R> {
 
 impl<R: Runtime> fmt::Debug for RamBudget<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RamBudget").field("cap", &self.cap).field("in_use", &self.in_use()).finish()
+        f.debug_struct("RamBudget").field("cap", &self.cap()).field("in_use", &self.in_use()).finish()
     }
 }
 

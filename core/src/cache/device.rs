@@ -952,7 +952,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     ) -> Evicted<W, R> {
         let mut evicted: Evicted<W, R> = Vec::new();
         let mut pending = 0;
-        while group.budget.committed().saturating_sub(pending).saturating_add(room) > group.budget.cap() {
+        while !group.budget.fits_after(pending, room) {
             // Records that give bytes back first (least recently used among them): evicting one
             // whose canonical a peer shares frees nothing, so it goes only when nothing else can.
             let victim = s

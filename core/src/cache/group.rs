@@ -9,7 +9,8 @@ use super::device::Dropped;
 use super::expiry::ExpiryTimer;
 use super::single_flight::Loads;
 use super::weights::WeightStore;
-use crate::error::InvalidConfig;
+use crate::deadline::CallOptions;
+use crate::error::{CacheError, InvalidConfig};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
@@ -56,6 +57,50 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// How long [`DeviceCache::get_or_put`] waits for another device's load of the same key.
     pub fn load_wait(&self) -> std::time::Duration {
         self.loads.wait()
+    }
+
+    /// Changes the RAM cap while serving (SPEC 1.12). Raising it wakes the loads waiting for
+    /// room. Lowering it holds for every later reservation at once, then evicts idle records
+    /// down to it, least recently used first in every cache, waiting for records in use to be
+    /// released at most the budget's room wait (and `options`); what is still over then is
+    /// [`CacheError::OverCap`] (the new cap stays). Zero is [`CacheError::InvalidConfig`],
+    /// and nothing changes.
+    ///
+    /// ```
+    /// use resident::CallOptions;
+    /// use resident::cache::CacheGroup;
+    /// let group = CacheGroup::<Vec<u8>>::new(1_000)?;
+    /// let cpu = group.cache("cpu");
+    /// drop(cpu.get_or_put("a", 600, || Ok::<_, resident::CacheError>(vec![0; 600]))?);
+    /// group.set_cap(500, CallOptions::new())?; // evicts the idle `a`
+    /// assert_eq!(group.budget().in_use(), 0);
+    /// assert!(group.set_cap(0, CallOptions::new()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_cap(&self, cap: u64, options: CallOptions) -> Result<(), CacheError> {
+        let budget = &self.budget;
+        if !budget.set_cap(cap)? || self.runtime.mutant(Mutant::CAP_LOWERED_WITHOUT_EVICTING) {
+            return Ok(());
+        }
+        tracing::info!(cap, "RAM cap lowered: evicting down to it");
+        let rt = &self.runtime;
+        let wait = options.deadline(rt).bound(rt, budget.room_wait(), Mutant::DEADLINE_SKIPS_ROOM);
+        let deadline = rt.now().checked_add(wait);
+        loop {
+            let seen = budget.room_epoch();
+            for cache in self.caches() {
+                cache.make_room_here(0);
+            }
+            if budget.excess() == 0 {
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| rt.now() >= d) {
+                let (in_use, reserved) = (budget.in_use(), budget.reserved());
+                return Err(CacheError::OverCap { cap: budget.cap(), in_use, reserved, waited: wait });
+            }
+            let left = deadline.map_or(std::time::Duration::MAX, |d| d.saturating_sub(rt.now()));
+            let _ = budget.wait_for_room(seen, left);
+        }
     }
 
     /// The shared RAM budget.

@@ -18,6 +18,7 @@ mod manager;
 mod panics;
 mod placement;
 mod replace;
+mod resize;
 mod shutdown;
 mod wakeups;
 
@@ -293,6 +294,14 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_ROOM, DEADLINE_SKIPS_LOAD_WAIT], deadlines::cache_waits),
     scenario!("S-R1", "replace racing leases and a remove: no NotFound, no lease on an unloaded version, the pin kept (1.11)",
         time: Off, loom: 1, targets: [REPLACE_REMOVES_FIRST, REPLACE_SKIPS_DRAIN, REPLACED_LEASE_NOT_FOUND], replace::replace_races_leases_and_a_remove::<_, layers::ThreeDeep>),
+    scenario!("S-Z1", "lowering max_size while leases end and a lease races the evictions: evicted down to it (1.12)",
+        time: Off, loom: 1, targets: [RESIZE_DOES_NOT_EVICT], resize::lowering_max_size_while_serving::<_, layers::ThreeDeep>),
+    scenario!("W-17", "raising max_size wakes the add waiting for room",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_MAX_SIZE], resize::raising_max_size_wakes_the_add::<_, layers::ThreeDeep>),
+    scenario!("S-Z1c", "lowering the RAM cap while a load runs: evicted down to it, locked records kept (1.12)",
+        time: Off, loom: 1, targets: [CAP_LOWERED_WITHOUT_EVICTING], resize::lowering_the_ram_cap_while_loading),
+    scenario!("W-18", "raising the RAM cap wakes the load waiting for room",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_RAISED], resize::raising_the_ram_cap_wakes_the_load),
     scenario!("S-G1", "manager shutdown racing an add that evicts and a lease: complete before it or refused, nothing half done (1.13)",
         time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, ADD_AFTER_SHUTDOWN, LEASE_AFTER_SHUTDOWN], shutdown::shutdown_races_adds_and_leases::<_, layers::ThreeDeep>),
     scenario!("W-16", "the start of a shutdown wakes the add waiting for room",

@@ -141,7 +141,7 @@ impl<M: Manager> FixedSizeCache<M> {
     /// Wraps `inner`; models it already holds are queued in id order.
     pub fn new(inner: M, config: FixedSizeConfig) -> Result<Self, InvalidConfig> {
         config.validate()?;
-        let mut book = Bookkeeping::default();
+        let mut book = Bookkeeping { max_size: config.max_size(), ..Bookkeeping::default() };
         for id in inner.ids() {
             let bytes = inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
             book.push(&id);
@@ -164,6 +164,87 @@ impl<M: Manager> FixedSizeCache<M> {
     /// The capacity configuration.
     pub fn config(&self) -> &FixedSizeConfig {
         &self.config
+    }
+
+    /// The capacity now: [`FixedSizeConfig::max_size`] until [`FixedSizeCache::set_max_size`]
+    /// changes it.
+    pub fn max_size(&self) -> usize {
+        self.book.with(|b| b.max_size)
+    }
+
+    /// Changes the capacity while serving (SPEC 1.12). Raising it wakes the adds waiting for
+    /// room. Lowering it takes effect for every admission at once, then evicts down to it:
+    /// idle least-recently-used models first (never a pinned one, nor one in use or being
+    /// changed), waiting for leases to end and locks to be released at most the capacity wait
+    /// (and `options`); what is still over then is [`ManagerError::OverLimit`], naming the
+    /// models that held it (the new capacity stays, and later adds respect it). Zero is
+    /// [`ManagerError::InvalidConfig`], and nothing changes.
+    ///
+    /// ```
+    /// use resident::{BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+    /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
+    /// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
+    /// let cache = FixedSizeCache::new(ModelManager::new(L), FixedSizeConfig::new(3))?;
+    /// for id in ["a", "b", "c"] {
+    ///     cache.add_model(id, None)?;
+    /// }
+    /// cache.set_max_size(1, CallOptions::new())?; // evicts a and b
+    /// assert_eq!(cache.queue(), [ModelId::new("c")?]);
+    /// assert!(cache.set_max_size(0, CallOptions::new()).is_err());
+    /// assert_eq!(cache.max_size(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_max_size(&self, max_size: usize, options: CallOptions) -> Result<(), ManagerError> {
+        if max_size == 0 {
+            return Err(InvalidConfig { field: "max_size", reason: "must be greater than zero" }.into());
+        }
+        let lowered = self.book.with(|b| {
+            let lowered = max_size < b.max_size;
+            b.max_size = max_size;
+            b.version += 1;
+            lowered
+        });
+        tracing::info!(max_size, lowered, "max_size changed");
+        if !lowered {
+            // Room for the adds waiting for it.
+            self.inner.changes().bump_at(Mutant::LOST_WAKEUP_MAX_SIZE);
+            return Ok(());
+        }
+        if self.mutant(Mutant::RESIZE_DOES_NOT_EVICT) {
+            return Ok(());
+        }
+        self.evict_down(options)
+    }
+
+    /// After a lowered capacity: evicts idle LRU models until the registered ones and the loads
+    /// in flight fit, waiting (bounded) for the others to become idle.
+    fn evict_down(&self, options: CallOptions) -> Result<(), ManagerError> {
+        let rt = self.inner.runtime();
+        let changes = self.inner.changes();
+        let wait =
+            options.deadline(rt).bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
+        let deadline = rt.now().checked_add(wait);
+        loop {
+            let epoch = changes.epoch();
+            let (over, victims) = self.book.with(|b| {
+                let over = (b.queue.len() + b.loading).saturating_sub(b.max_size);
+                let victims = b.victims(over, None, |v| !self.inner.in_use(v) && !self.inner.is_locked(v));
+                (over, victims)
+            });
+            if over == 0 {
+                return Ok(());
+            }
+            if !victims.is_empty() && self.evict_all(&victims)?.is_none() {
+                continue;
+            }
+            if deadline.is_some_and(|d| rt.now() >= d) {
+                let (max_size, held, loading) =
+                    self.book.with(|b| (b.max_size, b.queue.iter().cloned().collect(), b.loading));
+                return Err(ManagerError::OverLimit { max_size, held, loading, waited: wait });
+            }
+            let left = deadline.map(|d| d.saturating_sub(rt.now()));
+            let _ = changes.wait_past(epoch, left);
+        }
     }
 
     /// The LRU queue, least recently used first.
@@ -199,7 +280,6 @@ impl<M: Manager> FixedSizeCache<M> {
     /// `beside`, `id` is registered and stays while its new version loads (a replace): it
     /// counts too.
     fn admit(&self, id: &ModelId, call: Deadline, beside: bool) -> Result<Admission<'_, M>, ManagerError> {
-        let max = self.config.max_size();
         let rt = self.inner.runtime();
         let wait = call.bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
         // A wait too long to represent as a deadline is unbounded (as for every timeout).
@@ -209,7 +289,7 @@ impl<M: Manager> FixedSizeCache<M> {
             id: id.clone(),
             registered,
             loading,
-            max_size: max,
+            max_size: self.max_size(),
             waited: wait,
         };
         let evict_leased = self.mutant(Mutant::EVICT_LEASED);
@@ -238,7 +318,7 @@ impl<M: Manager> FixedSizeCache<M> {
             }
             let mine = claimed.is_some();
             let (plan, seen, claim) = self.book.with(|b| {
-                let seen = b.version;
+                let (seen, max) = (b.version, b.max_size);
                 if pinned_below.0 != seen {
                     pinned_below.1.clear();
                 }
@@ -249,7 +329,7 @@ impl<M: Manager> FixedSizeCache<M> {
                     b.loading += usize::from(!mine);
                     return (Plan::Admit, seen, !mine);
                 }
-                let victims = b.victims(occupied + 1 - max, id, |v| {
+                let victims = b.victims(occupied + 1 - max, Some(id), |v| {
                     !pinned_below.1.contains(v)
                         && (evict_leased || !self.inner.in_use(v))
                         && !self.inner.is_locked(v)
@@ -290,6 +370,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 }
                 Plan::Full { registered, loading } => {
                     if self.config.policy() == CapacityPolicy::Overflow {
+                        let max = self.max_size();
                         tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
                         if let Some(claimed) = claimed {
                             return Ok(claimed);
@@ -430,7 +511,7 @@ impl<M: Manager> FixedSizeCache<M> {
             let (bytes, victim) = self.book.with(|b| {
                 let bytes = b.bytes();
                 let victim = (bytes > max_bytes)
-                    .then(|| b.victims(1, keep, |v| !self.inner.in_use(v)).pop())
+                    .then(|| b.victims(1, Some(keep), |v| !self.inner.in_use(v)).pop())
                     .flatten();
                 (bytes, victim)
             });

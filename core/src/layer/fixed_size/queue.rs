@@ -12,6 +12,9 @@ pub(crate) struct Bookkeeping {
     pub(crate) pinned: BTreeSet<ModelId>,
     pub(crate) loading: usize,
     pub(crate) sizes: BTreeMap<ModelId, u64>,
+    /// The capacity now ([`FixedSizeCache::set_max_size`](super::FixedSizeCache::set_max_size)
+    /// changes it while serving).
+    pub(crate) max_size: usize,
     /// Bumped whenever the queue gains or loses an id or a pin is lifted: a cold add whose
     /// victims were all skipped waits for a change, not for the same victims again.
     pub(crate) version: u64,
@@ -67,12 +70,12 @@ impl Bookkeeping {
     pub(crate) fn victims(
         &self,
         n: usize,
-        except: &ModelId,
+        except: Option<&ModelId>,
         mut evictable: impl FnMut(&ModelId) -> bool,
     ) -> Vec<ModelId> {
         self.queue
             .iter()
-            .filter(|id| *id != except && !self.pinned.contains(*id) && evictable(id))
+            .filter(|id| Some(*id) != except && !self.pinned.contains(*id) && evictable(id))
             .take(n)
             .cloned()
             .collect()
@@ -120,7 +123,8 @@ mod tests {
             b.push(&id(s));
         }
         b.pinned.insert(id("p"));
-        assert_eq!(b.victims(2, &id("n"), |_| true), [id("a"), id("b")]);
-        assert_eq!(b.victims(5, &id("n"), |v| v.as_str() != "a"), [id("b")]);
+        assert_eq!(b.victims(2, Some(&id("n")), |_| true), [id("a"), id("b")]);
+        assert_eq!(b.victims(5, Some(&id("n")), |v| v.as_str() != "a"), [id("b")]);
+        assert_eq!(b.victims(5, None, |_| true), [id("a"), id("n"), id("b")]);
     }
 }
