@@ -295,7 +295,7 @@ pub trait Manager: Send + Sync + 'static {
     /// ([`Replaced::Unloaded`]); if they outlive the drain or its unload fails, the new version
     /// serves anyway and the old one is dropped with its last lease ([`Replaced::Detached`]).
     /// If the new version's load fails, nothing changes. Through a
-    /// [`FixedSizeCache`](crate::FixedSizeCache) the id keeps its queue position and its pin.
+    /// [`FixedSizeCache`] the id keeps its queue position and its pin.
     /// With nothing registered under the id, the new version is simply added
     /// ([`Replaced::Added`]).
     ///

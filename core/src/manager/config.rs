@@ -51,11 +51,23 @@ impl ManagerConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use resident::ManagerConfig;
-    /// let config = ManagerConfig::default().with_failure_cache(Duration::from_millis(500));
-    /// assert_eq!(config.failure_cache(), Some(Duration::from_millis(500)));
-    /// assert!(config.validate().is_ok());
+    /// use resident::{BoxError, Loader, Manager, ManagerConfig, ManagerError, Model, ModelId, ModelManager};
+    /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
+    /// struct Corrupt;
+    /// impl Loader for Corrupt {
+    ///     type Model = M;
+    ///     fn load(&self, id: &ModelId) -> Result<M, BoxError> { Err(format!("{id}: bad header").into()) }
+    /// }
+    /// let config = ManagerConfig::default().with_failure_cache(Duration::from_secs(30));
+    /// let manager = ModelManager::with_config(Corrupt, config)?;
+    /// let first = manager.add_model("m", None).unwrap_err();
+    /// let again = manager.add_model("m", None).unwrap_err(); // answered without loading
+    /// match (first, again) {
+    ///     (ManagerError::Load { source: a, .. }, ManagerError::Load { source: b, .. }) => assert!(a == b, "one error, shared"),
+    ///     other => panic!("{other:?}"),
+    /// }
     /// assert!(config.with_failure_cache(Duration::ZERO).validate().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_failure_cache(mut self, time: Duration) -> Self {
         self.failure_cache = Some(time);

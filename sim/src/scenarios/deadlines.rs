@@ -18,7 +18,7 @@ use super::layers::{Depth, cache, finish};
 use crate::cache_world::{CacheWorld, Weights};
 use crate::ensure;
 use crate::latch::Latch;
-use crate::manager_world::{ManagerWorld, Step};
+use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
 use crate::world::traced;
 
@@ -106,10 +106,7 @@ pub(super) fn manager_waits<R: SimRuntime, D: Depth>(rt: R) {
 /// leases A with a deadline and waits for the eviction's outcome: by its deadline it gets
 /// `LockTimeout`. The unload then fails, and A stays.
 pub(super) fn lease_wait<R: SimRuntime, D: Depth>(rt: R) {
-    let builder =
-        ManagerWorld::builder(rt).model("A", &[], &[Step::Fail]).model("N", &[], &[]).gate_unloads(&["A"]);
-    let world = cache::<R, D>(builder, 1, &["A"], &[]);
-    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    let (world, t1) = super::eviction::failing_held_eviction::<R, D>(rt);
     let probe = std::sync::Arc::clone(&world.probe);
     let t2 = world.spawn("T2", move |m, t| {
         probe.wait_for_gated_unload();

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
+use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
 
-use super::layers::{Depth, cache, finish, join};
+use super::layers::{Depth, Stack, cache, finish, join};
 use crate::ensure;
 use crate::manager_world::{Base, ManagerWorld, Step, check_queue};
 use crate::runtime::SimRuntime;
@@ -72,14 +72,23 @@ pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
     finish(&world);
 }
 
-/// M-E5 / W-7: max_size 1 with A registered, whose first unload fails and waits for the gate;
-/// T1 adds N (evicting A) while T2 leases A during the unload. The eviction fails and keeps A, so
-/// T2's lease must get A: it waits for the eviction's outcome and is woken when it comes.
-pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
+/// The world of M-E5 and S-D1l: max_size 1 with A registered, whose first unload fails and
+/// waits for the probe's gate; T1 (returned) adds N, evicting A.
+pub(super) fn failing_held_eviction<R: SimRuntime, D: Depth>(
+    rt: R,
+) -> (ManagerWorld<R, Stack<R, D>>, R::Handle<Result<Added, ManagerError>>) {
     let builder =
         ManagerWorld::builder(rt).model("A", &[], &[Step::Fail]).model("N", &[], &[]).gate_unloads(&["A"]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    (world, t1)
+}
+
+/// M-E5 / W-7: max_size 1 with A registered, whose first unload fails and waits for the gate;
+/// T1 adds N (evicting A) while T2 leases A during the unload. The eviction fails and keeps A, so
+/// T2's lease must get A: it waits for the eviction's outcome and is woken when it comes.
+pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
+    let (world, t1) = failing_held_eviction::<R, D>(rt);
     let probe = std::sync::Arc::clone(&world.probe);
     let t2 = world.spawn("T2", move |m, t| {
         probe.wait_for_gated_unload();
