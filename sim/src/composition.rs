@@ -9,7 +9,7 @@ use std::time::Duration;
 use resident::cache::{DeviceCache, DeviceGuard};
 use resident::runtime::Arc;
 use resident::{
-    BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
+    BoxError, Deadline, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
 };
 
 use crate::cache_world::{Behaviour, CacheWorld, Script, Weights, ensure_outside_monitors, ensure_resident};
@@ -49,9 +49,14 @@ impl<R: SimRuntime> Loader for CacheLoader<R> {
     type Model = Served<R>;
 
     fn load(&self, id: &ModelId) -> Result<Served<R>, BoxError> {
+        self.load_until(id, Deadline::NONE)
+    }
+
+    /// The add's deadline bounds the waits of `get_or_put` (what `burn::SharedLoader` does).
+    fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<R>, BoxError> {
         ensure_outside_monitors::<R>("a cache loader's load");
         let (files, script) = (&self.files, &self.script);
-        let loaded = self.cache.get_or_put(id.as_str(), files.bytes, || {
+        let read = || {
             ensure_outside_monitors::<R>("a file read");
             let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
             reads.add(1);
@@ -61,7 +66,8 @@ impl<R: SimRuntime> Loader for CacheLoader<R> {
                 R::yield_now();
             }
             Ok::<_, BoxError>(Weights::scripted(files.bytes, Behaviour::default(), script))
-        })?;
+        };
+        let loaded = self.cache.get_or_put_until(id.as_str(), files.bytes, read, deadline)?;
         let served =
             Served { guard: loaded.lock_on_device()?, cache: Arc::clone(&self.cache), bytes: files.bytes };
         served.check_resident("a cache loader");

@@ -163,6 +163,7 @@ pub struct WorldBuilder<R: SimRuntime> {
     capacity: Option<usize>,
     work: usize,
     observer: Option<Arc<dyn CallObserver>>,
+    failure_cache: Option<Duration>,
 }
 
 impl<R: SimRuntime> WorldBuilder<R> {
@@ -222,6 +223,12 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
+    /// Turns the manager's negative cache on ([`ManagerConfig::with_failure_cache`]).
+    pub fn failure_cache(mut self, time: Duration) -> Self {
+        self.failure_cache = Some(time);
+        self
+    }
+
     /// Fails the execution (`capacity`) whenever a load would make more than `max` models alive.
     pub fn capacity(mut self, max: usize) -> Self {
         self.capacity = Some(max);
@@ -256,9 +263,12 @@ impl<R: SimRuntime> WorldBuilder<R> {
             observer: self.observer,
         });
         let loader = SimLoader { probe: Arc::clone(&probe) };
-        let config = ManagerConfig::default()
+        let mut config = ManagerConfig::default()
             .with_lock_timeout(Duration::from_secs(1))
             .with_lease_drain_timeout(Duration::from_secs(1));
+        if let Some(time) = self.failure_cache {
+            config = config.with_failure_cache(time);
+        }
         let base =
             ModelManager::with_runtime(loader, config, self.rt.clone()).expect("scenario config is valid");
         for id in preload {
@@ -302,6 +312,7 @@ impl<R: SimRuntime> ManagerWorld<R> {
             capacity: None,
             work: 2,
             observer: None,
+            failure_cache: None,
         }
     }
 }

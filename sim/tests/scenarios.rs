@@ -135,6 +135,7 @@ scenario_tests! {
     m_e6 => "M-E6",
     w_16 => "W-16",
     s_f1 => "S-F1",
+    s_f1n => "S-F1n",
     s_d1 => "S-D1",
     s_d1l => "S-D1l",
     s_d1c => "S-D1c",

@@ -72,11 +72,13 @@ pub(super) fn lease_during_eviction<R: SimRuntime, D: Depth>(rt: R) {
     finish(&world);
 }
 
+/// A world, and the thread that adds N into it.
+type HeldEviction<R, D> =
+    (ManagerWorld<R, Stack<R, D>>, <R as SimRuntime>::Handle<Result<Added, ManagerError>>);
+
 /// The world of M-E5 and S-D1l: max_size 1 with A registered, whose first unload fails and
 /// waits for the probe's gate; T1 (returned) adds N, evicting A.
-pub(super) fn failing_held_eviction<R: SimRuntime, D: Depth>(
-    rt: R,
-) -> (ManagerWorld<R, Stack<R, D>>, R::Handle<Result<Added, ManagerError>>) {
+pub(super) fn failing_held_eviction<R: SimRuntime, D: Depth>(rt: R) -> HeldEviction<R, D> {
     let builder =
         ManagerWorld::builder(rt).model("A", &[], &[Step::Fail]).model("N", &[], &[]).gate_unloads(&["A"]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);

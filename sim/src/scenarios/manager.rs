@@ -166,3 +166,29 @@ pub(super) fn shared_failure<R: SimRuntime>(rt: R) {
     ensure!(again.is_ok(), "S-F1", "an add after the failure was delivered did not load afresh: {again:?}");
     world.check_quiescent();
 }
+
+/// S-F1n: with the negative cache on, X's load fails once; then T1 and T2 add X at the same
+/// time. Both get that failure without loading (the clock never reaches the cache's end).
+pub(super) fn negative_cache<R: SimRuntime>(rt: R) {
+    let world = ManagerWorld::builder(rt)
+        .model("X", &[Step::Fail], &[])
+        .failure_cache(std::time::Duration::from_secs(5))
+        .build();
+    let first = traced("main", "add(X)", || world.manager.add_model("X", None));
+    let Err(ManagerError::Load { source, .. }) = &first else {
+        return ensure!(false, "contract", "the scripted failing load returned {first:?}");
+    };
+    let handles =
+        ["T1", "T2"].map(|name| world.spawn(name, |m, t| traced(t, "add(X)", || m.add_model("X", None))));
+    let results = handles.map(join::<R, _>);
+    for result in &results {
+        ensure!(
+            matches!(result, Err(ManagerError::Load { source: s, .. }) if s == source),
+            "S-F1",
+            "an add within the negative cache's time gave {result:?}, not the remembered failure"
+        );
+    }
+    let calls = world.probe.load_calls("X");
+    ensure!(calls == 1, "S-F1", "{calls} loads of X while its failure was remembered");
+    world.check_quiescent();
+}

@@ -286,6 +286,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 2, targets: [LOST_WAKEUP_MOVE_SETTLED], wakeups::move_settled),
     scenario!("S-F1", "waiters of a failing load share its error; a later caller loads afresh (1.9)",
         time: Off, loom: 2, targets: [FAILURE_NOT_SHARED], manager::shared_failure),
+    scenario!("S-F1n", "with the negative cache on, new callers get a remembered failure without loading (1.9)",
+        time: Off, loom: 2, targets: [FAILURE_NOT_SHARED], manager::negative_cache),
     scenario!("S-D1", "per-call deadlines shorter than the configured timeouts bound the lock, drain and capacity waits (1.10)",
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_LOCK, DEADLINE_SKIPS_DRAIN, DEADLINE_SKIPS_CAPACITY], deadlines::manager_waits::<_, layers::ThreeDeep>),
     scenario!("S-D1l", "a per-call deadline bounds a lease's wait for an eviction's outcome (1.10)",
