@@ -163,6 +163,17 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         }
     }
 
+    /// Whether the manager is shut down, and whether `id` is registered: one look at the table.
+    fn state_of(&self, id: &ModelId) -> (bool, bool) {
+        self.table.with(|t| (t.shut_down, t.registry.contains_key(id)))
+    }
+
+    /// How long a drain of leases under `guard` may wait: the configured drain timeout, or less
+    /// by the guard's deadline.
+    fn drain_bound(&self, guard: &LifecycleGuard<L::Model, R>) -> std::time::Duration {
+        guard.deadline().bound(&self.runtime, self.config.lease_drain_timeout(), Mutant::DEADLINE_SKIPS_DRAIN)
+    }
+
     fn check_guard(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
         if guard.belongs_to(&self.table) {
             Ok(())
@@ -214,10 +225,11 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     ) -> Result<Added, ManagerError> {
         self.check_guard(guard)?;
         let resolved = guard.id();
-        if self.is_shut_down() && !self.runtime.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
+        let (shut_down, registered) = self.state_of(resolved);
+        if shut_down && !self.runtime.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
             return Err(ManagerError::ShutDown { id: resolved.clone() });
         }
-        if self.table.with(|t| t.registry.contains_key(resolved)) {
+        if registered {
             tracing::debug!(id = %resolved, "add: warm");
             return Ok(Added::Warm);
         }
@@ -261,8 +273,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let closed = if self.runtime.mutant(Mutant::UNLOAD_WHILE_LEASED) {
             None
         } else {
-            let drain = self.config.lease_drain_timeout();
-            Some(slot.close(guard.deadline().bound(&self.runtime, drain, Mutant::DEADLINE_SKIPS_DRAIN))?)
+            Some(slot.close(self.drain_bound(guard))?)
         };
         self.unload(guard, &slot, closed)
     }
@@ -312,11 +323,10 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     ) -> Result<Replaced, ManagerError> {
         self.check_guard(guard)?;
         let id = guard.id();
-        if self.is_shut_down() {
-            return Err(ManagerError::ShutDown { id: id.clone() });
-        }
-        if !self.contains(id.as_str()) {
-            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
+        match self.state_of(id) {
+            (true, _) => return Err(ManagerError::ShutDown { id: id.clone() }),
+            (false, false) => return self.add_locked(guard, canonical).map(|_| Replaced::Added),
+            (false, true) => {}
         }
         if self.runtime.mutant(Mutant::REPLACE_REMOVES_FIRST) {
             self.remove_locked(guard)?;
@@ -330,11 +340,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let new = Arc::new(Slot::new(id.clone(), model, &self.changes));
         let old = self.table.with(|t| t.registry.insert(id.clone(), new));
         let old = old.expect("registered: checked under the lifecycle lock");
-        let drain = guard.deadline().bound(
-            &self.runtime,
-            self.config.lease_drain_timeout(),
-            Mutant::DEADLINE_SKIPS_DRAIN,
-        );
+        let drain = self.drain_bound(guard);
         if let Err(leases) = old.retire(drain) {
             tracing::warn!(%id, leases, "replace: the old version's leases outlived the drain; detached");
             return Ok(Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }));
