@@ -26,8 +26,8 @@ use resident::burn::{BurnWeights, Cpu, SharedLoader, SharedWeights, load_peak, s
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
 use resident::{
-    BoxError, CacheError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, ModelId,
-    ModelManager,
+    BoxError, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError,
+    ModelId, ModelManager,
 };
 
 #[global_allocator]
@@ -228,7 +228,7 @@ fn main() -> Result<(), BoxError> {
         .map(|name| {
             let loader = SharedLoader::new(Arc::clone(&arch), &dir, &group, name)?;
             // Device copies of models the manager unloaded go first when a lock needs room.
-            loader.cache().set_device_budget(Some(per_device as u64 * model_bytes));
+            loader.cache().set_device_budget(Some(per_device as u64 * model_bytes), CallOptions::new())?;
             let manager = ModelManager::new(Counting { inner: loader, loads: AtomicU64::new(0) });
             Ok(Arc::new(FixedSizeCache::new(manager, FixedSizeConfig::new(per_device))?))
         })

@@ -216,6 +216,24 @@ pub enum CacheError {
         /// The bound the wait had.
         waited: Duration,
     },
+    /// A lowered device budget could not be reached in time: the copies of locked records (and
+    /// moves in flight) kept the device bytes over it. The new budget holds for every later
+    /// placement, and each unlock lets a placement offload the copy it needs room from.
+    #[error(
+        "device `{device}`: still {used} device bytes counted, over the new budget {budget}, after {waited:?}; locked: {locked:?}"
+    )]
+    DeviceOverBudget {
+        /// The cache's device.
+        device: String,
+        /// The new device budget.
+        budget: u64,
+        /// Device bytes counted when it gave up (live copies and moves in flight).
+        used: u64,
+        /// The keys whose copies were locked or moving then.
+        locked: Vec<String>,
+        /// The bound the wait had.
+        waited: Duration,
+    },
     /// A configuration value was refused; nothing changed.
     #[error(transparent)]
     InvalidConfig(#[from] InvalidConfig),

@@ -16,6 +16,26 @@
 //! production [`StdRuntime`](runtime::StdRuntime). The `resident-sim` crate plugs in the
 //! shuttle and loom model checkers through the same parameter, so what is checked is exactly
 //! what ships.
+//!
+//! ## Serving semantics
+//! What a model server needs, on every stack (each item links to its guarantee and a runnable
+//! example):
+//! - *Shared failure* (SPEC 1.9): callers waiting for a load that fails get that load's very
+//!   error instead of loading again; [`ManagerConfig::with_failure_cache`] remembers a failure
+//!   for new callers for a while.
+//! - *Per-call deadlines* (SPEC 1.10): [`CallOptions`] bound every wait inside
+//!   [`Manager::add_model_with`], [`Manager::remove_with`], [`Manager::lease_with`],
+//!   [`Manager::infer_with`] and [`DeviceCache::get_or_put_with`](cache::DeviceCache::get_or_put_with);
+//!   expiry is that wait's own typed error.
+//! - *Atomic replacement* (SPEC 1.11): [`Manager::replace`] loads the new version beside the
+//!   old one and switches in one step; no request sees `NotFound`.
+//! - *Runtime resizing* (SPEC 1.12): [`FixedSizeCache::set_max_size`],
+//!   [`CacheGroup::set_cap`](cache::CacheGroup::set_cap) and
+//!   [`DeviceCache::set_device_budget`](cache::DeviceCache::set_device_budget) evict down to a
+//!   lowered limit (idle least recently used first, a bounded wait for the rest, then a typed
+//!   error naming what is still over) and wake the waiters of a raised one.
+//! - *Graceful shutdown* (SPEC 1.13): [`Manager::shutdown`] refuses new adds and leases, drains
+//!   live leases and unloads every model through every layer, reporting what could not go.
 #![cfg_attr(feature = "burn", doc = include_str!("burn_example.md"))]
 #![forbid(unsafe_code)]
 

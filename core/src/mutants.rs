@@ -63,6 +63,8 @@ mutants! {
     DEADLINE_SKIPS_ROOM = "deadline-skips-room",
     /// S-D1c: a wait for another device's load of the key ignores the call's deadline.
     DEADLINE_SKIPS_LOAD_WAIT = "deadline-skips-load-wait",
+    /// S-D1v: lowering a device budget waits for locked copies past its call's deadline.
+    DEADLINE_SKIPS_DEVICE_ROOM = "deadline-skips-device-room",
     /// S-G1: shutdown settles only the ids registered when it starts, missing adds in flight.
     SHUTDOWN_REGISTRY_ONLY = "shutdown-registry-only",
     /// S-G1: adds are not refused after shutdown.
@@ -79,12 +81,19 @@ mutants! {
     REPLACED_LEASE_NOT_FOUND = "replaced-lease-not-found",
     /// S-Z1: lowering `max_size` only sets the number; nothing is evicted down to it.
     RESIZE_DOES_NOT_EVICT = "resize-does-not-evict",
+    /// S-Z1p: lowering `max_size` tries a victim pinned by a layer below again at once, forever
+    /// (a busy loop while every other victim is in use).
+    RESIZE_RETRIES_PINNED_BELOW = "resize-retries-pinned-below",
     /// W-17: raising `max_size` does not wake the adds waiting for room.
     LOST_WAKEUP_MAX_SIZE = "lost-wakeup-max-size",
     /// S-Z1c: lowering the RAM cap only sets the number; nothing is evicted down to it.
     CAP_LOWERED_WITHOUT_EVICTING = "cap-lowered-without-evicting",
     /// W-18: raising the RAM cap does not wake the loads waiting for room.
     LOST_WAKEUP_CAP_RAISED = "lost-wakeup-cap-raised",
+    /// S-Z1d: lowering a device budget only sets the number; no copy is offloaded down to it.
+    DEVICE_BUDGET_LOWERED_WITHOUT_OFFLOADING = "device-budget-lowered-without-offloading",
+    /// W-19: raising a device budget does not wake the lockers waiting for device room.
+    LOST_WAKEUP_DEVICE_BUDGET_RAISED = "lost-wakeup-device-budget-raised",
     /// S2: a failed load retires the entry while the failing loader still holds it.
     RETIRE_ON_LOAD_FAILURE = "retire-on-load-failure",
     /// S2t: a caller that times out waiting for the lifecycle lock keeps its reservation.

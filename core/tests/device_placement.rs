@@ -1,11 +1,12 @@
 //! Placing locked records on a cache's device within its device budget: sharing, offloading
-//! unlocked copies smallest first, refusing when locked copies fill it, failed and blocked moves.
+//! unlocked copies smallest first, refusing when locked copies fill it, failed and blocked moves,
+//! and lowering the budget while serving.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 
 use resident::cache::{CacheGroup, DeviceWeights, Put};
-use resident::{BoxError, CacheError};
+use resident::{BoxError, CacheError, CallOptions};
 
 /// A gate the test opens (flag and condition variable), and where a blocked move says it started.
 type Gate = Arc<(Mutex<bool>, Condvar, mpsc::SyncSender<()>)>;
@@ -50,7 +51,7 @@ fn weights(device_bytes: u64) -> Weights {
 fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
     let gpu = group.cache("cuda:0");
-    gpu.set_device_budget(Some(100));
+    gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     for (key, bytes) in [("small", 20), ("big", 50)] {
         drop(
             gpu.put(key, weights(bytes), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap(),
@@ -78,10 +79,55 @@ fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
 }
 
 #[test]
+fn lowering_the_device_budget_offloads_idle_copies_lru_first_and_waits_for_locked_ones() {
+    let group = CacheGroup::<Weights>::new(1000).unwrap();
+    let gpu = group.cache("cuda:0");
+    gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
+    for key in ["old", "young"] {
+        drop(gpu.put(key, weights(30), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap());
+    }
+    let held =
+        gpu.put("held", weights(30), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    assert_eq!(gpu.device_bytes(), 90);
+
+    gpu.set_device_budget(Some(60), CallOptions::new()).unwrap();
+    assert_eq!(gpu.device_bytes(), 60, "one idle copy offloaded");
+    let young = gpu.get("young").unwrap().lock_on_device().unwrap();
+    assert_eq!(young.cpu().moves.load(Ordering::SeqCst), 1, "the least recently used (old) went, not young");
+    drop(young);
+
+    let short = CallOptions::new().with_timeout(std::time::Duration::from_millis(1));
+    let err = gpu.set_device_budget(Some(20), short).unwrap_err();
+    match &err {
+        CacheError::DeviceOverBudget { budget: 20, used: 30, locked, .. } => assert_eq!(locked, &["held"]),
+        other => panic!("lowering under a locked copy gave {other}"),
+    }
+    assert_eq!(gpu.device_bytes(), 30, "every idle copy offloaded; the locked one stays");
+    assert_eq!(gpu.device_budget_cap(), Some(20), "the new budget stays");
+    let larger = gpu.get("young").unwrap().lock_on_device().unwrap_err();
+    assert!(matches!(larger, CacheError::DeviceFull { needed: 30, budget: 20, .. }), "{larger}");
+
+    // A lowering that may wait for the unlock: it returns once the locked copy could go.
+    let lowering = std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| gpu.set_device_budget(Some(10), CallOptions::new()));
+        drop(held);
+        waiter.join().unwrap()
+    });
+    assert_eq!(lowering, Ok(()));
+    assert_eq!(gpu.device_bytes(), 0);
+
+    let refused = gpu.set_device_budget(Some(0), CallOptions::new()).unwrap_err();
+    assert!(matches!(refused, CacheError::InvalidConfig(_)), "{refused}");
+    assert_eq!(gpu.device_budget_cap(), Some(10), "a refused budget changes nothing");
+    gpu.set_device_budget(None, CallOptions::new()).unwrap();
+    assert_eq!(gpu.device_budget_cap(), None);
+}
+
+#[test]
 fn a_locked_copy_is_never_offloaded_even_when_it_is_the_smallest() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
     let gpu = group.cache("cuda:0");
-    gpu.set_device_budget(Some(100));
+    gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     let tiny =
         gpu.put("tiny", weights(10), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
     drop(gpu.put("big", weights(50), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap());

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use resident::cache::{CacheGroup, DeviceWeights, Put};
 use resident::{
-    BoxError, CacheError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig, ManagerError,
-    Model, ModelId, ModelManager,
+    BoxError, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig,
+    ManagerError, Model, ModelId, ModelManager,
 };
 
 /// Scripted models: which ids panic in `size_bytes`, and in `Drop` after an unload.
@@ -221,7 +221,7 @@ fn drop_model_invalidates_submodels() {
 fn a_copy_used_through_a_detached_record_still_counts() {
     let group = CacheGroup::<Placed>::new(1000).unwrap();
     let gpu = group.cache("cuda:0");
-    gpu.set_device_budget(Some(100));
+    gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     // The second lock waits for room that only the first one's release makes: briefly.
     gpu.set_move_wait(std::time::Duration::from_millis(1)).unwrap();
     let first = gpu.put("m", Placed(60), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();

@@ -259,7 +259,7 @@ impl<R: SimRuntime> CacheWorld<R> {
     /// scripted moves to it.
     pub fn with_device(&self, bytes: u64) -> Arc<Script<R>> {
         for cache in &self.caches {
-            cache.set_device_budget(Some(bytes));
+            cache.set_device_budget(Some(bytes), resident::CallOptions::new()).expect("a valid budget");
         }
         Script::new(&self.rt, bytes)
     }

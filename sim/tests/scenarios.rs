@@ -145,6 +145,10 @@ scenario_tests! {
     w_17 => "W-17",
     s_z1c => "S-Z1c",
     w_18 => "W-18",
+    s_z1d => "S-Z1d",
+    s_z1p => "S-Z1p",
+    w_19 => "W-19",
+    s_d1v => "S-D1v",
 }
 
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.

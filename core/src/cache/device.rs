@@ -827,14 +827,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
     }
 
-    /// Limits the bytes of device copies this cache keeps (`None`: no limit). A lock that needs
-    /// room offloads unlocked copies, smallest first, and waits (boundedly, woken by unlocks and
-    /// dropped copies) while locked copies hold the room. It counts the copies' bytes, not what
-    /// the device's allocator keeps reserved after they are freed.
-    pub fn set_device_budget(&self, bytes: Option<u64>) {
-        self.device_budget.set_cap(bytes);
-    }
-
     /// Bounds the waits of one [`LoadedModel::lock_on_device`] together (default 60 s): for
     /// another thread's move of the same record (then [`CacheError::DeviceMoveTimeout`]) and
     /// for device room (then [`CacheError::DeviceFull`]). A zero wait is refused;

@@ -63,8 +63,10 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// room. Lowering it holds for every later reservation at once, then evicts idle records
     /// down to it, least recently used first in every cache, waiting for records in use to be
     /// released at most the budget's room wait (and `options`); what is still over then is
-    /// [`CacheError::OverCap`] (the new cap stays). Zero is [`CacheError::InvalidConfig`],
-    /// and nothing changes.
+    /// [`CacheError::OverCap`] (the new cap stays). `Ok` means the budget fit the new cap at
+    /// some point of the call: one that does not lower it but finds the budget over it (another
+    /// call's lowering still at work) evicts and waits too. Zero is
+    /// [`CacheError::InvalidConfig`], and nothing changes.
     ///
     /// ```
     /// use resident::CallOptions;
@@ -79,15 +81,21 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// ```
     pub fn set_cap(&self, cap: u64, options: CallOptions) -> Result<(), CacheError> {
         let budget = &self.budget;
-        if !budget.set_cap(cap)? || self.runtime.mutant(Mutant::CAP_LOWERED_WITHOUT_EVICTING) {
+        let lowered = budget.set_cap(cap)?;
+        if self.runtime.mutant(Mutant::CAP_LOWERED_WITHOUT_EVICTING) {
             return Ok(());
         }
-        tracing::info!(cap, "RAM cap lowered: evicting down to it");
+        tracing::info!(cap, lowered, "RAM cap changed");
         let rt = &self.runtime;
         let wait = options.deadline(rt).bound(rt, budget.room_wait(), Mutant::DEADLINE_SKIPS_ROOM);
         let deadline = rt.now().checked_add(wait);
+        // Even when not lowered: a concurrent lowering may still be evicting, and `Ok` means the
+        // budget fit the cap at some point of this call.
         loop {
             let seen = budget.room_epoch();
+            if budget.excess() == 0 {
+                return Ok(());
+            }
             for cache in self.caches() {
                 cache.make_room_here(0);
             }

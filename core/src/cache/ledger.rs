@@ -27,8 +27,8 @@ struct Counters {
 /// One cache's device budget and what counts against it.
 pub(crate) struct DeviceBudget<R: Runtime> {
     counters: R::Monitor<Counters>,
-    /// Bumped by every change that can make device room: a debit, a raised cap, a record
-    /// unlocked with its copy resident (so it can be offloaded).
+    /// Bumped by every change that can end a wait for device room: a debit, a changed cap, a
+    /// record unlocked with its copy resident (so it can be offloaded).
     room: Signal<R>,
 }
 
@@ -41,9 +41,17 @@ impl<R: Runtime> DeviceBudget<R> {
         self.counters.with(|c| c.cap)
     }
 
-    pub(crate) fn set_cap(&self, cap: Option<u64>) {
-        self.counters.with(|c| c.cap = cap);
-        self.room.bump_at(Mutant::LOST_WAKEUP_DEVICE_DEBIT);
+    /// Sets the cap; `true` if it was lowered (below the old one, or a cap where there was
+    /// none). Every change wakes the lockers waiting for room: a raised cap may fit them, a
+    /// lowered one may refuse them at once.
+    pub(crate) fn set_cap(&self, cap: Option<u64>) -> bool {
+        let lowered = self.counters.with(|c| match (std::mem::replace(&mut c.cap, cap), cap) {
+            (Some(old), Some(new)) => new < old,
+            (None, new) => new.is_some(),
+            (Some(_), None) => false,
+        });
+        self.room.bump_at(Mutant::LOST_WAKEUP_DEVICE_BUDGET_RAISED);
+        lowered
     }
 
     /// The room epoch: read it before deciding, then [`DeviceBudget::wait_for_room`] past it.

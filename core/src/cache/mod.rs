@@ -23,6 +23,7 @@ mod get_or_put;
 mod group;
 mod ledger;
 mod loaded;
+mod offload;
 mod placement;
 mod record;
 mod room;

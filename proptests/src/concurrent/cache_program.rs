@@ -2,7 +2,8 @@
 //! [`CacheGroup`](resident::cache::CacheGroup) (device budgets on), a prefix of loads by the
 //! main thread handed to the threads, 2–3 threads of 2–5 operations — `get_or_put`, `get`,
 //! `put`, lock, lock on the device, release, `drop_model`, `make_room`, time passing with
-//! keep-alive expiry, a cache's and the group's `shutdown` — plus faults: failing and panicking loads, failing moves to the device,
+//! keep-alive expiry, a cache's and the group's `shutdown`, lowering and raising the RAM cap
+//! and a device budget — plus faults: failing and panicking loads, failing moves to the device,
 //! panics of the weights' and device copies' `Drop`. Operations name keys and caches by index,
 //! and handles by their position among the thread's own, so every shrunk program is still
 //! meaningful.
@@ -20,6 +21,13 @@ pub const CAP: u64 = 80;
 
 /// Each device's budget: room for one or two copies, not three.
 pub const DEVICE_BYTES: u64 = 60;
+
+/// The lowered RAM cap of [`CacheOp::SetCap`]: room for `a` (or `b`), not both.
+pub const LOWERED_CAP: u64 = 50;
+
+/// The lowered device budget of [`CacheOp::SetDeviceBudget`]: room for one copy of `b` or
+/// `a:sub`, not `a`'s.
+pub const LOWERED_DEVICE_BYTES: u64 = 30;
 
 /// Caches of the group.
 pub const CACHES: usize = 2;
@@ -79,6 +87,17 @@ pub enum CacheOp {
     Shutdown(usize),
     /// `shutdown()` of the whole group.
     GroupShutdown,
+    /// `set_cap(bytes, …)` of the group's RAM budget (SPEC 1.12): [`LOWERED_CAP`] or back to
+    /// [`CAP`].
+    SetCap(u64),
+    /// `set_device_budget(Some(bytes), …)` of cache `cache` (SPEC 1.12): [`LOWERED_DEVICE_BYTES`]
+    /// or back to [`DEVICE_BYTES`].
+    SetDeviceBudget {
+        /// Index of the cache.
+        cache: usize,
+        /// The new device budget.
+        bytes: u64,
+    },
 }
 
 /// Faults of user code, per key (while the scenario's script is armed).
@@ -135,6 +154,15 @@ pub struct CacheProgram {
     pub hard_budget: bool,
 }
 
+impl CacheProgram {
+    /// The bound bytes in use plus reserved stay within whatever the cap is now: [`CAP`] if some
+    /// thread changes the cap (a lowering takes a while to be reached), else 0 (the cap itself).
+    pub fn cap_bound(&self) -> u64 {
+        let resizes = self.threads.iter().flatten().any(|op| matches!(op, CacheOp::SetCap(_)));
+        if resizes { CAP } else { 0 }
+    }
+}
+
 fn cache() -> impl Strategy<Value = usize> {
     0..CACHES
 }
@@ -184,7 +212,8 @@ fn prefix() -> impl Strategy<Value = Vec<Prefix>> {
     prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(load, 1..=3)]
 }
 
-/// Programs of a prefix of handed loads, then 2–3 threads × 2–5 operations, with scripted
+/// Programs of a prefix of handed loads, then 2–3 threads × 2–5 operations (one more, a resize,
+/// in a third of them), with scripted
 /// faults, keep-alive on a third of the time (drawn last, like the prefix), deadlines that fire
 /// at any point a fifth of the time, and the hard RAM budget half of the time.
 pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
@@ -198,10 +227,32 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
         },
     );
     let keep_alive = prop::bool::weighted(1.0 / 3.0);
-    (threads, faults, prefix(), keep_alive).prop_map(|(threads, faults, prefix, keep_alive)| {
+    (threads, faults, prefix(), keep_alive).prop_map(|(mut threads, faults, prefix, keep_alive)| {
         let drawn = (&threads, &faults, &prefix, keep_alive);
         let any_time = super::generated::any_time_for(&drawn);
         let hard_budget = super::generated::hard_budget_for(&drawn);
+        let resize = super::generated::hash_of(&(drawn, "resize"));
+        insert_resize(&mut threads, resize);
         CacheProgram { prefix, threads, faults, keep_alive, any_time, hard_budget }
     })
+}
+
+/// In a third of the programs, one resize — the RAM cap or a device budget, lowered or raised
+/// back — at a place in a thread chosen by `hash` (a hash of the draw, like
+/// [`any_time_for`](super::generated::any_time_for): drawing it would draw every later program
+/// anew, and which campaign finds what depends on every draw).
+fn insert_resize(threads: &mut [Vec<CacheOp>], hash: u64) {
+    if !hash.is_multiple_of(3) || threads.is_empty() {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let lowered = pick(8, 2) == 0;
+    let op = if pick(9, 2) == 0 {
+        CacheOp::SetCap(if lowered { LOWERED_CAP } else { CAP })
+    } else {
+        let bytes = if lowered { LOWERED_DEVICE_BYTES } else { DEVICE_BYTES };
+        CacheOp::SetDeviceBudget { cache: pick(10, CACHES), bytes }
+    };
+    let thread = &mut threads[pick(16, threads.len())];
+    thread.insert(pick(24, thread.len() + 1), op);
 }

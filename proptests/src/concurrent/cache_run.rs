@@ -7,8 +7,11 @@
 //! - A7: device copies alive plus moves in flight stay within each device's budget (checked
 //!   from inside every move);
 //! - A7 under the hard RAM budget (half the programs): inside every load, its bytes are
-//!   reserved and bytes in use plus bytes reserved are within the cap; the same inside every
-//!   eviction callback; the budget's high-water mark never passed the cap;
+//!   reserved and bytes in use plus bytes reserved are within the cap (within the largest cap
+//!   set, in programs that lower it: a lowering takes a while to be reached); the same inside
+//!   every eviction callback; the budget's high-water mark never passed the cap;
+//! - resizing: `set_cap` and `set_device_budget` end `Ok` or with their typed "still over"
+//!   error;
 //! - single flight: two `get_or_put` loads of one key never run at once in the group;
 //! - A2: a `get_or_put` never loads a key whose shared weights, admitted before its call began
 //!   (by a cache not shut down by then), are alive and were never dropped: it adopts them;
@@ -22,7 +25,7 @@
 //!   record, and nothing else;
 //! - A2 at quiescence: every resident shared record uses the canonical the store holds for its
 //!   key (none adopted across a `drop_model`, no duplicate);
-//! - reconcile: with every handle gone, the budget is within its cap again (an overshoot while
+//! - reconcile: with every handle gone, the budget is within the cap in force (an overshoot while
 //!   everything was in use is reconciled at the releases, SPEC 3.2), in programs where no
 //!   `Drop` of weights or copies panics;
 //! - A6: with every handle gone, a cache the program shut down holds nothing, and shutting
@@ -33,9 +36,9 @@
 //!   (recorded with plain std primitives) is explained by some order of the calls under the
 //!   [`CacheSpec`]: nothing is served that must be gone.
 
-use resident::CacheError;
 use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, Put};
 use resident::runtime::Arc;
+use resident::{CacheError, CallOptions};
 use resident_sim::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use resident_sim::ensure;
 use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
@@ -189,7 +192,7 @@ impl<R: SimRuntime> Thread<'_, R> {
                 KEYS[key],
                 BYTES[key]
             );
-            within_cap(budget, &format!("{} loading {}", self.name, KEYS[key]));
+            within_cap(budget, self.program.cap_bound(), &format!("{} loading {}", self.name, KEYS[key]));
         }
         R::yield_now();
         loading.sub(1);
@@ -341,6 +344,31 @@ impl<R: SimRuntime> Thread<'_, R> {
             CacheOp::MakeRoom { cache, bytes } => {
                 catching(|| self.cache(cache).make_room(bytes));
             }
+            // Resizing evicts (or offloads) at the cache's own choice, like `make_room`: the
+            // specification allows every miss. Its result is checked here.
+            CacheOp::SetCap(bytes) => {
+                let group = &self.shared.world.group;
+                if let Some(set) = catching(|| group.set_cap(bytes, CallOptions::new())) {
+                    ensure!(
+                        matches!(set, Ok(()) | Err(CacheError::OverCap { .. })),
+                        "contract",
+                        "{} set_cap({bytes}) gave {set:?}",
+                        self.name
+                    );
+                }
+            }
+            CacheOp::SetDeviceBudget { cache, bytes } => {
+                let c = self.cache(cache);
+                if let Some(set) = catching(|| c.set_device_budget(Some(bytes), CallOptions::new())) {
+                    ensure!(
+                        matches!(set, Ok(()) | Err(CacheError::DeviceOverBudget { .. })),
+                        "contract",
+                        "{} set_device_budget({bytes}) on {} gave {set:?}",
+                        self.name,
+                        c.device()
+                    );
+                }
+            }
             CacheOp::Idle(cache) => {
                 self.shared.world.rt.advance_clock(KEEP_ALIVE);
                 catching(|| self.cache(cache).expire_idle());
@@ -391,7 +419,8 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         // A7 inside user code too: every eviction's callback runs at an entry to the budget.
         for cache in &world.caches {
             let budget = Arc::clone(world.group.budget());
-            cache.on_evict(move |key, _| within_cap(&budget, &format!("evicting {key}")));
+            let bound = program.cap_bound();
+            cache.on_evict(move |key, _| within_cap(&budget, bound, &format!("evicting {key}")));
         }
     }
     if program.keep_alive {
@@ -459,11 +488,13 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     // short (left to the next release): only programs without such faults must end reconciled.
     let faults = &program.faults;
     let drops_panic = faults.weights_drop.iter().chain(&faults.copy_drop).any(|&p| p);
-    let in_use = world.group.budget().in_use();
+    // The cap in force at the end: a lowering that gave up (`OverCap`) leaves the records in
+    // use to their releases, which reconcile.
+    let (in_use, cap) = (world.group.budget().in_use(), world.group.budget().cap());
     ensure!(
-        drops_panic || in_use <= CAP,
+        drops_panic || in_use <= cap,
         "reconcile",
-        "{in_use} bytes in use with every handle dropped, over the budget of {CAP}: an overshoot was never reconciled"
+        "{in_use} bytes in use with every handle dropped, over the budget of {cap}: an overshoot was never reconciled"
     );
     world.check_accounting();
     world.check_store_current();
@@ -475,11 +506,12 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     world.check_drained();
 }
 
-/// A7 at `at`: bytes in use plus bytes reserved are within the cap.
-fn within_cap<R: SimRuntime>(budget: &resident::cache::RamBudget<R>, at: &str) {
+/// A7 at `at`: bytes in use plus bytes reserved are within the cap, or within `bound` (while a
+/// lowered cap is being reached, the bytes may be over it, never over the largest cap set).
+fn within_cap<R: SimRuntime>(budget: &resident::cache::RamBudget<R>, bound: u64, at: &str) {
     // One read of the sum: two reads (in use, then reserved) could straddle a debit and a
     // reservation made after it.
-    let (committed, cap) = (budget.committed(), budget.cap());
+    let (committed, cap) = (budget.committed(), budget.cap().max(bound));
     ensure!(committed <= cap, "A7", "{committed} bytes in use or reserved, over the cap {cap} ({at})");
 }
 

@@ -53,9 +53,14 @@ pub fn hard_budget_for(drawn: &impl Hash) -> bool {
 
 /// One in `n` draws, by a hash of the draw.
 fn one_in(drawn: &impl Hash, n: u64) -> bool {
+    hash_of(drawn).is_multiple_of(n)
+}
+
+/// A hash of the draw, for choices made without drawing (see [`any_time_for`]).
+pub fn hash_of(drawn: &impl Hash) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     drawn.hash(&mut hasher);
-    hasher.finish().is_multiple_of(n)
+    hasher.finish()
 }
 
 /// The outcome of checking one program.

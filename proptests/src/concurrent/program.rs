@@ -50,6 +50,9 @@ pub enum ThreadOp {
     Replace(usize),
     /// `shutdown(…)` of the whole stack (SPEC 1.13): later adds and leases are refused.
     Shutdown,
+    /// `set_max_size(n, …)` of the outermost cache (SPEC 1.12), `n` in `1..=MAX_SIZE`: lowering
+    /// evicts idle models down to it, raising wakes the adds waiting for room.
+    Resize(usize),
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -145,6 +148,7 @@ fn thread_op() -> impl Strategy<Value = ThreadOp> {
         1 => resolved().prop_map(ThreadOp::RemoveNow),
         1 => index().prop_map(ThreadOp::Replace),
         1 => Just(ThreadOp::Shutdown),
+        1 => (1..=MAX_SIZE).prop_map(ThreadOp::Resize),
     ]
 }
 

@@ -17,7 +17,7 @@ use resident_sim::violation::{InjectedPanic, Violation};
 use super::generated::Generated;
 use super::history::{History, ensure_linearizable};
 use super::program::{ALIAS, IDS, MAX_SIZE, Program, RESOLVED, ThreadOp};
-use super::stack::{Op, Ret, Stack, State, split_adds};
+use super::stack::{Op, Ret, Stack, State, split_calls};
 
 /// The calls and unload events of one execution, in invocation order.
 struct Recorder {
@@ -138,6 +138,7 @@ fn error(e: ManagerError) -> Ret {
         ManagerError::LockTimeout { .. } => Ret::LockTimeout,
         ManagerError::CapacityExhausted { .. } => Ret::CapacityExhausted,
         ManagerError::ShutDown { .. } => Ret::ShutDown,
+        ManagerError::OverLimit { .. } => Ret::OverLimit,
         other => Ret::Unexpected(other.to_string()),
     }
 }
@@ -178,9 +179,15 @@ fn add<M: Manager>(
     });
 }
 
-/// One thread's program against the stack, starting with the leases in `held`.
-fn run_thread<M>(m: &M, recorder: &Recorder, thread: usize, ops: &[ThreadOp], mut held: Held<M>)
-where
+/// One thread's program against the stack (its outermost cache), starting with the leases in
+/// `held`.
+fn run_thread<M>(
+    m: &FixedSizeCache<M>,
+    recorder: &Recorder,
+    thread: usize,
+    ops: &[ThreadOp],
+    mut held: Held<FixedSizeCache<M>>,
+) where
     M: Manager<Runtime: SimRuntime>,
 {
     let now = CallOptions::new().with_timeout(Duration::ZERO);
@@ -221,6 +228,9 @@ where
                     };
                     (ret, ())
                 });
+            }
+            ThreadOp::Resize(n) => {
+                recorder.call(thread, Op::Resize(n), || (done(m.set_max_size(n, CallOptions::new())), ()));
             }
             ThreadOp::RemoveNow(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove_with(RESOLVED[i], now)), ()));
@@ -322,7 +332,7 @@ where
     check_queue(&world.manager);
     let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);
     recorder.call(main, Op::Final, || (Ret::Registered(registered), ()));
-    let history = split_adds(&recorder.history.calls());
+    let history = split_calls(&recorder.history.calls());
     let spec = Stack {
         faults: program.faults.clone(),
         capacity: program.capacity(),

@@ -9,6 +9,10 @@
 //!   or found registered) and [`Op::AddLoad`] (its load ended), both with the add's interval and
 //!   result, the second only after the first. Registered models plus claimed slots never exceed
 //!   the capacity.
+//! - each `set_max_size` is split the same way into [`Op::ResizeSet`] (the new limit holds for
+//!   every later admission) and [`Op::ResizeDone`] (its result: `Ok` once registered models plus
+//!   claimed slots fit the limit, `OverLimit` only while they do not). Its evictions are unload
+//!   events run for it.
 //!
 //! Everything goes by resolved id (an index into `RESOLVED`, the alias included): which model
 //! an add loads does not matter to the specification. Loads and unloads of one resolved id are
@@ -33,7 +37,7 @@ use resident_sim::manager_world::Step;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     /// `add_model(IDS[c], alias)` registering `RESOLVED[r]`, as recorded (split by
-    /// [`split_adds`] before checking).
+    /// [`split_calls`] before checking).
     Add {
         /// Index into `RESOLVED`: the id the model is registered under.
         r: usize,
@@ -86,6 +90,22 @@ pub enum Op {
     /// `shutdown(…)`: takes effect when it refuses from then on; its unloads are events of
     /// their own ([`Op::Unload`]), and the runner checks its report.
     Shutdown,
+    /// `set_max_size(n, …)` of the outermost cache, as recorded (split by [`split_calls`]).
+    Resize(usize),
+    /// The resize at index `set` of the history sets the limit to `n`.
+    ResizeSet {
+        /// The new `max_size`.
+        n: usize,
+        /// This event's own index.
+        set: usize,
+    },
+    /// The resize whose limit event is at index `set` returns.
+    ResizeDone {
+        /// The new `max_size`.
+        n: usize,
+        /// The index of the resize's [`Op::ResizeSet`].
+        set: usize,
+    },
     /// The registered ids once every thread has finished.
     Final,
 }
@@ -116,6 +136,8 @@ pub enum Ret {
     CapacityExhausted,
     /// `ShutDown`: refused by a shut-down stack.
     ShutDown,
+    /// `OverLimit`: a lowered `max_size` not reached in time.
+    OverLimit,
     /// The registered ids (a bit mask over `RESOLVED`), for [`Op::Final`].
     Registered(u8),
     /// Anything else (never allowed).
@@ -142,6 +164,8 @@ pub struct State {
     failed_by: u128,
     /// A shutdown took effect.
     shut_down: bool,
+    /// The outermost cache's `max_size` last set (0: as built).
+    max_size: u8,
 }
 
 impl State {
@@ -158,14 +182,15 @@ fn bit(at: usize) -> u128 {
     1u128 << at
 }
 
-/// Splits every [`Op::Add`] of `history` into its room and load events (same interval, same
-/// result) and points every [`Op::Unload`] at the new index of the call it ran for.
-pub fn split_adds(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
+/// Splits every [`Op::Add`] of `history` into its room and load events, and every
+/// [`Op::Resize`] into its limit and return events (same interval, same result), and points
+/// every [`Op::Unload`] at the new index of the call it ran for.
+pub fn split_calls(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
     let mut index = Vec::with_capacity(history.len());
     let mut next = 0;
     for call in history {
         index.push(next);
-        next += if matches!(call.op, Op::Add { .. }) { 2 } else { 1 };
+        next += if matches!(call.op, Op::Add { .. } | Op::Resize(_)) { 2 } else { 1 };
     }
     let mut split = Vec::with_capacity(next);
     for call in history {
@@ -174,6 +199,11 @@ pub fn split_adds(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
                 let add = split.len();
                 split.push(Call { op: Op::AddRoom { r, c, add }, ..call.clone() });
                 split.push(Call { op: Op::AddLoad { r, c, add }, ..call.clone() });
+            }
+            Op::Resize(n) => {
+                let set = split.len();
+                split.push(Call { op: Op::ResizeSet { n, set }, ..call.clone() });
+                split.push(Call { op: Op::ResizeDone { n, set }, ..call.clone() });
             }
             Op::Unload { v, by } => split.push(Call { op: Op::Unload { v, by: index[by] }, ..call.clone() }),
             _ => split.push(call.clone()),
@@ -215,10 +245,11 @@ fn may_have_succeeded(call: &Call<Op, Ret>) -> bool {
 
 /// Whether something that holds the lifecycle lock of `RESOLVED[i]` overlapped call `at`: another
 /// add (its own id's lock, or the lock of a victim it evicts), a remove or a pin of
-/// `RESOLVED[i]`, a shutdown (it locks every id in turn).
+/// `RESOLVED[i]`, a shutdown (it locks every id in turn), a resize (it locks its victims).
 fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     overlapped(history, at, |op| match *op {
         Op::AddRoom { add, .. } => add != at,
+        Op::ResizeSet { set, .. } => set != at,
         Op::Replace(_) | Op::Shutdown => true,
         Op::Remove(j) | Op::Pin(j) => j == i,
         _ => false,
@@ -226,10 +257,47 @@ fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
 }
 
 impl Stack {
-    /// A remove keeps its model's slot from its unload to its return, so when deadlines fire at
-    /// any point an overlapping one that unloaded also explains a wait for room that timed out.
+    /// The capacity the stack behaves as in state `s`: the outermost cache's `max_size`, within
+    /// the inner one's.
+    fn cap(&self, s: &State) -> usize {
+        match s.max_size {
+            0 => self.capacity,
+            n => usize::from(n).min(self.capacity),
+        }
+    }
+
+    /// The result of the resize whose limit event is `set` (call `at`): `Ok` once the stack fits
+    /// its limit; `OverLimit` only while it does not, or while a slot the cache counts is held
+    /// by an overlapping call: a remove that unloaded, an add's claim (kept while it waits for
+    /// room under the lowered limit, until it fails), a replace's claim for its new version.
+    fn resized(&self, s: &State, history: &[Call<Op, Ret>], at: usize, set: usize) -> bool {
+        match history[at].ret.as_ref() {
+            None => true,
+            Some(Ret::Done) => s.occupied() <= self.cap(s),
+            Some(Ret::OverLimit) => {
+                s.occupied() > self.cap(s)
+                    || self.removal_holds_room(history, at)
+                    || overlapped(history, at, |op| matches!(op, Op::AddRoom { .. } | Op::Replace(_)))
+            }
+            // An eviction's unload failed, or its victim's lock was busy.
+            Some(Ret::UnloadFailed(_)) => s.failed_by & bit(set) != 0,
+            Some(Ret::LockTimeout) => overlapped(history, at, |op| match *op {
+                Op::ResizeSet { set: other, .. } => other != set,
+                Op::AddRoom { .. } | Op::Replace(_) | Op::Shutdown | Op::Remove(_) | Op::Pin(_) => true,
+                _ => false,
+            }),
+            Some(_) => false,
+        }
+    }
+
+    /// A remove keeps its model's slot from its unload to its return (and a shutdown each of
+    /// its models' slots until that model's removal returns), so when deadlines fire at any point
+    /// an overlapping one that unloaded also explains a wait for room that timed out.
     fn removal_holds_room(&self, history: &[Call<Op, Ret>], at: usize) -> bool {
-        self.any_time && overlapping(history, at, |c| matches!(c.op, Op::Remove(_)) && may_have_succeeded(c))
+        self.any_time
+            && overlapping(history, at, |c| {
+                (matches!(c.op, Op::Remove(_)) && may_have_succeeded(c)) || c.op == Op::Shutdown
+            })
     }
 
     /// The states a replace of `RESOLVED[i]` (call `at`) can lead to from `s`.
@@ -241,7 +309,7 @@ impl Stack {
             overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) if *j != i))
         };
         let full = ret == Some(&Ret::CapacityExhausted)
-            && (s.occupied() >= self.capacity || others() || self.removal_holds_room(history, at));
+            && (s.occupied() >= self.cap(s) || others() || self.removal_holds_room(history, at));
         // One of the victims it evicted to make room failed to unload.
         let failed_eviction =
             matches!(ret, Some(Ret::UnloadFailed(v)) if *v != i) && s.failed_by & bit(at) != 0;
@@ -264,7 +332,7 @@ impl Stack {
         if full || timed_out || failed_eviction || shared || ret.is_none() {
             out.push(s.clone());
         }
-        if s.occupied() < self.capacity {
+        if s.occupied() < self.cap(s) {
             let mut loaded = s.clone();
             loaded.loads[i] += 1;
             match script(of(&self.faults.loads, i), s.loads[i]) {
@@ -314,7 +382,7 @@ impl Spec for Stack {
                 if open && registered && is(Ret::Warm) {
                     out.push(next.clone());
                 }
-                let claimable = open && !registered && s.occupied() < self.capacity;
+                let claimable = open && !registered && s.occupied() < self.cap(s);
                 if claimable && (ret.is_none() || matches!(ret, Some(Ret::Loaded | Ret::LoadFailed))) {
                     let mut claimed = next.clone();
                     claimed.claims |= bit(add);
@@ -331,9 +399,7 @@ impl Spec for Stack {
                     )
                 };
                 let full = matches!(ret, Some(Ret::CapacityExhausted))
-                    && (s.occupied() >= self.capacity
-                        || other_adds()
-                        || self.removal_holds_room(history, at));
+                    && (s.occupied() >= self.cap(s) || other_adds() || self.removal_holds_room(history, at));
                 let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
                 // A caller that waited for another add's failing load of the same model gets its
                 // error without loading (SPEC 1.9).
@@ -381,7 +447,9 @@ impl Spec for Stack {
                 // A replace's unload of its own id's old version: the new one is registered
                 // and serves; only the old version's leases (drained) matter.
                 let old_version = matches!(history[by].op, Op::Replace(j) if j == v);
-                let eviction = matches!(history[by].op, Op::AddRoom { .. } | Op::Replace(_)) && !old_version;
+                let eviction =
+                    matches!(history[by].op, Op::AddRoom { .. } | Op::Replace(_) | Op::ResizeSet { .. })
+                        && !old_version;
                 let unloadable = State::has(s.registered, v)
                     && (old_version || (s.leases[v] == 0 && !(eviction && State::has(s.pinned, v))));
                 if !unloadable {
@@ -449,9 +517,11 @@ impl Spec for Stack {
                 {
                     out.push(next);
                 }
-                // It waited for an eviction's outcome (an add's or a replace's).
+                // It waited for an eviction's outcome (an add's, a replace's or a resize's).
                 Some(Ret::LockTimeout)
-                    if overlapped(history, at, |op| matches!(op, Op::AddRoom { .. } | Op::Replace(_))) =>
+                    if overlapped(history, at, |op| {
+                        matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::ResizeSet { .. })
+                    }) =>
                 {
                     out.push(next);
                 }
@@ -486,6 +556,17 @@ impl Spec for Stack {
             Op::Shutdown => {
                 next.shut_down = true;
                 out.push(next);
+            }
+            Op::Resize(_) => {}
+            Op::ResizeSet { n, set } => {
+                next.max_size = u8::try_from(n).unwrap_or(u8::MAX);
+                next.roomed |= bit(set);
+                out.push(next);
+            }
+            Op::ResizeDone { set, .. } => {
+                if s.roomed & bit(set) != 0 && self.resized(s, history, at, set) {
+                    out.push(next);
+                }
             }
             Op::Final => {
                 if s.claims == 0 && is(Ret::Registered(s.registered)) {

@@ -15,7 +15,8 @@ use resident::{CacheError, CallOptions, Manager, ManagerError, ModelId};
 
 use super::cache::{Cache, finish as finish_cache, join};
 use super::layers::{Depth, cache, finish};
-use crate::cache_world::{CacheWorld, Weights};
+use super::placement::{admit, place};
+use crate::cache_world::{Behaviour, CacheWorld, Weights};
 use crate::ensure;
 use crate::latch::Latch;
 use crate::manager_world::ManagerWorld;
@@ -197,5 +198,41 @@ pub(super) fn cache_waits<R: SimRuntime>(rt: R) {
     drop(a);
     let reserved = world.group.budget().reserved();
     ensure!(reserved == 0, "A3", "{reserved} bytes still reserved after every call returned");
+    finish_cache(&world);
+}
+
+/// S-D1v: `a` (60 device bytes) is placed and locked by the main thread under a device budget
+/// of 100; T1 lowers the budget to 30 with a deadline far shorter than the cache's move wait.
+/// The lowering offloads nothing (the only copy is locked) and fails by its deadline with
+/// `DeviceOverBudget` naming `a`; the new budget stays.
+pub(super) fn device_budget_wait<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
+    let script = world.with_device(100);
+    admit(&world.caches[0], &script, "a", 60, Behaviour::default());
+    let a = place(&world.caches[0], "a", "main").expect("a fits the device");
+    let t1 = {
+        let (c0, rt): (Cache<R>, _) = (Arc::clone(&world.caches[0]), world.rt.clone());
+        world.rt.spawn("T1", move || {
+            let start = rt.now();
+            let lowered =
+                traced("T1", "set_device_budget(30, 5ms)", || c0.set_device_budget(Some(30), within()));
+            (start, lowered)
+        })
+    };
+    let (start, lowered) = join::<R, _>(t1);
+    match lowered {
+        Err(CacheError::DeviceOverBudget { waited, used, locked, .. }) => {
+            on_time(&world.rt, start, Some(waited), "set_device_budget's wait for locked copies");
+            ensure!(
+                used == 60 && locked == ["a"],
+                "contract",
+                "the lowering reports {used} bytes over, locked {locked:?}; a (60) is the one held"
+            );
+        }
+        other => ensure!(false, "contract", "lowering under a locked copy gave {other:?}"),
+    }
+    drop(a);
+    let cap = world.caches[0].device_budget_cap();
+    ensure!(cap == Some(30), "contract", "the device budget is {cap:?} after the lowering timed out");
     finish_cache(&world);
 }

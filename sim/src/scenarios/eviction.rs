@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
+use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
 
 use super::layers::{Depth, Stack, cache, finish, join};
 use crate::ensure;
@@ -160,6 +160,32 @@ pub(super) fn failed_add_after_inner_eviction<R: SimRuntime>(rt: R) {
     ensure!(b.is_ok(), "contract", "add(B) gave {b:?}");
     let failed_eviction = matches!(&a, Err(ManagerError::Unload { id, .. }) if id.as_str() == "B");
     ensure!(a.is_ok() || failed_eviction, "contract", "add(A) gave {a:?}");
+    check_queue(world.manager.get_ref());
+    check_queue(&world.manager);
+    world.check_quiescent();
+}
+
+/// S-Z1p: an outer cache (max 2) over an inner one (max 2) that pins V; the main thread leases
+/// B. T1 lowers the outer cache's `max_size` to one: its plan names V, which the inner cache
+/// refuses to evict (pinned below), and B is in use. The lowering must leave V out of its plans
+/// and wait — not try V again in a loop — then fail with `OverLimit` by its deadline.
+pub(super) fn lowering_over_a_pin_below_waits<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("V", &[], &[]).model("B", &[], &[]);
+    let world = nested(builder, 2, 2, &["V", "B"]);
+    world.manager.get_ref().pin("V").expect("pin in the inner cache only");
+    let lease = world.manager.lease("B").expect("preloaded");
+    let t1 = world
+        .spawn("T1", |m, t| traced(t, "set_max_size(1)", || m.manager.set_max_size(1, CallOptions::new())));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(V)", || m.lease("V").map(drop)));
+    let lowered = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    drop(lease);
+    ensure!(leased.is_ok(), "contract", "lease(V) gave {leased:?}");
+    ensure!(
+        matches!(&lowered, Err(ManagerError::OverLimit { max_size: 1, .. })),
+        "S-Z1",
+        "lowering max_size over a model pinned below and one in use gave {lowered:?}"
+    );
     check_queue(world.manager.get_ref());
     check_queue(&world.manager);
     world.check_quiescent();

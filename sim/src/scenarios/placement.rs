@@ -20,7 +20,7 @@ use crate::violation::catching;
 type Placed<R> = DeviceGuard<Weights<R>, R>;
 
 /// Leaves `key` (`bytes`, scripted with `behaviour`) resident and idle in `cache`.
-fn admit<R: SimRuntime>(
+pub(super) fn admit<R: SimRuntime>(
     cache: &Cache<R>,
     script: &Arc<Script<R>>,
     key: &str,
@@ -32,7 +32,11 @@ fn admit<R: SimRuntime>(
 }
 
 /// `get(key)` then `lock_on_device`, traced.
-fn place<R: SimRuntime>(cache: &Cache<R>, key: &str, thread: &str) -> Result<Placed<R>, CacheError> {
+pub(super) fn place<R: SimRuntime>(
+    cache: &Cache<R>,
+    key: &str,
+    thread: &str,
+) -> Result<Placed<R>, CacheError> {
     trace::record(thread, format!("lock_on_device({key})"));
     let loaded = cache.get(key).expect("resident");
     let placed = loaded.lock_on_device();

@@ -1,5 +1,5 @@
-//! Runtime resizing (SPEC 1.12; `S-Z1`, `S-Z1c`, `W-17`, `W-18`): `max_size` and the RAM cap
-//! change while serving. Lowering one evicts idle models down to it and waits for the ones in
+//! Runtime resizing (SPEC 1.12; `S-Z1`, `S-Z1c`, `S-Z1d`, `W-17`, `W-18`, `W-19`): `max_size`,
+//! the RAM cap and a device budget change while serving. Lowering one evicts idle models down to it and waits for the ones in
 //! use; raising one wakes the calls that wait for room.
 
 use resident::runtime::Arc;
@@ -7,12 +7,13 @@ use resident::{Added, CallOptions, Manager, ManagerError};
 
 use super::cache::{Cache, finish as finish_cache, join};
 use super::layers::{Depth, cache, finish};
+use super::placement::{admit, place};
 use super::wakeups::no_deadline_passed;
-use crate::cache_world::{CacheWorld, Weights};
-use crate::ensure;
+use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
 use crate::world::traced;
+use crate::{ensure, trace};
 
 /// Scheduling points W-17's and W-18's T2 pass before they raise the limit.
 const RAISE_AFTER: usize = 64;
@@ -143,6 +144,87 @@ pub(super) fn raising_the_ram_cap_wakes_the_load<R: SimRuntime>(rt: R) {
     drop(a);
     ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
     ensure!(raised.is_ok(), "contract", "raising the cap gave {raised:?}");
+    no_deadline_passed(&world.rt);
+    finish_cache(&world);
+}
+
+/// S-Z1d: `a` (40 device bytes) is placed and idle, `b` (40) placed and locked, under a device
+/// budget of 100; T1 lowers the budget to 30 while T2 serves from `b` and unlocks it and T3
+/// places `c` (20). The lowering offloads `a` at once and waits for `b`'s unlock: when it
+/// returns, the device bytes counted are within the new budget.
+pub(super) fn lowering_the_device_budget_while_serving<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
+    let script = world.with_device(100);
+    for (key, bytes) in [("a", 40), ("b", 40), ("c", 20)] {
+        admit(&world.caches[0], &script, key, bytes, Behaviour::default());
+    }
+    drop(place(&world.caches[0], "a", "main").expect("a fits the device"));
+    let b = place(&world.caches[0], "b", "main").expect("b fits the device");
+    let t1 = {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn("T1", move || {
+            let lowered =
+                traced("T1", "set_device_budget(30)", || c0.set_device_budget(Some(30), CallOptions::new()));
+            (lowered, c0.device_bytes())
+        })
+    };
+    let t2 = world.rt.spawn("T2", move || {
+        trace::record("T2", "serve from b's copy");
+        traced("T2", "unlock b", || drop(b));
+    });
+    let t3 = {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn("T3", move || place(&c0, "c", "T3").map(drop))
+    };
+    let (lowered, used) = join::<R, _>(t1);
+    join::<R, _>(t2);
+    let placed = join::<R, _>(t3);
+    ensure!(
+        lowered.is_ok(),
+        "contract",
+        "lowering the device budget with every lock ending gave {lowered:?}"
+    );
+    ensure!(used <= 30, "S-Z1", "{used} device bytes counted when lowering the device budget to 30 returned");
+    ensure!(
+        placed.is_ok(),
+        "contract",
+        "T3's placement of c (20 bytes, within the new budget) gave {placed:?}"
+    );
+    let cap = world.caches[0].device_budget_cap();
+    ensure!(cap == Some(30), "contract", "the device budget is {cap:?}");
+    finish_cache(&world);
+}
+
+/// W-19: `a` (60 device bytes) is placed and locked by the main thread under a device budget of
+/// 100; T1 places `b` (60) and waits for room; T2 raises the budget to 200. The raise must wake
+/// T1, which places `b` beside `a`.
+pub(super) fn raising_the_device_budget_wakes_the_locker<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 1);
+    // The device the script checks every move against is the raised budget.
+    let script = Script::new(&world.rt, 200);
+    world.caches[0].set_device_budget(Some(100), CallOptions::new()).expect("a valid budget");
+    for key in ["a", "b"] {
+        admit(&world.caches[0], &script, key, 60, Behaviour::default());
+    }
+    let a = place(&world.caches[0], "a", "main").expect("a fits the device");
+    let t1 = {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn("T1", move || place(&c0, "b", "T1").map(drop))
+    };
+    let t2 = {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn("T2", move || {
+            for _ in 0..RAISE_AFTER {
+                R::yield_now();
+            }
+            traced("T2", "set_device_budget(200)", || c0.set_device_budget(Some(200), CallOptions::new()))
+        })
+    };
+    let placed = join::<R, _>(t1);
+    let raised = join::<R, _>(t2);
+    drop(a);
+    ensure!(placed.is_ok(), "contract", "T1's placement of b gave {placed:?}");
+    ensure!(raised.is_ok(), "contract", "raising the device budget gave {raised:?}");
     no_deadline_passed(&world.rt);
     finish_cache(&world);
 }

@@ -36,7 +36,7 @@ use std::fmt;
 
 pub use config::{CapacityPolicy, FixedSizeConfig};
 
-use queue::Bookkeeping;
+use queue::{Bookkeeping, PinnedBelow};
 
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{InvalidConfig, ManagerError};
@@ -177,8 +177,10 @@ impl<M: Manager> FixedSizeCache<M> {
     /// idle least-recently-used models first (never a pinned one, nor one in use or being
     /// changed), waiting for leases to end and locks to be released at most the capacity wait
     /// (and `options`); what is still over then is [`ManagerError::OverLimit`], naming the
-    /// models that held it (the new capacity stays, and later adds respect it). Zero is
-    /// [`ManagerError::InvalidConfig`], and nothing changes.
+    /// models that held it (the new capacity stays, and later adds respect it). `Ok` means the
+    /// stack fit the new capacity at some point of the call: one that does not lower it but
+    /// finds the stack over it (another call's lowering still at work) evicts and waits too.
+    /// Zero is [`ManagerError::InvalidConfig`], and nothing changes.
     ///
     /// ```
     /// use resident::{BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
@@ -208,11 +210,12 @@ impl<M: Manager> FixedSizeCache<M> {
         if !lowered {
             // Room for the adds waiting for it.
             self.inner.changes().bump_at(Mutant::LOST_WAKEUP_MAX_SIZE);
-            return Ok(());
         }
         if self.mutant(Mutant::RESIZE_DOES_NOT_EVICT) {
             return Ok(());
         }
+        // Even when not lowered: a concurrent lowering may still be evicting, and `Ok` means
+        // the stack fit the limit at some point of this call.
         self.evict_down(options)
     }
 
@@ -224,18 +227,33 @@ impl<M: Manager> FixedSizeCache<M> {
         let wait =
             options.deadline(rt).bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
         let deadline = rt.now().checked_add(wait);
+        let mut pinned_below = PinnedBelow::default();
         loop {
             let epoch = changes.epoch();
-            let (over, victims) = self.book.with(|b| {
+            let (over, victims, seen) = self.book.with(|b| {
+                pinned_below.refresh(b.version);
                 let over = (b.queue.len() + b.loading).saturating_sub(b.max_size);
-                let victims = b.victims(over, None, |v| !self.inner.in_use(v) && !self.inner.is_locked(v));
-                (over, victims)
+                let victims = b.victims(over, None, |v| {
+                    !pinned_below.contains(v) && !self.inner.in_use(v) && !self.inner.is_locked(v)
+                });
+                (over, victims, b.version)
             });
+            tracing::debug!(over, ?victims, "lowering max_size: plan");
             if over == 0 {
                 return Ok(());
             }
-            if !victims.is_empty() && self.evict_all(&victims)?.is_none() {
-                continue;
+            if !victims.is_empty() {
+                match self.evict_all(&victims)? {
+                    None => continue,
+                    // Left out of the next plan (which may find other victims) until the queue
+                    // or the pins change: evicting them again would find them pinned again.
+                    Some(pinned) if !pinned.is_empty() => {
+                        let spin = self.mutant(Mutant::RESIZE_RETRIES_PINNED_BELOW);
+                        pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
+                        continue;
+                    }
+                    Some(_) => {}
+                }
             }
             if deadline.is_some_and(|d| rt.now() >= d) {
                 let (max_size, held, loading) =
@@ -297,9 +315,7 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::APPEND_BEFORE_EVICT) {
             self.book.with(|b| b.push(id));
         }
-        // Victims that a layer below pins (this layer's hints cannot see those pins), and the
-        // queue version they were found at: left out of every plan until something changes.
-        let mut pinned_below: (u64, Vec<ModelId>) = (0, Vec::new());
+        let mut pinned_below = PinnedBelow::default();
         // When full, ids a layer below removed are dropped from the queue once before evicting.
         let mut reconciled = false;
         let changes = self.inner.changes();
@@ -319,9 +335,7 @@ impl<M: Manager> FixedSizeCache<M> {
             let mine = claimed.is_some();
             let (plan, seen, claim) = self.book.with(|b| {
                 let (seen, max) = (b.version, b.max_size);
-                if pinned_below.0 != seen {
-                    pinned_below.1.clear();
-                }
+                pinned_below.refresh(seen);
                 let queued = b.queue.iter().filter(|q| *q != id).count() + usize::from(beside);
                 let others = b.loading - usize::from(mine);
                 let occupied = queued + if count_inflight { others } else { 0 };
@@ -330,7 +344,7 @@ impl<M: Manager> FixedSizeCache<M> {
                     return (Plan::Admit, seen, !mine);
                 }
                 let victims = b.victims(occupied + 1 - max, Some(id), |v| {
-                    !pinned_below.1.contains(v)
+                    !pinned_below.contains(v)
                         && (evict_leased || !self.inner.in_use(v))
                         && !self.inner.is_locked(v)
                 });
@@ -353,10 +367,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 Plan::Evict(victims) => {
                     let Some(pinned) = self.evict_all(&victims)? else { continue };
                     let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
-                    if pinned_below.0 != seen {
-                        pinned_below = (seen, Vec::new());
-                    }
-                    pinned_below.1.extend(pinned.into_iter().filter(|_| !spin));
+                    pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
                     // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
                     if !self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && expired() {
                         let (registered, loading) =
@@ -364,7 +375,7 @@ impl<M: Manager> FixedSizeCache<M> {
                         return Err(exhausted(registered, loading));
                     }
                     // Victims pinned only below are left out of the next plan: re-plan at once.
-                    if !pinned_below.1.is_empty() {
+                    if !pinned_below.is_empty() {
                         continue;
                     }
                 }

@@ -82,6 +82,42 @@ impl Bookkeeping {
     }
 }
 
+/// Victims that a layer below pins (this layer's hints cannot see those pins), and the queue
+/// version they were found at: left out of every eviction plan until this layer's queue or pins
+/// change, so that a wake-up never re-tries them in a loop.
+#[derive(Debug, Default)]
+pub(crate) struct PinnedBelow {
+    version: u64,
+    ids: Vec<ModelId>,
+}
+
+impl PinnedBelow {
+    /// Forgets them if the queue or the pins changed since they were found.
+    pub(crate) fn refresh(&mut self, version: u64) {
+        if self.version != version {
+            self.ids.clear();
+        }
+    }
+
+    /// Whether `id` was found pinned below.
+    pub(crate) fn contains(&self, id: &ModelId) -> bool {
+        self.ids.contains(id)
+    }
+
+    /// Whether none is left out.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Remembers `ids`, found pinned below by a plan made at `version`.
+    pub(crate) fn remember(&mut self, version: u64, ids: impl IntoIterator<Item = ModelId>) {
+        if self.version != version {
+            *self = Self { version, ids: Vec::new() };
+        }
+        self.ids.extend(ids);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,120 @@
+//! Changing a device budget while serving (SPEC 1.12): lowering it offloads idle device copies
+//! down to it, least recently used first, and waits (bounded) for locked ones.
+
+use super::device::{DeviceCache, State};
+use super::placement::Copy;
+use super::record::DeviceCopy;
+use crate::deadline::CallOptions;
+use crate::error::{CacheError, InvalidConfig};
+use crate::mutants::Mutant;
+use crate::runtime::Runtime;
+
+/// What one look at the cache found, lowering toward `cap`.
+enum Lowering {
+    /// Within the budget (or no budget any more): done.
+    Within,
+    /// Drop these offloaded copies outside the lock (user code), then look again.
+    Offloaded(Vec<Copy>),
+    /// Over, and every copy left is locked or moving: `used` bytes, these keys.
+    Held { cap: u64, used: u64, locked: Vec<String> },
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// Limits the bytes of device copies this cache keeps (`None`: no limit), while serving
+    /// (SPEC 1.12). It counts the copies' bytes, not what the device's allocator keeps reserved
+    /// after they are freed.
+    ///
+    /// A lock that needs room offloads unlocked copies, smallest first, and waits (boundedly,
+    /// woken by unlocks and dropped copies) while locked copies hold the room. Raising the
+    /// budget wakes those waits. Lowering it holds for every later placement at once, then
+    /// offloads the copies of unlocked records down to it, least recently used first, waiting
+    /// for locked ones to be unlocked at most the cache's
+    /// [move wait](DeviceCache::set_move_wait) (and `options`); what is still over then is
+    /// [`CacheError::DeviceOverBudget`] (the new budget stays). `Ok` means the copies fit the
+    /// new budget at some point of the call: one that does not lower it but finds the copies
+    /// over it (another call's lowering still at work) offloads and waits too. Zero is
+    /// [`CacheError::InvalidConfig`], and nothing changes.
+    ///
+    /// ```
+    /// use resident::CallOptions;
+    /// use resident::cache::CacheGroup;
+    /// let group = CacheGroup::<Vec<u8>>::new(1_000)?;
+    /// let gpu = group.cache("gpu");
+    /// gpu.set_device_budget(Some(4 << 30), CallOptions::new())?;
+    /// gpu.set_device_budget(Some(1 << 30), CallOptions::new())?; // nothing placed: nothing to offload
+    /// assert_eq!(gpu.device_budget_cap(), Some(1 << 30));
+    /// assert!(gpu.set_device_budget(Some(0), CallOptions::new()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_device_budget(&self, bytes: Option<u64>, options: CallOptions) -> Result<(), CacheError> {
+        if bytes == Some(0) {
+            return Err(InvalidConfig { field: "device_budget", reason: "must be greater than zero" }.into());
+        }
+        let budget = self.device_budget();
+        let rt = self.runtime();
+        let lowered = budget.set_cap(bytes);
+        if rt.mutant(Mutant::DEVICE_BUDGET_LOWERED_WITHOUT_OFFLOADING) {
+            return Ok(());
+        }
+        tracing::info!(device = %self.device(), budget = ?bytes, lowered, "device budget changed");
+        // Even when not lowered: a concurrent lowering may still be offloading, and `Ok` means
+        // the copies fit the budget at some point of this call.
+        let wait = options.deadline(rt).bound(rt, self.move_wait(), Mutant::DEADLINE_SKIPS_DEVICE_ROOM);
+        let deadline = rt.now().checked_add(wait);
+        loop {
+            // Read before looking: room made while looking ends the wait for it at once.
+            let seen = budget.room_epoch();
+            // The cap is read again each time: a later call may have changed it.
+            let cap = budget.cap();
+            let (cap, used, locked) = match self.with_state(|s| lower(s, cap, budget.used(true))) {
+                Lowering::Within => return Ok(()),
+                Lowering::Offloaded(copies) => {
+                    drop(copies);
+                    continue;
+                }
+                Lowering::Held { cap, used, locked } => (cap, used, locked),
+            };
+            if deadline.is_some_and(|d| rt.now() >= d) {
+                let device = self.device().to_owned();
+                return Err(CacheError::DeviceOverBudget { device, budget: cap, used, locked, waited: wait });
+            }
+            let left = deadline.map(|d| d.saturating_sub(rt.now()));
+            let _ = budget.wait_for_room(seen, left);
+        }
+    }
+}
+
+/// Under the cache's state: takes the copies of unlocked records out of their slots, least
+/// recently used first, until `used` would be within `cap` once they are dropped.
+fn lower<W, R: Runtime>(s: &mut State<W, R>, cap: Option<u64>, mut used: u64) -> Lowering {
+    let Some(cap) = cap.filter(|&cap| used > cap) else { return Lowering::Within };
+    let mut idle: Vec<(u64, String)> = s
+        .slots
+        .iter()
+        .filter(|(_, v)| v.locks == 0 && v.device.resident_bytes() > 0)
+        .map(|(k, v)| (v.last_used, k.clone()))
+        .collect();
+    idle.sort_unstable();
+    let mut offloaded = Vec::new();
+    for (_, key) in idle {
+        if used <= cap {
+            break;
+        }
+        if let Some(v) = s.slots.get_mut(&key)
+            && let DeviceCopy::Resident { copy, bytes } = std::mem::replace(&mut v.device, DeviceCopy::Absent)
+        {
+            used = used.saturating_sub(bytes);
+            offloaded.push(copy);
+        }
+    }
+    if !offloaded.is_empty() {
+        return Lowering::Offloaded(offloaded);
+    }
+    let locked = s
+        .slots
+        .iter()
+        .filter(|(_, v)| !matches!(v.device, DeviceCopy::Absent))
+        .map(|(k, _)| k.clone())
+        .collect();
+    Lowering::Held { cap, used, locked }
+}
