@@ -227,7 +227,9 @@ pub enum CacheError {
         device: String,
         /// The new device budget.
         budget: u64,
-        /// Device bytes counted when it gave up (live copies and moves in flight).
+        /// Device bytes counted when it gave up: live copies and moves in flight, including
+        /// copies no slot holds (used through a detached record, or offloaded and being
+        /// dropped).
         used: u64,
         /// The keys whose copies were locked or moving then.
         locked: Vec<String>,

@@ -13,10 +13,21 @@ use crate::runtime::Runtime;
 enum Lowering {
     /// Within the budget (or no budget any more): done.
     Within,
-    /// Drop these offloaded copies outside the lock (user code), then look again.
-    Offloaded(Vec<Copy>),
-    /// Over, and every copy left is locked or moving: `used` bytes, these keys.
-    Held { cap: u64, used: u64, locked: Vec<String> },
+    /// Drop these offloaded copies outside the lock (user code); what stays over once they
+    /// are dropped, if anything.
+    Offloaded(Vec<Copy>, Option<Over>),
+    /// Over, and every copy left in a slot is locked or moving.
+    Held(Over),
+}
+
+/// What keeps the device bytes over the budget.
+struct Over {
+    cap: u64,
+    /// Every copy alive and move in flight, including copies no slot holds (used through a
+    /// detached record, or offloaded and being dropped).
+    used: u64,
+    /// The keys whose copies are locked or moving.
+    locked: Vec<String>,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
@@ -66,15 +77,23 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let seen = budget.room_epoch();
             // The cap is read again each time: a later call may have changed it.
             let cap = budget.cap();
-            let (cap, used, locked) = match self.with_state(|s| lower(s, cap, budget.used(true))) {
+            let expired = || deadline.is_some_and(|d| rt.now() >= d);
+            let over = match self.with_state(|s| lower(s, cap, budget.used(true))) {
                 Lowering::Within => return Ok(()),
-                Lowering::Offloaded(copies) => {
+                Lowering::Offloaded(copies, over) => {
                     drop(copies);
-                    continue;
+                    match over {
+                        None => return Ok(()),
+                        // Others may keep placing and unlocking copies: the deadline bounds
+                        // this path too.
+                        Some(_) if !expired() => continue,
+                        Some(over) => over,
+                    }
                 }
-                Lowering::Held { cap, used, locked } => (cap, used, locked),
+                Lowering::Held(over) => over,
             };
-            if deadline.is_some_and(|d| rt.now() >= d) {
+            if expired() {
+                let Over { cap, used, locked } = over;
                 let device = self.device().to_owned();
                 return Err(CacheError::DeviceOverBudget { device, budget: cap, used, locked, waited: wait });
             }
@@ -107,14 +126,18 @@ fn lower<W, R: Runtime>(s: &mut State<W, R>, cap: Option<u64>, mut used: u64) ->
             offloaded.push(copy);
         }
     }
-    if !offloaded.is_empty() {
-        return Lowering::Offloaded(offloaded);
+    let over = (used > cap).then(|| {
+        let locked = s
+            .slots
+            .iter()
+            .filter(|(_, v)| !matches!(v.device, DeviceCopy::Absent))
+            .map(|(k, _)| k.clone())
+            .collect();
+        Over { cap, used, locked }
+    });
+    match (offloaded.is_empty(), over) {
+        (false, over) => Lowering::Offloaded(offloaded, over),
+        (true, Some(over)) => Lowering::Held(over),
+        (true, None) => Lowering::Within,
     }
-    let locked = s
-        .slots
-        .iter()
-        .filter(|(_, v)| !matches!(v.device, DeviceCopy::Absent))
-        .map(|(k, _)| k.clone())
-        .collect();
-    Lowering::Held { cap, used, locked }
 }

@@ -50,10 +50,20 @@ pub fn overlapping<Op, Ret>(
     at: usize,
     relevant: impl Fn(&Call<Op, Ret>) -> bool,
 ) -> bool {
+    overlapping_at(history, at, |_, call| relevant(call))
+}
+
+/// Whether some other call of `history` for which `relevant` (given its index) holds overlapped
+/// call `at`.
+pub fn overlapping_at<Op, Ret>(
+    history: &[Call<Op, Ret>],
+    at: usize,
+    relevant: impl Fn(usize, &Call<Op, Ret>) -> bool,
+) -> bool {
     let me = &history[at];
     history.iter().enumerate().any(|(j, other)| {
         j != at
-            && relevant(other)
+            && relevant(j, other)
             && other.response.is_none_or(|r| me.invoke < r)
             && me.response.is_none_or(|r| other.invoke < r)
     })

@@ -29,7 +29,7 @@
 //! while a remove that unloaded had not returned yet (it keeps its slot until then), and a drain
 //! that timed out on the lease of an overlapping `infer`.
 
-use super::linearizability::{Call, Spec, overlapping};
+use super::linearizability::{Call, Spec, overlapping, overlapping_at};
 use super::program::Faults;
 use resident_sim::manager_world::Step;
 
@@ -268,35 +268,45 @@ impl Stack {
 
     /// The result of the resize whose limit event is `set` (call `at`): `Ok` once the stack fits
     /// its limit; `OverLimit` only while it does not, or while a slot the cache counts is held
-    /// by an overlapping call: a remove that unloaded, an add's claim (kept while it waits for
-    /// room under the lowered limit, until it fails), a replace's claim for its new version.
+    /// by an overlapping call: a call that unloaded (until it settles the queue), a cold add's
+    /// claim (made before its evictions, kept while it waits for room), a replace's claim for
+    /// its new version.
     fn resized(&self, s: &State, history: &[Call<Op, Ret>], at: usize, set: usize) -> bool {
         match history[at].ret.as_ref() {
             None => true,
             Some(Ret::Done) => s.occupied() <= self.cap(s),
             Some(Ret::OverLimit) => {
+                // A cold add claims its slot before it evicts for it, and keeps it while it waits
+                // for room (until it fails, if it does): the cache may count it beside the
+                // victims the specification still holds registered. A warm add claims none.
+                let claiming =
+                    |c: &Call<Op, Ret>| matches!(c.op, Op::AddRoom { .. }) && c.ret != Some(Ret::Warm);
                 s.occupied() > self.cap(s)
                     || self.removal_holds_room(history, at)
-                    || overlapped(history, at, |op| matches!(op, Op::AddRoom { .. } | Op::Replace(_)))
+                    || overlapped(history, at, |op| matches!(op, Op::Replace(_)))
+                    || overlapping(history, at, claiming)
             }
-            // An eviction's unload failed, or its victim's lock was busy.
+            // An eviction's unload failed (a busy victim is skipped: never `LockTimeout`).
             Some(Ret::UnloadFailed(_)) => s.failed_by & bit(set) != 0,
-            Some(Ret::LockTimeout) => overlapped(history, at, |op| match *op {
-                Op::ResizeSet { set: other, .. } => other != set,
-                Op::AddRoom { .. } | Op::Replace(_) | Op::Shutdown | Op::Remove(_) | Op::Pin(_) => true,
-                _ => false,
-            }),
             Some(_) => false,
         }
     }
 
-    /// A remove keeps its model's slot from its unload to its return (and a shutdown each of
-    /// its models' slots until that model's removal returns), so when deadlines fire at any point
-    /// an overlapping one that unloaded also explains a wait for room that timed out.
+    /// A remove keeps its model's slot from its unload to its return, and so does every other
+    /// call that unloads (a shutdown, an add's, a replace's or a resize's eviction) until it
+    /// settles that model's queue entry; so when deadlines fire at any point an overlapping one
+    /// that unloaded also explains a wait for room that timed out.
     fn removal_holds_room(&self, history: &[Call<Op, Ret>], at: usize) -> bool {
+        let end = history[at].response;
+        // The call at `by` began an unload before call `at` returned.
+        let unloading = |by: usize| {
+            history.iter().any(|u| {
+                matches!(u.op, Op::Unload { by: b, .. } if b == by) && end.is_none_or(|end| u.invoke < end)
+            })
+        };
         self.any_time
-            && overlapping(history, at, |c| {
-                (matches!(c.op, Op::Remove(_)) && may_have_succeeded(c)) || c.op == Op::Shutdown
+            && overlapping_at(history, at, |j, c| {
+                (matches!(c.op, Op::Remove(_)) && may_have_succeeded(c)) || unloading(j)
             })
     }
 
