@@ -7,6 +7,7 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::ops::Deref;
 
 use crate::runtime::Arc;
 
@@ -51,7 +52,17 @@ pub enum InvalidId {
 
 /// A validated model id, alias or resolved id (see the crate docs for the three roles).
 ///
-/// Cheap to clone; ordered and compared by its string.
+/// Cheap to clone; ordered and compared by its string. Dereferences to `str` and compares with
+/// one:
+///
+/// ```
+/// use resident::ModelId;
+/// let id = ModelId::new("coco/3")?;
+/// assert_eq!(id, "coco/3");
+/// assert_eq!("coco/3", id);
+/// assert!(id.starts_with("coco/"));
+/// # Ok::<(), resident::InvalidId>(())
+/// ```
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ModelId(Arc<str>);
 
@@ -112,6 +123,39 @@ impl fmt::Display for ModelId {
 impl Borrow<str> for ModelId {
     fn borrow(&self) -> &str {
         &self.0
+    }
+}
+
+impl Deref for ModelId {
+    type Target = str;
+
+    /// The id's string: a `&ModelId` goes wherever a `&str` does.
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for ModelId {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ModelId {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl PartialEq<ModelId> for str {
+    fn eq(&self, other: &ModelId) -> bool {
+        self == &*other.0
+    }
+}
+
+impl PartialEq<ModelId> for &str {
+    fn eq(&self, other: &ModelId) -> bool {
+        *self == &*other.0
     }
 }
 

@@ -254,13 +254,13 @@ impl<M: Manager> Manager for CountingAdds<M> {
 
     fn lock_until(
         &self,
-        id: &ModelId,
+        id: &str,
         deadline: resident::Deadline,
     ) -> Result<resident::LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
         self.inner.lock_until(id, deadline)
     }
 
-    fn try_lock(&self, id: &ModelId) -> Option<resident::LifecycleGuard<M::Model, M::Runtime>> {
+    fn try_lock(&self, id: &str) -> Option<resident::LifecycleGuard<M::Model, M::Runtime>> {
         self.inner.try_lock(id)
     }
 
@@ -311,12 +311,16 @@ impl<M: Manager> Manager for CountingAdds<M> {
         self.inner.contains(id)
     }
 
-    fn in_use(&self, id: &ModelId) -> bool {
+    fn in_use(&self, id: &str) -> bool {
         self.inner.in_use(id)
     }
 
-    fn is_locked(&self, id: &ModelId) -> bool {
+    fn is_locked(&self, id: &str) -> bool {
         self.inner.is_locked(id)
+    }
+
+    fn is_pinned(&self, id: &str) -> bool {
+        self.inner.is_pinned(id)
     }
 
     fn ids(&self) -> Vec<ModelId> {

@@ -31,11 +31,11 @@ macro_rules! forward_reads {
             self.inner.contains(id)
         }
 
-        fn in_use(&self, id: &$crate::ModelId) -> bool {
+        fn in_use(&self, id: &str) -> bool {
             self.inner.in_use(id)
         }
 
-        fn is_locked(&self, id: &$crate::ModelId) -> bool {
+        fn is_locked(&self, id: &str) -> bool {
             self.inner.is_locked(id)
         }
 
@@ -122,17 +122,19 @@ pub trait Manager: Send + Sync + 'static {
     /// the `*_locked` calls made under it is bounded by it too.
     fn lock_until(
         &self,
-        id: &ModelId,
+        id: &str,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError>;
 
     /// [`Manager::lock_until`] with no deadline of the caller's own.
-    fn lock(&self, id: &ModelId) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError> {
+    fn lock(&self, id: &str) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError> {
         self.lock_until(id, Deadline::NONE)
     }
 
-    /// Like [`Manager::lock`], but only if nobody holds the lock right now (never waits).
-    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<Self::Model, Self::Runtime>>;
+    /// Like [`Manager::lock`], but only if nobody holds the lock right now (never waits);
+    /// `None` for an id that is not a valid [`ModelId`] too (nothing can be registered under
+    /// it).
+    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<Self::Model, Self::Runtime>>;
 
     /// [`Manager::add_model`] for a caller that already holds `guard` (the resolved id's lock).
     fn add_locked(
@@ -193,11 +195,16 @@ pub trait Manager: Send + Sync + 'static {
 
     /// Whether the model registered under `id` has live leases (a hint). Called under a layer's
     /// bookkeeping lock (see the module docs): answer at once, never block.
-    fn in_use(&self, id: &ModelId) -> bool;
+    fn in_use(&self, id: &str) -> bool;
 
     /// Whether some caller holds the lifecycle lock of `id` right now (a hint). Called under a
     /// layer's bookkeeping lock (see the module docs): answer at once, never block.
-    fn is_locked(&self, id: &ModelId) -> bool;
+    fn is_locked(&self, id: &str) -> bool;
+
+    /// Whether some layer of the stack pins `id` (a hint: it may change at once; the base pins
+    /// nothing). Called under a layer's bookkeeping lock (see the module docs): answer at once,
+    /// never block.
+    fn is_pinned(&self, id: &str) -> bool;
 
     /// The registered resolved ids, in order.
     fn ids(&self) -> Vec<ModelId>;

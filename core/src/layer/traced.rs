@@ -36,9 +36,13 @@ impl<M: Manager> Manager for Traced<M> {
 
     forward_reads!();
 
+    fn is_pinned(&self, id: &str) -> bool {
+        self.inner.is_pinned(id)
+    }
+
     fn lock_until(
         &self,
-        id: &ModelId,
+        id: &str,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
         let _span = tracing::debug_span!("lock", %id).entered();
@@ -47,7 +51,7 @@ impl<M: Manager> Manager for Traced<M> {
         result
     }
 
-    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
+    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
         let _span = tracing::debug_span!("try_lock", %id).entered();
         self.inner.try_lock(id)
     }

@@ -195,18 +195,16 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         &self.changes
     }
 
-    fn lock_until(
-        &self,
-        id: &ModelId,
-        deadline: Deadline,
-    ) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
+    fn lock_until(&self, id: &str, deadline: Deadline) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
+        let id = &ModelId::new(id)?;
         let timeout = deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LOCK);
         Reservation::new(&self.table, id, &self.changes)
             .acquire(timeout, deadline)
             .map_err(|_| ManagerError::LockTimeout { id: id.clone(), waited: timeout })
     }
 
-    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<L::Model, R>> {
+    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<L::Model, R>> {
+        let id = &ModelId::new(id).ok()?;
         Reservation::new(&self.table, id, &self.changes).try_acquire()
     }
 
@@ -369,11 +367,16 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     /// Reads the slot's lease count under the table monitor (table → slot use-state, both
     /// leaves otherwise), so that no reference to the model outlives the call: a hint taken under
     /// a layer's bookkeeping lock must never end up dropping a model there.
-    fn in_use(&self, id: &ModelId) -> bool {
+    fn in_use(&self, id: &str) -> bool {
         self.table.with(|t| t.registry.get(id).is_some_and(|slot| slot.leases() > 0))
     }
 
-    fn is_locked(&self, id: &ModelId) -> bool {
+    /// The base pins nothing: pins live in the layers above it.
+    fn is_pinned(&self, _id: &str) -> bool {
+        false
+    }
+
+    fn is_locked(&self, id: &str) -> bool {
         self.table.with(|t| t.entry(id)).is_some_and(|entry| entry.lock.is_held())
     }
 

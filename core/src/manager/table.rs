@@ -185,7 +185,7 @@ impl<M, R: Runtime> Table<M, R> {
     }
 
     /// The current entry of `id`, if any.
-    pub(crate) fn entry(&self, id: &ModelId) -> Option<Arc<LifecycleEntry<R>>> {
+    pub(crate) fn entry(&self, id: &str) -> Option<Arc<LifecycleEntry<R>>> {
         self.lifecycle.get(id).map(|r| Arc::clone(&r.entry))
     }
 

@@ -332,6 +332,9 @@ where
     check_queue(&world.manager);
     let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);
     recorder.call(main, Op::Final, || (Ret::Registered(registered), ()));
+    let pinned =
+        (0..RESOLVED.len()).filter(|&i| world.manager.is_pinned(RESOLVED[i])).fold(0u8, |m, i| m | 1 << i);
+    recorder.call(main, Op::FinalPins, || (Ret::Pinned(pinned), ()));
     let history = split_calls(&recorder.history.calls());
     let spec = Stack {
         faults: program.faults.clone(),

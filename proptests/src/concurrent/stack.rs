@@ -108,6 +108,8 @@ pub enum Op {
     },
     /// The registered ids once every thread has finished.
     Final,
+    /// The ids `is_pinned` reports once every thread has finished.
+    FinalPins,
 }
 
 /// A result, reduced to what the specification decides.
@@ -140,6 +142,8 @@ pub enum Ret {
     OverLimit,
     /// The registered ids (a bit mask over `RESOLVED`), for [`Op::Final`].
     Registered(u8),
+    /// The pinned ids (a bit mask over `RESOLVED`), for [`Op::FinalPins`].
+    Pinned(u8),
     /// Anything else (never allowed).
     Unexpected(String),
 }
@@ -580,6 +584,11 @@ impl Spec for Stack {
             }
             Op::Final => {
                 if s.claims == 0 && is(Ret::Registered(s.registered)) {
+                    out.push(next);
+                }
+            }
+            Op::FinalPins => {
+                if is(Ret::Pinned(s.pinned)) {
                     out.push(next);
                 }
             }

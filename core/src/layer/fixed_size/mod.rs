@@ -552,13 +552,13 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
 
     fn lock_until(
         &self,
-        id: &ModelId,
+        id: &str,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
         self.inner.lock_until(id, deadline)
     }
 
-    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
+    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
         self.inner.try_lock(id)
     }
 
@@ -731,6 +731,11 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         }
         self.book.with(|b| b.pinned.insert(guard.id().clone()));
         Ok(())
+    }
+
+    /// Pinned here, or in a layer below.
+    fn is_pinned(&self, id: &str) -> bool {
+        self.book.with(|b| b.pinned.contains(id)) || self.inner.is_pinned(id)
     }
 
     fn unpin(&self, id: &str) -> Result<(), ManagerError> {

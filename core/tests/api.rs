@@ -1,0 +1,72 @@
+//! The shape of the public API: every method that names a model takes `&str` (a `&ModelId`
+//! coerces to one), `ModelId` compares with strings, and `Manager` stays dyn-compatible.
+
+use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+
+struct Named(String);
+
+impl Model for Named {
+    fn size_bytes(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+struct Namer;
+
+impl Loader for Namer {
+    type Model = Named;
+
+    fn load(&self, id: &ModelId) -> Result<Named, BoxError> {
+        Ok(Named(id.to_string()))
+    }
+}
+
+#[test]
+fn a_stack_is_usable_as_a_trait_object() {
+    let stacks: Vec<Box<dyn Manager<Model = Named, Runtime = resident::runtime::StdRuntime>>> = vec![
+        Box::new(ModelManager::new(Namer)),
+        Box::new(FixedSizeCache::new(ModelManager::new(Namer), FixedSizeConfig::new(2)).unwrap()),
+    ];
+    for (n, stack) in stacks.iter().enumerate() {
+        stack.add_model("a", None).unwrap();
+        assert!(stack.contains("a"));
+        assert_eq!(stack.lease("a").unwrap().0, "a");
+        assert!(!stack.in_use("a") && !stack.is_locked("a"));
+        let guard = stack.lock("a").unwrap();
+        assert!(stack.is_locked("a") && stack.try_lock("a").is_none());
+        drop(guard);
+        stack.remove("a").unwrap();
+        assert!(!stack.contains("a") && !stack.is_pinned("a"));
+        stack.pin("b").unwrap();
+        // The base pins nothing; a `FixedSizeCache` holds pins, ahead of the add too.
+        assert_eq!(stack.is_pinned("b"), n == 1);
+        stack.unpin("b").unwrap();
+        assert!(!stack.is_pinned("b"));
+    }
+}
+
+#[test]
+fn methods_that_name_a_model_take_str_and_refuse_bad_ids_typed() {
+    let manager = ModelManager::new(Namer);
+    let id = ModelId::new("a").unwrap();
+    manager.add_model(&id, None).unwrap();
+    // A `&ModelId` goes where a `&str` does.
+    assert!(manager.contains(&id) && !manager.in_use(&id));
+    drop(manager.lock(&id).unwrap());
+    assert!(matches!(manager.lock("../a"), Err(resident::ManagerError::InvalidId(_))));
+    assert!(manager.try_lock("../a").is_none());
+    assert!(!manager.is_locked("../a") && !manager.in_use("../a"));
+}
+
+#[test]
+fn model_ids_compare_with_strings() {
+    let id = ModelId::new("coco/3").unwrap();
+    assert_eq!(id, "coco/3");
+    assert_eq!("coco/3", id);
+    assert_eq!(*"coco/3", id);
+    assert_eq!(id, *"coco/3");
+    assert!(id != "coco/4");
+    assert_eq!(id.len(), 6, "str methods through Deref");
+    let ids = [ModelId::new("b").unwrap(), ModelId::new("a").unwrap()];
+    assert!(ids.iter().any(|i| i == "a"));
+}
