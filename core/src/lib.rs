@@ -54,8 +54,8 @@ pub mod mutants;
 pub use deadline::{CallOptions, Deadline};
 pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
 pub use id::{InvalidId, ModelId};
-pub use layer::{CapacityPolicy, Eviction, FixedSizeCache, FixedSizeConfig, Manager, ShutdownReport, Traced};
+pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Traced};
 pub use manager::{
-    Added, Lease, LifecycleGuard, LifecycleInfo, Loader, ManagerConfig, Model, ModelManager, Replaced,
-    Snapshot,
+    Added, Eviction, Lease, LifecycleGuard, LifecycleInfo, Loader, Manager, ManagerConfig, Model,
+    ModelManager, Replaced, ShutdownReport, Snapshot,
 };

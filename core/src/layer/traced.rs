@@ -4,8 +4,8 @@
 use crate::deadline::Deadline;
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::layer::{Eviction, Manager};
 use crate::manager::{Added, Lease, LifecycleGuard, Replaced};
+use crate::manager::{Eviction, Manager};
 
 /// Wraps any [`Manager`] and traces every call, then forwards it unchanged.
 #[derive(Debug)]

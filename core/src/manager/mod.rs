@@ -15,17 +15,22 @@
 //! lifecycle lock while holding one.
 
 mod config;
+mod contract;
 mod lease;
 mod lifecycle;
 mod model;
+mod shutdown;
 mod table;
 
 use std::fmt;
 
 pub use config::ManagerConfig;
+pub(crate) use contract::resolve;
+pub use contract::{Eviction, Manager};
 pub use lease::Lease;
 pub use lifecycle::LifecycleGuard;
 pub use model::{Loader, Model};
+pub use shutdown::ShutdownReport;
 
 use lease::Slot;
 use lifecycle::{Reservation, SharedTable};
@@ -34,7 +39,6 @@ use table::Table;
 use crate::deadline::Deadline;
 use crate::error::{InvalidConfig, ManagerError, SourceError};
 use crate::id::ModelId;
-use crate::layer::{Eviction, Manager};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
 

@@ -41,8 +41,8 @@ use queue::{Bookkeeping, PinnedBelow};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{InvalidConfig, ManagerError};
 use crate::id::ModelId;
-use crate::layer::{Eviction, Manager, resolve};
 use crate::manager::{Added, Lease, LifecycleGuard, Model, Replaced};
+use crate::manager::{Eviction, Manager, resolve};
 use crate::mutants::Mutant;
 use crate::runtime::{Monitor, Runtime};
 

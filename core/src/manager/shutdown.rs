@@ -1,10 +1,10 @@
 //! Graceful shutdown of a manager stack (SPEC 1.13): what [`Manager::shutdown`] does, and the
 //! [`ShutdownReport`] it returns.
 
+use super::contract::Manager;
 use crate::deadline::CallOptions;
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::layer::Manager;
 
 /// What a [`Manager::shutdown`] did, id by id.
 #[derive(Debug, Clone, Default)]
