@@ -195,12 +195,13 @@ pub enum CacheError {
         used: u64,
     },
     /// Moving the weights to the device failed; the record stays resident on the CPU.
-    #[error("moving `{key}` to the device failed: {message}")]
+    #[error("moving `{key}` to the device failed: {source}")]
     DeviceMove {
         /// The key.
         key: String,
-        /// The mover's error.
-        message: String,
+        /// The mover's error ([`DeviceWeights::to_device`](crate::cache::DeviceWeights::to_device)'s own).
+        #[source]
+        source: SourceError,
     },
     /// A lowered RAM cap could not be reached in time: records in use (locked, held or being
     /// admitted) and reservations of loads kept the bytes over it. The new cap holds for every

@@ -148,7 +148,15 @@ fn a_failed_move_is_a_typed_error_and_the_record_stays_usable() {
     *w.fail.lock().unwrap() = true;
     let admission = gpu.put("m", w, 10, Put::default()).unwrap();
     let err = admission.into_loaded().lock_on_device().unwrap_err();
-    assert_eq!(err, CacheError::DeviceMove { key: "m".into(), message: "device out of memory".into() });
+    match &err {
+        CacheError::DeviceMove { key, source } => {
+            assert_eq!((key.as_str(), source.to_string()), ("m", "device out of memory".to_owned()));
+            // The mover's own error is the source, not a copy of its text.
+            let source = std::error::Error::source(&err).expect("a source");
+            assert_eq!(source.to_string(), "device out of memory");
+        }
+        other => panic!("a failed move gave {other}"),
+    }
     let cpu = gpu.get("m").expect("still resident").lock();
     *cpu.fail.lock().unwrap() = false;
     drop(cpu);

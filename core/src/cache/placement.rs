@@ -34,7 +34,7 @@ use super::device::{State, slot_device_bytes};
 use super::ledger::{DeviceBudget, Placed};
 use super::loaded::{LoadedModel, ModelGuard};
 use super::record::{DeviceCopy, Record};
-use crate::error::{BoxError, CacheError};
+use crate::error::{BoxError, CacheError, SourceError};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
 
@@ -170,7 +170,7 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
         };
         let copy = copy.downcast::<Placed<W::OnDevice, R>>().map_err(|_| CacheError::DeviceMove {
             key: guard.key().to_owned(),
-            message: "the device copy has another type".to_owned(),
+            source: SourceError::new("the device copy has another type".into()),
         })?;
         Ok(DeviceGuard { copy, guard })
     }
@@ -187,7 +187,7 @@ fn run_move<W: DeviceWeights, R: Runtime>(claim: MoveClaim<'_, W, R>) -> Result<
         }
         Err(error) => {
             claim.settle(None);
-            Err(CacheError::DeviceMove { key: record.key.clone(), message: error.to_string() })
+            Err(CacheError::DeviceMove { key: record.key.clone(), source: SourceError::new(error) })
         }
     }
 }
