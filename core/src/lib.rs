@@ -5,6 +5,65 @@
 //! retiring a lock generation that someone still waits on, or unloading a model that a
 //! [`Lease`] still uses.
 //!
+//! ## Which piece do I need
+//! - **The manager alone** ([`ModelManager`]): a registry of models your [`Loader`] builds,
+//!   never two loads of one id at once, leases that keep a model from being unloaded under a
+//!   request.
+//!
+//!   ```
+//!   use resident::{BoxError, Loader, Manager, Model, ModelId, ModelManager};
+//!   struct Echo(String);
+//!   impl Model for Echo { fn size_bytes(&self) -> u64 { self.0.len() as u64 } }
+//!   struct EchoLoader;
+//!   impl Loader for EchoLoader {
+//!       type Model = Echo;
+//!       fn load(&self, id: &ModelId) -> Result<Echo, BoxError> { Ok(Echo(id.to_string())) }
+//!   }
+//!   let manager = ModelManager::new(EchoLoader);
+//!   manager.add_model("coco/3", None)?;
+//!   assert_eq!(manager.infer("coco/3", |m| m.0.clone())?, "coco/3");
+//!   # Ok::<(), resident::ManagerError>(())
+//!   ```
+//! - **+ [`FixedSizeCache`]**: at most `max_size` models, least recently used evicted first,
+//!   never one in use or pinned; cold adds wait (bounded) for room.
+//!
+//!   ```
+//!   # use resident::{BoxError, Loader, Model, ModelId};
+//!   # struct Echo(String);
+//!   # impl Model for Echo { fn size_bytes(&self) -> u64 { self.0.len() as u64 } }
+//!   # struct EchoLoader;
+//!   # impl Loader for EchoLoader {
+//!   #     type Model = Echo;
+//!   #     fn load(&self, id: &ModelId) -> Result<Echo, BoxError> { Ok(Echo(id.to_string())) }
+//!   # }
+//!   use resident::{FixedSizeCache, FixedSizeConfig, Manager, ModelManager};
+//!   let cache = FixedSizeCache::new(ModelManager::new(EchoLoader), FixedSizeConfig::new(2))?;
+//!   for id in ["a", "b", "c"] {
+//!       cache.add_model(id, None)?;
+//!   }
+//!   assert_eq!(cache.ids(), [ModelId::new("b")?, ModelId::new("c")?]); // `a` was evicted
+//!   # Ok::<(), Box<dyn std::error::Error>>(())
+//!   ```
+//! - **+ a [`CacheGroup`](cache::CacheGroup)** for weights shared across devices and models
+//!   (one canonical copy per key), a hard RAM budget reserved before every load, device budgets,
+//!   keep-alive: see [`cache`].
+//!
+//!   ```
+//!   use resident::cache::CacheGroup;
+//!   let group = CacheGroup::<Vec<u8>>::new(1_000)?; // a 1,000-byte RAM budget
+//!   let cpu = group.cache("cpu");
+//!   let weights = cpu.get_or_put("encoder", 600, || Ok::<_, resident::CacheError>(vec![0; 600]))?;
+//!   let again = group.cache("cpu").get_or_put("encoder", 600, || -> Result<Vec<u8>, resident::CacheError> {
+//!       unreachable!("a resident key is not loaded twice")
+//!   });
+//!   assert!(again.is_ok() && group.budget().in_use() == 600);
+//!   drop(weights);
+//!   # Ok::<(), Box<dyn std::error::Error>>(())
+//!   ```
+//! - **+ burn** (feature `burn`, default): [`burn`](mod@crate::burn) loads burn models from
+//!   SafeTensors files into that cache and serves them on ndarray, or on CUDA with the `cuda`
+//!   feature (the example below, with the feature on).
+//!
 //! ## Words
 //! Callers name a model by *id*, optionally under an *alias*; the *resolved id* is the alias
 //! if given, else the id. The resolved id is the one key of every structure (registry,
