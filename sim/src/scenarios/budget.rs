@@ -10,7 +10,7 @@ use resident::CacheError;
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join};
-use super::wakeups::no_deadline_passed;
+use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::cache_world::{CacheWorld, Weights};
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
@@ -21,8 +21,6 @@ use crate::{ensure, trace};
 const CAP: u64 = 100;
 /// Every model's size.
 const BYTES: u64 = 60;
-/// Scheduling points W-10's T1 passes before it unlocks the only evictable record.
-const UNLOCK_AFTER: usize = 64;
 
 /// What a scripted load does once it has checked A7.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,11 +169,7 @@ pub(super) fn release_wakes_the_waiter<R: SimRuntime>(rt: R) {
     };
     let t1 = world.rt.spawn("T1", move || {
         started.wait_for(1);
-        // Scheduling points, so that uniform random schedules often let T2 reach its wait
-        // first (PCT and loom reach that order anyway); both orders are explored.
-        for _ in 0..UNLOCK_AFTER {
-            R::yield_now();
-        }
+        give_way::<R>(HEAD_START);
         trace::record("T1", "unlock(a)");
         drop(guard);
     });

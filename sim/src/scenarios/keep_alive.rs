@@ -14,6 +14,7 @@ use resident::cache::{CacheGroup, Put};
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join, preload};
+use super::wakeups::{HEAD_START, give_way};
 use crate::cache_world::{CacheWorld, Mailbox, Weights};
 use crate::runtime::SimRuntime;
 use crate::{ensure, trace};
@@ -135,11 +136,7 @@ pub(super) fn cache_drop_wakes_the_timer<R: SimRuntime>(rt: R) {
     let c0 = group.cache("cuda:0");
     keep_alive(&c0, KEEP_ALIVE);
     let t1 = rt.spawn("T1", move || {
-        // Scheduling points, so that uniform random schedules often let the timer fall asleep
-        // first (PCT and loom reach that order anyway); both orders are explored.
-        for _ in 0..64 {
-            R::yield_now();
-        }
+        give_way::<R>(HEAD_START);
         trace::record("T1", "drops cuda:0 (no shutdown)");
         drop(c0);
     });

@@ -10,7 +10,7 @@ use resident::cache::{DeviceGuard, Put};
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join};
-use super::wakeups::no_deadline_passed;
+use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use crate::ensure;
 use crate::runtime::SimRuntime;
@@ -197,9 +197,6 @@ pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R) {
     finish(&world);
 }
 
-/// Scheduling points W-13's T1 passes before it unlocks the copy T2 waits for.
-const UNLOCK_AFTER: usize = 64;
-
 /// W-13: T1 keeps a placed (60 of 100 device bytes); T2 places b (60), which fits once a's copy
 /// can go. T1's unlock must wake T2 (no deadline passes).
 pub(super) fn unlock_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
@@ -211,11 +208,7 @@ pub(super) fn unlock_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
     let guard = place(&world.caches[0], "a", "main").expect("a fits the device");
     let c0 = Arc::clone(&world.caches[0]);
     let t1 = world.rt.spawn("T1", move || {
-        // Scheduling points, so that uniform random schedules often let T2 reach its wait first
-        // (PCT and loom reach that order anyway); both orders are explored.
-        for _ in 0..UNLOCK_AFTER {
-            R::yield_now();
-        }
+        give_way::<R>(HEAD_START);
         trace::record("T1", "unlock a");
         drop(guard);
     });

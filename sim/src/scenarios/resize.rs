@@ -8,15 +8,12 @@ use resident::{Added, CallOptions, Manager, ManagerError};
 use super::cache::{Cache, finish as finish_cache, join};
 use super::layers::{Depth, cache, finish};
 use super::placement::{admit, place};
-use super::wakeups::no_deadline_passed;
+use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
 use crate::world::traced;
 use crate::{ensure, trace};
-
-/// Scheduling points W-17's and W-18's T2 pass before they raise the limit.
-const RAISE_AFTER: usize = 64;
 
 /// S-Z1: A, B and C fill a cache of three, A least recently used; T2 serves from leases on B
 /// and C (taken by the main thread) and ends them; T1 lowers `max_size` to one; T3 leases A,
@@ -60,11 +57,7 @@ pub(super) fn raising_max_size_wakes_the_add<R: SimRuntime, D: Depth>(rt: R) {
     let lease = world.manager.lease("A").expect("preloaded");
     let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
     let t2 = world.spawn("T2", |m, t| {
-        // Scheduling points, so that uniform random schedules often let T1 reach its wait
-        // first (PCT and loom reach that order anyway); both orders are explored.
-        for _ in 0..RAISE_AFTER {
-            R::yield_now();
-        }
+        give_way::<R>(HEAD_START);
         traced(t, "set_max_size(2)", || m.manager.set_max_size(2, CallOptions::new()))
     });
     let added = join::<R, _>(t1);
@@ -133,9 +126,7 @@ pub(super) fn raising_the_ram_cap_wakes_the_load<R: SimRuntime>(rt: R) {
     let t2 = {
         let group = Arc::clone(&world.group);
         world.rt.spawn("T2", move || {
-            for _ in 0..RAISE_AFTER {
-                R::yield_now();
-            }
+            give_way::<R>(HEAD_START);
             traced("T2", "set_cap(200)", || group.set_cap(200, CallOptions::new()))
         })
     };
@@ -214,9 +205,7 @@ pub(super) fn raising_the_device_budget_wakes_the_locker<R: SimRuntime>(rt: R) {
     let t2 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
         world.rt.spawn("T2", move || {
-            for _ in 0..RAISE_AFTER {
-                R::yield_now();
-            }
+            give_way::<R>(HEAD_START);
             traced("T2", "set_device_budget(200)", || c0.set_device_budget(Some(200), CallOptions::new()))
         })
     };

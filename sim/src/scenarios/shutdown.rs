@@ -9,14 +9,11 @@ use resident::{CallOptions, Manager, ManagerError, ModelId, ShutdownReport};
 
 use super::cache::join;
 use super::layers::{Depth, cache, finish};
-use super::wakeups::no_deadline_passed;
+use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::ensure;
 use crate::manager_world::{ManagerWorld, Step};
 use crate::runtime::SimRuntime;
 use crate::world::traced;
-
-/// Scheduling points W-16's T2 passes before it shuts the stack down (S-G1's T3: a sixteenth).
-const SHUT_DOWN_AFTER: usize = 64;
 
 /// What stays registered is exactly what `report` says could not be unloaded.
 fn registered_as_reported<M: Manager>(manager: &M, report: &ShutdownReport) {
@@ -44,11 +41,9 @@ pub(super) fn shutdown_races_adds_and_leases<R: SimRuntime, D: Depth>(rt: R) {
     let t1 = world.spawn("T1", |m, t| traced(t, "add(C)", || m.add_model("C", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "lease(A)", || m.lease("A").map(|lease| lease.serve(t))));
     let t3 = world.spawn("T3", |m, t| {
-        // Scheduling points, so that uniform random schedules often start the shutdown while
-        // T1 loads; every order is explored.
-        for _ in 0..SHUT_DOWN_AFTER / 16 {
-            R::yield_now();
-        }
+        // So that uniform random schedules often start the shutdown while T1 loads; every
+        // order is explored.
+        give_way::<R>(HEAD_START / 16);
         traced(t, "shutdown()", || m.shutdown(CallOptions::new()))
     });
     let added = join::<R, _>(t1);
@@ -100,11 +95,7 @@ pub(super) fn shutdown_wakes_the_add_waiting_for_room<R: SimRuntime, D: Depth>(r
     let lease = world.manager.lease("A").expect("preloaded");
     let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
     let t2 = world.spawn("T2", |m, t| {
-        // Scheduling points, so that uniform random schedules often let T1 reach its wait
-        // first (PCT and loom reach that order anyway); both orders are explored.
-        for _ in 0..SHUT_DOWN_AFTER {
-            R::yield_now();
-        }
+        give_way::<R>(HEAD_START);
         traced(t, "shutdown()", || m.shutdown(CallOptions::new()))
     });
     let added = join::<R, _>(t1);

@@ -21,6 +21,19 @@ use crate::world::traced;
 /// Scheduling points T1 passes before it releases the victim.
 const RELEASE_AFTER: usize = 12;
 
+/// Scheduling points a thread that changes what another one waits for passes first (see
+/// [`give_way`]).
+pub(super) const HEAD_START: usize = 64;
+
+/// Passes `points` scheduling points before the change a waiter waits for, so that uniform
+/// random schedules often let the waiter reach its wait first (PCT and loom reach that order
+/// anyway); both orders are explored.
+pub(super) fn give_way<R: SimRuntime>(points: usize) {
+    for _ in 0..points {
+        R::yield_now();
+    }
+}
+
 /// Nothing slept until a deadline: every wait in the scenario ended by a notify.
 pub(super) fn no_deadline_passed<R: SimRuntime>(rt: &R) {
     let now = rt.now();
@@ -75,11 +88,7 @@ fn room_after<R: SimRuntime, D: Depth, H: Send + 'static>(
 ) {
     let t2 = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
     let t1 = world.spawn("T1", move |m, _| {
-        // Scheduling points, so that uniform random schedules often let T2 reach its wait
-        // first (PCT and loom reach that order anyway); both orders are explored.
-        for _ in 0..RELEASE_AFTER {
-            R::yield_now();
-        }
+        give_way::<R>(RELEASE_AFTER);
         release(m, hold);
     });
     join::<R, _>(t1);
@@ -164,10 +173,7 @@ pub(super) fn group_shutdown<R: SimRuntime>(rt: R) {
     let (group, s3) = (Arc::clone(&world.group), Arc::clone(&started));
     let t3 = world.rt.spawn("T3", move || {
         s3.wait_for(1);
-        // Scheduling points, so that uniform random schedules often let T2 reach its wait first.
-        for _ in 0..RELEASE_AFTER {
-            R::yield_now();
-        }
+        give_way::<R>(RELEASE_AFTER);
         trace::record("T3", "shutdown(group)".to_owned());
         group.shutdown();
     });
