@@ -149,12 +149,51 @@ pub enum ManagerError {
         /// The bound the wait had.
         waited: Duration,
     },
+    /// [`Manager::register`](crate::Manager::register) of an id that is already registered:
+    /// nothing changed (the model comes back in the [`RegisterError`]).
+    #[error("model `{id}` is already registered")]
+    AlreadyRegistered {
+        /// The resolved id.
+        id: ModelId,
+    },
     /// A configuration value was refused; nothing changed.
     #[error(transparent)]
     InvalidConfig(#[from] InvalidConfig),
     /// A model id or alias was refused.
     #[error(transparent)]
     InvalidId(#[from] InvalidId),
+}
+
+/// A [`Manager::register`](crate::Manager::register) that was refused: why, and the model,
+/// handed back unregistered (nothing changed). `?` turns it into its [`ManagerError`],
+/// dropping the model.
+#[derive(thiserror::Error)]
+#[error("the model was not registered")]
+pub struct RegisterError<M> {
+    /// Why it was refused (`AlreadyRegistered`, `ShutDown`, `LockTimeout`, a cache's
+    /// `CapacityExhausted`, `InvalidId`, ...).
+    #[source]
+    pub error: ManagerError,
+    /// The model, back with its caller.
+    pub model: M,
+}
+
+impl<M> RegisterError<M> {
+    pub(crate) fn new(error: impl Into<ManagerError>, model: M) -> Self {
+        Self { error: error.into(), model }
+    }
+}
+
+impl<M> fmt::Debug for RegisterError<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisterError").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl<M> From<RegisterError<M>> for ManagerError {
+    fn from(refused: RegisterError<M>) -> Self {
+        refused.error
+    }
 }
 
 /// A configuration value was refused.

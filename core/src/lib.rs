@@ -63,6 +63,22 @@
 //! - **+ burn** (feature `burn`, default): [`burn`](mod@crate::burn) loads burn models from
 //!   SafeTensors files into that cache and serves them on ndarray, or on CUDA with the `cuda`
 //!   feature (the example below, with the feature on).
+//! - **+ metrics**: every piece reports loads, evictions, refusals and waits through the
+//!   [`metrics`](https://docs.rs/metrics) facade (a no-op until you install a recorder); the
+//!   names, and the gauges to set on scrape, are in [`mod@metrics`]. The `resident-serve` crate
+//!   of this workspace serves them to Prometheus over HTTP.
+//!
+//!   ```
+//!   # use resident::{BoxError, Loader, Manager, Model, ModelId, ModelManager};
+//!   # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
+//!   # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
+//!   let manager = ModelManager::new(L);
+//!   manager.add_model("a", None)?; // resident_model_loads_total{model="a"} += 1
+//!   resident::metrics::record_models(&manager, "cpu"); // resident_models{device="cpu"} = 1
+//!   # Ok::<(), resident::ManagerError>(())
+//!   ```
+//!
+//! A layer of your own implements [`Decorator`]: only what it changes.
 //!
 //! ## Words
 //! Callers name a model by *id*, optionally under an *alias*; the *resolved id* is the alias
@@ -106,15 +122,17 @@ mod error;
 mod id;
 pub mod layer;
 mod manager;
+pub mod metrics;
 pub mod runtime;
+mod telemetry;
 
 pub mod mutants;
 
 pub use deadline::{CallOptions, Deadline};
-pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, SourceError};
+pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, RegisterError, SourceError};
 pub use id::{InvalidId, ModelId};
-pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Traced};
+pub use layer::{CapacityPolicy, Decorator, FixedSizeCache, FixedSizeConfig, Traced};
 pub use manager::{
     Added, Eviction, Lease, LifecycleGuard, LifecycleInfo, Loader, Manager, ManagerConfig, Model,
-    ModelManager, Replaced, ShutdownReport, Snapshot,
+    ModelManager, RemovalReport, Replaced, Snapshot,
 };

@@ -65,6 +65,20 @@ mutants! {
     DEADLINE_SKIPS_LOAD_WAIT = "deadline-skips-load-wait",
     /// S-D1v: lowering a device budget waits for locked copies past its call's deadline.
     DEADLINE_SKIPS_DEVICE_ROOM = "deadline-skips-device-room",
+    /// S-CL1: `clear` gives up at the first model it cannot remove (upstream's `clear`).
+    CLEAR_STOPS_AT_FIRST_FAILURE = "clear-stops-at-first-failure",
+    /// S-CL1: `clear` evicts instead of removing: pinned and leased models stay, unreported.
+    CLEAR_EVICTS = "clear-evicts",
+    /// S-CL1: a cache's `clear` goes straight to the manager below it (a decorator fast path):
+    /// the queue keeps the removed ids.
+    CLEAR_BYPASSES_LAYERS = "clear-bypasses-layers",
+    /// S-CL1: a cache's `clear` resets its bookkeeping, pins included.
+    CLEAR_DROPS_PINS = "clear-drops-pins",
+    /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
+    /// unload while it may serve.
+    REGISTER_OVERWRITES = "register-overwrites",
+    /// S-RG1: a cache forwards `register` without admission: `max_size` does not hold.
+    REGISTER_UNADMITTED = "register-unadmitted",
     /// S-G1: shutdown settles only the ids registered when it starts, missing adds in flight.
     SHUTDOWN_REGISTRY_ONLY = "shutdown-registry-only",
     /// S-G1: adds are not refused after shutdown.

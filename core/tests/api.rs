@@ -1,7 +1,9 @@
 //! The shape of the public API: every method that names a model takes `&str` (a `&ModelId`
 //! coerces to one), `ModelId` compares with strings, and `Manager` stays dyn-compatible.
 
-use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+use resident::{
+    BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, Model, ModelId, ModelManager,
+};
 
 struct Named(String);
 
@@ -69,4 +71,26 @@ fn model_ids_compare_with_strings() {
     assert_eq!(id.len(), 6, "str methods through Deref");
     let ids = [ModelId::new("b").unwrap(), ModelId::new("a").unwrap()];
     assert!(ids.iter().any(|i| i == "a"));
+}
+
+#[test]
+fn a_registered_model_serves_and_every_refusal_hands_it_back() {
+    let stacks: Vec<Box<dyn Manager<Model = Named, Runtime = resident::runtime::StdRuntime>>> = vec![
+        Box::new(ModelManager::new(Namer)),
+        Box::new(FixedSizeCache::new(ModelManager::new(Namer), FixedSizeConfig::new(2)).unwrap()),
+    ];
+    for stack in &stacks {
+        stack.register("built", Named("elsewhere".into())).unwrap();
+        assert_eq!(stack.lease("built").unwrap().0, "elsewhere");
+        assert_eq!(stack.add_model("built", None).unwrap(), resident::Added::Warm, "no load");
+        let refused = stack.register("built", Named("twice".into())).unwrap_err();
+        assert!(matches!(refused.error, ManagerError::AlreadyRegistered { .. }));
+        assert_eq!(refused.model.0, "twice");
+        assert!(std::error::Error::source(&refused).is_some(), "the error is the source");
+        stack.shutdown(resident::CallOptions::new());
+        let refused = stack.register("late", Named("late".into())).unwrap_err();
+        assert!(matches!(refused.error, ManagerError::ShutDown { .. }), "{:?}", refused.error);
+        assert_eq!(refused.model.0, "late");
+        assert!(stack.is_empty());
+    }
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use resident::{
-    Added, BoxError, CapacityPolicy, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig,
-    ManagerError, Model, ModelId, ModelManager, Traced,
+    Added, BoxError, CapacityPolicy, Decorator, FixedSizeCache, FixedSizeConfig, Loader, Manager,
+    ManagerConfig, ManagerError, Model, ModelId, ModelManager, Traced,
 };
 
 #[derive(Default)]
@@ -166,6 +166,65 @@ fn touching_an_unknown_id_leaves_no_phantom<M: Manager>(_: &Knobs, cache: FixedS
     assert!(queue(&cache).is_empty());
 }
 
+/// A model built outside the manager, for `register`.
+fn prebuilt(name: &str) -> SizedModel {
+    SizedModel { canonical: format!("prebuilt {name}"), bytes: 1, knobs: Arc::default() }
+}
+
+fn register_goes_through_admission<M: Manager<Model = SizedModel>>(_: &Knobs, cache: FixedSizeCache<M>) {
+    fill(&cache, &["A", "B", "C", "D"]);
+    cache.register("N", prebuilt("N")).unwrap();
+    assert_eq!(queue(&cache), ["B", "C", "D", "N"], "admitted like a cold add: A evicted");
+    assert_eq!(cache.infer("N", |m| m.canonical.clone()).unwrap(), "prebuilt N");
+
+    let refused = cache.register("N", prebuilt("again")).unwrap_err();
+    assert!(matches!(refused.error, ManagerError::AlreadyRegistered { .. }), "{:?}", refused.error);
+    assert_eq!(refused.model.canonical, "prebuilt again", "the model comes back");
+    assert_eq!(cache.infer("N", |m| m.canonical.clone()).unwrap(), "prebuilt N", "the first one stays");
+
+    for id in ["B", "C", "D", "N"] {
+        cache.pin(id).unwrap();
+    }
+    let refused = cache.register("M", prebuilt("M")).unwrap_err();
+    assert!(matches!(refused.error, ManagerError::CapacityExhausted { .. }), "{:?}", refused.error);
+    assert_eq!(refused.model.canonical, "prebuilt M");
+    assert_eq!(queue(&cache), ["B", "C", "D", "N"], "nothing changed");
+    assert!(!cache.contains("M") && cache.loading() == 0);
+
+    let refused = cache.register("a/../b", prebuilt("bad")).unwrap_err();
+    assert!(matches!(refused.error, ManagerError::InvalidId(_)), "{:?}", refused.error);
+    let error: ManagerError = refused.into();
+    assert!(matches!(error, ManagerError::InvalidId(_)), "`?` keeps the error");
+}
+
+fn clear_removes_pinned_models_keeps_pins_and_reports_the_rest<M: Manager>(
+    knobs: &Knobs,
+    cache: FixedSizeCache<M>,
+) {
+    fill(&cache, &["A", "B", "C", "D"]);
+    cache.pin("B").unwrap();
+    knobs.failing_unloads.lock().unwrap().insert("C".into());
+    let lease = cache.lease("D").unwrap();
+    let report = cache.clear(resident::CallOptions::new());
+    let ids = |ids: &[ModelId]| ids.iter().map(ModelId::to_string).collect::<Vec<_>>();
+    assert_eq!(ids(&report.removed), ["A", "B"], "the pinned B went too");
+    let failed: Vec<_> = report.failed.iter().map(|(id, e)| (id.to_string(), e.clone())).collect();
+    assert!(
+        matches!(&failed[..], [(c, ManagerError::Unload { .. }), (d, ManagerError::Busy { .. })] if c == "C" && d == "D"),
+        "past the first failure, every id reported: {failed:?}"
+    );
+    assert_eq!(registered(&cache), ["C", "D"]);
+    assert_eq!(queue(&cache), ["C", "D"], "the queue follows");
+    assert!(cache.is_pinned("B"), "the pin stays");
+    assert_eq!(lease.id().as_str(), "D", "a model that could not go serves on");
+
+    drop(lease);
+    knobs.failing_unloads.lock().unwrap().clear();
+    let report = cache.clear(resident::CallOptions::new());
+    assert!(report.is_complete() && cache.is_empty() && queue(&cache).is_empty(), "{report:?}");
+    assert_eq!(cache.pinned(), [ModelId::new("B").unwrap()]);
+}
+
 macro_rules! on_both_stacks {
     ($($case:ident($max:expr $(, bytes $bytes:expr)?),)*) => {
         mod one_deep {
@@ -196,6 +255,8 @@ on_both_stacks! {
     strict_capacity_fails_typed_and_overflow_loads(4),
     alias_loads_under_the_resolved_id(4),
     touching_an_unknown_id_leaves_no_phantom(4),
+    register_goes_through_admission(4),
+    clear_removes_pinned_models_keeps_pins_and_reports_the_rest(4),
 }
 
 #[test]
@@ -232,36 +293,19 @@ fn a_zero_capacity_is_refused() {
     assert_eq!(err.field, "max_size");
 }
 
-/// A user's own decorator: it writes only the methods the trait requires (forwarding them and
-/// counting adds), so `len`, `is_empty`, `pin`, `add_model`, `remove` and `infer` are the
-/// trait's defaults.
+/// A user's own decorator: it overrides only `add_locked` (counting adds); every other method
+/// is a default of `Decorator` (forwarding) or of `Manager` (`len`, `is_empty`, `pin`,
+/// `add_model`, `remove`, `infer`, `register`, `clear`, `shutdown`).
 struct CountingAdds<M> {
     inner: M,
     adds: Mutex<usize>,
 }
 
-impl<M: Manager> Manager for CountingAdds<M> {
-    type Model = M::Model;
-    type Runtime = M::Runtime;
+impl<M: Manager> Decorator for CountingAdds<M> {
+    type Inner = M;
 
-    fn runtime(&self) -> &M::Runtime {
-        self.inner.runtime()
-    }
-
-    fn changes(&self) -> &resident::runtime::Signal<M::Runtime> {
-        self.inner.changes()
-    }
-
-    fn lock_until(
-        &self,
-        id: &str,
-        deadline: resident::Deadline,
-    ) -> Result<resident::LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
-        self.inner.lock_until(id, deadline)
-    }
-
-    fn try_lock(&self, id: &str) -> Option<resident::LifecycleGuard<M::Model, M::Runtime>> {
-        self.inner.try_lock(id)
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn add_locked(
@@ -271,76 +315,6 @@ impl<M: Manager> Manager for CountingAdds<M> {
     ) -> Result<Added, ManagerError> {
         *self.adds.lock().unwrap() += 1;
         self.inner.add_locked(guard, canonical)
-    }
-
-    fn replace_locked(
-        &self,
-        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
-        canonical: &ModelId,
-    ) -> Result<resident::Replaced, ManagerError> {
-        self.inner.replace_locked(guard, canonical)
-    }
-
-    fn remove_locked(
-        &self,
-        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
-    ) -> Result<(), ManagerError> {
-        self.inner.remove_locked(guard)
-    }
-
-    fn evict_locked(
-        &self,
-        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
-    ) -> Result<resident::Eviction, ManagerError> {
-        self.inner.evict_locked(guard)
-    }
-
-    fn pin_locked(&self, guard: &resident::LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
-        self.inner.pin_locked(guard)
-    }
-
-    fn lease_until(
-        &self,
-        id: &str,
-        deadline: resident::Deadline,
-    ) -> Result<resident::Lease<M::Model, M::Runtime>, ManagerError> {
-        self.inner.lease_until(id, deadline)
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        self.inner.contains(id)
-    }
-
-    fn in_use(&self, id: &str) -> bool {
-        self.inner.in_use(id)
-    }
-
-    fn is_locked(&self, id: &str) -> bool {
-        self.inner.is_locked(id)
-    }
-
-    fn is_pinned(&self, id: &str) -> bool {
-        self.inner.is_pinned(id)
-    }
-
-    fn ids(&self) -> Vec<ModelId> {
-        self.inner.ids()
-    }
-
-    fn snapshot(&self) -> resident::Snapshot {
-        self.inner.snapshot()
-    }
-
-    fn is_shut_down(&self) -> bool {
-        self.inner.is_shut_down()
-    }
-
-    fn begin_shutdown(&self) -> Vec<ModelId> {
-        self.inner.begin_shutdown()
-    }
-
-    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
-        self.inner.unpin(id)
     }
 }
 
@@ -373,7 +347,7 @@ fn a_users_own_decorator_composes_through_the_traits_defaults() {
     // A shutdown through the user's layer: the cache's queue learns of every unload.
     let report = cache.shutdown(resident::CallOptions::new());
     assert!(report.is_complete(), "{report:?}");
-    assert_eq!(report.unloaded, [ModelId::new("C").unwrap()]);
+    assert_eq!(report.removed, [ModelId::new("C").unwrap()]);
     assert!(cache.queue().is_empty() && cache.is_empty() && cache.is_shut_down());
     assert!(matches!(cache.add_model("A", None), Err(ManagerError::ShutDown { .. })));
     assert_eq!(*cache.get_ref().adds.lock().unwrap(), 4, "a cold add is refused before it makes room");

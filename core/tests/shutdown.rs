@@ -60,7 +60,7 @@ fn a_shutdown_drains_the_live_lease_then_unloads_everything() {
     drop(lease);
     let report = stopper.join().expect("no panic");
     assert!(report.is_complete(), "{report:?}");
-    assert_eq!(report.unloaded, [id("a"), id("b")]);
+    assert_eq!(report.removed, [id("a"), id("b")]);
     assert!(cache.is_empty() && cache.queue().is_empty());
 }
 
@@ -71,7 +71,7 @@ fn what_cannot_drain_by_the_deadline_is_reported_and_a_second_shutdown_settles_i
     manager.add_model("idle", None).expect("loads");
     let lease = manager.lease("kept").expect("registered");
     let report = manager.shutdown(CallOptions::new().with_timeout(Duration::from_millis(20)));
-    assert_eq!(report.unloaded, [id("idle")]);
+    assert_eq!(report.removed, [id("idle")]);
     assert!(
         matches!(report.failed.as_slice(), [(kept, ManagerError::Busy { leases: 1, .. })] if *kept == id("kept")),
         "{report:?}"
@@ -80,7 +80,7 @@ fn what_cannot_drain_by_the_deadline_is_reported_and_a_second_shutdown_settles_i
     assert!(matches!(manager.lease("kept"), Err(ManagerError::ShutDown { .. })));
     drop(lease);
     let again = manager.shutdown(CallOptions::new());
-    assert!(again.is_complete() && again.unloaded == [id("kept")], "{again:?}");
+    assert!(again.is_complete() && again.removed == [id("kept")], "{again:?}");
     assert!(manager.is_empty());
-    assert!(manager.shutdown(CallOptions::new()).unloaded.is_empty(), "idempotent");
+    assert!(manager.shutdown(CallOptions::new()).removed.is_empty(), "idempotent");
 }

@@ -44,6 +44,11 @@ impl<R: SimRuntime> IdProbe<R> {
     pub fn alive(&self) -> usize {
         self.constructed.get() - self.unloaded.get() - self.dropped.get()
     }
+
+    /// Models of this id dropped without a successful unload.
+    pub fn dropped(&self) -> usize {
+        self.dropped.get()
+    }
 }
 
 /// One resolved id: the scripts of the loads and unloads of the models registered under it
@@ -142,6 +147,20 @@ impl<R: SimRuntime> Probe<R> {
 }
 
 impl<R: SimRuntime> Probe<R> {
+    /// A model of `id` built outside the manager (for `register`), registered under `id`:
+    /// counted as built and alive like a loaded one, without a load call.
+    pub fn prebuilt(self: &Arc<Self>, id: &str) -> SimModel<R> {
+        let p = self.id(id);
+        p.constructed.add(1);
+        self.alive.add(1);
+        SimModel {
+            probe: Arc::clone(self),
+            id: p.id.clone(),
+            resolved: p.id.clone(),
+            unloaded: R::counter_for_model(),
+        }
+    }
+
     /// The probe of `id`; an id the scenario did not declare is a scenario bug.
     pub fn id(&self, id: &str) -> &IdProbe<R> {
         self.ids.get(id).unwrap_or_else(|| panic!("scenario did not declare model id {id:?}"))

@@ -149,6 +149,8 @@ scenario_tests! {
     s_z1p => "S-Z1p",
     w_19 => "W-19",
     s_d1v => "S-D1v",
+    s_cl1 => "S-CL1",
+    s_rg1 => "S-RG1",
 }
 
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.

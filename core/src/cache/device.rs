@@ -49,6 +49,7 @@ use crate::error::{CacheError, InvalidConfig};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
+use crate::telemetry;
 
 /// How to admit a model in [`DeviceCache::put`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,7 +282,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         ModelId::validate(key)?;
         let cap = self.group.budget.cap();
         if bytes > cap {
-            return Err(CacheError::TooLarge { key: key.to_owned(), bytes, cap });
+            return Err(telemetry::cache_refused(CacheError::TooLarge { key: key.to_owned(), bytes, cap }));
         }
         self.expire_idle();
         if how.prefetch && self.with_state(|s| s.shut_down) {
@@ -977,6 +978,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);
             let dropped = catch_unwind(AssertUnwindSafe(move || drop(gone)));
             tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
+            telemetry::evicted("cache", bytes);
             let reported = match &callback {
                 Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(&key, bytes))),
                 None => Ok(()),

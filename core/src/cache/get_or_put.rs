@@ -10,6 +10,7 @@ use crate::error::{BoxError, CacheError, SourceError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
+use crate::telemetry;
 
 /// The size of a load, declared before it runs: the bytes its weights will take once loaded
 /// (what the budget charges), and the peak it allocates while loading (what it reserves; at
@@ -146,7 +147,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         };
         let cap = self.group().budget().cap();
         if declared.peak() > cap {
-            return Err(CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap });
+            let too_large = CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap };
+            return Err(telemetry::cache_refused(too_large));
         }
         let loads = &self.group().loads;
         let wait = deadline.bound(self.runtime(), loads.wait(), Mutant::DEADLINE_SKIPS_LOAD_WAIT);

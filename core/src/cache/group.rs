@@ -13,6 +13,7 @@ use crate::deadline::CallOptions;
 use crate::error::{CacheError, InvalidConfig};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
+use crate::telemetry;
 
 /// Peers: one cache per device over one store and one budget.
 pub struct CacheGroup<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
@@ -104,7 +105,8 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             }
             if deadline.is_some_and(|d| rt.now() >= d) {
                 let (in_use, reserved) = (budget.in_use(), budget.reserved());
-                return Err(CacheError::OverCap { cap: budget.cap(), in_use, reserved, waited: wait });
+                let over = CacheError::OverCap { cap: budget.cap(), in_use, reserved, waited: wait };
+                return Err(telemetry::cache_refused(over));
             }
             let left = deadline.map_or(std::time::Duration::MAX, |d| d.saturating_sub(rt.now()));
             let _ = budget.wait_for_room(seen, left);

@@ -8,6 +8,7 @@ use crate::deadline::CallOptions;
 use crate::error::{CacheError, InvalidConfig};
 use crate::mutants::Mutant;
 use crate::runtime::Runtime;
+use crate::telemetry;
 
 /// What one look at the cache found, lowering toward `cap`.
 enum Lowering {
@@ -95,7 +96,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             if expired() {
                 let Over { cap, used, locked } = over;
                 let device = self.device().to_owned();
-                return Err(CacheError::DeviceOverBudget { device, budget: cap, used, locked, waited: wait });
+                let over = CacheError::DeviceOverBudget { device, budget: cap, used, locked, waited: wait };
+                return Err(telemetry::cache_refused(over));
             }
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
             let _ = budget.wait_for_room(seen, left);

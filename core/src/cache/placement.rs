@@ -37,6 +37,7 @@ use super::record::{DeviceCopy, Record};
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
+use crate::telemetry;
 
 /// What a cache needs from a model's weights to place them on its device.
 pub trait DeviceWeights: Send + Sync + 'static {
@@ -256,7 +257,14 @@ fn make_device_room<W, R: Runtime>(
         .filter(|v| v.locks == 0)
         .fold(0u64, |sum, v| sum.saturating_add(v.device.resident_bytes()));
     let pinned = used.saturating_sub(freeable);
-    let full = |used: u64| CacheError::DeviceFull { key: key.to_owned(), needed: need, budget: cap, used };
+    let full = |used: u64| {
+        telemetry::cache_refused(CacheError::DeviceFull {
+            key: key.to_owned(),
+            needed: need,
+            budget: cap,
+            used,
+        })
+    };
     if need > cap.saturating_sub(pinned) {
         return Err(full(pinned));
     }

@@ -14,6 +14,7 @@ use crate::deadline::Deadline;
 use crate::error::CacheError;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
+use crate::telemetry;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Reserves `bytes` of the group's RAM budget for a load of `key`, making room and waiting
@@ -84,7 +85,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         let (in_use, reserved) = (budget.in_use(), budget.reserved());
         tracing::warn!(key, bytes, cap = budget.cap(), in_use, reserved, "no room in the RAM budget");
-        CacheError::NoRoom {
+        telemetry::cache_refused(CacheError::NoRoom {
             key: key.to_owned(),
             needed: bytes,
             cap: budget.cap(),
@@ -92,6 +93,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             reserved,
             waited,
             holders: if pinned.is_empty() { "nothing pinned".to_owned() } else { pinned.join(", ") },
-        }
+        })
     }
 }

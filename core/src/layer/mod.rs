@@ -54,8 +54,10 @@ macro_rules! forward_reads {
     };
 }
 
+mod decorator;
 mod fixed_size;
 mod traced;
 
+pub use decorator::Decorator;
 pub use fixed_size::{CapacityPolicy, FixedSizeCache, FixedSizeConfig};
 pub use traced::Traced;

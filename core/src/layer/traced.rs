@@ -2,10 +2,12 @@
 //! all of its arguments (upstream's logger decorator dropped some).
 
 use crate::deadline::Deadline;
-use crate::error::ManagerError;
+use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
 use crate::manager::{Added, Lease, LifecycleGuard, Replaced};
 use crate::manager::{Eviction, Manager};
+
+use super::Decorator;
 
 /// Wraps any [`Manager`] and traces every call, then forwards it unchanged.
 #[derive(Debug)]
@@ -30,14 +32,11 @@ impl<M: Manager> Traced<M> {
     }
 }
 
-impl<M: Manager> Manager for Traced<M> {
-    type Model = M::Model;
-    type Runtime = M::Runtime;
+impl<M: Manager> Decorator for Traced<M> {
+    type Inner = M;
 
-    forward_reads!();
-
-    fn is_pinned(&self, id: &str) -> bool {
-        self.inner.is_pinned(id)
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn lock_until(
@@ -94,6 +93,20 @@ impl<M: Manager> Manager for Traced<M> {
         let _span = tracing::debug_span!("evict", id = %guard.id()).entered();
         let result = self.inner.evict_locked(guard);
         tracing::debug!(?result, "evict done");
+        result
+    }
+
+    fn register_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        model: M::Model,
+    ) -> Result<(), RegisterError<M::Model>> {
+        let _span = tracing::debug_span!("register", id = %guard.id()).entered();
+        let result = self.inner.register_locked(guard, model);
+        tracing::debug!(
+            error = result.as_ref().err().map(|e| tracing::field::display(&e.error)),
+            "register done"
+        );
         result
     }
 

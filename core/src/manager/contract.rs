@@ -9,10 +9,10 @@
 //! block, wait for a lifecycle lock, call back into an outer layer, or run user code (loaders,
 //! unloads, a model's methods). Every other method is called with no layer monitor held.
 
-use super::shutdown::{self, ShutdownReport};
+use super::removal::{self, RemovalReport};
 use super::{Added, Lease, LifecycleGuard, Model, Replaced, Snapshot};
 use crate::deadline::{CallOptions, Deadline};
-use crate::error::ManagerError;
+use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
 use crate::runtime::Runtime;
 
@@ -104,6 +104,13 @@ pub trait Manager: Send + Sync + 'static {
         guard: &LifecycleGuard<Self::Model, Self::Runtime>,
     ) -> Result<Eviction, ManagerError>;
 
+    /// [`Manager::register`] for a caller that already holds `guard` (the id's lock).
+    fn register_locked(
+        &self,
+        guard: &LifecycleGuard<Self::Model, Self::Runtime>,
+        model: Self::Model,
+    ) -> Result<(), RegisterError<Self::Model>>;
+
     /// [`Manager::pin`] for a caller that already holds `guard`: pins its id in every layer.
     fn pin_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
 
@@ -186,13 +193,13 @@ pub trait Manager: Send + Sync + 'static {
     /// manager.add_model("a", None)?;
     /// let report = manager.shutdown(CallOptions::new().with_timeout(Duration::from_secs(5)));
     /// assert!(report.is_complete());
-    /// assert_eq!(report.unloaded, [ModelId::new("a")?]);
+    /// assert_eq!(report.removed, [ModelId::new("a")?]);
     /// assert!(matches!(manager.add_model("a", None), Err(ManagerError::ShutDown { .. })));
     /// assert!(matches!(manager.lease("a"), Err(ManagerError::ShutDown { .. })));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn shutdown(&self, options: CallOptions) -> ShutdownReport {
-        shutdown::shut_down(self, options)
+    fn shutdown(&self, options: CallOptions) -> RemovalReport {
+        removal::shut_down(self, options)
     }
 
     /// Protects the resolved id `id` from eviction in every layer of the stack. It takes the
@@ -275,6 +282,79 @@ pub trait Manager: Send + Sync + 'static {
         let (canonical, resolved) = resolve(id, alias)?;
         let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
         self.replace_locked(&guard, &canonical)
+    }
+
+    /// Registers `model`, built elsewhere, under the resolved id `id` (upstream's
+    /// `ModelManager(models={...})`), with no loader call: from then on it is served, evicted,
+    /// replaced and unloaded like a loaded model. Through a
+    /// [`FixedSizeCache`](crate::FixedSizeCache) it goes through admission like a cold add
+    /// (counted against `max_size`, evicting least recently used models, or waiting for room).
+    ///
+    /// Refused with the model handed back, and nothing changed: an id already registered
+    /// (`AlreadyRegistered`; the registered model stays), an invalid id, a shut-down stack, no
+    /// lock or no room in time.
+    ///
+    /// ```
+    /// use resident::{BoxError, Loader, Manager, ManagerError, Model, ModelId, ModelManager};
+    /// struct Named(&'static str);
+    /// impl Model for Named { fn size_bytes(&self) -> u64 { 1 } }
+    /// struct L;
+    /// impl Loader for L {
+    ///     type Model = Named;
+    ///     fn load(&self, _: &ModelId) -> Result<Named, BoxError> { Ok(Named("loaded")) }
+    /// }
+    /// let manager = ModelManager::new(L);
+    /// manager.register("warm", Named("built elsewhere"))?;
+    /// assert_eq!(manager.infer("warm", |m| m.0)?, "built elsewhere");
+    /// let refused = manager.register("warm", Named("second")).unwrap_err();
+    /// assert!(matches!(refused.error, ManagerError::AlreadyRegistered { .. }));
+    /// assert_eq!(refused.model.0, "second"); // handed back
+    /// # Ok::<(), ManagerError>(())
+    /// ```
+    fn register(&self, id: &str, model: Self::Model) -> Result<(), RegisterError<Self::Model>> {
+        self.register_with(id, model, CallOptions::new())
+    }
+
+    /// [`Manager::register`] with its waits (the lifecycle lock, a cache's wait for room)
+    /// bounded by `options` too (SPEC 1.10).
+    fn register_with(
+        &self,
+        id: &str,
+        model: Self::Model,
+        options: CallOptions,
+    ) -> Result<(), RegisterError<Self::Model>> {
+        let id = match ModelId::new(id) {
+            Ok(id) => id,
+            Err(error) => return Err(RegisterError::new(error, model)),
+        };
+        match self.lock_until(&id, options.deadline(self.runtime())) {
+            Ok(guard) => self.register_locked(&guard, model),
+            Err(error) => Err(RegisterError::new(error, model)),
+        }
+    }
+
+    /// Removes every model registered when it starts — pinned ones too; the pins stay, and
+    /// protect the id again once it is added back — id by id under its lifecycle lock and
+    /// through every layer, as [`Manager::remove_with`] does: live leases drain within the
+    /// lease drain timeout and `options`. It goes on past a failure (unlike upstream's
+    /// `clear`, which stops at the first): what could not be removed stays registered and
+    /// serving, and is reported with its error. A model added while it runs may stay.
+    ///
+    /// ```
+    /// use resident::{BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+    /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
+    /// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
+    /// let cache = FixedSizeCache::new(ModelManager::new(L), FixedSizeConfig::new(2))?;
+    /// cache.add_model("a", None)?;
+    /// cache.add_model("b", None)?;
+    /// cache.pin("a")?;
+    /// let report = cache.clear(CallOptions::new());
+    /// assert!(report.is_complete() && cache.is_empty());
+    /// assert!(cache.is_pinned("a")); // the pin stays
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn clear(&self, options: CallOptions) -> RemovalReport {
+        removal::clear(self, options)
     }
 
     /// Unloads and unregisters the model registered under the resolved id `id`.

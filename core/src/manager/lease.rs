@@ -19,6 +19,7 @@ use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
+use crate::telemetry;
 
 struct UseState {
     leases: usize,
@@ -81,9 +82,16 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
             Some(taken) => taken,
             None => {
                 let timeout = timeout();
-                self.state.wait_until(Some(timeout), take).unwrap_or_else(|_| {
-                    Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout })
-                })
+                let rt = self.changes.runtime();
+                let started = rt.now();
+                let taken = self.state.wait_until(Some(timeout), take).unwrap_or_else(|_| {
+                    Err(telemetry::refused(ManagerError::LockTimeout {
+                        id: self.id.clone(),
+                        waited: timeout,
+                    }))
+                });
+                telemetry::lease_waited(rt.now().saturating_sub(started));
+                taken
             }
         };
         taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) }))
@@ -111,7 +119,11 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
         let closed = Closed { slot: self, committed: false };
         match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())) {
             Ok(()) => Ok(closed),
-            Err(_) => Err(ManagerError::Busy { id: self.id.clone(), leases: self.leases(), waited: timeout }),
+            Err(_) => Err(telemetry::refused(ManagerError::Busy {
+                id: self.id.clone(),
+                leases: self.leases(),
+                waited: timeout,
+            })),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut, panicking};
+use crate::telemetry;
 
 /// The table monitor, shared by the manager and every guard it hands out.
 pub(crate) type SharedTable<M, R> = Arc<<R as Runtime>::Monitor<Table<M, R>>>;
@@ -51,8 +52,13 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         timeout: std::time::Duration,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<M, R>, TimedOut> {
-        match self.entry.lock.acquire(timeout) {
-            Ok(()) => {
+        let started = self.changes.runtime().now();
+        let acquired = self.entry.lock.acquire(timeout);
+        if acquired != Ok(false) {
+            telemetry::lock_waited(self.changes.runtime().now().saturating_sub(started));
+        }
+        match acquired {
+            Ok(_) => {
                 tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock acquired");
                 Ok(LifecycleGuard { reservation: self, locked: true, deadline })
             }

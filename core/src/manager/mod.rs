@@ -19,7 +19,7 @@ mod contract;
 mod lease;
 mod lifecycle;
 mod model;
-mod shutdown;
+mod removal;
 mod table;
 
 use std::fmt;
@@ -30,17 +30,19 @@ pub use contract::{Eviction, Manager};
 pub use lease::Lease;
 pub use lifecycle::LifecycleGuard;
 pub use model::{Loader, Model};
-pub use shutdown::ShutdownReport;
+pub use removal::RemovalReport;
+pub(crate) use removal::clear as clear_each;
 
 use lease::Slot;
 use lifecycle::{Reservation, SharedTable};
 use table::Table;
 
 use crate::deadline::Deadline;
-use crate::error::{InvalidConfig, ManagerError, SourceError};
+use crate::error::{InvalidConfig, ManagerError, RegisterError, SourceError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
+use crate::telemetry;
 
 /// How a successful [`ModelManager::add_model`] went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +165,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         {
             Ok(Some(slot)) => Ok(slot),
             Ok(None) => Err(ManagerError::NotFound { id: ModelId::new(id)? }),
-            Err(()) => Err(ManagerError::ShutDown { id: ModelId::new(id)? }),
+            Err(()) => Err(telemetry::refused(ManagerError::ShutDown { id: ModelId::new(id)? })),
         }
     }
 
@@ -204,7 +206,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let timeout = deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LOCK);
         Reservation::new(&self.table, id, &self.changes)
             .acquire(timeout, deadline)
-            .map_err(|_| ManagerError::LockTimeout { id: id.clone(), waited: timeout })
+            .map_err(|_| telemetry::refused(ManagerError::LockTimeout { id: id.clone(), waited: timeout }))
     }
 
     fn try_lock(&self, id: &str) -> Option<LifecycleGuard<L::Model, R>> {
@@ -229,7 +231,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let resolved = guard.id();
         let (shut_down, registered) = self.state_of(resolved);
         if shut_down && !self.runtime.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
-            return Err(ManagerError::ShutDown { id: resolved.clone() });
+            return Err(telemetry::refused(ManagerError::ShutDown { id: resolved.clone() }));
         }
         if registered {
             tracing::debug!(id = %resolved, "add: warm");
@@ -240,8 +242,10 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             return Err(error);
         }
         tracing::debug!(id = %resolved, %canonical, generation = guard.generation(), "add: loading");
+        let started = self.runtime.now();
         match self.loader.load_until(canonical, guard.deadline()) {
             Ok(model) => {
+                telemetry::loaded(resolved, self.runtime.now().saturating_sub(started));
                 let slot = Arc::new(Slot::new(resolved.clone(), model, &self.changes));
                 self.table.with(|t| {
                     t.registry.insert(resolved.clone(), slot);
@@ -255,6 +259,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                     self.table.with(|t| t.forget(resolved));
                 }
                 tracing::debug!(id = %resolved, %error, "add: load failed");
+                telemetry::load_failed(resolved);
                 let error = ManagerError::Load { id: resolved.clone(), source: SourceError::new(error) };
                 guard.record_failure(canonical, &error, self.config.failure_cache());
                 Err(error)
@@ -278,6 +283,35 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             Some(slot.close(self.drain_bound(guard))?)
         };
         self.unload(guard, &slot, closed)
+    }
+
+    /// Registers `model` under the guard's id if nothing is registered there, without calling
+    /// the loader; a failed load the id's callers share is forgotten, as by a load.
+    fn register_locked(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+        model: L::Model,
+    ) -> Result<(), RegisterError<L::Model>> {
+        if let Err(error) = self.check_guard(guard) {
+            return Err(RegisterError::new(error, model));
+        }
+        let id = guard.id();
+        let overwrite = self.runtime.mutant(Mutant::REGISTER_OVERWRITES);
+        match self.state_of(id) {
+            (true, _) => return Err(RegisterError::new(ManagerError::ShutDown { id: id.clone() }, model)),
+            (false, true) if !overwrite => {
+                return Err(RegisterError::new(ManagerError::AlreadyRegistered { id: id.clone() }, model));
+            }
+            (false, _) => {}
+        }
+        let slot = Arc::new(Slot::new(id.clone(), model, &self.changes));
+        // The mutant's old model (if any) is dropped here, outside the table monitor.
+        let _old = self.table.with(|t| {
+            t.loaded(id);
+            t.registry.insert(id.clone(), slot)
+        });
+        tracing::debug!(%id, "registered a model built elsewhere");
+        Ok(())
     }
 
     /// Unloads the model only if no lease is live at its point of no return (a non-blocking
@@ -335,10 +369,12 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             return self.add_locked(guard, canonical).map(|_| Replaced::Unloaded);
         }
         tracing::debug!(%id, %canonical, "replace: loading the new version");
-        let model = self
-            .loader
-            .load_until(canonical, guard.deadline())
-            .map_err(|error| ManagerError::Load { id: id.clone(), source: SourceError::new(error) })?;
+        let started = self.runtime.now();
+        let model = self.loader.load_until(canonical, guard.deadline()).map_err(|error| {
+            telemetry::load_failed(id);
+            ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
+        })?;
+        telemetry::loaded(id, self.runtime.now().saturating_sub(started));
         let new = Arc::new(Slot::new(id.clone(), model, &self.changes));
         let old = self.table.with(|t| t.registry.insert(id.clone(), new));
         let old = old.expect("registered: checked under the lifecycle lock");

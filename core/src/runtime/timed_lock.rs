@@ -21,9 +21,15 @@ impl<R: Runtime> TimedLock<R> {
         Self { held: runtime.monitor(false), runtime: runtime.clone() }
     }
 
-    /// Acquires the lock, waiting at most `timeout`.
-    pub fn acquire(&self, timeout: Duration) -> Result<(), TimedOut> {
-        self.held.wait_until(Some(timeout), |held| (!*held).then(|| *held = true))
+    /// Acquires the lock, waiting at most `timeout`; `Ok(true)` if it had to wait (it was
+    /// held when first tried).
+    pub fn acquire(&self, timeout: Duration) -> Result<bool, TimedOut> {
+        let mut tries = 0u32;
+        let acquired = self.held.wait_until(Some(timeout), |held| {
+            tries += 1;
+            (!*held).then(|| *held = true)
+        });
+        acquired.map(|()| tries > 1)
     }
 
     /// Acquires the lock if it is free right now.
@@ -62,7 +68,7 @@ mod tests {
     #[test]
     fn acquire_release_and_try() {
         let lock = TimedLock::new(&StdRuntime::new());
-        assert!(lock.acquire(Duration::from_millis(10)).is_ok());
+        assert_eq!(lock.acquire(Duration::from_millis(10)), Ok(false), "free: no wait");
         assert!(lock.is_held());
         assert!(!lock.try_acquire(), "a held lock is not free");
         assert_eq!(lock.acquire(Duration::from_millis(5)), Err(TimedOut));

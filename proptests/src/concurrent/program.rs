@@ -53,6 +53,11 @@ pub enum ThreadOp {
     /// `set_max_size(n, …)` of the outermost cache (SPEC 1.12), `n` in `1..=MAX_SIZE`: lowering
     /// evicts idle models down to it, raising wakes the adds waiting for room.
     Resize(usize),
+    /// `clear(…)`: removes every registered model, pinned ones too (their pins stay).
+    Clear,
+    /// `register(IDS[i], model)` of a model of `IDS[i]` built outside the stack: admitted like
+    /// a cold add, without a load.
+    Register(usize),
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -115,8 +120,9 @@ impl Program {
     /// version whose leases outlive the drain is detached, alive until its last lease ends, and
     /// no longer counted by the cache).
     pub fn alive_at_most(&self) -> usize {
-        self.capacity()
-            + self.threads.iter().flatten().filter(|op| matches!(op, ThreadOp::Replace(_))).count()
+        // So is a model built for a register until the stack takes it or hands it back.
+        let extra = |op: &&ThreadOp| matches!(op, ThreadOp::Replace(_) | ThreadOp::Register(_));
+        self.capacity() + self.threads.iter().flatten().filter(extra).count()
     }
 
     /// The capacity the stack behaves as.
@@ -203,10 +209,29 @@ pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
     let pins = prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(index(), 1..=2)];
     (prefix(), handed(), pins, threads, faults(), shape()).prop_map(
-        |(prefix, handed, pins, threads, faults, (nested, narrow))| {
-            let any_time =
-                super::generated::any_time_for(&(&prefix, &handed, &pins, &threads, &faults, nested, narrow));
+        |(prefix, handed, pins, mut threads, faults, (nested, narrow))| {
+            let drawn = (&prefix, &handed, &pins, &threads, &faults, nested, narrow);
+            let any_time = super::generated::any_time_for(&drawn);
+            let extra = super::generated::hash_of(&(drawn, "clear or register"));
+            insert_clear_or_register(&mut threads, extra);
             Program { prefix, handed, pins, threads, faults, nested, narrow, any_time }
         },
     )
+}
+
+/// In a third of the programs, one `clear` or `register` at a place in a thread chosen by
+/// `hash` (a hash of the draw, like [`any_time_for`](super::generated::any_time_for): drawing
+/// it would draw every later program anew, and which campaign finds what depends on every
+/// draw).
+fn insert_clear_or_register(threads: &mut [Vec<ThreadOp>], hash: u64) {
+    if !hash.is_multiple_of(3) || threads.is_empty() {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let op = match pick(8, 3) {
+        0 => ThreadOp::Clear,
+        _ => ThreadOp::Register(pick(10, IDS.len())),
+    };
+    let thread = &mut threads[pick(16, threads.len())];
+    thread.insert(pick(24, thread.len() + 1), op);
 }

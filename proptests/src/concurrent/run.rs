@@ -10,7 +10,7 @@ use std::time::Duration;
 use resident::runtime::Arc;
 use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError, Replaced};
 use resident_sim::cache_world::ensure_outside_monitors;
-use resident_sim::manager_world::{CallObserver, ManagerWorld, SimModel, check_queue};
+use resident_sim::manager_world::{CallObserver, ManagerWorld, Probe, SimModel, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::violation::{InjectedPanic, Violation};
 
@@ -115,7 +115,7 @@ impl CallObserver for Recorder {
     fn loading_as(&self) -> Option<String> {
         let (_, at) = *self.current.lock().expect("recorder lock").get(&self.thread())?;
         match self.history.get(at).op {
-            Op::Add { r, c } if r != c => Some(RESOLVED[r].to_owned()),
+            Op::Add { r, c, .. } if r != c => Some(RESOLVED[r].to_owned()),
             _ => None,
         }
     }
@@ -139,6 +139,7 @@ fn error(e: ManagerError) -> Ret {
         ManagerError::CapacityExhausted { .. } => Ret::CapacityExhausted,
         ManagerError::ShutDown { .. } => Ret::ShutDown,
         ManagerError::OverLimit { .. } => Ret::OverLimit,
+        ManagerError::AlreadyRegistered { .. } => Ret::AlreadyRegistered,
         other => Ret::Unexpected(other.to_string()),
     }
 }
@@ -169,7 +170,7 @@ fn add<M: Manager>(
     options: CallOptions,
 ) {
     let r = alias.map_or(c, |_| IDS.len());
-    recorder.call(thread, Op::Add { r, c }, || {
+    recorder.call(thread, Op::Add { r, c, built: false }, || {
         let ret = match m.add_model_with(IDS[c], alias, options) {
             Ok(Added::Loaded) => Ret::Loaded,
             Ok(Added::Warm) => Ret::Warm,
@@ -183,12 +184,13 @@ fn add<M: Manager>(
 /// `held`.
 fn run_thread<M>(
     m: &FixedSizeCache<M>,
+    probe: &Arc<Probe<M::Runtime>>,
     recorder: &Recorder,
     thread: usize,
     ops: &[ThreadOp],
     mut held: Held<FixedSizeCache<M>>,
 ) where
-    M: Manager<Runtime: SimRuntime>,
+    M: Manager<Runtime: SimRuntime, Model = SimModel<<M as Manager>::Runtime>>,
 {
     let now = CallOptions::new().with_timeout(Duration::ZERO);
     for op in ops {
@@ -231,6 +233,30 @@ fn run_thread<M>(
             }
             ThreadOp::Resize(n) => {
                 recorder.call(thread, Op::Resize(n), || (done(m.set_max_size(n, CallOptions::new())), ()));
+            }
+            ThreadOp::Clear => {
+                recorder.call(thread, Op::Clear, || {
+                    let report = m.clear(CallOptions::new());
+                    let failed = report.failed.iter().filter_map(|(id, _)| index(id));
+                    let ret = if report.is_complete() {
+                        Ret::Done
+                    } else {
+                        Ret::Registered(failed.fold(0u8, |m, i| m | 1 << i))
+                    };
+                    (ret, ())
+                });
+            }
+            ThreadOp::Register(i) => {
+                // Built before the call, outside the stack; a refused one is dropped by its caller.
+                let model = probe.prebuilt(IDS[i]);
+                recorder.call(thread, Op::Add { r: i, c: i, built: true }, || {
+                    (
+                        m.register(IDS[i], model)
+                            .map_err(|refused| refused.error)
+                            .map_or_else(error, |()| Ret::Done),
+                        (),
+                    )
+                });
             }
             ThreadOp::RemoveNow(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove_with(RESOLVED[i], now)), ()));
@@ -308,7 +334,7 @@ where
     let main = program.threads.len();
     let adds = program.prefix.iter().map(|&i| ThreadOp::Add(i));
     let prefix: Vec<ThreadOp> = adds.chain(program.pins.iter().map(|&i| ThreadOp::Pin(i))).collect();
-    run_thread(&world.manager, recorder, main, &prefix, Vec::new());
+    run_thread(&world.manager, &world.probe, recorder, main, &prefix, Vec::new());
     let mut handed: Vec<Held<FixedSizeCache<M>>> = program.threads.iter().map(|_| Vec::new()).collect();
     for &(i, t) in &program.handed {
         handed[t % program.threads.len()].extend(lease(&world.manager, recorder, main, i));
@@ -321,7 +347,7 @@ where
         .map(|(t, (ops, held))| {
             let (recorder, ops) = (Arc::clone(recorder), ops.clone());
             world.spawn(["T1", "T2", "T3"][t.min(2)], move |m, _| {
-                run_thread(&m.manager, &recorder, t, &ops, held)
+                run_thread(&m.manager, &m.probe, &recorder, t, &ops, held)
             })
         })
         .collect();

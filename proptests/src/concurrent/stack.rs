@@ -36,13 +36,16 @@ use resident_sim::manager_world::Step;
 /// A call or event of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
-    /// `add_model(IDS[c], alias)` registering `RESOLVED[r]`, as recorded (split by
-    /// [`split_calls`] before checking).
+    /// `add_model(IDS[c], alias)` registering `RESOLVED[r]`, or (`built`) `register` of a
+    /// model of `IDS[c]` built outside the stack, as recorded (split by [`split_calls`] before
+    /// checking).
     Add {
         /// Index into `RESOLVED`: the id the model is registered under.
         r: usize,
         /// Index into `IDS`: the model it loads.
         c: usize,
+        /// A register: no load (it cannot fail), and `AlreadyRegistered` where an add is warm.
+        built: bool,
     },
     /// The add at index `add` of the history is admitted (or finds `RESOLVED[r]` registered).
     AddRoom {
@@ -52,6 +55,8 @@ pub enum Op {
         c: usize,
         /// This event's own index.
         add: usize,
+        /// A register.
+        built: bool,
     },
     /// The add whose room event is at index `add` ends its load (or its warm check).
     AddLoad {
@@ -61,6 +66,8 @@ pub enum Op {
         c: usize,
         /// The index of the add's [`Op::AddRoom`].
         add: usize,
+        /// A register.
+        built: bool,
     },
     /// `remove(RESOLVED[i])`.
     Remove(usize),
@@ -92,6 +99,9 @@ pub enum Op {
     Shutdown,
     /// `set_max_size(n, …)` of the outermost cache, as recorded (split by [`split_calls`]).
     Resize(usize),
+    /// `clear(…)`: takes effect at once and changes nothing by itself; its unloads are events
+    /// of their own ([`Op::Unload`]), and it locks every id in turn.
+    Clear,
     /// The resize at index `set` of the history sets the limit to `n`.
     ResizeSet {
         /// The new `max_size`.
@@ -119,6 +129,8 @@ pub enum Ret {
     Loaded,
     /// `Added::Warm`.
     Warm,
+    /// `AlreadyRegistered`: a register found the id registered.
+    AlreadyRegistered,
     /// `Ok(())` (remove, lease, pin, unpin, end of a lease, an unload).
     Done,
     /// `NotFound`.
@@ -199,10 +211,10 @@ pub fn split_calls(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
     let mut split = Vec::with_capacity(next);
     for call in history {
         match call.op {
-            Op::Add { r, c } => {
+            Op::Add { r, c, built } => {
                 let add = split.len();
-                split.push(Call { op: Op::AddRoom { r, c, add }, ..call.clone() });
-                split.push(Call { op: Op::AddLoad { r, c, add }, ..call.clone() });
+                split.push(Call { op: Op::AddRoom { r, c, add, built }, ..call.clone() });
+                split.push(Call { op: Op::AddLoad { r, c, add, built }, ..call.clone() });
             }
             Op::Resize(n) => {
                 let set = split.len();
@@ -254,7 +266,7 @@ fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     overlapped(history, at, |op| match *op {
         Op::AddRoom { add, .. } => add != at,
         Op::ResizeSet { set, .. } => set != at,
-        Op::Replace(_) | Op::Shutdown => true,
+        Op::Replace(_) | Op::Shutdown | Op::Clear => true,
         Op::Remove(j) | Op::Pin(j) => j == i,
         _ => false,
     })
@@ -283,8 +295,10 @@ impl Stack {
                 // A cold add claims its slot before it evicts for it, and keeps it while it waits
                 // for room (until it fails, if it does): the cache may count it beside the
                 // victims the specification still holds registered. A warm add claims none.
-                let claiming =
-                    |c: &Call<Op, Ret>| matches!(c.op, Op::AddRoom { .. }) && c.ret != Some(Ret::Warm);
+                let claiming = |c: &Call<Op, Ret>| {
+                    matches!(c.op, Op::AddRoom { .. })
+                        && !matches!(c.ret, Some(Ret::Warm | Ret::AlreadyRegistered))
+                };
                 s.occupied() > self.cap(s)
                     || self.removal_holds_room(history, at)
                     || overlapped(history, at, |op| matches!(op, Op::Replace(_)))
@@ -384,7 +398,12 @@ impl Spec for Stack {
         let mut out = Vec::new();
         match call.op {
             Op::Add { .. } => {}
-            Op::AddRoom { r: i, c, add } => {
+            Op::AddRoom { r: i, c, add, built } => {
+                let warm = if built { Ret::AlreadyRegistered } else { Ret::Warm };
+                // A register's own result once admitted: it registers, never fails to load.
+                let cold = |r: &Ret| {
+                    if built { *r == Ret::Done } else { matches!(r, Ret::Loaded | Ret::LoadFailed) }
+                };
                 next.roomed |= bit(add);
                 let registered = State::has(s.registered, i);
                 // After a shutdown every add is refused, but one that got past the cache's check
@@ -393,11 +412,11 @@ impl Spec for Stack {
                 if s.shut_down && ret == Some(&Ret::ShutDown) {
                     out.push(next.clone());
                 }
-                if open && registered && is(Ret::Warm) {
+                if open && registered && is(warm) {
                     out.push(next.clone());
                 }
                 let claimable = open && !registered && s.occupied() < self.cap(s);
-                if claimable && (ret.is_none() || matches!(ret, Some(Ret::Loaded | Ret::LoadFailed))) {
+                if claimable && ret.is_none_or(cold) {
                     let mut claimed = next.clone();
                     claimed.claims |= bit(add);
                     out.push(claimed);
@@ -418,11 +437,12 @@ impl Spec for Stack {
                 // A caller that waited for another add's failing load of the same model gets its
                 // error without loading (SPEC 1.9).
                 let shared = matches!(ret, Some(Ret::LoadFailed))
+                    && !built
                     && open
                     && !registered
                     && overlapping(history, at, |other| {
                         let same = match other.op {
-                            Op::AddRoom { r: j, c: d, add: o } => j == i && d == c && o != add,
+                            Op::AddRoom { r: j, c: d, add: o, .. } => j == i && d == c && o != add,
                             // A replace of an id that is not registered adds it.
                             Op::Replace(j) => j == i && c == i,
                             _ => false,
@@ -434,18 +454,27 @@ impl Spec for Stack {
                     out.push(next);
                 }
             }
-            Op::AddLoad { r: i, add, .. } => {
+            Op::AddLoad { r: i, add, built, .. } => {
                 if s.roomed & bit(add) == 0 {
                     return out;
                 }
+                let warm = if built { Ret::AlreadyRegistered } else { Ret::Warm };
                 if s.claims & bit(add) == 0 {
                     // Warm, or a room event that ended the add: the result was its to decide.
-                    if ret != Some(&Ret::Warm) || State::has(s.registered, i) {
+                    if ret != Some(&warm) || State::has(s.registered, i) {
                         out.push(next);
                     }
                     return out;
                 }
                 next.claims &= !bit(add);
+                if built {
+                    // Registered (a panic of its `size_bytes` comes after that).
+                    if is(Ret::Done) {
+                        next.registered |= 1 << i;
+                        out.push(next);
+                    }
+                    return out;
+                }
                 next.loads[i] += 1;
                 match script(of(&self.faults.loads, i), s.loads[i]) {
                     Step::Ok if is(Ret::Loaded) => {
@@ -526,7 +555,7 @@ impl Spec for Stack {
                 Some(Ret::NotFound) if !State::has(s.registered, i) => out.push(next),
                 Some(Ret::Removing)
                     if overlapped(history, at, |op| {
-                        matches!(op, Op::Remove(j) if *j == i) || *op == Op::Shutdown
+                        matches!(op, Op::Remove(j) if *j == i) || matches!(op, Op::Shutdown | Op::Clear)
                     }) =>
                 {
                     out.push(next);
@@ -570,6 +599,11 @@ impl Spec for Stack {
             Op::Shutdown => {
                 next.shut_down = true;
                 out.push(next);
+            }
+            Op::Clear => {
+                if matches!(ret, None | Some(Ret::Done | Ret::Registered(_))) {
+                    out.push(next);
+                }
             }
             Op::Resize(_) => {}
             Op::ResizeSet { n, set } => {

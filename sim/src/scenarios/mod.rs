@@ -8,6 +8,7 @@
 mod bounds;
 mod budget;
 mod cache;
+mod clear;
 mod composition;
 mod deadlines;
 mod drop_model;
@@ -17,6 +18,7 @@ pub mod layers;
 mod manager;
 mod panics;
 mod placement;
+mod register;
 mod replace;
 mod resize;
 mod shutdown;
@@ -314,6 +316,10 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [LOST_WAKEUP_DEVICE_BUDGET_RAISED], resize::raising_the_device_budget_wakes_the_locker),
     scenario!("S-G1", "manager shutdown racing an add that evicts and a lease: complete before it or refused, nothing half done (1.13)",
         time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, ADD_AFTER_SHUTDOWN, LEASE_AFTER_SHUTDOWN], shutdown::shutdown_races_adds_and_leases::<_, layers::ThreeDeep>),
+    scenario!("S-CL1", "clear racing an add and a lease: pinned models removed, pins kept, every failure reported, the queue in line",
+        time: Off, loom: 1, targets: [CLEAR_STOPS_AT_FIRST_FAILURE, CLEAR_EVICTS, CLEAR_BYPASSES_LAYERS, CLEAR_DROPS_PINS], clear::clear_races_an_add_and_a_lease::<_, layers::ThreeDeep>),
+    scenario!("S-RG1", "register of a model built elsewhere racing a load of the same id and a lease: one registers, admitted, nothing orphaned",
+        time: Off, loom: 2, targets: [REGISTER_OVERWRITES, REGISTER_UNADMITTED], register::register_races_an_add_and_a_lease::<_, layers::ThreeDeep>),
     scenario!("W-16", "the start of a shutdown wakes the add waiting for room",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_SHUTDOWN], shutdown::shutdown_wakes_the_add_waiting_for_room::<_, layers::ThreeDeep>),
 ];

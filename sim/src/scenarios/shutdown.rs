@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use resident::{CallOptions, Manager, ManagerError, ModelId, ShutdownReport};
+use resident::{CallOptions, Manager, ManagerError, ModelId, RemovalReport};
 
 use super::cache::join;
 use super::layers::{Depth, cache, finish};
@@ -16,7 +16,7 @@ use crate::runtime::SimRuntime;
 use crate::world::traced;
 
 /// What stays registered is exactly what `report` says could not be unloaded.
-fn registered_as_reported<M: Manager>(manager: &M, report: &ShutdownReport) {
+fn registered_as_reported<M: Manager>(manager: &M, report: &RemovalReport) {
     let registered: BTreeSet<ModelId> = manager.ids().into_iter().collect();
     let failed: BTreeSet<ModelId> = report.failed.iter().map(|(id, _)| id.clone()).collect();
     ensure!(
@@ -103,7 +103,7 @@ pub(super) fn shutdown_wakes_the_add_waiting_for_room<R: SimRuntime, D: Depth>(r
     drop(lease);
     let report = join::<R, _>(t2);
     ensure!(
-        report.is_complete() && report.unloaded == [ModelId::new("A").expect("valid")],
+        report.is_complete() && report.removed == [ModelId::new("A").expect("valid")],
         "contract",
         "the shutdown gave {report:?}"
     );

@@ -39,12 +39,13 @@ pub use config::{CapacityPolicy, FixedSizeConfig};
 use queue::{Bookkeeping, PinnedBelow};
 
 use crate::deadline::{CallOptions, Deadline};
-use crate::error::{InvalidConfig, ManagerError};
+use crate::error::{InvalidConfig, ManagerError, RegisterError};
 use crate::id::ModelId;
 use crate::manager::{Added, Lease, LifecycleGuard, Model, Replaced};
-use crate::manager::{Eviction, Manager, resolve};
+use crate::manager::{Eviction, Manager, RemovalReport, clear_each, resolve};
 use crate::mutants::Mutant;
 use crate::runtime::{Monitor, Runtime};
+use crate::telemetry;
 
 type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping>;
 
@@ -258,7 +259,12 @@ impl<M: Manager> FixedSizeCache<M> {
             if deadline.is_some_and(|d| rt.now() >= d) {
                 let (max_size, held, loading) =
                     self.book.with(|b| (b.max_size, b.queue.iter().cloned().collect(), b.loading));
-                return Err(ManagerError::OverLimit { max_size, held, loading, waited: wait });
+                return Err(telemetry::refused(ManagerError::OverLimit {
+                    max_size,
+                    held,
+                    loading,
+                    waited: wait,
+                }));
             }
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
             let _ = changes.wait_past(epoch, left);
@@ -303,12 +309,14 @@ impl<M: Manager> FixedSizeCache<M> {
         // A wait too long to represent as a deadline is unbounded (as for every timeout).
         let deadline = rt.now().checked_add(wait);
         let expired = || deadline.is_some_and(|d| rt.now() >= d);
-        let exhausted = |registered, loading| ManagerError::CapacityExhausted {
-            id: id.clone(),
-            registered,
-            loading,
-            max_size: self.max_size(),
-            waited: wait,
+        let exhausted = |registered, loading| {
+            telemetry::refused(ManagerError::CapacityExhausted {
+                id: id.clone(),
+                registered,
+                loading,
+                max_size: self.max_size(),
+                waited: wait,
+            })
         };
         let evict_leased = self.mutant(Mutant::EVICT_LEASED);
         let count_inflight = !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT);
@@ -471,12 +479,17 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::EVICT_LEASED) {
             return self.evict_in_use(&guard).map(Some);
         }
-        let evicted = self.evict_locked(&guard);
+        let evicted = self.evict_sized(&guard);
         match &evicted {
-            Ok(outcome) => tracing::debug!(%victim, ?outcome, "evict"),
+            Ok((outcome, bytes)) => {
+                tracing::debug!(%victim, ?outcome, "evict");
+                if *outcome == Eviction::Evicted {
+                    telemetry::evicted("max_size", *bytes);
+                }
+            }
             Err(error) => tracing::debug!(%victim, %error, "eviction failed"),
         }
-        evicted.map(Some)
+        evicted.map(|(outcome, _)| Some(outcome))
     }
 
     /// Mutant L2: removes the victim whatever its leases (remove's drain, then `Busy`).
@@ -541,6 +554,80 @@ impl<M: Manager> FixedSizeCache<M> {
                 }
             }
         }
+    }
+}
+
+impl<M: Manager> FixedSizeCache<M> {
+    /// [`Manager::evict_locked`], with the bytes this layer had recorded for the evicted model
+    /// (0 if it was not evicted).
+    fn evict_sized(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+    ) -> Result<(Eviction, u64), ManagerError> {
+        let id = guard.id();
+        if self.book.with(|b| b.pinned.contains(id)) {
+            return Ok((Eviction::Pinned, 0));
+        }
+        let settle = (!self.mutant(Mutant::QUEUE_SKIPPED_ON_PANIC)).then_some(Settle {
+            cache: self,
+            id,
+            way: Settling::Remove,
+        });
+        let evicted = self.inner.evict_locked(guard)?;
+        let mut bytes = 0;
+        if evicted == Eviction::Evicted {
+            bytes = self.book.with(|b| {
+                let bytes = b.sizes.get(id).copied().unwrap_or(0);
+                b.forget(id);
+                bytes
+            });
+        }
+        drop(settle);
+        Ok((evicted, bytes))
+    }
+
+    /// The cold path of an add (or a register) under `guard`, whose id is not registered:
+    /// admission (evicting or waiting for room), then `register` (the inner call that loads or
+    /// registers), then the queue. With `canonical` (a load), callers of a failed load of it
+    /// that they waited for get its error before any room is made.
+    fn add_cold(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: Option<&ModelId>,
+        register: impl FnOnce() -> Result<Added, ManagerError>,
+    ) -> Result<Added, ManagerError> {
+        let id = guard.id();
+        // Settles the id's entry on every exit, a failed or panicking admission included: an
+        // entry of this id that a layer below evicted is this lock holder's to drop. (Mutant
+        // S11 queues the id inside `admit` and must not be rolled back: it settles only after.)
+        let early = !self.mutant(Mutant::APPEND_BEFORE_EVICT);
+        let settle = early.then(|| Settle { cache: self, id, way: Settling::Add });
+        // A shut-down stack refuses before anything else.
+        if self.inner.is_shut_down() && !self.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
+            return Err(ManagerError::ShutDown { id: id.clone() });
+        }
+        // Callers of a load that failed while they waited get its error before making room.
+        if let Some(error) = canonical.and_then(|canonical| guard.shared_failure(canonical)) {
+            return Err(error);
+        }
+        let admission = self.admit(id, guard.deadline(), false)?;
+        let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
+        if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
+            // The historical bug queues by hand, after asking the size.
+            drop(settle);
+            let added = register()?;
+            let bytes = self.size_of(id);
+            admission.commit(id);
+            self.book.with(|b| b.set_size(id, bytes));
+            return Ok(added);
+        }
+        let added = register()?;
+        admission.commit(id);
+        let bytes = self.size_of(id);
+        self.book.with(|b| b.set_size(id, bytes));
+        drop(settle);
+        self.enforce_bytes(id);
+        Ok(added)
     }
 }
 
@@ -609,37 +696,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
             }
             return Ok(added);
         }
-        // Settles the id's entry on every exit, a failed or panicking admission included: an
-        // entry of this id that a layer below evicted is this lock holder's to drop. (Mutant
-        // S11 queues the id inside `admit` and must not be rolled back: it settles only after.)
-        let early = !self.mutant(Mutant::APPEND_BEFORE_EVICT);
-        let settle = early.then(|| Settle { cache: self, id, way: Settling::Add });
-        // A shut-down stack refuses before anything else.
-        if self.inner.is_shut_down() && !self.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
-            return Err(ManagerError::ShutDown { id: id.clone() });
-        }
-        // Callers of a load that failed while they waited get its error before making room.
-        if let Some(error) = guard.shared_failure(canonical) {
-            return Err(error);
-        }
-        let admission = self.admit(id, guard.deadline(), false)?;
-        let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
-        if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
-            // The historical bug queues by hand, after asking the size.
-            drop(settle);
-            let added = self.inner.add_locked(guard, canonical)?;
-            let bytes = self.size_of(id);
-            admission.commit(id);
-            self.book.with(|b| b.set_size(id, bytes));
-            return Ok(added);
-        }
-        let added = self.inner.add_locked(guard, canonical)?;
-        admission.commit(id);
-        let bytes = self.size_of(id);
-        self.book.with(|b| b.set_size(id, bytes));
-        drop(settle);
-        self.enforce_bytes(id);
-        Ok(added)
+        self.add_cold(guard, Some(canonical), || self.inner.add_locked(guard, canonical))
     }
 
     /// Makes room for the new version beside the old one first (the id itself is never a
@@ -683,21 +740,52 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
     /// Skips a victim pinned in this layer; otherwise the layers below decide. The queue entry is
     /// settled from the registry on every exit.
     fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
+        self.evict_sized(guard).map(|(outcome, _)| outcome)
+    }
+
+    /// Goes through admission like a cold add: counted against `max_size`, evicting or waiting
+    /// for room (bounded by the guard's deadline); queued once registered.
+    fn register_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        model: M::Model,
+    ) -> Result<(), RegisterError<M::Model>> {
         let id = guard.id();
-        if self.book.with(|b| b.pinned.contains(id)) {
-            return Ok(Eviction::Pinned);
+        if self.mutant(Mutant::REGISTER_UNADMITTED) || self.inner.contains(id.as_str()) {
+            // Registered already: the layers below refuse it and hand the model back. (The
+            // mutant's fast path registers without admission, and queues what it registered.)
+            let registered = self.inner.register_locked(guard, model);
+            if registered.is_ok() {
+                self.book.with(|b| b.push(id));
+            }
+            return registered;
         }
-        let settle = (!self.mutant(Mutant::QUEUE_SKIPPED_ON_PANIC)).then_some(Settle {
-            cache: self,
-            id,
-            way: Settling::Remove,
+        // Here until the inner call takes it, and back here if that refuses it.
+        let mut held = Some(model);
+        let added = self.add_cold(guard, None, || {
+            let model = held.take().expect("the inner call runs once");
+            self.inner.register_locked(guard, model).map(|()| Added::Loaded).map_err(|back| {
+                held = Some(back.model);
+                back.error
+            })
         });
-        let evicted = self.inner.evict_locked(guard)?;
-        if evicted == Eviction::Evicted {
-            self.book.with(|b| b.forget(id));
+        match (added, held) {
+            (Ok(_), _) => Ok(()),
+            (Err(error), Some(model)) => Err(RegisterError::new(error, model)),
+            (Err(error), None) => unreachable!("every refusal hands the model back: {error}"),
         }
-        drop(settle);
-        Ok(evicted)
+    }
+
+    /// Removes through this layer (its queue follows), keeping its pins.
+    fn clear(&self, options: CallOptions) -> RemovalReport {
+        if self.mutant(Mutant::CLEAR_BYPASSES_LAYERS) {
+            return self.inner.clear(options);
+        }
+        let report = clear_each(self, options);
+        if self.mutant(Mutant::CLEAR_DROPS_PINS) {
+            self.book.with(|b| b.pinned.clear());
+        }
+        report
     }
 
     fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {

@@ -1,0 +1,96 @@
+//! Removing many models at once: [`Manager::shutdown`] (SPEC 1.13) and [`Manager::clear`], and
+//! the [`RemovalReport`] both return.
+
+use super::LifecycleGuard;
+use super::contract::{Eviction, Manager};
+use crate::deadline::{CallOptions, Deadline};
+use crate::error::ManagerError;
+use crate::id::ModelId;
+use crate::mutants::Mutant;
+use crate::runtime::Runtime;
+
+/// What a [`Manager::shutdown`] or a [`Manager::clear`] did, id by id.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RemovalReport {
+    /// Unloaded and unregistered, in id order.
+    pub removed: Vec<ModelId>,
+    /// Still registered, with why: an unload that failed (`Unload`), leases that outlived the
+    /// drain or the deadline (`Busy`), a lifecycle lock not had in time (`LockTimeout`). After a
+    /// shutdown they refuse new leases, and a later shutdown tries them again; after a clear
+    /// they serve on.
+    pub failed: Vec<(ModelId, ManagerError)>,
+}
+
+impl RemovalReport {
+    /// Whether every model was removed.
+    pub fn is_complete(&self) -> bool {
+        self.failed.is_empty()
+    }
+}
+
+/// Shuts `manager` down: refuse from now on, then settle every id that was registered or had
+/// a caller in its lifecycle, each under its lifecycle lock, through every layer.
+pub(super) fn shut_down<M: Manager + ?Sized>(manager: &M, options: CallOptions) -> RemovalReport {
+    let deadline = options.deadline(manager.runtime());
+    let ids = manager.begin_shutdown();
+    let report = remove_each(manager, ids, deadline, false, |guard| manager.remove_locked(guard));
+    tracing::info!(unloaded = report.removed.len(), failed = report.failed.len(), "shut down");
+    report
+}
+
+/// Removes every model registered when it starts, pinned ones included, through every layer.
+pub(crate) fn clear<M: Manager + ?Sized>(manager: &M, options: CallOptions) -> RemovalReport {
+    let deadline = options.deadline(manager.runtime());
+    let rt = manager.runtime();
+    let stop_at_failure = rt.mutant(Mutant::CLEAR_STOPS_AT_FIRST_FAILURE);
+    let evicts = rt.mutant(Mutant::CLEAR_EVICTS);
+    let report = remove_each(manager, manager.ids(), deadline, stop_at_failure, |guard| {
+        if evicts {
+            // The historical bug: an eviction, which skips pinned and leased models silently.
+            return match manager.evict_locked(guard)? {
+                Eviction::Evicted => Ok(()),
+                Eviction::Pinned | Eviction::InUse | Eviction::NotRegistered => {
+                    Err(ManagerError::NotFound { id: guard.id().clone() })
+                }
+            };
+        }
+        manager.remove_locked(guard)
+    });
+    tracing::info!(removed = report.removed.len(), failed = report.failed.len(), "cleared");
+    report
+}
+
+/// Removes `ids` one by one with `remove`, each under its lifecycle lock (taken by
+/// `deadline`), through every layer; an id found unregistered is skipped. `stop_at_failure` is
+/// the mutant of upstream's `clear`, which gives up at the first failure.
+fn remove_each<M: Manager + ?Sized>(
+    manager: &M,
+    ids: Vec<ModelId>,
+    deadline: Deadline,
+    stop_at_failure: bool,
+    remove: impl Fn(&LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError>,
+) -> RemovalReport {
+    let mut report = RemovalReport::default();
+    for id in ids {
+        // An id that is not registered goes through the removal too: a layer's stale entry of
+        // it (one a reconcile left to this lock's holder) is settled there.
+        let settled = manager.lock_until(&id, deadline).and_then(|guard| match remove(&guard) {
+            Ok(()) => Ok(true),
+            Err(ManagerError::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error),
+        });
+        match settled {
+            Ok(true) => report.removed.push(id),
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%id, %error, "still registered");
+                report.failed.push((id, error));
+                if stop_at_failure {
+                    break;
+                }
+            }
+        }
+    }
+    report
+}

@@ -1,0 +1,62 @@
+//! Recording what happens, through the `metrics` facade (see [`crate::metrics`] for the list
+//! and the gauges). A leaf: every component calls it, and it names none of them.
+
+use std::time::Duration;
+
+use crate::error::{CacheError, ManagerError};
+use crate::id::ModelId;
+
+/// A load of `model` succeeded after `took`.
+pub(crate) fn loaded(model: &ModelId, took: Duration) {
+    ::metrics::counter!("resident_model_loads_total", "model" => model.to_string()).increment(1);
+    ::metrics::histogram!("resident_model_load_duration_seconds", "model" => model.to_string())
+        .record(took.as_secs_f64());
+}
+
+/// A load of `model` returned an error.
+pub(crate) fn load_failed(model: &ModelId) {
+    ::metrics::counter!("resident_model_load_failures_total", "model" => model.to_string()).increment(1);
+}
+
+/// Something of `bytes` was evicted to make room, by `by` (`max_size` or `cache`).
+pub(crate) fn evicted(by: &'static str, bytes: u64) {
+    ::metrics::counter!("resident_evictions_total", "by" => by).increment(1);
+    ::metrics::counter!("resident_evicted_bytes_total", "by" => by).increment(bytes);
+}
+
+/// Counts `error` as a refusal, if it is one, and hands it back.
+pub(crate) fn refused(error: ManagerError) -> ManagerError {
+    let reason = match &error {
+        ManagerError::LockTimeout { .. } => "lock_timeout",
+        ManagerError::Busy { .. } => "drain_timeout",
+        ManagerError::CapacityExhausted { .. } => "capacity_exhausted",
+        ManagerError::OverLimit { .. } => "over_limit",
+        ManagerError::ShutDown { .. } => "shut_down",
+        _ => return error,
+    };
+    ::metrics::counter!("resident_refusals_total", "reason" => reason).increment(1);
+    error
+}
+
+/// Counts a cache's `error` as a refusal, if it is one, and hands it back.
+pub(crate) fn cache_refused(error: CacheError) -> CacheError {
+    let reason = match &error {
+        CacheError::NoRoom { .. } | CacheError::OverCap { .. } => "no_room",
+        CacheError::TooLarge { .. } => "too_large",
+        CacheError::DeviceFull { .. } | CacheError::DeviceOverBudget { .. } => "device_full",
+        CacheError::ShutDown { .. } => "shut_down",
+        _ => return error,
+    };
+    ::metrics::counter!("resident_refusals_total", "reason" => reason).increment(1);
+    error
+}
+
+/// A lifecycle lock was waited for `waited`.
+pub(crate) fn lock_waited(waited: Duration) {
+    ::metrics::histogram!("resident_lock_wait_seconds").record(waited.as_secs_f64());
+}
+
+/// A lease waited `waited` for an eviction's outcome.
+pub(crate) fn lease_waited(waited: Duration) {
+    ::metrics::histogram!("resident_lease_wait_seconds").record(waited.as_secs_f64());
+}
