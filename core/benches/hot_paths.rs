@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use resident::cache::{CacheGroup, Put};
+use resident::cache::{CacheGroup, PutOptions};
 use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
 
 struct Tiny;
@@ -60,7 +60,7 @@ fn shared_cache(c: &mut Criterion) {
     let group = CacheGroup::<u64>::new(1 << 30).unwrap();
     let gpu = group.cache("cuda:0");
     for id in IDS {
-        drop(gpu.put(id, 0, 1 << 20, Put::default()).unwrap());
+        drop(gpu.put(id, 0, 1 << 20, PutOptions::default()).unwrap());
     }
     c.bench_function("cache/get+lock+drop", |b| {
         b.iter(|| drop(black_box(gpu.get(black_box("m/3")).unwrap().lock())))

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 
-use resident::cache::{CacheGroup, DeviceWeights, Put};
+use resident::cache::{CacheGroup, DeviceWeights, PutOptions};
 use resident::{BoxError, CacheError, CallOptions};
 
 /// A gate the test opens (flag and condition variable), and where a blocked move says it started.
@@ -54,21 +54,37 @@ fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     for (key, bytes) in [("small", 20), ("big", 50)] {
         drop(
-            gpu.put(key, weights(bytes), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap(),
+            gpu.put(key, weights(bytes), 10, PutOptions::default())
+                .unwrap()
+                .into_loaded()
+                .lock_on_device()
+                .unwrap(),
         );
     }
     assert_eq!(gpu.device_bytes(), 70);
-    let held =
-        gpu.put("held", weights(30), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    let held = gpu
+        .put("held", weights(30), 10, PutOptions::default())
+        .unwrap()
+        .into_loaded()
+        .lock_on_device()
+        .unwrap();
     assert_eq!(*held, "on cuda:0");
     assert_eq!(gpu.device_bytes(), 100, "30 more fit exactly");
-    let next =
-        gpu.put("next", weights(20), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    let next = gpu
+        .put("next", weights(20), 10, PutOptions::default())
+        .unwrap()
+        .into_loaded()
+        .lock_on_device()
+        .unwrap();
     assert_eq!(gpu.device_bytes(), 100, "small (20) was offloaded, not big and not the locked one");
     // The locked copies could go (90 fits the budget): the lock waits for room, boundedly.
     gpu.set_move_wait(std::time::Duration::from_millis(1)).unwrap();
-    let err =
-        gpu.put("huge", weights(90), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap_err();
+    let err = gpu
+        .put("huge", weights(90), 10, PutOptions::default())
+        .unwrap()
+        .into_loaded()
+        .lock_on_device()
+        .unwrap_err();
     assert!(matches!(err, CacheError::DeviceFull { needed: 90, budget: 100, .. }), "{err}");
     assert_eq!(gpu.device_bytes(), 100, "a refusal offloads nothing");
     let twice = gpu.get("held").unwrap().lock_on_device().unwrap();
@@ -84,10 +100,20 @@ fn lowering_the_device_budget_offloads_idle_copies_lru_first_and_waits_for_locke
     let gpu = group.cache("cuda:0");
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     for key in ["old", "young"] {
-        drop(gpu.put(key, weights(30), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap());
+        drop(
+            gpu.put(key, weights(30), 10, PutOptions::default())
+                .unwrap()
+                .into_loaded()
+                .lock_on_device()
+                .unwrap(),
+        );
     }
-    let held =
-        gpu.put("held", weights(30), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    let held = gpu
+        .put("held", weights(30), 10, PutOptions::default())
+        .unwrap()
+        .into_loaded()
+        .lock_on_device()
+        .unwrap();
     assert_eq!(gpu.device_bytes(), 90);
 
     gpu.set_device_budget(Some(60), CallOptions::new()).unwrap();
@@ -128,11 +154,25 @@ fn a_locked_copy_is_never_offloaded_even_when_it_is_the_smallest() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
     let gpu = group.cache("cuda:0");
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
-    let tiny =
-        gpu.put("tiny", weights(10), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
-    drop(gpu.put("big", weights(50), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap());
-    let new =
-        gpu.put("new", weights(45), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    let tiny = gpu
+        .put("tiny", weights(10), 10, PutOptions::default())
+        .unwrap()
+        .into_loaded()
+        .lock_on_device()
+        .unwrap();
+    drop(
+        gpu.put("big", weights(50), 10, PutOptions::default())
+            .unwrap()
+            .into_loaded()
+            .lock_on_device()
+            .unwrap(),
+    );
+    let new = gpu
+        .put("new", weights(45), 10, PutOptions::default())
+        .unwrap()
+        .into_loaded()
+        .lock_on_device()
+        .unwrap();
     assert_eq!(gpu.device_bytes(), 55, "big (50) was offloaded; the locked tiny copy stays");
     let again = gpu.get("tiny").unwrap().lock_on_device().unwrap();
     assert!(again.same_copy(&tiny), "tiny's resident copy was not taken from its slot");
@@ -146,7 +186,7 @@ fn a_failed_move_is_a_typed_error_and_the_record_stays_usable() {
     let gpu = group.cache("cuda:0");
     let w = weights(10);
     *w.fail.lock().unwrap() = true;
-    let admission = gpu.put("m", w, 10, Put::default()).unwrap();
+    let admission = gpu.put("m", w, 10, PutOptions::default()).unwrap();
     let err = admission.into_loaded().lock_on_device().unwrap_err();
     match &err {
         CacheError::DeviceMove { key, source } => {
@@ -172,7 +212,7 @@ fn a_second_locker_waits_for_the_first_move_and_shares_its_copy() {
     let (entered_tx, entered) = mpsc::sync_channel(4);
     let gate = Arc::new((Mutex::new(false), Condvar::new(), entered_tx));
     let w = Weights { device_bytes: 10, gate: Some(Arc::clone(&gate)), ..Weights::default() };
-    drop(gpu.put("m", w, 10, Put::default()).unwrap());
+    drop(gpu.put("m", w, 10, PutOptions::default()).unwrap());
     let spawn_locker = || {
         let gpu = Arc::clone(&gpu);
         std::thread::spawn(move || {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use resident::CacheError;
-use resident::cache::{CacheGroup, Declared, Put};
+use resident::cache::{CacheGroup, Declared, PutOptions};
 use resident::runtime::Arc;
 
 type Weights = Vec<u8>;
@@ -71,8 +71,8 @@ fn a_load_that_finds_every_byte_locked_is_refused_naming_the_holders() {
 fn a_put_of_weights_already_built_is_refused_too_and_drops_them() {
     let group = group(50);
     let gpu = group.cache("cuda:0");
-    let a = gpu.put("a", vec![0; 40], 40, Put::default()).unwrap().into_loaded().lock();
-    let refused = gpu.put("b", vec![0; 40], 40, Put::default());
+    let a = gpu.put("a", vec![0; 40], 40, PutOptions::default()).unwrap().into_loaded().lock();
+    let refused = gpu.put("b", vec![0; 40], 40, PutOptions::default());
     assert!(matches!(refused, Err(CacheError::NoRoom { .. })), "{:?}", refused.map(drop));
     assert_eq!(group.budget().in_use(), 40);
     drop(a);
@@ -108,7 +108,7 @@ fn the_overflow_policy_admits_past_the_cap_and_reconciles_at_release() {
     let group = group(100);
     group.budget().set_overflow(true);
     let gpu = group.cache("cuda:0");
-    let a = gpu.put("a", vec![0; 70], 70, Put::default()).unwrap().into_loaded().lock();
+    let a = gpu.put("a", vec![0; 70], 70, PutOptions::default()).unwrap().into_loaded().lock();
     let b = gpu.get_or_put("b", 70, || Ok::<_, CacheError>(vec![0; 70])).unwrap().lock();
     assert_eq!(group.budget().in_use(), 140, "the overflow policy overshoots");
     drop(a);
@@ -122,7 +122,7 @@ fn a_zero_room_wait_refuses_at_once_when_nothing_can_go() {
     group.budget().set_room_wait(Duration::ZERO);
     assert_eq!(group.budget().room_wait(), Duration::ZERO);
     let gpu = group.cache("cuda:0");
-    let held = gpu.put("a", vec![0; 70], 70, Put::default()).unwrap().into_loaded();
+    let held = gpu.put("a", vec![0; 70], 70, PutOptions::default()).unwrap().into_loaded();
     let refused = gpu.get_or_put("b", 70, || Ok::<_, CacheError>(vec![0; 70])).unwrap_err();
     assert!(matches!(refused, CacheError::NoRoom { needed: 70, waited: Duration::ZERO, .. }), "{refused:?}");
     assert_eq!((group.budget().in_use(), group.budget().reserved()), (70, 0), "state unchanged");

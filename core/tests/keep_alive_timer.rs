@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use resident::cache::{CacheGroup, Put};
+use resident::cache::{CacheGroup, PutOptions};
 use resident::runtime::{Arc, Runtime, StdRuntime};
 
 /// Generous bound on waits that end in a few milliseconds: it only turns a hang into a failure.
@@ -84,7 +84,7 @@ fn an_idle_record_expires_with_no_call_and_the_timer_ends_with_its_group() {
     assert_eq!(runtime.started(), ["resident-keep-alive"], "one timer thread per group");
     assert!(group.keep_alive_timer_running());
 
-    drop(gpu.put("m", vec![0; 100], 100, Put::default()).expect("room").into_loaded().lock());
+    drop(gpu.put("m", vec![0; 100], 100, PutOptions::default()).expect("room").into_loaded().lock());
     // Nobody calls the cache: the timer evicts the idle record.
     assert_eq!(eviction.recv_timeout(HANG).expect("expired by the timer"), ("m".to_owned(), 100));
     assert!(gpu.keys().is_empty());
@@ -105,7 +105,7 @@ fn shutting_down_the_last_cache_with_a_keep_alive_ends_the_timer_while_the_group
     let group = group(&runtime);
     let (gpu, cpu) = (group.cache("cuda:0"), group.cache("cpu"));
     assert!(gpu.set_keep_alive(Some(Duration::from_secs(3600))));
-    let held = gpu.put("m", vec![0; 100], 100, Put::default()).expect("room").into_loaded();
+    let held = gpu.put("m", vec![0; 100], 100, PutOptions::default()).expect("room").into_loaded();
     gpu.shutdown();
     assert!(!gpu.set_keep_alive(Some(Duration::from_secs(1))), "never re-armed after shutdown");
     runtime.join_all();

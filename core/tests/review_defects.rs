@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use resident::cache::{CacheGroup, DeviceWeights, Put};
+use resident::cache::{CacheGroup, DeviceWeights, PutOptions};
 use resident::{
     BoxError, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig,
     ManagerError, Model, ModelId, ModelManager,
@@ -191,12 +191,12 @@ impl DeviceWeights for Placed {
 fn get_misses_dropped_and_shut_down_records_on_every_peer() {
     let group = CacheGroup::<Placed>::new(1000).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    let held0 = gpu0.put("m", Placed(1), 10, Put::default()).unwrap().into_loaded().lock();
-    let held1 = gpu1.put("m", Placed(1), 10, Put::default()).unwrap().into_loaded().lock();
+    let held0 = gpu0.put("m", Placed(1), 10, PutOptions::default()).unwrap().into_loaded().lock();
+    let held1 = gpu1.put("m", Placed(1), 10, PutOptions::default()).unwrap().into_loaded().lock();
     gpu0.drop_model("m");
     assert!(gpu0.get("m").is_none(), "the dropping cache serves the dropped record");
     assert!(gpu1.get("m").is_none(), "a peer serves the dropped record");
-    let n = gpu1.put("n", Placed(1), 10, Put::default()).unwrap().into_loaded().lock();
+    let n = gpu1.put("n", Placed(1), 10, PutOptions::default()).unwrap().into_loaded().lock();
     gpu1.shutdown();
     assert!(gpu1.get("n").is_none(), "a shut-down cache serves a stale record");
     drop((held0, held1, n));
@@ -209,9 +209,9 @@ fn get_misses_dropped_and_shut_down_records_on_every_peer() {
 fn drop_model_invalidates_submodels() {
     let group = CacheGroup::<Placed>::new(1000).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    let old = gpu0.put("m:vae", Placed(1), 10, Put::default()).unwrap().into_loaded().lock();
+    let old = gpu0.put("m:vae", Placed(1), 10, PutOptions::default()).unwrap().into_loaded().lock();
     gpu0.drop_model("m");
-    let new = gpu1.put("m:vae", Placed(1), 10, Put::default()).unwrap().into_loaded().lock();
+    let new = gpu1.put("m:vae", Placed(1), 10, PutOptions::default()).unwrap().into_loaded().lock();
     assert!(!new.shares_weights_with(&old), "the reload adopted the dropped submodel");
 }
 
@@ -224,9 +224,10 @@ fn a_copy_used_through_a_detached_record_still_counts() {
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     // The second lock waits for room that only the first one's release makes: briefly.
     gpu.set_move_wait(std::time::Duration::from_millis(1)).unwrap();
-    let first = gpu.put("m", Placed(60), 10, Put::default()).unwrap().into_loaded().lock_on_device().unwrap();
+    let first =
+        gpu.put("m", Placed(60), 10, PutOptions::default()).unwrap().into_loaded().lock_on_device().unwrap();
     gpu.drop_model("m");
-    let again = gpu.put("m", Placed(60), 10, Put::default()).unwrap().into_loaded().lock_on_device();
+    let again = gpu.put("m", Placed(60), 10, PutOptions::default()).unwrap().into_loaded().lock_on_device();
     assert!(
         matches!(again, Err(CacheError::DeviceFull { .. })),
         "120 device bytes live on a 100-byte device"
@@ -245,16 +246,16 @@ fn overflowing_sizes_and_bad_keys_are_refused() {
     group.budget().set_room_wait(std::time::Duration::from_millis(1));
     let gpu = group.cache("cuda:0");
     let half = u64::MAX / 2 + 1;
-    let a = gpu.put("a", Placed(1), half, Put::default()).unwrap();
-    assert!(gpu.put("b", Placed(1), half, Put::default()).is_err(), "the sum overflows");
-    let private = Put { shared: false, ..Put::default() };
+    let a = gpu.put("a", Placed(1), half, PutOptions::default()).unwrap();
+    assert!(gpu.put("b", Placed(1), half, PutOptions::default()).is_err(), "the sum overflows");
+    let private = PutOptions { shared: false, ..PutOptions::default() };
     assert!(gpu.put("c", Placed(1), half, private).is_err(), "the sum overflows");
     assert_eq!(group.budget().in_use(), half);
     assert_eq!(gpu.keys(), ["a"]);
     for key in ["", "../etc", "a\0b"] {
-        assert!(gpu.put(key, Placed(1), 1, Put::default()).is_err(), "key {key:?} accepted");
+        assert!(gpu.put(key, Placed(1), 1, PutOptions::default()).is_err(), "key {key:?} accepted");
     }
-    assert!(gpu.put("m:vae", Placed(1), 1, Put::default()).is_ok(), "a submodel key is valid");
+    assert!(gpu.put("m:vae", Placed(1), 1, PutOptions::default()).is_ok(), "a submodel key is valid");
     drop(a);
 }
 
@@ -271,7 +272,7 @@ fn a_panicking_eviction_callback_still_reports_every_eviction() {
         assert_ne!(key, "a", "the callback panics for a");
     });
     for key in ["a", "b"] {
-        drop(gpu.put(key, Placed(1), 10, Put::default()).unwrap());
+        drop(gpu.put(key, Placed(1), 10, PutOptions::default()).unwrap());
     }
     assert!(catch_unwind(AssertUnwindSafe(|| gpu.shutdown())).is_err());
     assert_eq!(*seen.lock().unwrap(), ["a", "b"]);

@@ -2,7 +2,7 @@
 //! accounting through shutdown, drop_model and cache drop, holds and stale release.
 
 use resident::CacheError;
-use resident::cache::{CacheGroup, Put};
+use resident::cache::{CacheGroup, PutOptions};
 use resident::runtime::Arc;
 
 type Weights = Vec<u8>;
@@ -15,8 +15,8 @@ fn weights(n: usize) -> Weights {
 fn a_peer_adopts_the_live_canonical_instead_of_copying_it() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    let a = gpu0.put("m", weights(40), 40, Put::default()).unwrap().into_loaded().lock();
-    let b = gpu1.put("m", weights(40), 40, Put::default()).unwrap().into_loaded().lock();
+    let a = gpu0.put("m", weights(40), 40, PutOptions::default()).unwrap().into_loaded().lock();
+    let b = gpu1.put("m", weights(40), 40, PutOptions::default()).unwrap().into_loaded().lock();
     assert!(a.shares_weights_with(&b));
     assert!(a.is_shared() && b.is_shared());
     assert_eq!((a.canonical_id(), a.canonical_id().is_some()), (b.canonical_id(), true));
@@ -36,10 +36,10 @@ fn shutdown_keeps_a_record_in_use_until_its_last_release() {
     // reload adopts it, and the last release evicts it with the bytes debited exactly once.
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    drop(gpu0.put("m", weights(30), 30, Put::default()).unwrap());
+    drop(gpu0.put("m", weights(30), 30, PutOptions::default()).unwrap());
     let held = gpu0.get("m").expect("resident");
     assert_eq!(gpu0.shutdown(), 0, "held: marked stale, not evicted");
-    let peer = gpu1.put("m", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    let peer = gpu1.put("m", weights(30), 30, PutOptions::default()).unwrap().into_loaded().lock();
     let mine = held.lock();
     assert!(mine.shares_weights_with(&peer));
     assert_eq!(group.budget().in_use(), 30);
@@ -57,13 +57,13 @@ fn admission_after_shutdown_is_stale_at_birth_and_prefetch_is_refused() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");
     gpu.shutdown();
-    let prefetch = Put { prefetch: true, ..Put::default() };
+    let prefetch = PutOptions { prefetch: true, ..PutOptions::default() };
     assert_eq!(gpu.put("p", weights(5), 5, prefetch).unwrap_err(), CacheError::ShutDown { key: "p".into() });
-    let guard = gpu.put("m", weights(10), 10, Put::default()).unwrap().into_loaded().lock();
+    let guard = gpu.put("m", weights(10), 10, PutOptions::default()).unwrap().into_loaded().lock();
     assert_eq!(guard.len(), 10);
     drop(guard);
     assert!(gpu.keys().is_empty() && group.budget().in_use() == 0);
-    let cancelled = gpu.put("c", weights(10), 10, Put::default()).unwrap();
+    let cancelled = gpu.put("c", weights(10), 10, PutOptions::default()).unwrap();
     drop(cancelled); // C-R12: a loader cancelled between put and get still releases
     assert!(gpu.keys().is_empty() && group.budget().in_use() == 0);
 }
@@ -72,10 +72,10 @@ fn admission_after_shutdown_is_stale_at_birth_and_prefetch_is_refused() {
 fn make_room_skips_locked_held_and_admitting_records() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");
-    let locked = gpu.put("locked", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
-    let held = gpu.put("held", weights(30), 30, Put::default()).unwrap().into_loaded();
-    let admitting = gpu.put("admitting", weights(30), 30, Put::default()).unwrap();
-    drop(gpu.put("idle", weights(10), 10, Put::default()).unwrap());
+    let locked = gpu.put("locked", weights(30), 30, PutOptions::default()).unwrap().into_loaded().lock();
+    let held = gpu.put("held", weights(30), 30, PutOptions::default()).unwrap().into_loaded();
+    let admitting = gpu.put("admitting", weights(30), 30, PutOptions::default()).unwrap();
+    drop(gpu.put("idle", weights(10), 10, PutOptions::default()).unwrap());
     assert_eq!(gpu.make_room(50), 1, "only the idle record can go");
     assert_eq!(gpu.keys(), ["admitting", "held", "locked"]);
     drop((locked, held, admitting));
@@ -86,9 +86,9 @@ fn make_room_skips_locked_held_and_admitting_records() {
 fn drop_model_invalidates_so_a_rebuild_never_adopts_the_old_weights() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    let old = gpu0.put("m", vec![1; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    let old = gpu0.put("m", vec![1; 10], 10, PutOptions::default()).unwrap().into_loaded().lock();
     assert_eq!(gpu0.drop_model("m"), 0, "locked: marked stale");
-    let new = gpu1.put("m", vec![2; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    let new = gpu1.put("m", vec![2; 10], 10, PutOptions::default()).unwrap().into_loaded().lock();
     assert!(!old.shares_weights_with(&new));
     assert_eq!((old[0], new[0]), (1, 2));
     assert_eq!(group.budget().in_use(), 20, "the old bytes stay counted until their holder lets go");
@@ -102,7 +102,7 @@ fn drop_model_invalidates_so_a_rebuild_never_adopts_the_old_weights() {
 fn a_model_larger_than_the_budget_is_refused_before_admission() {
     let group = CacheGroup::<Weights>::new(10).unwrap();
     let gpu = group.cache("cuda:0");
-    let err = gpu.put("huge", weights(1), 11, Put::default()).unwrap_err();
+    let err = gpu.put("huge", weights(1), 11, PutOptions::default()).unwrap_err();
     assert_eq!(err, CacheError::TooLarge { key: "huge".into(), bytes: 11, cap: 10 });
     assert!(gpu.keys().is_empty());
 }
@@ -111,7 +111,7 @@ fn a_model_larger_than_the_budget_is_refused_before_admission() {
 fn non_shared_records_are_charged_per_cache_and_a_dropped_cache_releases_everything() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    let private = Put { shared: false, ..Put::default() };
+    let private = PutOptions { shared: false, ..PutOptions::default() };
     drop(gpu0.put("m", weights(20), 20, private).unwrap());
     let copy = gpu1.put("m", weights(20), 20, private).unwrap().into_loaded().lock();
     assert!(!copy.is_shared() && copy.canonical_id().is_none(), "a private copy");
@@ -127,8 +127,8 @@ fn non_shared_records_are_charged_per_cache_and_a_dropped_cache_releases_everyth
 fn a_peer_over_budget_is_reconciled_when_the_admitting_cache_needs_room() {
     let group = CacheGroup::<Weights>::new(50).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    drop(gpu0.put("a", weights(30), 30, Put::default()).unwrap());
-    let b = gpu1.put("b", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    drop(gpu0.put("a", weights(30), 30, PutOptions::default()).unwrap());
+    let b = gpu1.put("b", weights(30), 30, PutOptions::default()).unwrap().into_loaded().lock();
     assert!(gpu0.keys().is_empty(), "gpu1's make_room asked gpu0 to evict its idle record");
     assert_eq!(group.budget().in_use(), 30);
     let evicted = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -144,9 +144,9 @@ fn a_reconcile_evicts_only_the_least_recently_used_records_it_needs() {
     let group = CacheGroup::<Weights>::new(50).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
     for key in ["old", "new"] {
-        drop(gpu1.put(key, weights(20), 20, Put::default()).unwrap());
+        drop(gpu1.put(key, weights(20), 20, PutOptions::default()).unwrap());
     }
-    let a = gpu0.put("a", weights(20), 20, Put::default()).unwrap().into_loaded().lock();
+    let a = gpu0.put("a", weights(20), 20, PutOptions::default()).unwrap().into_loaded().lock();
     assert_eq!(gpu1.keys(), ["new"], "one eviction was enough: the least recently used went");
     assert_eq!(group.budget().in_use(), 40);
     assert_eq!(gpu1.stats().evictions, 1);
@@ -157,9 +157,9 @@ fn a_reconcile_evicts_only_the_least_recently_used_records_it_needs() {
 fn adopting_a_live_canonical_evicts_nothing() {
     let group = CacheGroup::<Weights>::new(50).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    let m = gpu0.put("m", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
-    drop(gpu1.put("x", weights(20), 20, Put::default()).unwrap());
-    let adopted = gpu1.put("m", weights(30), 30, Put::default()).unwrap().into_loaded().lock();
+    let m = gpu0.put("m", weights(30), 30, PutOptions::default()).unwrap().into_loaded().lock();
+    drop(gpu1.put("x", weights(20), 20, PutOptions::default()).unwrap());
+    let adopted = gpu1.put("m", weights(30), 30, PutOptions::default()).unwrap().into_loaded().lock();
     assert!(adopted.shares_weights_with(&m));
     assert_eq!(gpu1.keys(), ["m", "x"], "no room was needed: x stays");
     assert_eq!(group.budget().in_use(), 50);
@@ -170,10 +170,10 @@ fn adopting_a_live_canonical_evicts_nothing() {
 fn eviction_prefers_records_that_give_bytes_back() {
     let group = CacheGroup::<Weights>::new(50).unwrap();
     let (gpu0, gpu1) = (group.cache("cuda:0"), group.cache("cuda:1"));
-    let shared = gpu1.put("s", weights(20), 20, Put::default()).unwrap().into_loaded().lock();
-    drop(gpu0.put("s", weights(20), 20, Put::default()).unwrap()); // adopts: least recently used
-    drop(gpu0.put("p", weights(20), 20, Put::default()).unwrap());
-    let n = gpu0.put("n", weights(20), 20, Put::default()).unwrap();
+    let shared = gpu1.put("s", weights(20), 20, PutOptions::default()).unwrap().into_loaded().lock();
+    drop(gpu0.put("s", weights(20), 20, PutOptions::default()).unwrap()); // adopts: least recently used
+    drop(gpu0.put("p", weights(20), 20, PutOptions::default()).unwrap());
+    let n = gpu0.put("n", weights(20), 20, PutOptions::default()).unwrap();
     assert_eq!(gpu0.keys(), ["n", "s"], "evicting s would free nothing (cuda:1 holds it): p went");
     assert_eq!(group.budget().in_use(), 40);
     drop((n, shared));
@@ -184,8 +184,8 @@ fn keep_alive_expires_idle_records_only_and_shutdown_cancels_it() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");
     assert!(gpu.set_keep_alive(Some(std::time::Duration::ZERO)));
-    drop(gpu.put("idle", weights(10), 10, Put::default()).unwrap());
-    let held = gpu.put("held", weights(10), 10, Put::default()).unwrap().into_loaded();
+    drop(gpu.put("idle", weights(10), 10, PutOptions::default()).unwrap());
+    let held = gpu.put("held", weights(10), 10, PutOptions::default()).unwrap().into_loaded();
     assert_eq!(gpu.keys(), ["held"], "the next operation ran the expiry: idle went");
     assert_eq!(gpu.expire_idle(), 0, "a held record never expires");
     assert_eq!(gpu.stats().evictions, 1);
@@ -200,9 +200,9 @@ fn re_admitting_a_dropped_key_detaches_the_old_record_by_identity() {
     // C-R4: the old record's last release must not touch the key's new occupant.
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");
-    let old = gpu.put("m", vec![1; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    let old = gpu.put("m", vec![1; 10], 10, PutOptions::default()).unwrap().into_loaded().lock();
     gpu.drop_model("m");
-    let new = gpu.put("m", vec![2; 10], 10, Put::default()).unwrap().into_loaded().lock();
+    let new = gpu.put("m", vec![2; 10], 10, PutOptions::default()).unwrap().into_loaded().lock();
     assert!(!old.shares_weights_with(&new));
     assert_eq!(gpu.resident().iter().filter(|r| r.detached).count(), 1);
     drop(old);
@@ -342,10 +342,10 @@ fn a_get_makes_its_record_the_most_recently_used() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");
     for key in ["a", "b"] {
-        drop(gpu.put(key, weights(40), 40, Put::default()).unwrap());
+        drop(gpu.put(key, weights(40), 40, PutOptions::default()).unwrap());
     }
     drop(gpu.get("a").expect("resident"));
-    drop(gpu.put("c", weights(40), 40, Put::default()).unwrap());
+    drop(gpu.put("c", weights(40), 40, PutOptions::default()).unwrap());
     assert_eq!(gpu.keys(), ["a", "c"], "b, the least recently used, made room for c");
     assert_eq!(gpu.stats().evictions, 1);
     assert!(!gpu.is_shut_down());
@@ -357,13 +357,13 @@ fn a_get_makes_its_record_the_most_recently_used() {
 fn locking_a_held_record_makes_it_the_most_recently_used() {
     let group = CacheGroup::<Weights>::new(100).unwrap();
     let gpu = group.cache("cuda:0");
-    let a = gpu.put("a", weights(40), 40, Put::default()).unwrap();
+    let a = gpu.put("a", weights(40), 40, PutOptions::default()).unwrap();
     assert_eq!(a.key(), "a");
-    drop(gpu.put("b", weights(40), 40, Put::default()).unwrap());
+    drop(gpu.put("b", weights(40), 40, PutOptions::default()).unwrap());
     let loaded = a.into_loaded();
     assert_eq!(loaded.key(), "a");
     drop(loaded.lock()); // admission -> hold -> lock: a is now newer than b
-    drop(gpu.put("c", weights(40), 40, Put::default()).unwrap());
+    drop(gpu.put("c", weights(40), 40, PutOptions::default()).unwrap());
     assert_eq!(gpu.keys(), ["a", "c"], "b, the least recently used, made room for c");
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use resident::cache::{CacheGroup, DeviceCache, Put};
+use resident::cache::{CacheGroup, DeviceCache, PutOptions};
 use resident::runtime::Arc;
 use resident_proptests::CacheProgramOp;
 
@@ -34,7 +34,7 @@ fn op() -> impl Strategy<Value = CacheProgramOp> {
 /// belongs to a resident record: no path evicts a record that a handle still protects) plus
 /// every cache's private records.
 fn expected(caches: &[Arc<DeviceCache<u64>>]) -> u64 {
-    let mut canonicals: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut canonicals: BTreeMap<resident::cache::CanonicalId, u64> = BTreeMap::new();
     let mut private = 0;
     for record in caches.iter().flat_map(|c| c.resident()) {
         match record.canonical {
@@ -69,7 +69,7 @@ proptest! {
         for (step, op) in program.iter().enumerate() {
             match *op {
                 CacheProgramOp::Put { cache, key, bytes, shared, keep } => {
-                    let how = Put { shared, prefetch: false };
+                    let how = PutOptions { shared, prefetch: false };
                     if let Ok(admission) = caches[cache].put(KEYS[key], bytes, bytes, how) {
                         match keep {
                             0 => drop(admission),

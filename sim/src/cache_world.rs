@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
 use resident::BoxError;
-use resident::cache::{CacheGroup, DeviceCache, DeviceWeights, ModelGuard};
+use resident::cache::{CacheGroup, CanonicalId, DeviceCache, DeviceWeights, ModelGuard};
 use resident::runtime::{Arc, Monitor};
 
 use crate::ensure;
@@ -290,7 +290,7 @@ impl<R: SimRuntime> CacheWorld<R> {
     /// else.
     pub fn check_accounting(&self) {
         self.stop_expiry();
-        let mut canonicals: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut canonicals: BTreeMap<CanonicalId, u64> = BTreeMap::new();
         let mut private = 0;
         for record in self.caches.iter().flat_map(|c| c.resident()) {
             match record.canonical {
@@ -313,8 +313,7 @@ impl<R: SimRuntime> CacheWorld<R> {
         for cache in &self.caches {
             for record in cache.resident().into_iter().filter(|r| !r.detached) {
                 let Some(canonical) = record.canonical else { continue };
-                let current =
-                    self.group.store().adopt(&record.key).map(|c| Arc::as_ptr(&c).cast::<()>() as usize);
+                let current = self.group.store().adopt(&record.key).map(|c| c.id());
                 ensure!(
                     current == Some(canonical),
                     "A2",
@@ -368,18 +367,18 @@ pub fn ensure_resident<R: SimRuntime>(
 /// One value handed from one thread to another: an explicit sync point.
 pub struct Mailbox<R: SimRuntime> {
     /// `None` until posted; then the posted value (`None`: "nothing to compare").
-    slot: R::Monitor<Option<Option<usize>>>,
+    slot: R::Monitor<Option<Option<CanonicalId>>>,
 }
 
 impl<R: SimRuntime> Mailbox<R> {
     /// Posts `value` (`None`: "nothing to compare").
-    pub fn post(&self, value: Option<usize>) {
+    pub fn post(&self, value: Option<CanonicalId>) {
         self.slot.with(|slot| *slot = Some(value));
         self.slot.notify_all();
     }
 
     /// Blocks until the post.
-    pub fn wait(&self) -> Option<usize> {
+    pub fn wait(&self) -> Option<CanonicalId> {
         self.slot.wait_until(None, |slot| *slot).unwrap_or(None)
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use resident::cache::{DeviceCache, DeviceGuard};
+use resident::cache::{CanonicalId, DeviceCache, DeviceGuard};
 use resident::runtime::Arc;
 use resident::{
     BoxError, Deadline, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
@@ -84,7 +84,7 @@ pub struct Served<R: SimRuntime> {
 
 impl<R: SimRuntime> Served<R> {
     /// Identity of the canonical weights it serves.
-    pub fn canonical(&self) -> Option<usize> {
+    pub fn canonical(&self) -> Option<CanonicalId> {
         self.guard.cpu().canonical_id()
     }
 

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::error::SourceError;
+
 /// A typed error from the burn adapter; nothing in it panics on bad files or bad input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -13,12 +15,12 @@ pub enum BurnError {
         path: PathBuf,
     },
     /// The file exists but cannot be read or parsed as SafeTensors.
-    #[error("model file {} is unreadable or corrupt: {message}", path.display())]
+    #[error("model file {} is unreadable or corrupt: {source}", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,
-        /// What went wrong.
-        message: String,
+        /// What went wrong: the I/O error, or burn-store's.
+        source: SourceError,
     },
     /// The loaded module takes more bytes than the file's header declared: it was dropped and
     /// its reservation released (nothing is charged past a declaration).
@@ -89,9 +91,9 @@ pub enum BurnError {
         width: usize,
     },
     /// The backend failed to produce the output.
-    #[error("the forward pass failed: {message}")]
+    #[error("the forward pass failed: {source}")]
     Forward {
-        /// What went wrong.
-        message: String,
+        /// The backend's error.
+        source: SourceError,
     },
 }

@@ -10,7 +10,7 @@ use super::architecture::Architecture;
 use super::backend::Cpu;
 use super::error::BurnError;
 use super::weights::{LoadStats, load};
-use crate::error::BoxError;
+use crate::error::{BoxError, SourceError};
 use crate::id::ModelId;
 use crate::manager::{Loader, Model};
 use crate::runtime::Arc;
@@ -97,8 +97,9 @@ pub(super) fn infer<A: Architecture, B: Backend>(
     let rows = input.len() / width;
     let input = Tensor::<B, 2>::from_data(TensorData::new(input.to_vec(), [rows, width]), device);
     let output = arch.forward(module, input);
-    let data = output.try_into_data().map_err(|e| BurnError::Forward { message: format!("{e:?}") })?;
-    data.convert::<f32>().to_vec::<f32>().map_err(|e| BurnError::Forward { message: format!("{e:?}") })
+    let failed = |error: BoxError| BurnError::Forward { source: SourceError::new(error) };
+    let data = output.try_into_data().map_err(|e| failed(e.into()))?;
+    data.convert::<f32>().to_vec::<f32>().map_err(|e| failed(e.into()))
 }
 
 impl<A: Architecture, B: Backend> Model for BurnModel<A, B> {

@@ -12,7 +12,7 @@ use super::architecture::Architecture;
 use super::backend::{Cpu, ServeBackend};
 use super::error::BurnError;
 use crate::cache::DeviceWeights;
-use crate::error::BoxError;
+use crate::error::{BoxError, SourceError};
 use crate::runtime::Arc;
 
 /// Bytes of every parameter tensor of `module`: elements × dtype size, summed.
@@ -60,16 +60,17 @@ pub struct LoadStats {
 
 /// Writes `module`'s tensors to a SafeTensors file at `path`, replacing it atomically.
 pub fn save<B: Backend, M: Module<B>>(module: &M, path: &Path) -> Result<(), BurnError> {
-    let corrupt = |message: String| BurnError::Corrupt { path: path.to_owned(), message };
+    let corrupt =
+        |error: BoxError| BurnError::Corrupt { path: path.to_owned(), source: SourceError::new(error) };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| corrupt(e.to_string()))?;
+        std::fs::create_dir_all(dir).map_err(|e| corrupt(e.into()))?;
     }
     // Written beside the target, then renamed over it: a reader that maps the old file never
     // sees it truncated, and a failed save leaves the old file whole.
     let partial = path.with_extension("safetensors.partial");
     let mut store = SafetensorsStore::from_file(&partial).overwrite(true);
-    module.save_into(&mut store).map_err(|e| corrupt(e.to_string()))?;
-    std::fs::rename(&partial, path).map_err(|e| corrupt(e.to_string()))
+    module.save_into(&mut store).map_err(|e| corrupt(e.into()))?;
+    std::fs::rename(&partial, path).map_err(|e| corrupt(e.into()))
 }
 
 /// Loads `arch`'s weights from the SafeTensors file at `path` into CPU tensors. Every tensor
@@ -98,7 +99,7 @@ pub(super) fn file_len(path: &Path) -> Result<u64, BurnError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(BurnError::NotFound { path: path.to_owned() })
         }
-        Err(e) => Err(BurnError::Corrupt { path: path.to_owned(), message: e.to_string() }),
+        Err(e) => Err(BurnError::Corrupt { path: path.to_owned(), source: SourceError::new(e.into()) }),
     }
 }
 
@@ -109,8 +110,10 @@ pub(super) fn file_len(path: &Path) -> Result<u64, BurnError> {
 pub(super) fn header_tensor_bytes(path: &Path, names: Option<&[String]>) -> Result<u64, BurnError> {
     let mut store = SafetensorsStore::from_file(path);
     let snapshots = store.get_all_snapshots().map_err(|e| classify(e, path))?;
-    let overflow =
-        || BurnError::Corrupt { path: path.to_owned(), message: "tensor sizes overflow".to_owned() };
+    let overflow = || BurnError::Corrupt {
+        path: path.to_owned(),
+        source: SourceError::new("the header's tensor sizes overflow".into()),
+    };
     let taken = |name: &String| names.is_none_or(|names| names.contains(name));
     snapshots.iter().filter(|(name, _)| taken(name)).map(|(_, t)| t).try_fold(0u64, |sum, t| {
         let bytes = t.shape.num_elements().checked_mul(t.dtype.size()).ok_or_else(overflow)?;
@@ -158,7 +161,7 @@ fn classify(error: SafetensorsStoreError, path: &Path) -> BurnError {
         SafetensorsStoreError::TensorNotFound(message) | SafetensorsStoreError::ValidationFailed(message) => {
             BurnError::Mismatch { path, message }
         }
-        other => BurnError::Corrupt { path, message: other.to_string() },
+        other => BurnError::Corrupt { path, source: SourceError::new(other.into()) },
     }
 }
 

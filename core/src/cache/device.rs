@@ -42,8 +42,8 @@ use super::budget::{CacheId, Reservation};
 use super::group::CacheGroup;
 use super::ledger::DeviceBudget;
 use super::loaded::{Admission, Claim, LoadedModel};
-use super::record::{DeviceCopy, Record, Residency, Slot};
-use super::weights::is_model_or_submodel;
+use super::record::{DeviceCopy, Record, RecordSlot, Residency};
+use super::weights::{Canonical, CanonicalId, is_model_or_submodel};
 use crate::deadline::Deadline;
 use crate::error::{CacheError, InvalidConfig};
 use crate::id::ModelId;
@@ -53,7 +53,7 @@ use crate::telemetry;
 
 /// How to admit a model in [`DeviceCache::put`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Put {
+pub struct PutOptions {
     /// Share the weights through the store (adopting a live canonical); else a private copy
     /// charged to this cache.
     pub shared: bool,
@@ -61,7 +61,7 @@ pub struct Put {
     pub prefetch: bool,
 }
 
-impl Default for Put {
+impl Default for PutOptions {
     fn default() -> Self {
         Self { shared: true, prefetch: false }
     }
@@ -105,7 +105,7 @@ pub struct Resident {
     pub bytes: u64,
     /// Identity of the shared canonical it uses (equal for records sharing one), or `None` for a
     /// private copy.
-    pub canonical: Option<usize>,
+    pub canonical: Option<CanonicalId>,
     /// Replaced in the map while stale; alive only through a handle.
     pub detached: bool,
 }
@@ -114,7 +114,7 @@ pub struct Resident {
 pub type EvictionCallback = Box<dyn Fn(&str, u64) + Send + Sync>;
 
 pub(crate) struct State<W, R: Runtime> {
-    pub(crate) slots: BTreeMap<String, Slot<W, R>>,
+    pub(crate) slots: BTreeMap<String, RecordSlot<W, R>>,
     /// Records replaced while stale and still held: alive (and counted) until their holders let
     /// go. Each is described when detached, so that reading them never takes a strong reference
     /// (which could make the reader the last holder, running the weights' `Drop` there).
@@ -141,7 +141,7 @@ impl<W, R: Runtime> State<W, R> {
     /// Takes `old` (just replaced in the map while stale) out of the map: its record is
     /// remembered as detached; the returned record and device copy are dropped outside the
     /// lock (the copy counts against the device budget until its destructor has run).
-    fn detach(&mut self, old: Slot<W, R>) -> Gone<W, R> {
+    fn detach(&mut self, old: RecordSlot<W, R>) -> Gone<W, R> {
         self.detached.retain(|(w, _)| w.strong_count() > 0);
         self.detached.push((Arc::downgrade(&old.record), describe(&old.record, true)));
         self.stats.left(old.record.bytes);
@@ -154,7 +154,7 @@ fn describe<W, R: Runtime>(record: &Record<W, R>, detached: bool) -> Resident {
     Resident {
         key: record.key.clone(),
         bytes: record.bytes,
-        canonical: record.shared().map(|c| Arc::as_ptr(c) as *const () as usize),
+        canonical: record.shared().map(Canonical::id),
         detached,
     }
 }
@@ -263,7 +263,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         key: &str,
         weights: W,
         bytes: u64,
-        how: Put,
+        how: PutOptions,
     ) -> Result<Admission<W, R>, CacheError> {
         self.put_reserved(key, weights, bytes, how, None)
     }
@@ -276,7 +276,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         key: &str,
         weights: W,
         bytes: u64,
-        how: Put,
+        how: PutOptions,
         reservation: Option<Reservation<R>>,
     ) -> Result<Admission<W, R>, CacheError> {
         ModelId::validate(key)?;
@@ -334,7 +334,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         let Some(canonical) = self.group.store.adopt(key) else { return Ok(None) };
         let bytes = canonical.bytes();
-        self.admit(key, Source::Adopted(canonical), bytes, Put::default(), None).map(Some)
+        self.admit(key, Source::Adopted(canonical), bytes, PutOptions::default(), None).map(Some)
     }
 
     /// Registers the record of a `put` or an `adopt` and hands out its admission.
@@ -343,7 +343,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         key: &str,
         source: Source<W, R>,
         bytes: u64,
-        how: Put,
+        how: PutOptions,
         mut reservation: Option<Reservation<R>>,
     ) -> Result<Admission<W, R>, CacheError> {
         let overflow = || CacheError::SizeOverflow { key: key.to_owned(), bytes, what: "RAM budget" };
@@ -392,7 +392,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                     // `drop_model` invalidated the canonical since it was adopted: born stale.
                     let dropped =
                         recheck && fresh.shared().is_some_and(|c| !self.group.store.is_current(key, c));
-                    let slot = Slot {
+                    let slot = RecordSlot {
                         record: Arc::clone(&fresh),
                         locks: 0,
                         holds: 0,
@@ -679,7 +679,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn pinned(&self) -> Vec<String> {
         self.state.with(|s| {
             let pinned = s.slots.iter().filter(|(_, v)| !v.free());
-            let why = |v: &Slot<W, R>| match (v.locks, v.holds) {
+            let why = |v: &RecordSlot<W, R>| match (v.locks, v.holds) {
                 (0, 0) => "admitting",
                 (0, _) => "held",
                 _ => "locked",
@@ -872,7 +872,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         &self.state
     }
 
-    fn counter(slot: &mut Slot<W, R>, claim: Claim) -> &mut usize {
+    fn counter(slot: &mut RecordSlot<W, R>, claim: Claim) -> &mut usize {
         match claim {
             Claim::Admitting => &mut slot.admitting,
             Claim::Hold => &mut slot.holds,
@@ -886,7 +886,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         s: &'s mut State<W, R>,
         record: &Arc<Record<W, R>>,
         by_key: bool,
-    ) -> Option<&'s mut Slot<W, R>> {
+    ) -> Option<&'s mut RecordSlot<W, R>> {
         s.slots.get_mut(&record.key).filter(|slot| by_key || Arc::ptr_eq(&slot.record, record))
     }
 
@@ -1010,7 +1010,7 @@ impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for DeviceCache<W, R> {
 }
 
 /// Whether an eviction path may take this record (`admitting_is_free`: the C-R3/C-R23 mutant).
-fn evictable<W, R: Runtime>(slot: &Slot<W, R>, admitting_is_free: bool) -> bool {
+fn evictable<W, R: Runtime>(slot: &RecordSlot<W, R>, admitting_is_free: bool) -> bool {
     slot.free() || (admitting_is_free && slot.locks == 0 && slot.holds == 0)
 }
 

@@ -4,7 +4,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::single_flight::Turn;
-use super::{DeviceCache, LoadedModel, Put};
+use super::{DeviceCache, LoadedModel, PutOptions};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::id::ModelId;
@@ -198,8 +198,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                     resume_unwind(payload)
                 }
             };
-            let loaded =
-                self.put_reserved(key, weights, declared_bytes, Put::default(), reservation)?.into_loaded();
+            let loaded = self
+                .put_reserved(key, weights, declared_bytes, PutOptions::default(), reservation)?
+                .into_loaded();
             drop(claim);
             return Ok(loaded);
         }

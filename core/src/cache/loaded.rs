@@ -7,6 +7,7 @@ use std::ops::Deref;
 
 use super::DeviceCache;
 use super::record::Record;
+use super::weights::{Canonical, CanonicalId};
 use crate::runtime::{Arc, Runtime, StdRuntime};
 
 /// Which counter of the record a handle holds.
@@ -107,8 +108,8 @@ impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
 
     /// Identity of the shared canonical this record uses (equal for records sharing one), or
     /// `None` for a private copy.
-    pub fn canonical_id(&self) -> Option<usize> {
-        self.record().shared().map(|c| Arc::as_ptr(c) as *const () as usize)
+    pub fn canonical_id(&self) -> Option<CanonicalId> {
+        self.record().shared().map(Canonical::id)
     }
 
     /// Whether this record shares its canonical weights with `other`'s.

@@ -32,10 +32,10 @@ mod sizing;
 mod weights;
 
 pub use budget::{CacheId, NonSharedCharge, RamBudget, Reservation, SharedCharge};
-pub use device::{CacheStats, DeviceCache, EvictionCallback, Put, Resident};
+pub use device::{CacheStats, DeviceCache, EvictionCallback, PutOptions, Resident};
 pub use get_or_put::Declared;
 pub use group::CacheGroup;
 pub use loaded::{Admission, LoadedModel, ModelGuard};
 pub use placement::{DeviceGuard, DeviceWeights};
 pub use sizing::{MachineRam, RamCapError, RamSource, machine_ram, ram_cap};
-pub use weights::{Canonical, WeightStore};
+pub use weights::{Canonical, CanonicalId, WeightStore};

@@ -42,7 +42,7 @@ impl<W, R: Runtime> Record<W, R> {
 }
 
 /// A record in a cache's map, with what protects it from eviction.
-pub(crate) struct Slot<W, R: Runtime> {
+pub(crate) struct RecordSlot<W, R: Runtime> {
     pub(crate) record: Arc<Record<W, R>>,
     /// Live [`ModelGuard`](super::ModelGuard)s.
     pub(crate) locks: usize,
@@ -80,7 +80,7 @@ impl DeviceCopy {
     }
 }
 
-impl<W, R: Runtime> Slot<W, R> {
+impl<W, R: Runtime> RecordSlot<W, R> {
     /// Nothing protects it: no lock, no hold, no admission.
     pub(crate) fn free(&self) -> bool {
         self.locks == 0 && self.holds == 0 && self.admitting == 0

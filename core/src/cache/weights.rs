@@ -24,7 +24,23 @@ pub struct Canonical<W, R: Runtime = StdRuntime> {
     _charge: SharedCharge<R>,
 }
 
+/// The identity of one live [`Canonical`]: equal for the records that share it. It is only
+/// meaningful while that canonical lives (a later one may reuse it).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CanonicalId(usize);
+
+impl fmt::Debug for CanonicalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CanonicalId({:#x})", self.0)
+    }
+}
+
 impl<W, R: Runtime> Canonical<W, R> {
+    /// Its identity (see [`CanonicalId`]).
+    pub fn id(self: &Arc<Self>) -> CanonicalId {
+        CanonicalId(Arc::as_ptr(self).cast::<()>() as usize)
+    }
+
     /// The key it was registered under.
     pub fn key(&self) -> &str {
         &self.key

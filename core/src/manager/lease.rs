@@ -40,7 +40,7 @@ enum Closing {
 }
 
 /// A registered model and its use state.
-pub(crate) struct Slot<M, R: Runtime> {
+pub(crate) struct ModelSlot<M, R: Runtime> {
     pub(crate) id: ModelId,
     pub(crate) model: M,
     state: R::Monitor<UseState>,
@@ -48,7 +48,7 @@ pub(crate) struct Slot<M, R: Runtime> {
     changes: Arc<Signal<R>>,
 }
 
-impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
+impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     pub(crate) fn new(id: ModelId, model: M, changes: &Arc<Signal<R>>) -> Self {
         let state = changes.runtime().monitor(UseState { leases: 0, closing: None });
         Self { id, model, state, changes: Arc::clone(changes) }
@@ -156,7 +156,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Slot<M, R> {
 
 /// A closed slot; reopens on drop unless [`Closed::commit`] made the closure final.
 pub(crate) struct Closed<'a, M: Send + Sync + 'static, R: Runtime> {
-    slot: &'a Slot<M, R>,
+    slot: &'a ModelSlot<M, R>,
     committed: bool,
 }
 
@@ -184,7 +184,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Closed<'_, M, R> {
 /// While any lease lives the model is *in use*: `remove` waits (bounded) for it to end before
 /// unloading, and eviction skips the model. Dereferences to the model.
 pub struct Lease<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
-    slot: Arc<Slot<M, R>>,
+    slot: Arc<ModelSlot<M, R>>,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Lease<M, R> {

@@ -33,7 +33,7 @@ pub use model::{Loader, Model};
 pub use removal::RemovalReport;
 pub(crate) use removal::clear as clear_each;
 
-use lease::Slot;
+use lease::ModelSlot;
 use lifecycle::{Reservation, SharedTable};
 use table::Table;
 
@@ -156,7 +156,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     }
 
     /// The slot of `id`, validating the id without allocating on this hot path.
-    fn slot(&self, id: &str) -> Result<Arc<Slot<L::Model, R>>, ManagerError> {
+    fn slot(&self, id: &str) -> Result<Arc<ModelSlot<L::Model, R>>, ManagerError> {
         ModelId::validate(id)?;
         let refuse = !self.runtime.mutant(Mutant::LEASE_AFTER_SHUTDOWN);
         match self
@@ -246,7 +246,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         match self.loader.load_until(canonical, guard.deadline()) {
             Ok(model) => {
                 telemetry::loaded(resolved, self.runtime.now().saturating_sub(started));
-                let slot = Arc::new(Slot::new(resolved.clone(), model, &self.changes));
+                let slot = Arc::new(ModelSlot::new(resolved.clone(), model, &self.changes));
                 self.table.with(|t| {
                     t.registry.insert(resolved.clone(), slot);
                     t.loaded(resolved);
@@ -304,7 +304,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             }
             (false, _) => {}
         }
-        let slot = Arc::new(Slot::new(id.clone(), model, &self.changes));
+        let slot = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
         // The mutant's old model (if any) is dropped here, outside the table monitor.
         let _old = self.table.with(|t| {
             t.loaded(id);
@@ -375,7 +375,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
         })?;
         telemetry::loaded(id, self.runtime.now().saturating_sub(started));
-        let new = Arc::new(Slot::new(id.clone(), model, &self.changes));
+        let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
         let old = self.table.with(|t| t.registry.insert(id.clone(), new));
         let old = old.expect("registered: checked under the lifecycle lock");
         let drain = self.drain_bound(guard);
@@ -481,7 +481,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     fn unload(
         &self,
         guard: &LifecycleGuard<L::Model, R>,
-        slot: &Arc<Slot<L::Model, R>>,
+        slot: &Arc<ModelSlot<L::Model, R>>,
         closed: Option<lease::Closed<'_, L::Model, R>>,
     ) -> Result<(), ManagerError> {
         let id = guard.id();

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::lease::Slot;
+use super::lease::ModelSlot;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::runtime::{Arc, Runtime, TimedLock};
@@ -56,7 +56,7 @@ pub(crate) struct Reserved<R: Runtime> {
 
 /// Registry (`resolved id -> model slot`) plus lifecycle table (`resolved id -> entry`).
 pub(crate) struct Table<M, R: Runtime> {
-    pub(crate) registry: BTreeMap<ModelId, Arc<Slot<M, R>>>,
+    pub(crate) registry: BTreeMap<ModelId, Arc<ModelSlot<M, R>>>,
     lifecycle: BTreeMap<ModelId, LifecycleRecord<R>>,
     generations: u64,
     /// Recent failed loads by resolved id, while the negative cache is on.

@@ -8,7 +8,7 @@
 //! The facade is deliberately small. Its one primitive is a [`Monitor`]: a value behind a
 //! poison-free mutex that can be waited on for a condition, with an optional timeout. Timeouts
 //! belong to the runtime, so a model checker can decide *when* a deadline passes and explore it
-//! like any other scheduling event. Locks built on top of it ([`TimedLock`]) live here too.
+//! like any other scheduling event. The lock built on top of it (`TimedLock`, internal) lives here too.
 //!
 //! Closures passed to a monitor run with its mutex held; they must be short and must never call
 //! user code, wait, or take another monitor.
@@ -25,7 +25,7 @@ pub use std::sync::{Arc, Weak};
 use crate::mutants::Mutant;
 pub use signal::Signal;
 pub use std_runtime::StdRuntime;
-pub use timed_lock::TimedLock;
+pub(crate) use timed_lock::TimedLock;
 
 /// A bounded wait ran out of time before its condition held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +112,6 @@ pub trait Monitor<T>: Send + Sync {
 /// Whether the current thread is unwinding a panic.
 ///
 /// Drop guards use it to tell a normal exit from an unwinding one.
-pub fn panicking() -> bool {
+pub(crate) fn panicking() -> bool {
     std::thread::panicking()
 }

@@ -10,20 +10,20 @@ use crate::mutants::Mutant;
 ///
 /// Unlike a mutex guard, holding it is a plain state: [`TimedLock::release`] must be called by
 /// the holder exactly once, which the callers in this crate do from RAII guards.
-pub struct TimedLock<R: Runtime> {
+pub(crate) struct TimedLock<R: Runtime> {
     held: R::Monitor<bool>,
     runtime: R,
 }
 
 impl<R: Runtime> TimedLock<R> {
     /// Creates an unlocked lock on `runtime`.
-    pub fn new(runtime: &R) -> Self {
+    pub(crate) fn new(runtime: &R) -> Self {
         Self { held: runtime.monitor(false), runtime: runtime.clone() }
     }
 
     /// Acquires the lock, waiting at most `timeout`; `Ok(true)` if it had to wait (it was
     /// held when first tried).
-    pub fn acquire(&self, timeout: Duration) -> Result<bool, TimedOut> {
+    pub(crate) fn acquire(&self, timeout: Duration) -> Result<bool, TimedOut> {
         let mut tries = 0u32;
         let acquired = self.held.wait_until(Some(timeout), |held| {
             tries += 1;
@@ -33,12 +33,12 @@ impl<R: Runtime> TimedLock<R> {
     }
 
     /// Acquires the lock if it is free right now.
-    pub fn try_acquire(&self) -> bool {
+    pub(crate) fn try_acquire(&self) -> bool {
         self.held.with(|held| !std::mem::replace(held, true))
     }
 
     /// Releases the lock and wakes the waiters. Only the holder may call it.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.held.with(|held| {
             debug_assert!(*held, "released a TimedLock that was not held");
             *held = false;
@@ -49,7 +49,7 @@ impl<R: Runtime> TimedLock<R> {
     }
 
     /// Whether some thread holds the lock right now (a hint: it may change at once).
-    pub fn is_held(&self) -> bool {
+    pub(crate) fn is_held(&self) -> bool {
         self.held.with(|held| *held)
     }
 }

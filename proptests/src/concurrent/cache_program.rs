@@ -58,7 +58,7 @@ pub enum CacheOp {
         cache: usize,
         /// Index into [`KEYS`].
         key: usize,
-        /// `Put::shared`.
+        /// `PutOptions::shared`.
         shared: bool,
     },
     /// Locks the thread's handle number `k` (modulo how many it holds), if it is a loaded model.

@@ -36,7 +36,7 @@
 //!   (recorded with plain std primitives) is explained by some order of the calls under the
 //!   [`CacheSpec`]: nothing is served that must be gone.
 
-use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, Put};
+use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, PutOptions};
 use resident::runtime::Arc;
 use resident::{CacheError, CallOptions};
 use resident_sim::cache_world::{Behaviour, CacheWorld, Script, Weights};
@@ -288,7 +288,7 @@ impl<R: SimRuntime> Thread<'_, R> {
                 }
             }
             CacheOp::Put { cache, key, shared } => {
-                let how = Put { shared, ..Put::default() };
+                let how = PutOptions { shared, ..PutOptions::default() };
                 let weights = self.weights(key);
                 let serial = weights.serial;
                 let invoked = self.shared.freshness.now();

@@ -4,7 +4,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use resident::cache::{DeviceCache, ModelGuard, Put};
+use resident::cache::{DeviceCache, ModelGuard, PutOptions};
 use resident::runtime::Arc;
 
 use crate::cache_world::{CacheWorld, Weights, ensure_resident};
@@ -27,7 +27,7 @@ pub(super) fn load<R: SimRuntime>(
     thread: &str,
 ) -> ModelGuard<Weights<R>, R> {
     trace::record(thread, format!("put({key}) on {}", cache.device()));
-    let admission = cache.put(key, Weights::plain(bytes), bytes, Put::default());
+    let admission = cache.put(key, Weights::plain(bytes), bytes, PutOptions::default());
     ensure!(admission.is_ok(), "contract", "{thread}: put({key}) gave {admission:?}");
     let guard = admission.expect("checked").into_loaded().lock();
     ensure_resident(cache, &guard, thread);
@@ -36,7 +36,7 @@ pub(super) fn load<R: SimRuntime>(
 
 /// Leaves `key` resident and idle in `cache`.
 pub(super) fn preload<R: SimRuntime>(cache: &Cache<R>, key: &str, bytes: u64) {
-    drop(cache.put(key, Weights::plain(bytes), bytes, Put::default()).expect("setup put"));
+    drop(cache.put(key, Weights::plain(bytes), bytes, PutOptions::default()).expect("setup put"));
 }
 
 /// Joins every scenario thread, then runs the end-of-run checks.
@@ -88,7 +88,7 @@ pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R) {
 pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R) {
     user_against_shutdown(rt, 100, false, |c0: Cache<R>| {
         let admission =
-            c0.put("m", Weights::plain(30), 30, Put::default()).expect("put before or after shutdown");
+            c0.put("m", Weights::plain(30), 30, PutOptions::default()).expect("put before or after shutdown");
         R::yield_now();
         let guard = admission.into_loaded().lock();
         ensure_resident(&c0, &guard, "T1");
@@ -159,7 +159,7 @@ pub(super) fn abandoned_holder<R: SimRuntime>(rt: R) {
 /// C-R12: a loader cancelled between `put` and `get`, before or after shutdown, still releases.
 pub(super) fn cancelled_admission<R: SimRuntime>(rt: R) {
     user_against_shutdown(rt, 100, false, |c0: Cache<R>| {
-        let admission = c0.put("m", Weights::plain(30), 30, Put::default());
+        let admission = c0.put("m", Weights::plain(30), 30, PutOptions::default());
         R::yield_now();
         drop(admission);
     });
@@ -168,7 +168,8 @@ pub(super) fn cancelled_admission<R: SimRuntime>(rt: R) {
 /// C-R13: a prefetch after shutdown is refused; before it, it is an ordinary admission.
 pub(super) fn prefetch_after_shutdown<R: SimRuntime>(rt: R) {
     user_against_shutdown(rt, 100, false, |c0: Cache<R>| {
-        let prefetch = c0.put("m", Weights::plain(30), 30, Put { prefetch: true, ..Put::default() });
+        let prefetch =
+            c0.put("m", Weights::plain(30), 30, PutOptions { prefetch: true, ..PutOptions::default() });
         let refused = matches!(prefetch, Err(resident::CacheError::ShutDown { .. }));
         ensure!(prefetch.is_ok() || refused, "contract", "prefetch gave {prefetch:?}");
         ensure!(!refused || c0.is_shut_down(), "contract", "prefetch refused before shutdown");
@@ -200,7 +201,7 @@ pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R) {
     let (c0, h2) = (Arc::clone(&world.caches[0]), Arc::clone(&holding));
     let t2 = world.rt.spawn("T2", move || {
         let Some(loaded) = c0.get("m") else { return h2.post(None) };
-        h2.post(Some(1));
+        h2.post(None); // only the post matters here
         R::yield_now();
         let guard = loaded.lock();
         ensure_resident(&c0, &guard, "T2");
@@ -291,7 +292,7 @@ pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R) {
     let a = world.caches[0].get("a").expect("preloaded").lock();
     // Over the cap: a is locked on cuda:0 and b on cuda:1.
     let b = world.caches[1]
-        .put("b", Weights::plain(30), 30, Put::default())
+        .put("b", Weights::plain(30), 30, PutOptions::default())
         .expect("setup put")
         .into_loaded()
         .lock();
@@ -384,7 +385,7 @@ pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R) {
     let admitted = world.mailbox();
     let (c0, a1) = (Arc::clone(&world.caches[0]), Arc::clone(&admitted));
     let t1 = world.rt.spawn("T1", move || {
-        let admission = c0.put("m", Weights::plain(30), 30, Put::default()).expect("fits the cap");
+        let admission = c0.put("m", Weights::plain(30), 30, PutOptions::default()).expect("fits the cap");
         a1.post(None);
         R::yield_now();
         let guard = admission.into_loaded().lock();
@@ -402,7 +403,7 @@ pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R) {
     let spawn_user = |name: &'static str, cache: usize| {
         let c = Arc::clone(&world.caches[cache]);
         world.rt.spawn(name, move || {
-            let admission = c.put("m", Weights::plain(30), 30, Put::default());
+            let admission = c.put("m", Weights::plain(30), 30, PutOptions::default());
             R::yield_now();
             drop(admission);
             drop(c.get("m"));
@@ -490,7 +491,7 @@ pub(super) fn keep_alive<R: SimRuntime>(rt: R) {
 pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 1);
     preload(&world.caches[0], "m", 30);
-    let private = Put { shared: false, ..Put::default() };
+    let private = PutOptions { shared: false, ..PutOptions::default() };
     drop(world.caches[0].put("p", Weights::plain(20), 20, private).expect("setup put"));
     let m = world.caches[0].get("m").expect("preloaded").lock();
     let p = world.caches[0].get("p").expect("preloaded").lock();

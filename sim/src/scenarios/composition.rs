@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use resident::cache::CanonicalId;
 use resident::runtime::Arc;
 use resident::{Added, CacheError, Manager, ManagerError};
 
@@ -52,7 +53,7 @@ fn refused_by_shutdown(error: &ManagerError) -> bool {
 }
 
 /// The canonical device `d` serves `key` from, through a lease that checks A5.
-fn served_canonical<R: SimRuntime>(c: &Composition<R>, d: usize, key: &str) -> Option<usize> {
+fn served_canonical<R: SimRuntime>(c: &Composition<R>, d: usize, key: &str) -> Option<CanonicalId> {
     let lease = c.devices[d].lease(key);
     ensure!(lease.is_ok(), "contract", "lease({key}) on device {d} gave {:?}", lease.as_ref().err());
     let lease = lease.ok()?;

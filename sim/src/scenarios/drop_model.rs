@@ -5,7 +5,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use resident::cache::Put;
+use resident::cache::PutOptions;
 use resident::runtime::Arc;
 
 use super::cache::{finish, join, load, preload};
@@ -136,7 +136,7 @@ pub(super) fn panic_inside_admission<R: SimRuntime>(rt: R) {
         let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &s2);
         trace::record("T2", "put(m) with panicking spare weights");
         let put = catch_unwind(AssertUnwindSafe(|| {
-            let private = Put { shared: false, ..Put::default() };
+            let private = PutOptions { shared: false, ..PutOptions::default() };
             c0.put("m", weights, 30, private).map(|admission| drop(admission.into_loaded().lock()))
         }));
         s2.disarm();
@@ -160,9 +160,9 @@ pub(super) fn inspection_races_last_release<R: SimRuntime>(rt: R) {
     let script = world.script();
     let cache = Arc::clone(&world.caches[0]);
     let panicking = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &script);
-    let held = cache.put("m", panicking, 30, Put::default()).map(|a| a.into_loaded().lock());
+    let held = cache.put("m", panicking, 30, PutOptions::default()).map(|a| a.into_loaded().lock());
     cache.drop_model("m");
-    let replaced = cache.put("m", Weights::plain(30), 30, Put::default()).map(drop);
+    let replaced = cache.put("m", Weights::plain(30), 30, PutOptions::default()).map(drop);
     ensure!(held.is_ok() && replaced.is_ok(), "contract", "setup puts gave {held:?} / {replaced:?}");
     let t1 = world.rt.spawn("T1", move || {
         trace::record("T1", "release(m, detached)");

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use resident::cache::{CacheGroup, Put};
+use resident::cache::{CacheGroup, PutOptions};
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join, preload};
@@ -55,7 +55,7 @@ fn spawn_put_and_release<R: SimRuntime>(
     let cache = Arc::clone(&world.caches[cache]);
     world.rt.spawn(thread, move || {
         trace::record(thread, format!("put({key}) on {}, lock, unlock", cache.device()));
-        let admitted = cache.put(key, Weights::plain(BYTES), BYTES, Put::default());
+        let admitted = cache.put(key, Weights::plain(BYTES), BYTES, PutOptions::default());
         ensure!(admitted.is_ok(), "contract", "{thread}: put({key}) gave {admitted:?}");
         drop(admitted.expect("checked").into_loaded().lock());
     })
@@ -74,7 +74,7 @@ pub(super) fn timer_expires_and_exits<R: SimRuntime>(rt: R) {
     let c1 = Arc::clone(&world.caches[1]);
     let t2 = world.rt.spawn("T2", move || {
         trace::record("T2", "put(b) on cuda:1, lock; shutdown(cuda:1); unlock");
-        let admitted = c1.put("b", Weights::plain(BYTES), BYTES, Put::default());
+        let admitted = c1.put("b", Weights::plain(BYTES), BYTES, PutOptions::default());
         ensure!(admitted.is_ok(), "contract", "T2: put(b) gave {admitted:?}");
         let guard = admitted.expect("checked").into_loaded().lock();
         c1.shutdown();

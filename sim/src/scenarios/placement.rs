@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use resident::CacheError;
-use resident::cache::{DeviceGuard, Put};
+use resident::cache::{DeviceGuard, PutOptions};
 use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join};
@@ -28,7 +28,7 @@ pub(super) fn admit<R: SimRuntime>(
     behaviour: Behaviour,
 ) {
     let weights = Weights::scripted(bytes, behaviour, script);
-    drop(cache.put(key, weights, bytes, Put::default()).expect("setup put"));
+    drop(cache.put(key, weights, bytes, PutOptions::default()).expect("setup put"));
 }
 
 /// `get(key)` then `lock_on_device`, traced.

@@ -126,7 +126,7 @@ pub(super) fn move_settled<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(100);
     let weights = Weights::scripted(60, Behaviour::default(), &script);
-    drop(world.caches[0].put("m", weights, 60, resident::cache::Put::default()).expect("setup put"));
+    drop(world.caches[0].put("m", weights, 60, resident::cache::PutOptions::default()).expect("setup put"));
     let handles = ["T1", "T2"].map(|name| {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
         world.rt.spawn(name, move || {

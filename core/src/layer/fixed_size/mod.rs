@@ -70,19 +70,19 @@ pub struct FixedSizeCache<M: Manager> {
     book: Book<M>,
 }
 
-enum Plan {
+enum EvictionPlan {
     Admit,
     Evict(Vec<ModelId>),
     Full { registered: usize, loading: usize },
 }
 
 /// A slot counted against `max_size` while a cold load runs; released unless committed.
-struct Admission<'a, M: Manager> {
+struct CapacityClaim<'a, M: Manager> {
     cache: &'a FixedSizeCache<M>,
     committed: bool,
 }
 
-impl<M: Manager> Admission<'_, M> {
+impl<M: Manager> CapacityClaim<'_, M> {
     /// The load succeeded: the id takes its slot in the queue (its size is recorded apart, as
     /// asking it runs user code).
     fn commit(mut self, id: &ModelId) {
@@ -130,7 +130,7 @@ impl<M: Manager> Drop for Settle<'_, M> {
     }
 }
 
-impl<M: Manager> Drop for Admission<'_, M> {
+impl<M: Manager> Drop for CapacityClaim<'_, M> {
     fn drop(&mut self) {
         if !self.committed {
             self.cache.book.with(|b| b.loading -= 1);
@@ -303,7 +303,12 @@ impl<M: Manager> FixedSizeCache<M> {
     /// by the capacity wait and the call's `call` deadline) when nothing is evictable. With
     /// `beside`, `id` is registered and stays while its new version loads (a replace): it
     /// counts too.
-    fn admit(&self, id: &ModelId, call: Deadline, beside: bool) -> Result<Admission<'_, M>, ManagerError> {
+    fn admit(
+        &self,
+        id: &ModelId,
+        call: Deadline,
+        beside: bool,
+    ) -> Result<CapacityClaim<'_, M>, ManagerError> {
         let rt = self.inner.runtime();
         let wait = call.bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
         // A wait too long to represent as a deadline is unbounded (as for every timeout).
@@ -330,7 +335,7 @@ impl<M: Manager> FixedSizeCache<M> {
         // The slot this add counts against `max_size`. It is claimed as soon as the add decides
         // to evict (in the same critical section), so the room its evictions make stays its
         // own: a racing add cannot take it and force a second eviction for this one.
-        let mut claimed: Option<Admission<'_, M>> = None;
+        let mut claimed: Option<CapacityClaim<'_, M>> = None;
         let refuse_after_shutdown = !self.mutant(Mutant::ADD_AFTER_SHUTDOWN);
         loop {
             // Read before planning: any change after this read ends the wait below at once.
@@ -349,7 +354,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 let occupied = queued + if count_inflight { others } else { 0 };
                 if occupied < max {
                     b.loading += usize::from(!mine);
-                    return (Plan::Admit, seen, !mine);
+                    return (EvictionPlan::Admit, seen, !mine);
                 }
                 let victims = b.victims(occupied + 1 - max, Some(id), |v| {
                     !pinned_below.contains(v)
@@ -357,22 +362,22 @@ impl<M: Manager> FixedSizeCache<M> {
                         && !self.inner.is_locked(v)
                 });
                 if victims.is_empty() {
-                    return (Plan::Full { registered: queued, loading: b.loading }, seen, false);
+                    return (EvictionPlan::Full { registered: queued, loading: b.loading }, seen, false);
                 }
                 b.loading += usize::from(!mine);
-                (Plan::Evict(victims), seen, !mine)
+                (EvictionPlan::Evict(victims), seen, !mine)
             });
             if claim {
-                claimed = Some(Admission { cache: self, committed: false });
+                claimed = Some(CapacityClaim { cache: self, committed: false });
             }
-            if !reconciled && !matches!(plan, Plan::Admit) {
+            if !reconciled && !matches!(plan, EvictionPlan::Admit) {
                 reconciled = true;
                 self.reconcile_below(id);
                 continue;
             }
             match plan {
-                Plan::Admit => return Ok(claimed.expect("an admitted add holds its slot")),
-                Plan::Evict(victims) => {
+                EvictionPlan::Admit => return Ok(claimed.expect("an admitted add holds its slot")),
+                EvictionPlan::Evict(victims) => {
                     let Some(pinned) = self.evict_all(&victims)? else { continue };
                     let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
                     pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
@@ -387,7 +392,7 @@ impl<M: Manager> FixedSizeCache<M> {
                         continue;
                     }
                 }
-                Plan::Full { registered, loading } => {
+                EvictionPlan::Full { registered, loading } => {
                     if self.config.policy() == CapacityPolicy::Overflow {
                         let max = self.max_size();
                         tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
@@ -395,7 +400,7 @@ impl<M: Manager> FixedSizeCache<M> {
                             return Ok(claimed);
                         }
                         self.book.with(|b| b.loading += 1);
-                        return Ok(Admission { cache: self, committed: false });
+                        return Ok(CapacityClaim { cache: self, committed: false });
                     }
                     if expired() {
                         return Err(exhausted(registered, loading));

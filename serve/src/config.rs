@@ -1,0 +1,49 @@
+//! [`ServeConfig`]: what the server serves, how much of it, and how long a request may wait.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The server's settings. [`ServeConfig::default`] serves the repository's fixture models on
+/// `127.0.0.1:8080`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The models directory: `<id>.safetensors` files and the catalogue manifest
+    /// ([`MANIFEST`](crate::MANIFEST)).
+    pub models_dir: PathBuf,
+    /// Most models resident at once ([`FixedSizeCache`](resident::FixedSizeCache)'s
+    /// `max_size`): least recently used idle ones are evicted to make room.
+    pub max_models: usize,
+    /// The hard RAM budget of the models' weights, in bytes (the
+    /// [`CacheGroup`](resident::cache::CacheGroup)'s cap).
+    pub ram_cap_bytes: u64,
+    /// How long a request may wait inside resident: for a lifecycle lock, for room, for a
+    /// load, for leases to drain. It becomes the deadline of the request's resident calls.
+    pub request_timeout: Duration,
+    /// How long the shutdown may wait for each model's lock and leases before it reports the
+    /// model as still registered.
+    pub shutdown_timeout: Duration,
+    /// The address the binary listens on.
+    pub bind: SocketAddr,
+}
+
+impl ServeConfig {
+    /// The repository's fixture models (`fixtures/models` of the workspace this crate was
+    /// built in).
+    pub fn fixtures_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models")
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            models_dir: Self::fixtures_dir(),
+            max_models: 8,
+            ram_cap_bytes: 256 * 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            shutdown_timeout: Duration::from_secs(30),
+            bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! [`ApiError`]: how a failed request answers, and which status each resident error maps to.
+//!
+//! | Error | Status | `kind` |
+//! |---|---|---|
+//! | [`ManagerError::NotFound`]; a source the catalogue does not list | 404 | `not_found`, `unknown_model` |
+//! | [`ManagerError::InvalidId`]; malformed JSON; input that is not whole rows | 400 | `invalid_id`, `bad_json`, `bad_input` |
+//! | [`ManagerError::CapacityExhausted`], [`ManagerError::OverLimit`]; a load refused by the RAM budget ([`CacheError::TooLarge`], [`CacheError::NoRoom`], ..., [`BurnError::TooLarge`]) | 507 | `capacity_exhausted`, `over_limit`, `over_budget` |
+//! | [`ManagerError::Busy`], [`ManagerError::LockTimeout`], [`ManagerError::Removing`], [`ManagerError::ShutDown`]; a load wait that ran out | 503 | `busy`, `lock_timeout`, `removing`, `shut_down`, `load_timeout` |
+//! | anything else (a corrupt file, a failed unload, a panic) | 500 | `load_failed`, `unload_failed`, `inference_failed`, `internal` |
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use resident::burn::BurnError;
+use resident::{CacheError, InvalidId, ManagerError, SourceError};
+
+use crate::catalogue::NotInCatalogue;
+
+/// A failed request: its status, a short machine-readable `kind`, and the error's text. Its
+/// body is `{"error": "<text>", "kind": "<kind>"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    /// An error answered with `status`.
+    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        Self { status, kind, message: message.into() }
+    }
+
+    /// A request the server cannot parse (400).
+    pub fn bad_request(kind: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, kind, message)
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The short kind.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The error's text.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl From<ManagerError> for ApiError {
+    fn from(error: ManagerError) -> Self {
+        let (status, kind) = classify(&error);
+        Self::new(status, kind, error.to_string())
+    }
+}
+
+impl From<InvalidId> for ApiError {
+    fn from(error: InvalidId) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_id", error.to_string())
+    }
+}
+
+impl From<NotInCatalogue> for ApiError {
+    fn from(error: NotInCatalogue) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "unknown_model", error.to_string())
+    }
+}
+
+/// An inference's own error: input that is not whole rows is the client's (400), anything
+/// else the server's (500).
+impl From<BurnError> for ApiError {
+    fn from(error: BurnError) -> Self {
+        let (status, kind) = match &error {
+            BurnError::Input { .. } => (StatusCode::BAD_REQUEST, "bad_input"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "inference_failed"),
+        };
+        Self::new(status, kind, error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.message, "kind": self.kind });
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// The status and kind of a manager error (the table of the module docs).
+pub fn classify(error: &ManagerError) -> (StatusCode, &'static str) {
+    match error {
+        ManagerError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+        ManagerError::InvalidId(_) => (StatusCode::BAD_REQUEST, "invalid_id"),
+        ManagerError::CapacityExhausted { .. } => (StatusCode::INSUFFICIENT_STORAGE, "capacity_exhausted"),
+        ManagerError::OverLimit { .. } => (StatusCode::INSUFFICIENT_STORAGE, "over_limit"),
+        ManagerError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+        ManagerError::LockTimeout { .. } => (StatusCode::SERVICE_UNAVAILABLE, "lock_timeout"),
+        ManagerError::Removing { .. } => (StatusCode::SERVICE_UNAVAILABLE, "removing"),
+        ManagerError::ShutDown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "shut_down"),
+        ManagerError::Load { source, .. } => load_failure(source),
+        ManagerError::Unload { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "unload_failed"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
+/// The status and kind of a loader's error: the cache's and the burn adapter's own errors,
+/// followed down to the error that caused them.
+fn load_failure(source: &SourceError) -> (StatusCode, &'static str) {
+    if let Some(error) = source.downcast_ref::<CacheError>() {
+        cache_failure(error)
+    } else if let Some(error) = source.downcast_ref::<BurnError>() {
+        burn_failure(error)
+    } else if source.downcast_ref::<NotInCatalogue>().is_some() {
+        (StatusCode::NOT_FOUND, "unknown_model")
+    } else {
+        (StatusCode::INTERNAL_SERVER_ERROR, "load_failed")
+    }
+}
+
+fn cache_failure(error: &CacheError) -> (StatusCode, &'static str) {
+    match error {
+        CacheError::TooLarge { .. }
+        | CacheError::NoRoom { .. }
+        | CacheError::DeviceFull { .. }
+        | CacheError::OverCap { .. }
+        | CacheError::DeviceOverBudget { .. }
+        | CacheError::SizeOverflow { .. } => (StatusCode::INSUFFICIENT_STORAGE, "over_budget"),
+        CacheError::ShutDown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "shut_down"),
+        CacheError::LoadWaitTimeout { .. } | CacheError::DeviceMoveTimeout { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, "load_timeout")
+        }
+        CacheError::InvalidKey { .. } => (StatusCode::BAD_REQUEST, "invalid_id"),
+        CacheError::Load { source, .. } => load_failure(source),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "load_failed"),
+    }
+}
+
+fn burn_failure(error: &BurnError) -> (StatusCode, &'static str) {
+    match error {
+        BurnError::TooLarge { .. } => (StatusCode::INSUFFICIENT_STORAGE, "over_budget"),
+        BurnError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+        BurnError::BadId { .. } => (StatusCode::BAD_REQUEST, "invalid_id"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "load_failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use resident::{BoxError, Loader, Manager, ModelId, ModelManager};
+
+    use super::*;
+
+    fn id(s: &str) -> ModelId {
+        ModelId::new(s).unwrap()
+    }
+
+    /// A load error as the manager reports it, with `error` as the loader's.
+    fn load_error(error: impl std::error::Error + Send + Sync + 'static) -> ManagerError {
+        struct Failing(std::sync::Mutex<Option<BoxError>>);
+        struct Never;
+        impl resident::Model for Never {
+            fn size_bytes(&self) -> u64 {
+                0
+            }
+        }
+        impl Loader for Failing {
+            type Model = Never;
+            fn load(&self, _: &ModelId) -> Result<Never, BoxError> {
+                Err(self.0.lock().unwrap().take().unwrap())
+            }
+        }
+        let manager = ModelManager::new(Failing(std::sync::Mutex::new(Some(Box::new(error)))));
+        manager.add_model("m", None).unwrap_err()
+    }
+
+    #[test]
+    fn every_family_of_errors_has_its_status() {
+        let waited = Duration::from_secs(1);
+        let cases = [
+            (ManagerError::NotFound { id: id("m") }, 404),
+            (ManagerError::InvalidId(InvalidId::Empty), 400),
+            (
+                ManagerError::CapacityExhausted {
+                    id: id("m"),
+                    registered: 1,
+                    loading: 0,
+                    max_size: 1,
+                    waited,
+                },
+                507,
+            ),
+            (ManagerError::OverLimit { max_size: 1, held: vec![], loading: 0, waited }, 507),
+            (ManagerError::Busy { id: id("m"), leases: 1, waited }, 503),
+            (ManagerError::LockTimeout { id: id("m"), waited }, 503),
+            (ManagerError::Removing { id: id("m") }, 503),
+            (ManagerError::ShutDown { id: id("m") }, 503),
+            (load_error(CacheError::TooLarge { key: "m".into(), bytes: 2, cap: 1 }), 507),
+            (
+                load_error(BurnError::TooLarge { path: "m".into(), bytes: 2, budget: "RAM budget", cap: 1 }),
+                507,
+            ),
+            (load_error(NotInCatalogue { id: "m".into() }), 404),
+            (load_error(std::io::Error::other("a loader's own error")), 500),
+        ];
+        for (error, status) in cases {
+            assert_eq!(ApiError::from(error.clone()).status().as_u16(), status, "{error:?}");
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! # resident-serve
+//!
+//! A small HTTP model server over [resident]: burn models from SafeTensors files, loaded on
+//! demand into one [`FixedSizeCache`](resident::FixedSizeCache) over a
+//! [`CacheGroup`](resident::cache::CacheGroup) (one hard RAM budget, ndarray on the CPU),
+//! replaced atomically, unloaded without pulling a model from under a running request, and
+//! observed through Prometheus metrics.
+//!
+//! ```text
+//! PUT    /models/{id}         load (or atomically replace) a catalogue model; body {"source", "replace"}
+//! DELETE /models/{id}         unload, after the requests in flight
+//! GET    /models              the served ids
+//! POST   /models/{id}/infer   {"input": [f32]} -> {"output": [f32]}
+//! GET    /metrics             Prometheus text
+//! ```
+//!
+//! [`routes`] documents each route, [`error`] the status of each error.
+//!
+//! ## Pieces
+//! - [`ServeConfig`]: models directory, most models resident, RAM cap, request and shutdown
+//!   timeouts, bind address.
+//! - [`Catalogue`]: the models the server can load (`<id>.safetensors` and an architecture,
+//!   from the directory's [`MANIFEST`]); [`Zoo`] puts resident's MLP and CNN under one
+//!   architecture type so that both share the one cache group.
+//! - [`App`]: the state handlers share — the [`Stack`], its group, the catalogue — and
+//!   [`App::shutdown`].
+//! - [`serve`]: runs the routes on a listener until a shutdown future completes, then shuts
+//!   the stack down.
+//!
+//! ## Blocking calls
+//! resident's calls block the calling thread: a lifecycle lock, a load, a wait for room in
+//! the budget, a drain of live leases, and inference itself. A handler never makes them on an
+//! async worker: every call into the stack runs in [`tokio::task::spawn_blocking`], and the
+//! handler awaits its result. Each call gets the request's deadline as its
+//! [`CallOptions`](resident::CallOptions): what is left of [`ServeConfig::request_timeout`]
+//! since the request arrived bounds every wait inside resident, and a wait that runs out is
+//! answered with its typed error (503 or 507), never a hung request. (The forward pass itself
+//! is not interruptible; only the waits around it are bounded.)
+//!
+//! ## Shutdown
+//! [`serve`] stops accepting connections when its shutdown future completes (the binary's is
+//! [`shutdown_signal`]: Ctrl-C or SIGTERM), lets the requests in flight finish, then calls
+//! [`App::shutdown`]: [`Manager::shutdown`](resident::Manager::shutdown) unloads every model
+//! (refusing new adds and leases, draining the live ones), then the group's shutdown evicts
+//! the released weights. The summary is logged and returned.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use resident_serve::{App, ServeConfig, serve, shutdown_signal};
+//! let config = ServeConfig::default();
+//! let listener = tokio::net::TcpListener::bind(config.bind).await?;
+//! let summary = serve(listener, App::new(config)?, shutdown_signal()).await?;
+//! assert!(summary.failed.is_empty());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Metrics
+//! `GET /metrics` renders the process's Prometheus recorder ([`telemetry::recorder`],
+//! installed once per process): resident's own metrics (`resident_model_loads_total{model}`,
+//! load failures and durations, evictions, refusals, lease and lock waits, models resident,
+//! memory per device) and the server's `resident_http_requests_total{route, status}`.
+#![forbid(unsafe_code)]
+
+mod app;
+pub mod catalogue;
+mod config;
+pub mod error;
+mod model;
+pub mod routes;
+pub mod telemetry;
+pub mod zoo;
+
+use std::future::Future;
+
+use resident::Loader;
+use tokio::net::TcpListener;
+
+pub use app::{App, ServeError, ShutdownSummary, Stack};
+pub use catalogue::{Catalogue, CatalogueLoader, Group, MANIFEST};
+pub use config::ServeConfig;
+pub use error::ApiError;
+pub use model::ServeModel;
+pub use zoo::Zoo;
+
+impl<L> App<L>
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    /// The server's routes ([`routes`]) over this state.
+    pub fn router(&self) -> axum::Router {
+        routes::router(self.clone())
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes: then stops accepting, waits for the
+/// requests in flight, and shuts the stack and its group down ([`App::shutdown`]), returning
+/// what that did.
+///
+/// A test passes any future (a channel's receiver, say); the binary passes
+/// [`shutdown_signal`].
+pub async fn serve<L>(
+    listener: TcpListener,
+    app: App<L>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<ShutdownSummary>
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let upkeep = tokio::spawn(telemetry::upkeep(app.metrics().clone()));
+    let served = axum::serve(listener, app.router()).with_graceful_shutdown(shutdown).await;
+    upkeep.abort();
+    tracing::info!("stopped accepting; requests drained");
+    let summary = app.shutdown().await;
+    served.map(|()| summary)
+}
+
+/// Completes on Ctrl-C, or on SIGTERM on Unix. If a signal handler cannot be installed, that
+/// signal is never awaited (and the failure is logged).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
+        () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}

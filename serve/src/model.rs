@@ -1,0 +1,20 @@
+//! [`ServeModel`]: what the server needs from a resident model besides [`Model`].
+
+use resident::Model;
+use resident::burn::{Architecture, BurnError, ServeBackend, Served};
+
+/// A resident model the server can run: whole rows of `f32` in, whole rows out.
+///
+/// The server's stack serves [`Served`] models; a test (or a deployment) can wrap the loader
+/// and its models, for instance to hold inference open, as long as the wrapper implements this.
+pub trait ServeModel: Model {
+    /// Runs whole rows of `input` through the model; returns the output rows, flat. Input that
+    /// is not whole rows is [`BurnError::Input`].
+    fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError>;
+}
+
+impl<A: Architecture, T: ServeBackend> ServeModel for Served<A, T> {
+    fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
+        Served::infer(self, input)
+    }
+}

@@ -1,0 +1,279 @@
+//! The HTTP routes.
+//!
+//! | Route | Resident call | Answer |
+//! |---|---|---|
+//! | `PUT /models/{id}` | [`Manager::replace`] (or [`Manager::add_model_with`] with `"replace": false`) | 201 `loaded`, 200 `replaced` / `present` |
+//! | `DELETE /models/{id}` | [`Manager::remove_with`] | 204, no body |
+//! | `GET /models` | [`Manager::ids`] | 200 `{"models": [ids]}` |
+//! | `POST /models/{id}/infer` | [`Manager::infer_with`] | 200 `{"output": [f32]}` |
+//! | `GET /metrics` | | 200, Prometheus text |
+//!
+//! An id may contain `/` (`coco/3`); it is percent-decoded, then validated by resident
+//! ([`ModelId`]) before anything else. Errors answer `{"error": "<text>", "kind": "<kind>"}`
+//! with the status of [`crate::error`]'s table; an unknown route or method answers 404 or 405
+//! the same way.
+//!
+//! # `PUT /models/{id}`
+//! Makes `id` serve the catalogue model `source`. The body is optional:
+//! `{"source": "<catalogue id>", "replace": true}`. `source` defaults to `id` (the model file
+//! `<id>.safetensors`); another source makes `id` an alias of it (resident's `alias`). The
+//! source must be in the catalogue (else 404 `unknown_model`).
+//!
+//! - `"replace": true` (the default): an atomic replacement ([`Manager::replace`]): the new
+//!   version is loaded beside the one served, if any, and switched in, so no request sees the
+//!   id missing. 201 `{"id", "source", "status": "loaded"}` if nothing was served under `id`,
+//!   else 200 `"status": "replaced"` (with a `"warning"` if the old version's leases outlived
+//!   the drain and it was detached rather than unloaded). Every such PUT loads.
+//! - `"replace": false`: add if absent ([`Manager::add_model_with`]): 201 `"loaded"` if this
+//!   request loaded the model, 200 `"present"` if it was already served (nothing loaded).
+//!   Concurrent PUTs of one new id load it once: one answers 201, the others wait for that
+//!   load and answer 200 `present`.
+//!
+//! # `DELETE /models/{id}`
+//! Refuses new inferences on `id` at once (503 `removing`), waits for those in flight (within
+//! the request timeout), unloads the model and answers 204 with no body; 503 `busy` if they
+//! outlived the timeout (the model then stays served), 404 if nothing is served under `id`.
+//!
+//! # `POST /models/{id}/infer`
+//! Body `{"input": [f32, ...]}`: whole rows of the model's input width. Runs them under a lease
+//! (the model cannot be unloaded meanwhile) and answers `{"output": [f32, ...]}`, the output
+//! rows, flat. Input that is not whole rows is 400 `bad_input`.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, put};
+use resident::{Added, Loader, Manager, ModelId, Replaced};
+use serde::de::DeserializeOwned;
+
+use crate::app::App;
+use crate::catalogue::NotInCatalogue;
+use crate::error::ApiError;
+use crate::model::ServeModel;
+use crate::telemetry::count_request;
+
+/// Route labels of `resident_http_requests_total`.
+const LIST: &str = "GET /models";
+const PUT: &str = "PUT /models/{id}";
+const DELETE: &str = "DELETE /models/{id}";
+const INFER: &str = "POST /models/{id}/infer";
+const METRICS: &str = "GET /metrics";
+const OTHER: &str = "other";
+
+/// The server's routes over `app`.
+pub fn router<L>(app: App<L>) -> Router
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let model: MethodRouter<App<L>> = put(put_model::<L>).delete(delete_model::<L>).post(post_model::<L>);
+    Router::new()
+        .route("/models", get(list_models::<L>).fallback(method_not_allowed))
+        .route("/models/{*id}", model.fallback(method_not_allowed))
+        .route("/metrics", get(metrics::<L>).fallback(method_not_allowed))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+/// Counts the answer under `route` and returns it.
+fn answer(route: &'static str, result: Result<Response, ApiError>) -> Response {
+    let response = result.unwrap_or_else(IntoResponse::into_response);
+    count_request(route, response.status());
+    response
+}
+
+/// The id a `{*id}` capture holds, percent-decoded (invalid UTF-8 is a 400).
+fn captured(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    path.map(|Path(id)| id).map_err(|rejection| ApiError::bad_request("invalid_id", rejection.body_text()))
+}
+
+/// `body` as a `T`; an empty body is `T::default()`.
+fn json_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    json_required(body)
+}
+
+fn json_required<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|error| ApiError::bad_request("bad_json", error.to_string()))
+}
+
+async fn list_models<L>(State(app): State<App<L>>) -> Response
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let result = app.run(Instant::now(), |stack, _| stack.ids()).await.map(|ids| {
+        let models: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        Json(serde_json::json!({ "models": models })).into_response()
+    });
+    answer(LIST, result)
+}
+
+/// The optional body of `PUT /models/{id}`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutBody {
+    /// The catalogue model to serve under the id; the id itself if absent.
+    source: Option<String>,
+    /// Replace what is served under the id (true), or only add it if absent (false).
+    #[serde(default = "yes")]
+    replace: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for PutBody {
+    fn default() -> Self {
+        Self { source: None, replace: true }
+    }
+}
+
+async fn put_model<L>(
+    State(app): State<App<L>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Response
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let started = Instant::now();
+    answer(PUT, load_or_replace(&app, started, path, &body).await)
+}
+
+async fn load_or_replace<L>(
+    app: &App<L>,
+    started: Instant,
+    path: Result<Path<String>, PathRejection>,
+    body: &[u8],
+) -> Result<Response, ApiError>
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let id = captured(path)?;
+    ModelId::validate(&id)?;
+    let request: PutBody = json_body(body)?;
+    let source = request.source.unwrap_or_else(|| id.clone());
+    ModelId::validate(&source)?;
+    if !app.catalogue().contains(&source) {
+        return Err(NotInCatalogue { id: source }.into());
+    }
+    let alias = (source != id).then(|| id.clone());
+    let reply = |status: StatusCode, word: &str, warning: Option<String>| {
+        let mut body = serde_json::json!({ "id": id, "source": source, "status": word });
+        if let Some(warning) = warning {
+            body["warning"] = warning.into();
+        }
+        (status, Json(body)).into_response()
+    };
+    let (call_source, call_alias) = (source.clone(), alias.clone());
+    if request.replace {
+        let replaced = app
+            .run(started, move |stack, options| stack.replace(&call_source, call_alias.as_deref(), options))
+            .await??;
+        Ok(match replaced {
+            Replaced::Added => reply(StatusCode::CREATED, "loaded", None),
+            Replaced::Unloaded => reply(StatusCode::OK, "replaced", None),
+            Replaced::Detached(error) => reply(StatusCode::OK, "replaced", Some(error.to_string())),
+        })
+    } else {
+        let added = app
+            .run(started, move |stack, options| {
+                stack.add_model_with(&call_source, call_alias.as_deref(), options)
+            })
+            .await??;
+        Ok(match added {
+            Added::Loaded => reply(StatusCode::CREATED, "loaded", None),
+            Added::Warm => reply(StatusCode::OK, "present", None),
+        })
+    }
+}
+
+async fn delete_model<L>(State(app): State<App<L>>, path: Result<Path<String>, PathRejection>) -> Response
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let started = Instant::now();
+    let result = async {
+        let id = captured(path)?;
+        ModelId::validate(&id)?;
+        app.run(started, move |stack, options| stack.remove_with(&id, options)).await??;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    };
+    answer(DELETE, result.await)
+}
+
+/// The body of `POST /models/{id}/infer`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InferBody {
+    input: Vec<f32>,
+}
+
+/// `POST /models/{*rest}`: `{id}/infer` runs the model; anything else is 405.
+async fn post_model<L>(
+    State(app): State<App<L>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Response
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let started = Instant::now();
+    let rest = match captured(path) {
+        Ok(rest) => rest,
+        Err(error) => return answer(INFER, Err(error)),
+    };
+    let Some(id) = rest.strip_suffix("/infer").map(str::to_owned) else {
+        return answer(OTHER, Ok(method_not_allowed_response()));
+    };
+    let result = async {
+        ModelId::validate(&id)?;
+        let InferBody { input } = json_required(&body)?;
+        let output = app
+            .run(started, move |stack, options| stack.infer_with(&id, options, |model| model.infer(&input)))
+            .await???;
+        Ok(Json(serde_json::json!({ "output": output })).into_response())
+    };
+    answer(INFER, result.await)
+}
+
+async fn metrics<L>(State(app): State<App<L>>) -> Response
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    // Gauges are read off the stack and the budget when scraped (resident::metrics).
+    resident::metrics::record_models(app.stack(), crate::catalogue::DEVICE);
+    resident::metrics::record_budget(app.group().budget());
+    let text = app.metrics().render();
+    answer(METRICS, Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()))
+}
+
+fn method_not_allowed_response() -> Response {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
+        .into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    answer(OTHER, Ok(method_not_allowed_response()))
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    let error =
+        ApiError::new(StatusCode::NOT_FOUND, "no_route", format!("no route for {method} {}", uri.path()));
+    answer(OTHER, Err(error))
+}

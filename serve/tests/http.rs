@@ -1,0 +1,536 @@
+//! The server over HTTP, on `127.0.0.1:0` inside the test's runtime: concurrent inference on
+//! warm models, a cold stampede loading once, a DELETE that waits for the inferences in flight
+//! (held open by a gate the test controls), bad requests answered with their statuses, and a
+//! graceful shutdown that drains requests and unloads everything.
+//!
+//! Every concurrent step waits on explicit evidence (a condvar the gated models signal, a
+//! state the stack reports), never on time.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use resident::burn::BurnError;
+use resident::{BoxError, Deadline, Loader, Manager, ManagerError, Model, ModelId};
+use resident_serve::{App, CatalogueLoader, ServeConfig, ServeModel, ShutdownSummary, serve};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+
+#[derive(Clone, serde::Deserialize)]
+struct Fixture {
+    id: String,
+    input: Vec<f32>,
+    output: Vec<f32>,
+}
+
+fn fixture(id: &str) -> Fixture {
+    #[derive(serde::Deserialize)]
+    struct File {
+        models: Vec<Fixture>,
+    }
+    let path = ServeConfig::fixtures_dir().join("expected.json");
+    let text = std::fs::read_to_string(&path).expect("fixtures/models/expected.json");
+    let file: File = serde_json::from_str(&text).expect("valid expected.json");
+    file.models.into_iter().find(|f| f.id == id).expect("a fixture with that id")
+}
+
+fn assert_close(got: &Value, want: &[f32], what: &str) {
+    let got: Vec<f32> = serde_json::from_value(got.clone()).unwrap_or_else(|e| panic!("{what}: {e}: {got}"));
+    assert_eq!(got.len(), want.len(), "{what}: output length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{what}[{i}]: got {g}, stored {w}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A server and its client
+
+struct Server<L: Loader> {
+    app: App<L>,
+    addr: SocketAddr,
+    client: Client,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<ShutdownSummary>>,
+}
+
+impl<L> Server<L>
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    async fn start(app: App<L>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, app.clone(), async {
+            let _ = stopped.await;
+        }));
+        Self {
+            app,
+            addr,
+            client: Client { http: reqwest::Client::new(), base: format!("http://{addr}") },
+            stop,
+            task,
+        }
+    }
+
+    /// Signals the shutdown and waits for the server to finish it.
+    async fn stop(self) -> ShutdownSummary {
+        self.stop.send(()).expect("the server is running");
+        self.task.await.expect("the server task").expect("the server")
+    }
+}
+
+/// A cheap, cloneable client of one server, for requests from spawned tasks.
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    async fn reply(response: reqwest::Response) -> (u16, Value) {
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("a body");
+        let body =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON body") };
+        (status, body)
+    }
+
+    async fn put(&self, id: &str, body: Option<Value>) -> (u16, Value) {
+        let request = self.http.put(format!("{}/models/{id}", self.base));
+        let request = match body {
+            Some(body) => request.json(&body),
+            None => request,
+        };
+        Self::reply(request.send().await.expect("PUT")).await
+    }
+
+    async fn infer(&self, id: &str, input: &[f32]) -> (u16, Value) {
+        let url = format!("{}/models/{id}/infer", self.base);
+        Self::reply(self.http.post(url).json(&json!({ "input": input })).send().await.expect("POST")).await
+    }
+
+    async fn delete(&self, id: &str) -> (u16, Value) {
+        Self::reply(self.http.delete(format!("{}/models/{id}", self.base)).send().await.expect("DELETE"))
+            .await
+    }
+
+    async fn models(&self) -> Vec<String> {
+        let (status, body) =
+            Self::reply(self.http.get(format!("{}/models", self.base)).send().await.expect("GET")).await;
+        assert_eq!(status, 200, "{body}");
+        let mut models: Vec<String> = serde_json::from_value(body["models"].clone()).expect("a list of ids");
+        models.sort();
+        models
+    }
+
+    async fn metrics(&self) -> String {
+        let response = self.http.get(format!("{}/metrics", self.base)).send().await.expect("GET /metrics");
+        assert_eq!(response.status().as_u16(), 200);
+        response.text().await.expect("Prometheus text")
+    }
+}
+
+/// One HTTP/1.1 request with `target` sent exactly as given: a URL parser would resolve
+/// `%2E%2E` and empty segments before they reach the server.
+async fn raw(addr: SocketAddr, method: &str, target: &str, body: &str) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("receive");
+    let response = String::from_utf8(response).expect("a UTF-8 response");
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status line");
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let body = if body.is_empty() { Value::Null } else { serde_json::from_str(body).expect("a JSON body") };
+    (status, body)
+}
+
+/// The value of the series `name{labels...}` in Prometheus text, if present.
+fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let rest = series.strip_prefix(name)?;
+        let inner = match rest {
+            "" => "",
+            rest => rest.strip_prefix('{')?.strip_suffix('}')?,
+        };
+        let found: Vec<&str> = inner.split(',').collect();
+        let all = labels.iter().all(|(key, want)| found.contains(&format!("{key}=\"{want}\"").as_str()));
+        all.then(|| value.parse().ok()).flatten()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// A gate that holds inference open
+
+/// What the gated models report: who is inside, and the order in which inferences left the
+/// model and models were unloaded (one logical clock for both).
+#[derive(Default)]
+struct GateState {
+    open: bool,
+    inside: usize,
+    clock: u64,
+    exits: Vec<u64>,
+    unloads: Vec<u64>,
+}
+
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().expect("gate")
+    }
+
+    /// An inference arrives: counts itself inside, then waits for the gate to open.
+    fn pass(&self) {
+        let mut state = self.lock();
+        state.inside += 1;
+        self.changed.notify_all();
+        while !state.open {
+            state = self.changed.wait(state).expect("gate");
+        }
+    }
+
+    /// An inference leaves the model (its lease ends right after).
+    fn exit(&self) {
+        let mut state = self.lock();
+        state.clock += 1;
+        let now = state.clock;
+        state.exits.push(now);
+    }
+
+    fn unload(&self) {
+        let mut state = self.lock();
+        state.clock += 1;
+        let now = state.clock;
+        state.unloads.push(now);
+    }
+
+    /// Blocks until `n` inferences are inside.
+    fn wait_inside(&self, n: usize) {
+        let mut state = self.lock();
+        while state.inside < n {
+            state = self.changed.wait(state).expect("gate");
+        }
+    }
+
+    fn open(&self) {
+        self.lock().open = true;
+        self.changed.notify_all();
+    }
+}
+
+/// The catalogue's loader, whose models pass the gate before every inference.
+struct Gated {
+    inner: CatalogueLoader,
+    gate: Arc<Gate>,
+}
+
+struct GatedModel {
+    inner: <CatalogueLoader as Loader>::Model,
+    gate: Arc<Gate>,
+}
+
+impl Loader for Gated {
+    type Model = GatedModel;
+
+    fn load(&self, id: &ModelId) -> Result<GatedModel, BoxError> {
+        self.load_until(id, Deadline::NONE)
+    }
+
+    fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<GatedModel, BoxError> {
+        Ok(GatedModel { inner: self.inner.load_until(id, deadline)?, gate: Arc::clone(&self.gate) })
+    }
+
+    fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
+        self.inner.declared_bytes(id)
+    }
+}
+
+impl Model for GatedModel {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+
+    fn unload(&self) -> Result<(), BoxError> {
+        self.gate.unload();
+        self.inner.unload()
+    }
+}
+
+impl ServeModel for GatedModel {
+    fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
+        self.gate.pass();
+        let output = ServeModel::infer(&self.inner, input);
+        self.gate.exit();
+        output
+    }
+}
+
+fn gated() -> (App<Gated>, Arc<Gate>) {
+    let gate = Arc::new(Gate::default());
+    let inner = Arc::clone(&gate);
+    let app = App::with_loader(ServeConfig::default(), move |loader| Gated { inner: loader, gate: inner })
+        .expect("the server builds");
+    (app, gate)
+}
+
+async fn wait_inside(gate: &Arc<Gate>, n: usize) {
+    let gate = Arc::clone(gate);
+    tokio::task::spawn_blocking(move || gate.wait_inside(n)).await.expect("waiting at the gate");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_inferences_on_warm_models_give_the_stored_outputs() {
+    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    for id in ["mlp", "cnn"] {
+        let (status, body) = server.client.put(id, None).await;
+        assert_eq!((status, &body["status"]), (201, &json!("loaded")), "PUT {id}: {body}");
+    }
+    assert_eq!(server.client.models().await, ["cnn", "mlp"]);
+
+    let requests: Vec<_> = (0..16)
+        .map(|i| {
+            let fixture = fixture(if i % 2 == 0 { "mlp" } else { "cnn" });
+            let client = server.client.clone();
+            tokio::spawn(async move { (client.infer(&fixture.id, &fixture.input).await, fixture) })
+        })
+        .collect();
+    for request in requests {
+        let ((status, body), fixture) = request.await.expect("a request task");
+        assert_eq!(status, 200, "{}: {body}", fixture.id);
+        assert_close(&body["output"], &fixture.output, &fixture.id);
+    }
+
+    let summary = server.stop().await;
+    assert_eq!(summary.unloaded, ["cnn", "mlp"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_replaces_a_served_model_and_serves_aliases() {
+    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let client = &server.client;
+    assert_eq!(client.put("mlp", None).await.0, 201);
+    let (status, body) = client.put("mlp", None).await;
+    assert_eq!((status, &body["status"]), (200, &json!("replaced")), "{body}");
+
+    // `detector` is an alias of the catalogue's cnn.
+    let (status, body) = client.put("detector", Some(json!({ "source": "cnn" }))).await;
+    assert_eq!((status, &body["status"], &body["source"]), (201, &json!("loaded"), &json!("cnn")), "{body}");
+    let cnn = fixture("cnn");
+    let (status, body) = client.infer("detector", &cnn.input).await;
+    assert_eq!(status, 200, "{body}");
+    assert_close(&body["output"], &cnn.output, "detector");
+
+    // Replaced by the mlp, atomically: the id never goes missing.
+    let (status, body) = client.put("detector", Some(json!({ "source": "mlp" }))).await;
+    assert_eq!((status, &body["status"]), (200, &json!("replaced")), "{body}");
+    let mlp = fixture("mlp");
+    let (status, body) = client.infer("detector", &mlp.input).await;
+    assert_eq!(status, 200, "{body}");
+    assert_close(&body["output"], &mlp.output, "detector after the replace");
+
+    assert_eq!(client.delete("detector").await.0, 204);
+    let (status, body) = client.delete("detector").await;
+    assert_eq!((status, &body["kind"]), (404, &json!("not_found")), "{body}");
+    assert_eq!(client.models().await, ["mlp"]);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_stampede_on_one_id_loads_it_once() {
+    const N: usize = 8;
+    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let puts: Vec<_> = (0..N)
+        .map(|_| {
+            let client = server.client.clone();
+            tokio::spawn(async move {
+                client.put("stampede", Some(json!({ "source": "mlp", "replace": false }))).await
+            })
+        })
+        .collect();
+    let mut replies = Vec::new();
+    for put in puts {
+        replies.push(put.await.expect("a PUT task"));
+    }
+    let loaded = replies.iter().filter(|(s, b)| *s == 201 && b["status"] == "loaded").count();
+    let present = replies.iter().filter(|(s, b)| *s == 200 && b["status"] == "present").count();
+    assert_eq!((loaded, present), (1, N - 1), "one load, every other PUT found it present: {replies:?}");
+
+    let mlp = fixture("mlp");
+    let (status, body) = server.client.infer("stampede", &mlp.input).await;
+    assert_eq!(status, 200, "{body}");
+    assert_close(&body["output"], &mlp.output, "stampede");
+    assert_eq!(server.client.models().await, ["stampede"]);
+
+    let text = server.client.metrics().await;
+    let answered =
+        metric(&text, "resident_http_requests_total", &[("route", "PUT /models/{id}"), ("status", "201")]);
+    assert!(answered.is_some_and(|n| n >= 1.0), "the server counts its answers:\n{text}");
+    // resident's own count of loads, per resolved id.
+    assert_eq!(
+        metric(&text, "resident_model_loads_total", &[("model", "stampede")]),
+        Some(1.0),
+        "exactly one load of `stampede` in resident's metrics:\n{text}"
+    );
+    // Gauges set on scrape: this server's registered models and its RAM budget.
+    assert_eq!(metric(&text, "resident_models", &[("device", "cpu")]), Some(1.0), "{text}");
+    let used = metric(&text, "resident_memory_used_bytes", &[("device", "ram")]);
+    assert!(used.is_some_and(|bytes| bytes > 0.0), "the budget's bytes in use:\n{text}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_waits_for_the_inferences_in_flight() {
+    const N: usize = 6;
+    let (app, gate) = gated();
+    let server = Server::start(app).await;
+    let mlp = fixture("mlp");
+    assert_eq!(server.client.put("mlp", None).await.0, 201);
+
+    let infers: Vec<_> = (0..N)
+        .map(|_| {
+            let (client, input) = (server.client.clone(), mlp.input.clone());
+            tokio::spawn(async move { client.infer("mlp", &input).await })
+        })
+        .collect();
+    wait_inside(&gate, N).await;
+
+    let client = server.client.clone();
+    let delete = tokio::spawn(async move { client.delete("mlp").await });
+    // The DELETE drains once the model refuses new leases with `Removing`: wait for that state.
+    loop {
+        match server.app.stack().lease("mlp") {
+            Err(ManagerError::Removing { .. }) => break,
+            Ok(lease) => drop(lease),
+            Err(error) => panic!("unexpected lease error while the DELETE starts: {error}"),
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(!delete.is_finished(), "the DELETE cannot finish while {N} inferences hold the model");
+    // A request arriving now is refused, never run on a model being unloaded.
+    let (status, body) = server.client.infer("mlp", &mlp.input).await;
+    assert_eq!((status, &body["kind"]), (503, &json!("removing")), "{body}");
+
+    gate.open();
+    for infer in infers {
+        let (status, body) = infer.await.expect("an infer task");
+        assert_eq!(status, 200, "an inference in flight completes: {body}");
+        assert_close(&body["output"], &mlp.output, "in flight");
+    }
+    let (status, body) = delete.await.expect("the DELETE task");
+    assert_eq!(status, 204, "{body}");
+    {
+        let state = gate.lock();
+        assert_eq!(state.exits.len(), N, "every inference left the model before the DELETE answered");
+        let last_exit = state.exits.iter().max().copied();
+        assert!(
+            state.unloads.len() == 1 && Some(state.unloads[0]) > last_exit,
+            "one unload, after the last inference left: exits {:?}, unloads {:?}",
+            state.exits,
+            state.unloads
+        );
+    }
+    let (status, body) = server.client.infer("mlp", &mlp.input).await;
+    assert_eq!((status, &body["kind"]), (404, &json!("not_found")), "{body}");
+    assert!(server.client.models().await.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_their_statuses_and_change_nothing() {
+    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    assert_eq!(server.client.put("mlp", None).await.0, 201);
+    let before = server.client.models().await;
+    let mlp = json!({ "input": fixture("mlp").input }).to_string();
+    let long = "x".repeat(ModelId::MAX_LEN + 1);
+    let cases: Vec<(&str, String, String, u16, &str)> = vec![
+        ("POST", "/models/%2E%2E/infer".into(), mlp.clone(), 400, "invalid_id"),
+        ("PUT", "/models/%2E%2E".into(), String::new(), 400, "invalid_id"),
+        ("PUT", "/models/a%00b".into(), String::new(), 400, "invalid_id"),
+        ("PUT", "/models/a%5Cb".into(), String::new(), 400, "invalid_id"),
+        ("PUT", "/models//x".into(), String::new(), 400, "invalid_id"),
+        ("DELETE", "/models/a//b".into(), String::new(), 400, "invalid_id"),
+        ("POST", "/models/a/./b/infer".into(), mlp.clone(), 400, "invalid_id"),
+        ("PUT", format!("/models/{long}"), String::new(), 400, "invalid_id"),
+        ("PUT", "/models/%FF".into(), String::new(), 400, "invalid_id"),
+        ("PUT", "/models/alias".into(), json!({ "source": "../mlp" }).to_string(), 400, "invalid_id"),
+        ("PUT", "/models/unknown".into(), String::new(), 404, "unknown_model"),
+        ("PUT", "/models/alias".into(), json!({ "source": "nope" }).to_string(), 404, "unknown_model"),
+        ("PUT", "/models/mlp".into(), json!({ "sauce": "mlp" }).to_string(), 400, "bad_json"),
+        ("POST", "/models/unknown/infer".into(), mlp.clone(), 404, "not_found"),
+        ("DELETE", "/models/unknown".into(), String::new(), 404, "not_found"),
+        ("POST", "/models/mlp/infer".into(), "{\"input\": [1, 2".into(), 400, "bad_json"),
+        ("POST", "/models/mlp/infer".into(), "{\"inputs\": []}".into(), 400, "bad_json"),
+        (
+            "POST",
+            "/models/mlp/infer".into(),
+            json!({ "input": [1.0, 2.0, 3.0] }).to_string(),
+            400,
+            "bad_input",
+        ),
+        ("POST", "/models/mlp".into(), mlp.clone(), 405, "method_not_allowed"),
+        ("GET", "/models/mlp".into(), String::new(), 405, "method_not_allowed"),
+        ("GET", "/nowhere".into(), String::new(), 404, "no_route"),
+    ];
+    for (method, target, body, status, kind) in cases {
+        let (got, reply) = raw(server.addr, method, &target, &body).await;
+        assert_eq!((got, &reply["kind"]), (status, &json!(kind)), "{method} {target}: {reply}");
+        assert!(reply["error"].as_str().is_some_and(|e| !e.is_empty()), "{method} {target}: {reply}");
+    }
+    assert_eq!(server.client.models().await, before, "no bad request changed what is served");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_requests_in_flight_then_unloads_everything() {
+    let (app, gate) = gated();
+    let server = Server::start(app.clone()).await;
+    for id in ["mlp", "cnn"] {
+        assert_eq!(server.client.put(id, None).await.0, 201, "PUT {id}");
+    }
+    let mlp = fixture("mlp");
+    let in_flight = {
+        let (client, input) = (server.client.clone(), mlp.input.clone());
+        tokio::spawn(async move { client.infer("mlp", &input).await })
+    };
+    wait_inside(&gate, 1).await;
+
+    server.stop.send(()).expect("the server is running");
+    assert!(!server.task.is_finished(), "the server waits for the request in flight");
+    gate.open();
+    let (status, body) = in_flight.await.expect("the infer task");
+    assert_eq!(status, 200, "the request in flight completes: {body}");
+    assert_close(&body["output"], &mlp.output, "in flight during the shutdown");
+
+    let summary = server.task.await.expect("the server task").expect("the server");
+    assert_eq!(summary.unloaded, ["cnn", "mlp"]);
+    assert!(summary.failed.is_empty(), "{summary:?}");
+    assert!(app.stack().ids().is_empty(), "nothing is registered after the shutdown");
+    assert!(app.stack().is_shut_down());
+    assert_eq!(app.group().budget().in_use(), 0, "no weights stay counted");
+    let state = gate.lock();
+    assert!(
+        state.unloads.len() == 2 && state.unloads.iter().all(|u| state.exits.iter().all(|e| u > e)),
+        "both models unloaded after the request in flight left: exits {:?}, unloads {:?}",
+        state.exits,
+        state.unloads
+    );
+}
