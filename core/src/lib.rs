@@ -78,7 +78,7 @@
 //!   # Ok::<(), resident::ManagerError>(())
 //!   ```
 //!
-//! A layer of your own implements [`Decorator`]: only what it changes.
+//! A layer of your own implements [`layer::Decorator`]: only what it changes.
 //!
 //! ## Words
 //! Callers name a model by *id*, optionally under an *alias*; the *resolved id* is the alias
@@ -131,7 +131,7 @@ pub mod mutants;
 pub use deadline::{CallOptions, Deadline};
 pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, RegisterError, SourceError};
 pub use id::{InvalidId, ModelId};
-pub use layer::{CapacityPolicy, Decorator, FixedSizeCache, FixedSizeConfig, Traced};
+pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Traced};
 pub use manager::{
     Added, Eviction, Lease, LifecycleGuard, LifecycleInfo, Loader, Manager, ManagerConfig, Model,
     ModelManager, RemovalReport, Replaced, Snapshot,

@@ -9,16 +9,18 @@
 //! # Counters and histograms, recorded as things happen
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | `resident_model_loads_total` | counter | `model` | loads that succeeded (an add's or a replace's), by resolved id |
+//! | `resident_model_loads_total` | counter | `model` | loads that succeeded (an add's or a replace's), by the canonical id the loader loaded |
 //! | `resident_model_load_failures_total` | counter | `model` | loads that returned an error |
 //! | `resident_model_load_duration_seconds` | histogram | `model` | how long a successful load took |
-//! | `resident_evictions_total` | counter | `by` | models (`by="max_size"`) or cached weight records (`by="cache"`) evicted to make room |
+//! | `resident_evictions_total` | counter | `by` | what was evicted and why: models a [`FixedSizeCache`](crate::FixedSizeCache) evicted for `max_size` (`by="max_size"`, resizes included) or `max_bytes` (`by="max_bytes"`); weight records a [`DeviceCache`] evicted to make room for a load (`by="room"`), after their keep-alive (`by="idle"`), or for `drop_model`, a shutdown or a stale record's last unlock (`by="dropped"`) |
 //! | `resident_evicted_bytes_total` | counter | `by` | their bytes |
-//! | `resident_refusals_total` | counter | `reason` | calls refused: `lock_timeout`, `drain_timeout`, `capacity_exhausted`, `over_limit`, `shut_down`, `no_room`, `too_large`, `device_full` |
+//! | `resident_refusals_total` | counter | `reason` | calls refused, each counted once where it is refused: `lock_timeout` (a lifecycle lock), `lease_timeout` (a lease's wait for an eviction's outcome), `drain_timeout` (live leases outlived a removal's drain), `capacity_exhausted`, `over_limit` (a lowered `max_size`, RAM cap or device budget not reached in time), `shut_down`, `no_room` (the RAM budget), `too_large`, `device_full` |
 //! | `resident_lock_wait_seconds` | histogram | | waits for a model's lifecycle lock that did not get it at once (a timed-out one included) |
 //! | `resident_lease_wait_seconds` | histogram | | waits of a lease for the outcome of an eviction unloading its model |
 //!
-//! An uncontended lock or lease records nothing: the hot paths stay a few atomic operations.
+//! An uncontended lock or lease records nothing (a lock reads the clock, nothing more).
+//! Labels come from bounded sets: the `model` label is the canonical id a loader accepted,
+//! never an alias a caller chose.
 //!
 //! # Gauges, set when scraped
 //! Gauges are read off the live structures when an exporter asks, by calling these before

@@ -41,13 +41,21 @@ pub(crate) fn refused(error: ManagerError) -> ManagerError {
 /// Counts a cache's `error` as a refusal, if it is one, and hands it back.
 pub(crate) fn cache_refused(error: CacheError) -> CacheError {
     let reason = match &error {
-        CacheError::NoRoom { .. } | CacheError::OverCap { .. } => "no_room",
+        CacheError::NoRoom { .. } => "no_room",
         CacheError::TooLarge { .. } => "too_large",
-        CacheError::DeviceFull { .. } | CacheError::DeviceOverBudget { .. } => "device_full",
+        CacheError::DeviceFull { .. } => "device_full",
+        CacheError::OverCap { .. } | CacheError::DeviceOverBudget { .. } => "over_limit",
         CacheError::ShutDown { .. } => "shut_down",
         _ => return error,
     };
     ::metrics::counter!("resident_refusals_total", "reason" => reason).increment(1);
+    error
+}
+
+/// Counts a lease's wait for an eviction's outcome that ran out (`LockTimeout`), and hands the
+/// error back.
+pub(crate) fn lease_refused(error: ManagerError) -> ManagerError {
+    ::metrics::counter!("resident_refusals_total", "reason" => "lease_timeout").increment(1);
     error
 }
 

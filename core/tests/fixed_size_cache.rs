@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use resident::{
-    Added, BoxError, CapacityPolicy, Decorator, FixedSizeCache, FixedSizeConfig, Loader, Manager,
-    ManagerConfig, ManagerError, Model, ModelId, ModelManager, Traced,
+    Added, BoxError, CapacityPolicy, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig,
+    ManagerError, Model, ModelId, ModelManager, Traced,
 };
 
 #[derive(Default)]
@@ -301,7 +301,7 @@ struct CountingAdds<M> {
     adds: Mutex<usize>,
 }
 
-impl<M: Manager> Decorator for CountingAdds<M> {
+impl<M: Manager> resident::layer::Decorator for CountingAdds<M> {
     type Inner = M;
 
     fn inner(&self) -> &M {

@@ -147,6 +147,6 @@ fn budget_gauges_are_set_on_scrape_and_cache_refusals_counted() {
         assert_eq!(counter(&metrics, "resident_refusals_total{reason=too_large}"), 1);
         drop(weights);
         assert_eq!(cpu.make_room(100), 1);
-        assert_eq!(counter(&read(&snapshotter), "resident_evicted_bytes_total{by=cache}"), 60);
+        assert_eq!(counter(&read(&snapshotter), "resident_evicted_bytes_total{by=room}"), 60);
     });
 }

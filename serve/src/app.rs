@@ -147,13 +147,10 @@ where
     }
 
     fn shutdown_blocking(&self) -> ShutdownSummary {
-        let stack = self.stack();
-        let before = stack.ids();
-        let report = stack.shutdown(CallOptions::new().with_timeout(self.config().shutdown_timeout));
+        let report = self.stack().shutdown(CallOptions::new().with_timeout(self.config().shutdown_timeout));
         let failed: Vec<(String, String)> =
             report.failed.iter().map(|(id, error)| (id.to_string(), error.to_string())).collect();
-        let after = stack.ids();
-        let unloaded = before.iter().filter(|id| !after.contains(id)).map(|id| id.to_string()).collect();
+        let unloaded = report.removed.iter().map(ToString::to_string).collect();
         let evicted_records = self.group().shutdown();
         let summary = ShutdownSummary { unloaded, failed, evicted_records };
         if report.is_complete() {

@@ -20,8 +20,9 @@ pub struct ServeConfig {
     /// How long a request may wait inside resident: for a lifecycle lock, for room, for a
     /// load, for leases to drain. It becomes the deadline of the request's resident calls.
     pub request_timeout: Duration,
-    /// How long the shutdown may wait for each model's lock and leases before it reports the
-    /// model as still registered.
+    /// One bound for the whole shutdown, twice: for the requests in flight to finish (then the
+    /// connections are dropped), then for the unloads (each model's lock and the drain of its
+    /// leases; what is left is reported as still registered).
     pub shutdown_timeout: Duration,
     /// The address the binary listens on.
     pub bind: SocketAddr,

@@ -142,7 +142,8 @@ fn cache_failure(error: &CacheError) -> (StatusCode, &'static str) {
 fn burn_failure(error: &BurnError) -> (StatusCode, &'static str) {
     match error {
         BurnError::TooLarge { .. } => (StatusCode::INSUFFICIENT_STORAGE, "over_budget"),
-        BurnError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+        // The catalogue lists the model but its file is gone: the server's fault.
+        BurnError::NotFound { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "model_file_missing"),
         BurnError::BadId { .. } => (StatusCode::BAD_REQUEST, "invalid_id"),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "load_failed"),
     }

@@ -71,7 +71,7 @@ pub mod routes;
 pub mod telemetry;
 pub mod zoo;
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 
 use resident::Loader;
 use tokio::net::TcpListener;
@@ -110,9 +110,31 @@ where
     L::Model: ServeModel,
 {
     let upkeep = tokio::spawn(telemetry::upkeep(app.metrics().clone()));
-    let served = axum::serve(listener, app.router()).with_graceful_shutdown(shutdown).await;
+    let (fired, signalled) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = fired.send(());
+    };
+    let served = axum::serve(listener, app.router()).with_graceful_shutdown(shutdown).into_future();
+    // The requests in flight get the shutdown timeout to finish; then their connections go.
+    let drain = app.config().shutdown_timeout;
+    let overdue = async move {
+        match signalled.await {
+            Ok(()) => tokio::time::sleep(drain).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let served = tokio::select! {
+        served = served => {
+            tracing::info!("stopped accepting; requests drained");
+            served
+        }
+        () = overdue => {
+            tracing::warn!(?drain, "requests still in flight after the shutdown timeout: dropped");
+            Ok(())
+        }
+    };
     upkeep.abort();
-    tracing::info!("stopped accepting; requests drained");
     let summary = app.shutdown().await;
     served.map(|()| summary)
 }

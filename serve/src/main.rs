@@ -27,7 +27,7 @@ struct Options {
     /// How long a request may wait inside resident, in seconds (locks, room, loads, drains).
     #[arg(long, default_value_t = ServeConfig::default().request_timeout.as_secs_f64())]
     request_timeout: f64,
-    /// How long the shutdown may wait for each model, in seconds.
+    /// How long the shutdown waits for requests in flight, then for the unloads, in seconds.
     #[arg(long, default_value_t = ServeConfig::default().shutdown_timeout.as_secs_f64())]
     shutdown_timeout: f64,
     /// The address to listen on.

@@ -44,6 +44,8 @@ use std::time::Instant;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode, Uri, header};
@@ -66,6 +68,10 @@ const INFER: &str = "POST /models/{id}/infer";
 const METRICS: &str = "GET /metrics";
 const OTHER: &str = "other";
 
+/// The largest request body accepted (an inference input of a few million values); a larger
+/// one is answered 413 with a JSON error.
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
 /// The server's routes over `app`.
 pub fn router<L>(app: App<L>) -> Router
 where
@@ -78,6 +84,7 @@ where
         .route("/models/{*id}", model.fallback(method_not_allowed))
         .route("/metrics", get(metrics::<L>).fallback(method_not_allowed))
         .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
 }
 
@@ -86,6 +93,11 @@ fn answer(route: &'static str, result: Result<Response, ApiError>) -> Response {
     let response = result.unwrap_or_else(IntoResponse::into_response);
     count_request(route, response.status());
     response
+}
+
+/// The request's body, or its rejection (over [`MAX_BODY_BYTES`]: 413) as a JSON error.
+fn received(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| ApiError::new(rejection.status(), "bad_body", rejection.body_text()))
 }
 
 /// The id a `{*id}` capture holds, percent-decoded (invalid UTF-8 is a 400).
@@ -141,14 +153,18 @@ impl Default for PutBody {
 async fn put_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
     L: Loader,
     L::Model: ServeModel,
 {
     let started = Instant::now();
-    answer(PUT, load_or_replace(&app, started, path, &body).await)
+    let result = match received(body) {
+        Ok(body) => load_or_replace(&app, started, path, &body).await,
+        Err(error) => Err(error),
+    };
+    answer(PUT, result)
 }
 
 async fn load_or_replace<L>(
@@ -226,7 +242,7 @@ struct InferBody {
 async fn post_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
     L: Loader,
@@ -242,7 +258,7 @@ where
     };
     let result = async {
         ModelId::validate(&id)?;
-        let InferBody { input } = json_required(&body)?;
+        let InferBody { input } = json_required(&received(body)?)?;
         let output = app
             .run(started, move |stack, options| stack.infer_with(&id, options, |model| model.infer(&input)))
             .await???;

@@ -179,6 +179,8 @@ fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 struct GateState {
     open: bool,
     inside: usize,
+    /// Models loaded so far.
+    loads: usize,
     clock: u64,
     exits: Vec<u64>,
     unloads: Vec<u64>,
@@ -222,10 +224,21 @@ impl Gate {
 
     /// Blocks until `n` inferences are inside.
     fn wait_inside(&self, n: usize) {
+        self.wait_for(|state| state.inside >= n);
+    }
+
+    /// Blocks until `done` holds.
+    fn wait_for(&self, done: impl Fn(&GateState) -> bool) {
         let mut state = self.lock();
-        while state.inside < n {
+        while !done(&state) {
             state = self.changed.wait(state).expect("gate");
         }
+    }
+
+    /// A model was loaded.
+    fn loaded(&self) {
+        self.lock().loads += 1;
+        self.changed.notify_all();
     }
 
     fn open(&self) {
@@ -253,7 +266,9 @@ impl Loader for Gated {
     }
 
     fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<GatedModel, BoxError> {
-        Ok(GatedModel { inner: self.inner.load_until(id, deadline)?, gate: Arc::clone(&self.gate) })
+        let inner = self.inner.load_until(id, deadline)?;
+        self.gate.loaded();
+        Ok(GatedModel { inner, gate: Arc::clone(&self.gate) })
     }
 
     fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
@@ -354,16 +369,41 @@ async fn put_replaces_a_served_model_and_serves_aliases() {
     server.stop().await;
 }
 
+/// A models directory with the fixtures and one more catalogue entry, `name`, a copy of the
+/// fixture `of`: a canonical id no other test loads, so that its load count in the
+/// process-wide metrics is this test's alone.
+fn models_dir_with_copy(name: &str, of: &str) -> std::path::PathBuf {
+    let fixtures = ServeConfig::fixtures_dir();
+    let dir = std::env::temp_dir().join(format!("resident-serve-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    for entry in std::fs::read_dir(&fixtures).expect("the fixtures") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "safetensors") {
+            std::fs::copy(&path, dir.join(path.file_name().expect("a file"))).expect("a copy");
+        }
+    }
+    std::fs::copy(fixtures.join(format!("{of}.safetensors")), dir.join(format!("{name}.safetensors")))
+        .expect("a copy");
+    let text = std::fs::read_to_string(fixtures.join("expected.json")).expect("the manifest");
+    let mut manifest: Value = serde_json::from_str(&text).expect("valid JSON");
+    let models = manifest["models"].as_array_mut().expect("a model list");
+    let mut copy = models.iter().find(|m| m["id"] == of).expect("the fixture").clone();
+    copy["id"] = json!(name);
+    models.push(copy);
+    std::fs::write(dir.join("expected.json"), manifest.to_string()).expect("the manifest");
+    dir
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_stampede_on_one_id_loads_it_once() {
     const N: usize = 8;
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let config =
+        ServeConfig { models_dir: models_dir_with_copy("stampede", "mlp"), ..ServeConfig::default() };
+    let server = Server::start(App::new(config).expect("the server builds")).await;
     let puts: Vec<_> = (0..N)
         .map(|_| {
             let client = server.client.clone();
-            tokio::spawn(async move {
-                client.put("stampede", Some(json!({ "source": "mlp", "replace": false }))).await
-            })
+            tokio::spawn(async move { client.put("stampede", Some(json!({ "replace": false }))).await })
         })
         .collect();
     let mut replies = Vec::new();
@@ -384,7 +424,7 @@ async fn a_cold_stampede_on_one_id_loads_it_once() {
     let answered =
         metric(&text, "resident_http_requests_total", &[("route", "PUT /models/{id}"), ("status", "201")]);
     assert!(answered.is_some_and(|n| n >= 1.0), "the server counts its answers:\n{text}");
-    // resident's own count of loads, per resolved id.
+    // resident's own count of loads, by the canonical id loaded.
     assert_eq!(
         metric(&text, "resident_model_loads_total", &[("model", "stampede")]),
         Some(1.0),
@@ -417,12 +457,14 @@ async fn delete_waits_for_the_inferences_in_flight() {
     let delete = tokio::spawn(async move { client.delete("mlp").await });
     // The DELETE drains once the model refuses new leases with `Removing`: wait for that state.
     loop {
-        match server.app.stack().lease("mlp") {
+        // A lease is a blocking call: on the blocking pool, like the server's own.
+        let app = server.app.clone();
+        let leased = tokio::task::spawn_blocking(move || app.stack().lease("mlp").map(drop)).await;
+        match leased.expect("a lease task") {
             Err(ManagerError::Removing { .. }) => break,
-            Ok(lease) => drop(lease),
+            Ok(()) => tokio::task::yield_now().await,
             Err(error) => panic!("unexpected lease error while the DELETE starts: {error}"),
         }
-        tokio::task::yield_now().await;
     }
     assert!(!delete.is_finished(), "the DELETE cannot finish while {N} inferences hold the model");
     // A request arriving now is refused, never run on a model being unloaded.
@@ -486,6 +528,7 @@ async fn bad_requests_get_their_statuses_and_change_nothing() {
             400,
             "bad_input",
         ),
+        ("POST", "/models/mlp/infer".into(), json!({ "input": [] }).to_string(), 400, "bad_input"),
         ("POST", "/models/mlp".into(), mlp.clone(), 405, "method_not_allowed"),
         ("GET", "/models/mlp".into(), String::new(), 405, "method_not_allowed"),
         ("GET", "/nowhere".into(), String::new(), 404, "no_route"),
@@ -496,6 +539,57 @@ async fn bad_requests_get_their_statuses_and_change_nothing() {
         assert!(reply["error"].as_str().is_some_and(|e| !e.is_empty()), "{method} {target}: {reply}");
     }
     assert_eq!(server.client.models().await, before, "no bad request changed what is served");
+    server.stop().await;
+}
+
+/// `n` inferences of the mlp fixture on `client`, each in its own task.
+fn infers(client: &Client, n: usize) -> Vec<JoinHandle<(u16, Value)>> {
+    let input = fixture("mlp").input;
+    (0..n)
+        .map(|_| {
+            let (client, input) = (client.clone(), input.clone());
+            tokio::spawn(async move { client.infer("mlp", &input).await })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_replaces_under_inferences_in_flight_and_none_finds_the_id_missing() {
+    const N: usize = 3;
+    let (app, gate) = gated();
+    let server = Server::start(app).await;
+    assert_eq!(server.client.put("mlp", None).await.0, 201);
+    // N inferences hold the serving version.
+    let mut running = infers(&server.client, N);
+    wait_inside(&gate, N).await;
+    let replace = {
+        let client = server.client.clone();
+        tokio::spawn(async move { client.put("mlp", None).await })
+    };
+    // The new version is loaded beside the old one; inferences sent now get one or the other.
+    let gate2 = Arc::clone(&gate);
+    tokio::task::spawn_blocking(move || gate2.wait_for(|state| state.loads == 2)).await.expect("the load");
+    running.extend(infers(&server.client, N));
+    wait_inside(&gate, 2 * N).await;
+    gate.open();
+    let mlp = fixture("mlp");
+    for infer in running {
+        let (status, body) = infer.await.expect("an infer task");
+        assert_eq!(status, 200, "an inference during a replace is served: {body}");
+        assert_close(&body["output"], &mlp.output, "during the replace");
+    }
+    let (status, body) = replace.await.expect("the PUT task");
+    assert_eq!((status, &body["status"]), (200, &json!("replaced")), "{body}");
+    let (exits, unloads) = {
+        let state = gate.lock();
+        (state.exits.clone(), state.unloads.clone())
+    };
+    assert_eq!(unloads.len(), 1, "the old version was unloaded once");
+    // The N inferences on the old version left before its unload, so the first N exits did.
+    assert!(
+        exits[..N].iter().all(|exit| *exit < unloads[0]),
+        "the old version was unloaded after the inferences on it left: exits {exits:?}, unload {unloads:?}"
+    );
     server.stop().await;
 }
 
@@ -514,7 +608,6 @@ async fn shutdown_drains_requests_in_flight_then_unloads_everything() {
     wait_inside(&gate, 1).await;
 
     server.stop.send(()).expect("the server is running");
-    assert!(!server.task.is_finished(), "the server waits for the request in flight");
     gate.open();
     let (status, body) = in_flight.await.expect("the infer task");
     assert_eq!(status, 200, "the request in flight completes: {body}");

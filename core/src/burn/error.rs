@@ -82,8 +82,8 @@ pub enum BurnError {
         /// What went wrong.
         message: String,
     },
-    /// Input rows of the wrong width.
-    #[error("{len} input values are not whole rows of {width}")]
+    /// No input, or input rows of the wrong width.
+    #[error("{len} input values are not one or more whole rows of {width}")]
     Input {
         /// Values given.
         len: usize,

@@ -91,7 +91,7 @@ pub(super) fn infer<A: Architecture, B: Backend>(
     input: &[f32],
 ) -> Result<Vec<f32>, BurnError> {
     let width = arch.input_width();
-    if width == 0 || !input.len().is_multiple_of(width) {
+    if width == 0 || input.is_empty() || !input.len().is_multiple_of(width) {
         return Err(BurnError::Input { len: input.len(), width });
     }
     let rows = input.len() / width;

@@ -43,7 +43,7 @@ use super::group::CacheGroup;
 use super::ledger::DeviceBudget;
 use super::loaded::{Admission, Claim, LoadedModel};
 use super::record::{DeviceCopy, Record, RecordSlot, Residency};
-use super::weights::{Canonical, CanonicalId, is_model_or_submodel};
+use super::weights::{CanonicalId, is_model_or_submodel};
 use crate::deadline::Deadline;
 use crate::error::{CacheError, InvalidConfig};
 use crate::id::ModelId;
@@ -154,7 +154,7 @@ fn describe<W, R: Runtime>(record: &Record<W, R>, detached: bool) -> Resident {
     Resident {
         key: record.key.clone(),
         bytes: record.bytes,
-        canonical: record.shared().map(Canonical::id),
+        canonical: record.shared().map(|c| c.id()),
         detached,
     }
 }
@@ -185,7 +185,7 @@ pub(crate) struct Dropped<'a, W: Send + Sync + 'static, R: Runtime> {
 impl<W: Send + Sync + 'static, R: Runtime> Dropped<'_, W, R> {
     /// Drops and reports the records, then honours pending reconcile requests; returns how many.
     pub(crate) fn finish(self) -> usize {
-        let count = self.cache.finish_evictions(self.evicted);
+        let count = self.cache.finish_evictions(self.evicted, "dropped");
         self.cache.drain_requests();
         count
     }
@@ -286,7 +286,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         self.expire_idle();
         if how.prefetch && self.with_state(|s| s.shut_down) {
-            return Err(CacheError::ShutDown { key: key.to_owned() });
+            return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
         }
         if let Some(record) = self.admit_existing(key) {
             // The caller's weights are not needed; they are dropped (user code) only once the
@@ -617,7 +617,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 .collect();
             expired.iter().filter_map(|k| Self::remove(s, k)).collect()
         });
-        self.finish_evictions(evicted)
+        self.finish_evictions(evicted, "idle")
     }
 
     /// The keep-alive in force and the earliest deadline on the runtime's clock at which one of
@@ -704,7 +704,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         match self.reconcile_now(bytes) {
             Some(evicted) => {
-                self.finish_evictions(evicted);
+                self.finish_evictions(evicted, "room");
                 self.drain_requests();
             }
             None if set_after_try => self.set_pending(bytes),
@@ -748,7 +748,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         while self.reconcile_pending.with(|p| p.is_some()) {
             let Some(evicted) = self.reconcile_now(0) else { return };
-            self.finish_evictions(evicted);
+            self.finish_evictions(evicted, "room");
         }
     }
 
@@ -819,7 +819,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         {
             self.group.budget.mis_debit(self.id, gone.record.bytes);
         }
-        self.finish_evictions(evicted.into_iter().collect());
+        self.finish_evictions(evicted.into_iter().collect(), "dropped");
         let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
             .into_iter()
             .any(|m| self.mutant(m));
@@ -932,7 +932,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn make_room_here(&self, room: u64) -> usize {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let evicted = self.with_state(|s| Self::evict_lru_while(s, room, &self.group, admitting));
-        self.finish_evictions(evicted)
+        self.finish_evictions(evicted, "room")
     }
 
     /// Evicts free records, least recently used first, until `room` more bytes fit the global
@@ -963,11 +963,13 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         evicted
     }
 
-    /// Reports the evictions (outside every lock); returns how many.
+    /// Reports the evictions (outside every lock), counted as `by` in the metrics (`room`:
+    /// made room for a load; `idle`: keep-alive expiry; `dropped`: `drop_model`, a shutdown, a
+    /// stale record's last unlock); returns how many.
     ///
     /// Each drop and each callback is user code and may panic: every record is still dropped
     /// and reported, and the first panic then goes on unwinding.
-    fn finish_evictions(&self, evicted: Evicted<W, R>) -> usize {
+    fn finish_evictions(&self, evicted: Evicted<W, R>, by: &'static str) -> usize {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
         if self.mutant(Mutant::EVICTION_FORGETS_CANONICAL) {
@@ -978,7 +980,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);
             let dropped = catch_unwind(AssertUnwindSafe(move || drop(gone)));
             tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
-            telemetry::evicted("cache", bytes);
+            telemetry::evicted(by, bytes);
             let reported = match &callback {
                 Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(&key, bytes))),
                 None => Ok(()),

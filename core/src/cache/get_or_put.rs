@@ -158,7 +158,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 start = self.now();
             }
             if loads.is_shut_down() {
-                return Err(CacheError::ShutDown { key: key.to_owned() });
+                return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
             }
             if let Some(loaded) = self.get(key) {
                 return Ok(loaded);
@@ -170,7 +170,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let claim = match loads.claim_or_wait(key, left) {
                 Ok(Turn::Load(claim)) => claim,
                 Ok(Turn::Retry) => continue,
-                Ok(Turn::ShutDown) => return Err(CacheError::ShutDown { key: key.to_owned() }),
+                Ok(Turn::ShutDown) => {
+                    return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
+                }
                 Err(_) => return Err(CacheError::LoadWaitTimeout { key: key.to_owned(), waited: wait }),
             };
             // A load may have ended between the lookups and the claim.

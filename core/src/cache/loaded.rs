@@ -7,7 +7,7 @@ use std::ops::Deref;
 
 use super::DeviceCache;
 use super::record::Record;
-use super::weights::{Canonical, CanonicalId};
+use super::weights::CanonicalId;
 use crate::runtime::{Arc, Runtime, StdRuntime};
 
 /// Which counter of the record a handle holds.
@@ -109,7 +109,7 @@ impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
     /// Identity of the shared canonical this record uses (equal for records sharing one), or
     /// `None` for a private copy.
     pub fn canonical_id(&self) -> Option<CanonicalId> {
-        self.record().shared().map(Canonical::id)
+        self.record().shared().map(|c| c.id())
     }
 
     /// Whether this record shares its canonical weights with `other`'s.

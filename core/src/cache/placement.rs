@@ -128,7 +128,7 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
                 Ok(Ok(step)) => step,
                 Ok(Err(error)) => {
                     cache.drain_requests();
-                    return Err(error);
+                    return Err(telemetry::cache_refused(error));
                 }
                 Err(TimedOut) => {
                     cache.drain_requests();
@@ -141,7 +141,7 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
                     cache.drain_requests();
                     let left = wait.map(|w| w.saturating_sub(cache.now().saturating_sub(start)));
                     if left.is_some_and(|left| left.is_zero()) {
-                        return Err(full);
+                        return Err(telemetry::cache_refused(full));
                     }
                     // A timeout goes round once more: the last decision says whether it fits.
                     let _ = budget.wait_for_room(seen, left);
@@ -257,14 +257,7 @@ fn make_device_room<W, R: Runtime>(
         .filter(|v| v.locks == 0)
         .fold(0u64, |sum, v| sum.saturating_add(v.device.resident_bytes()));
     let pinned = used.saturating_sub(freeable);
-    let full = |used: u64| {
-        telemetry::cache_refused(CacheError::DeviceFull {
-            key: key.to_owned(),
-            needed: need,
-            budget: cap,
-            used,
-        })
-    };
+    let full = |used: u64| CacheError::DeviceFull { key: key.to_owned(), needed: need, budget: cap, used };
     if need > cap.saturating_sub(pinned) {
         return Err(full(pinned));
     }

@@ -11,34 +11,29 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 
 use super::budget::{Overflow, RamBudget, Reservation, SharedCharge};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// One canonical set of CPU weights; its bytes are counted for exactly as long as it lives.
 pub struct Canonical<W, R: Runtime = StdRuntime> {
+    id: CanonicalId,
     key: String,
     bytes: u64,
     weights: W,
     _charge: SharedCharge<R>,
 }
 
-/// The identity of one live [`Canonical`]: equal for the records that share it. It is only
-/// meaningful while that canonical lives (a later one may reuse it).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CanonicalId(usize);
-
-impl fmt::Debug for CanonicalId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CanonicalId({:#x})", self.0)
-    }
-}
+/// The identity of one [`Canonical`]: equal for the records that share it, and never reused
+/// within its [`WeightStore`] (the store numbers the canonicals it creates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CanonicalId(u64);
 
 impl<W, R: Runtime> Canonical<W, R> {
     /// Its identity (see [`CanonicalId`]).
-    pub fn id(self: &Arc<Self>) -> CanonicalId {
-        CanonicalId(Arc::as_ptr(self).cast::<()>() as usize)
+    pub fn id(&self) -> CanonicalId {
+        self.id
     }
 
     /// The key it was registered under.
@@ -69,13 +64,41 @@ impl<W, R: Runtime> fmt::Debug for Canonical<W, R> {
 /// Canonical CPU weights per key, shared by every device cache on one [`RamBudget`].
 pub struct WeightStore<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     budget: Arc<RamBudget<R>>,
-    map: R::Monitor<BTreeMap<String, Weak<Canonical<W, R>>>>,
+    map: R::Monitor<Registry<W, R>>,
+}
+
+/// The store's map, and how many canonicals it has created (the next one's [`CanonicalId`]).
+struct Registry<W, R: Runtime> {
+    by_key: BTreeMap<String, Weak<Canonical<W, R>>>,
+    created: u64,
+}
+
+impl<W, R: Runtime> Registry<W, R> {
+    /// The identity of the canonical about to be created.
+    fn next_id(&mut self) -> CanonicalId {
+        self.created += 1;
+        CanonicalId(self.created)
+    }
+}
+
+impl<W, R: Runtime> Deref for Registry<W, R> {
+    type Target = BTreeMap<String, Weak<Canonical<W, R>>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.by_key
+    }
+}
+
+impl<W, R: Runtime> DerefMut for Registry<W, R> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.by_key
+    }
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// An empty store charging `budget`.
     pub fn new(budget: Arc<RamBudget<R>>, runtime: &R) -> Arc<Self> {
-        Arc::new(Self { budget, map: runtime.monitor(BTreeMap::new()) })
+        Arc::new(Self { budget, map: runtime.monitor(Registry { by_key: BTreeMap::new(), created: 0 }) })
     }
 
     /// The budget this store charges.
@@ -124,7 +147,8 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             }
             let charge = self.budget.charge_shared(bytes, reservation)?;
             let weights = spare.take().expect("weights are used once");
-            let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
+            let id = m.next_id();
+            let canonical = Arc::new(Canonical { id, key: key.to_owned(), bytes, weights, _charge: charge });
             m.insert(key.to_owned(), Arc::downgrade(&canonical));
             Ok::<_, Overflow>(canonical)
         });
@@ -150,7 +174,8 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
         let canonical = self.map.with(|m| {
             let charge = self.budget.charge_shared(bytes, None).ok()?;
             let weights = spare.take().expect("weights are used once");
-            let canonical = Arc::new(Canonical { key: key.to_owned(), bytes, weights, _charge: charge });
+            let id = m.next_id();
+            let canonical = Arc::new(Canonical { id, key: key.to_owned(), bytes, weights, _charge: charge });
             m.insert(key.to_owned(), Arc::downgrade(&canonical));
             Some(canonical)
         });

@@ -292,7 +292,8 @@ pub trait Manager: Send + Sync + 'static {
     ///
     /// Refused with the model handed back, and nothing changed: an id already registered
     /// (`AlreadyRegistered`; the registered model stays), an invalid id, a shut-down stack, no
-    /// lock or no room in time.
+    /// lock or no room in time. A panic of user code on the way (an evicted model's `unload`)
+    /// reaches the caller, and the model is dropped with the unwinding call.
     ///
     /// ```
     /// use resident::{BoxError, Loader, Manager, ManagerError, Model, ModelId, ModelManager};

@@ -85,7 +85,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
                 let rt = self.changes.runtime();
                 let started = rt.now();
                 let taken = self.state.wait_until(Some(timeout), take).unwrap_or_else(|_| {
-                    Err(telemetry::refused(ManagerError::LockTimeout {
+                    Err(telemetry::lease_refused(ManagerError::LockTimeout {
                         id: self.id.clone(),
                         waited: timeout,
                     }))

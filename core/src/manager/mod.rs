@@ -245,13 +245,14 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let started = self.runtime.now();
         match self.loader.load_until(canonical, guard.deadline()) {
             Ok(model) => {
-                telemetry::loaded(resolved, self.runtime.now().saturating_sub(started));
+                let took = self.runtime.now().saturating_sub(started);
                 let slot = Arc::new(ModelSlot::new(resolved.clone(), model, &self.changes));
                 self.table.with(|t| {
                     t.registry.insert(resolved.clone(), slot);
                     t.loaded(resolved);
                 });
                 tracing::debug!(id = %resolved, "add: loaded");
+                telemetry::loaded(canonical, took);
                 Ok(Added::Loaded)
             }
             Err(error) => {
@@ -259,7 +260,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                     self.table.with(|t| t.forget(resolved));
                 }
                 tracing::debug!(id = %resolved, %error, "add: load failed");
-                telemetry::load_failed(resolved);
+                telemetry::load_failed(canonical);
                 let error = ManagerError::Load { id: resolved.clone(), source: SourceError::new(error) };
                 guard.record_failure(canonical, &error, self.config.failure_cache());
                 Err(error)
@@ -298,7 +299,10 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let id = guard.id();
         let overwrite = self.runtime.mutant(Mutant::REGISTER_OVERWRITES);
         match self.state_of(id) {
-            (true, _) => return Err(RegisterError::new(ManagerError::ShutDown { id: id.clone() }, model)),
+            (true, _) => {
+                let refused = telemetry::refused(ManagerError::ShutDown { id: id.clone() });
+                return Err(RegisterError::new(refused, model));
+            }
             (false, true) if !overwrite => {
                 return Err(RegisterError::new(ManagerError::AlreadyRegistered { id: id.clone() }, model));
             }
@@ -360,7 +364,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         self.check_guard(guard)?;
         let id = guard.id();
         match self.state_of(id) {
-            (true, _) => return Err(ManagerError::ShutDown { id: id.clone() }),
+            (true, _) => return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() })),
             (false, false) => return self.add_locked(guard, canonical).map(|_| Replaced::Added),
             (false, true) => {}
         }
@@ -371,12 +375,13 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         tracing::debug!(%id, %canonical, "replace: loading the new version");
         let started = self.runtime.now();
         let model = self.loader.load_until(canonical, guard.deadline()).map_err(|error| {
-            telemetry::load_failed(id);
+            telemetry::load_failed(canonical);
             ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
         })?;
-        telemetry::loaded(id, self.runtime.now().saturating_sub(started));
+        let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
         let old = self.table.with(|t| t.registry.insert(id.clone(), new));
+        telemetry::loaded(canonical, took);
         let old = old.expect("registered: checked under the lifecycle lock");
         let drain = self.drain_bound(guard);
         if let Err(leases) = old.retire(drain) {

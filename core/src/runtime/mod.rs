@@ -97,7 +97,9 @@ pub trait Monitor<T>: Send + Sync {
     fn notify_all(&self);
 
     /// Waits until `f` returns `Some`, re-running it after every notification (and possibly
-    /// spuriously), each time with exclusive access to the value.
+    /// spuriously), each time with exclusive access to the value. `f` runs once on entry and
+    /// once per look after that: a second run means the first look failed (callers count
+    /// runs to tell a wait from an uncontended pass).
     ///
     /// With `timeout: Some(d)` the wait gives up with [`TimedOut`] once `d` has passed on the
     /// runtime's clock; `f` has then run at least once and has not returned `Some`. With

@@ -228,9 +228,10 @@ fn insert_clear_or_register(threads: &mut [Vec<ThreadOp>], hash: u64) {
         return;
     }
     let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
-    let op = match pick(8, 3) {
+    // Disjoint bits of the hash for each choice (8 bits each: far wider than any choice).
+    let op = match pick(32, 3) {
         0 => ThreadOp::Clear,
-        _ => ThreadOp::Register(pick(10, IDS.len())),
+        _ => ThreadOp::Register(pick(40, IDS.len())),
     };
     let thread = &mut threads[pick(16, threads.len())];
     thread.insert(pick(24, thread.len() + 1), op);

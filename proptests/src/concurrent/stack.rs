@@ -99,9 +99,20 @@ pub enum Op {
     Shutdown,
     /// `set_max_size(n, …)` of the outermost cache, as recorded (split by [`split_calls`]).
     Resize(usize),
-    /// `clear(…)`: takes effect at once and changes nothing by itself; its unloads are events
-    /// of their own ([`Op::Unload`]), and it locks every id in turn.
+    /// `clear(…)`, as recorded (split by [`split_calls`]): it locks every id in turn, and its
+    /// unloads are events of their own ([`Op::Unload`]).
     Clear,
+    /// The clear at index `start` of the history takes its list: the ids registered now.
+    ClearStart {
+        /// This event's own index.
+        start: usize,
+    },
+    /// The clear whose list event is at index `start` returns: every listed id is gone, or
+    /// reported (its result's mask), or registered again by an overlapping call.
+    ClearDone {
+        /// The index of the clear's [`Op::ClearStart`].
+        start: usize,
+    },
     /// The resize at index `set` of the history sets the limit to `n`.
     ResizeSet {
         /// The new `max_size`.
@@ -182,6 +193,8 @@ pub struct State {
     shut_down: bool,
     /// The outermost cache's `max_size` last set (0: as built).
     max_size: u8,
+    /// The ids registered when the (one) clear of the program took its list.
+    clear_list: u8,
 }
 
 impl State {
@@ -206,7 +219,7 @@ pub fn split_calls(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
     let mut next = 0;
     for call in history {
         index.push(next);
-        next += if matches!(call.op, Op::Add { .. } | Op::Resize(_)) { 2 } else { 1 };
+        next += if matches!(call.op, Op::Add { .. } | Op::Resize(_) | Op::Clear) { 2 } else { 1 };
     }
     let mut split = Vec::with_capacity(next);
     for call in history {
@@ -220,6 +233,11 @@ pub fn split_calls(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
                 let set = split.len();
                 split.push(Call { op: Op::ResizeSet { n, set }, ..call.clone() });
                 split.push(Call { op: Op::ResizeDone { n, set }, ..call.clone() });
+            }
+            Op::Clear => {
+                let start = split.len();
+                split.push(Call { op: Op::ClearStart { start }, ..call.clone() });
+                split.push(Call { op: Op::ClearDone { start }, ..call.clone() });
             }
             Op::Unload { v, by } => split.push(Call { op: Op::Unload { v, by: index[by] }, ..call.clone() }),
             _ => split.push(call.clone()),
@@ -266,7 +284,7 @@ fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     overlapped(history, at, |op| match *op {
         Op::AddRoom { add, .. } => add != at,
         Op::ResizeSet { set, .. } => set != at,
-        Op::Replace(_) | Op::Shutdown | Op::Clear => true,
+        Op::Replace(_) | Op::Shutdown | Op::ClearStart { .. } => true,
         Op::Remove(j) | Op::Pin(j) => j == i,
         _ => false,
     })
@@ -308,6 +326,25 @@ impl Stack {
             Some(Ret::UnloadFailed(_)) => s.failed_by & bit(set) != 0,
             Some(_) => false,
         }
+    }
+
+    /// Whether the result of the clear whose list event is `start` (call `at`) is explained:
+    /// `Done` only if none of its unloads failed; every listed id it does not report (in its
+    /// `Registered` mask) is gone, or registered again by an overlapping add, register or
+    /// replace.
+    fn cleared(&self, s: &State, history: &[Call<Op, Ret>], at: usize, start: usize) -> bool {
+        let reported = match history[at].ret.as_ref() {
+            None => return true,
+            Some(Ret::Done) if s.failed_by & bit(start) == 0 => 0,
+            // A reported id may be one the specification already unregistered: a remove's
+            // unload event comes before the registry forgets the id, which the clear may list.
+            Some(Ret::Registered(mask)) if *mask != 0 => *mask,
+            Some(_) => return false,
+        };
+        let unreported = s.clear_list & !reported;
+        (0..4).filter(|&i| State::has(unreported, i) && State::has(s.registered, i)).all(|i| {
+            overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) if *j == i))
+        })
     }
 
     /// A remove keeps its model's slot from its unload to its return, and so does every other
@@ -555,7 +592,8 @@ impl Spec for Stack {
                 Some(Ret::NotFound) if !State::has(s.registered, i) => out.push(next),
                 Some(Ret::Removing)
                     if overlapped(history, at, |op| {
-                        matches!(op, Op::Remove(j) if *j == i) || matches!(op, Op::Shutdown | Op::Clear)
+                        matches!(op, Op::Remove(j) if *j == i)
+                            || matches!(op, Op::Shutdown | Op::ClearStart { .. })
                     }) =>
                 {
                     out.push(next);
@@ -600,8 +638,14 @@ impl Spec for Stack {
                 next.shut_down = true;
                 out.push(next);
             }
-            Op::Clear => {
-                if matches!(ret, None | Some(Ret::Done | Ret::Registered(_))) {
+            Op::Clear => {}
+            Op::ClearStart { start } => {
+                next.clear_list = s.registered;
+                next.roomed |= bit(start);
+                out.push(next);
+            }
+            Op::ClearDone { start } => {
+                if s.roomed & bit(start) != 0 && self.cleared(s, history, at, start) {
                     out.push(next);
                 }
             }

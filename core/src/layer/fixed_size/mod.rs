@@ -343,7 +343,7 @@ impl<M: Manager> FixedSizeCache<M> {
             // A shut-down stack refuses the add before it evicts anything (the shutdown's
             // start wakes this wait).
             if refuse_after_shutdown && self.inner.is_shut_down() {
-                return Err(ManagerError::ShutDown { id: id.clone() });
+                return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
             }
             let mine = claimed.is_some();
             let (plan, seen, claim) = self.book.with(|b| {
@@ -426,7 +426,7 @@ impl<M: Manager> FixedSizeCache<M> {
         let popped_pins = self.pop_for_eviction(victims);
         let (mut evicted, mut pinned) = (false, Vec::new());
         for victim in victims {
-            match self.evict(victim)? {
+            match self.evict(victim, "max_size")? {
                 Some(Eviction::Evicted | Eviction::NotRegistered) => evicted = true,
                 Some(Eviction::Pinned) => pinned.push(victim.clone()),
                 Some(Eviction::InUse) | None => {}
@@ -472,7 +472,7 @@ impl<M: Manager> FixedSizeCache<M> {
     }
 
     /// Evicts one victim; `None` if its lifecycle lock is busy (skipped).
-    fn evict(&self, victim: &ModelId) -> Result<Option<Eviction>, ManagerError> {
+    fn evict(&self, victim: &ModelId, by: &'static str) -> Result<Option<Eviction>, ManagerError> {
         let Some(guard) = self.inner.try_lock(victim) else {
             tracing::debug!(%victim, "evict: busy, skipped");
             return Ok(None);
@@ -489,7 +489,7 @@ impl<M: Manager> FixedSizeCache<M> {
             Ok((outcome, bytes)) => {
                 tracing::debug!(%victim, ?outcome, "evict");
                 if *outcome == Eviction::Evicted {
-                    telemetry::evicted("max_size", *bytes);
+                    telemetry::evicted(by, *bytes);
                 }
             }
             Err(error) => tracing::debug!(%victim, %error, "eviction failed"),
@@ -550,7 +550,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 }
                 return;
             };
-            match self.evict(&victim) {
+            match self.evict(&victim, "max_bytes") {
                 Ok(Some(Eviction::Evicted | Eviction::NotRegistered)) => {}
                 Ok(Some(Eviction::Pinned | Eviction::InUse) | None) => return,
                 Err(error) => {
@@ -609,7 +609,7 @@ impl<M: Manager> FixedSizeCache<M> {
         let settle = early.then(|| Settle { cache: self, id, way: Settling::Add });
         // A shut-down stack refuses before anything else.
         if self.inner.is_shut_down() && !self.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
-            return Err(ManagerError::ShutDown { id: id.clone() });
+            return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
         }
         // Callers of a load that failed while they waited get its error before making room.
         if let Some(error) = canonical.and_then(|canonical| guard.shared_failure(canonical)) {
