@@ -47,6 +47,22 @@ fn weights(device_bytes: u64) -> Weights {
     Weights { device_bytes, ..Weights::default() }
 }
 
+/// Puts `key` (`device_bytes` on the device, `bytes` in RAM) into `cache` and locks its copy on
+/// the device.
+fn placed(
+    cache: &Arc<resident::cache::DeviceCache<Weights>>,
+    key: &str,
+    device_bytes: u64,
+    bytes: u64,
+) -> resident::cache::DeviceGuard<Weights> {
+    cache
+        .put(key, weights(device_bytes), bytes, PutOptions::default())
+        .unwrap()
+        .into_loaded()
+        .lock_on_device()
+        .unwrap()
+}
+
 #[test]
 fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
@@ -62,20 +78,10 @@ fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
         );
     }
     assert_eq!(gpu.device_bytes(), 70);
-    let held = gpu
-        .put("held", weights(30), 10, PutOptions::default())
-        .unwrap()
-        .into_loaded()
-        .lock_on_device()
-        .unwrap();
+    let held = placed(&gpu, "held", 30, 10);
     assert_eq!(*held, "on cuda:0");
     assert_eq!(gpu.device_bytes(), 100, "30 more fit exactly");
-    let next = gpu
-        .put("next", weights(20), 10, PutOptions::default())
-        .unwrap()
-        .into_loaded()
-        .lock_on_device()
-        .unwrap();
+    let next = placed(&gpu, "next", 20, 10);
     assert_eq!(gpu.device_bytes(), 100, "small (20) was offloaded, not big and not the locked one");
     // The locked copies could go (90 fits the budget): the lock waits for room, boundedly.
     gpu.set_move_wait(std::time::Duration::from_millis(1)).unwrap();
@@ -100,20 +106,9 @@ fn lowering_the_device_budget_offloads_idle_copies_lru_first_and_waits_for_locke
     let gpu = group.cache("cuda:0");
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     for key in ["old", "young"] {
-        drop(
-            gpu.put(key, weights(30), 10, PutOptions::default())
-                .unwrap()
-                .into_loaded()
-                .lock_on_device()
-                .unwrap(),
-        );
+        drop(placed(&gpu, key, 30, 10));
     }
-    let held = gpu
-        .put("held", weights(30), 10, PutOptions::default())
-        .unwrap()
-        .into_loaded()
-        .lock_on_device()
-        .unwrap();
+    let held = placed(&gpu, "held", 30, 10);
     assert_eq!(gpu.device_bytes(), 90);
 
     gpu.set_device_budget(Some(60), CallOptions::new()).unwrap();
@@ -154,25 +149,9 @@ fn a_locked_copy_is_never_offloaded_even_when_it_is_the_smallest() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
     let gpu = group.cache("cuda:0");
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
-    let tiny = gpu
-        .put("tiny", weights(10), 10, PutOptions::default())
-        .unwrap()
-        .into_loaded()
-        .lock_on_device()
-        .unwrap();
-    drop(
-        gpu.put("big", weights(50), 10, PutOptions::default())
-            .unwrap()
-            .into_loaded()
-            .lock_on_device()
-            .unwrap(),
-    );
-    let new = gpu
-        .put("new", weights(45), 10, PutOptions::default())
-        .unwrap()
-        .into_loaded()
-        .lock_on_device()
-        .unwrap();
+    let tiny = placed(&gpu, "tiny", 10, 10);
+    drop(placed(&gpu, "big", 50, 10));
+    let new = placed(&gpu, "new", 45, 10);
     assert_eq!(gpu.device_bytes(), 55, "big (50) was offloaded; the locked tiny copy stays");
     let again = gpu.get("tiny").unwrap().lock_on_device().unwrap();
     assert!(again.same_copy(&tiny), "tiny's resident copy was not taken from its slot");

@@ -33,7 +33,8 @@
 //! async worker: every call into the stack runs in [`tokio::task::spawn_blocking`], and the
 //! handler awaits its result. Each call gets the request's deadline as its
 //! [`CallOptions`](resident::CallOptions): what is left of [`ServeConfig::request_timeout`]
-//! since the request arrived bounds every wait inside resident, and a wait that runs out is
+//! since the request's body was received bounds every wait inside resident (reading the body
+//! is not bounded by it: put a timeout layer in front for slow clients), and a wait that runs out is
 //! answered with its typed error (503 or 507), never a hung request. (The forward pass itself
 //! is not interruptible; only the waits around it are bounded.)
 //!

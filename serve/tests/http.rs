@@ -614,6 +614,7 @@ async fn shutdown_drains_requests_in_flight_then_unloads_everything() {
     assert_close(&body["output"], &mlp.output, "in flight during the shutdown");
 
     let summary = server.task.await.expect("the server task").expect("the server");
+    assert!(TcpStream::connect(server.addr).await.is_err(), "a stopped server accepts no connection");
     assert_eq!(summary.unloaded, ["cnn", "mlp"]);
     assert!(summary.failed.is_empty(), "{summary:?}");
     assert!(app.stack().ids().is_empty(), "nothing is registered after the shutdown");
