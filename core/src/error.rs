@@ -54,6 +54,28 @@ impl std::error::Error for SourceError {
     }
 }
 
+/// User code panicked where the library reports the panic instead of letting it unwind (an
+/// `unload` inside [`Manager::shutdown`](crate::Manager::shutdown) or
+/// [`Manager::clear`](crate::Manager::clear)): the source of the error that reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("user code panicked: {message}")]
+pub struct UserPanic {
+    /// The panic's message, when its payload was a string.
+    pub message: String,
+}
+
+impl UserPanic {
+    /// The panic whose payload is `payload` (its message when it is a `&str` or a `String`).
+    pub(crate) fn from_payload(payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string payload".to_owned());
+        Self { message }
+    }
+}
+
 /// Errors of the [`ModelManager`](crate::ModelManager).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -353,6 +375,15 @@ pub enum CacheError {
         /// The key.
         key: String,
     },
+    /// The source of `key` changed under the load again and again: every version read was
+    /// outdated by the time it was admitted. Nothing stays admitted; a later load tries again.
+    #[error("the source of `{key}` changed under {rounds} loads in a row")]
+    SourceChanged {
+        /// The key.
+        key: String,
+        /// How many versions were read.
+        rounds: usize,
+    },
     /// Another device's load of the same key did not end within the group's load wait.
     #[error("timed out after {waited:?} waiting for another load of `{key}`")]
     LoadWaitTimeout {
@@ -361,4 +392,49 @@ pub enum CacheError {
         /// The configured wait.
         waited: Duration,
     },
+}
+
+impl CacheError {
+    /// Whether this error is the expiry of a bounded wait (for room, for another device's
+    /// load, for device room or another move), not a failure of the load itself. A manager
+    /// never shares such an error with the other callers of a load, nor remembers it
+    /// (SPEC 1.9): the wait was the caller's.
+    pub fn is_wait_expiry(&self) -> bool {
+        matches!(
+            self,
+            CacheError::NoRoom { .. }
+                | CacheError::LoadWaitTimeout { .. }
+                | CacheError::DeviceFull { .. }
+                | CacheError::DeviceMoveTimeout { .. }
+        )
+    }
+}
+
+impl ManagerError {
+    /// Whether this error is the expiry of a bounded wait (a lifecycle lock, a lease drain,
+    /// capacity), not a failure of a load or an unload.
+    pub fn is_wait_expiry(&self) -> bool {
+        matches!(
+            self,
+            ManagerError::LockTimeout { .. }
+                | ManagerError::Busy { .. }
+                | ManagerError::CapacityExhausted { .. }
+        )
+    }
+}
+
+/// Whether `error`, or any error in its source chain, is the expiry of a bounded wait of
+/// this crate ([`CacheError::is_wait_expiry`], [`ManagerError::is_wait_expiry`]).
+pub(crate) fn is_wait_expiry(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let expired = error.downcast_ref::<CacheError>().is_some_and(CacheError::is_wait_expiry)
+            || error.downcast_ref::<ManagerError>().is_some_and(ManagerError::is_wait_expiry)
+            || error.downcast_ref::<SourceError>().is_some_and(|e| is_wait_expiry(&*e.0));
+        if expired {
+            return true;
+        }
+        next = error.source();
+    }
+    false
 }

@@ -129,7 +129,7 @@ mod telemetry;
 pub mod mutants;
 
 pub use deadline::{CallOptions, Deadline};
-pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, RegisterError, SourceError};
+pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, RegisterError, SourceError, UserPanic};
 pub use id::{InvalidId, ModelId};
 pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Traced};
 pub use manager::{

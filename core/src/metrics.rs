@@ -10,7 +10,7 @@
 //! | name | kind | labels | what |
 //! |---|---|---|---|
 //! | `resident_model_loads_total` | counter | `model` | loads that succeeded (an add's or a replace's), by the canonical id the loader loaded |
-//! | `resident_model_load_failures_total` | counter | `model` | loads that returned an error |
+//! | `resident_model_load_failures_total` | counter | | loads that returned an error (unlabelled: the id a failed load was asked for is a caller's) |
 //! | `resident_model_load_duration_seconds` | histogram | `model` | how long a successful load took |
 //! | `resident_evictions_total` | counter | `by` | what was evicted and why: models a [`FixedSizeCache`](crate::FixedSizeCache) evicted for `max_size` (`by="max_size"`, resizes included) or `max_bytes` (`by="max_bytes"`); weight records a [`DeviceCache`] evicted to make room for a load (`by="room"`), after their keep-alive (`by="idle"`), or for `drop_model`, a shutdown or a stale record's last unlock (`by="dropped"`) |
 //! | `resident_evicted_bytes_total` | counter | `by` | their bytes |
@@ -20,7 +20,7 @@
 //!
 //! An uncontended lock or lease records nothing (a lock reads the clock, nothing more).
 //! Labels come from bounded sets: the `model` label is the canonical id a loader accepted,
-//! never an alias a caller chose.
+//! never an alias a caller chose, nor an id a loader refused.
 //!
 //! # Gauges, set when scraped
 //! Gauges are read off the live structures when an exporter asks, by calling these before

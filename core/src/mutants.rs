@@ -65,6 +65,12 @@ mutants! {
     DEADLINE_SKIPS_LOAD_WAIT = "deadline-skips-load-wait",
     /// S-D1v: lowering a device budget waits for locked copies past its call's deadline.
     DEADLINE_SKIPS_DEVICE_ROOM = "deadline-skips-device-room",
+    /// S-D2: `pin` waits for the lifecycle lock past its call's deadline.
+    DEADLINE_SKIPS_PIN = "deadline-skips-pin",
+    /// S-D2: placing a record on the device (`lock_on_device`) waits past its call's deadline.
+    DEADLINE_SKIPS_DEVICE_WAIT = "deadline-skips-device-wait",
+    /// S-D2: `put` waits for RAM room past its call's deadline.
+    DEADLINE_SKIPS_PUT = "deadline-skips-put",
     /// S-CL1: `clear` gives up at the first model it cannot remove (upstream's `clear`).
     CLEAR_STOPS_AT_FIRST_FAILURE = "clear-stops-at-first-failure",
     /// S-CL1: `clear` evicts instead of removing: pinned and leased models stay, unreported.
@@ -74,6 +80,39 @@ mutants! {
     CLEAR_BYPASSES_LAYERS = "clear-bypasses-layers",
     /// S-CL1: a cache's `clear` resets its bookkeeping, pins included.
     CLEAR_DROPS_PINS = "clear-drops-pins",
+    /// M-P3: `shutdown` and `clear` let a panicking `unload` unwind out of them: the ids after
+    /// it are never attempted and no report is returned.
+    REMOVAL_ABANDONED_ON_PANIC = "removal-abandoned-on-panic",
+    /// C-P5: a panicking eviction callback resumes unwinding from a guard's `Drop` that runs
+    /// while its thread already unwinds another panic (the process aborts).
+    PANIC_ESCAPES_UNWINDING_DROP = "panic-escapes-unwinding-drop",
+    /// C-P6: a contended lifecycle lock or lease reports its wait to the metrics recorder (user
+    /// code) before the guard or lease that releases the claim exists.
+    REPORT_BEFORE_HANDLE = "report-before-handle",
+    /// M-B1: a replace records the new version's size but never evicts down to `max_bytes`.
+    REPLACE_SKIPS_MAX_BYTES = "replace-skips-max-bytes",
+    /// S-Z2, S-Z3: a load waiting for room reads the cap and the overflow policy once, before
+    /// its first round: a policy switched on or a cap lowered below it later goes unseen.
+    ROOM_WAIT_READS_LIMITS_ONCE = "room-wait-reads-limits-once",
+    /// S-Z2: lowering the RAM cap does not wake the loads waiting for room.
+    LOST_WAKEUP_CAP_LOWERED = "lost-wakeup-cap-lowered",
+    /// S-Z3: switching the overflow policy on does not wake the loads waiting for room.
+    LOST_WAKEUP_OVERFLOW_ON = "lost-wakeup-overflow-on",
+    /// S-F2: the expiry of a caller's bounded wait inside a load is recorded as the load's
+    /// failure: shared with the callers waiting behind it, and remembered by the negative cache.
+    EXPIRY_SHARED_AS_FAILURE = "expiry-shared-as-failure",
+    /// C-B4: a room request deferred to a busy peer is honoured only if a load already waits
+    /// for room; its requester, still asking other peers, then sleeps its whole room wait.
+    DEFERRED_ROOM_NEEDS_WAITER = "deferred-room-needs-waiter",
+    /// C-D6: weights a load built across a `drop_model` of their key are registered as its
+    /// current canonical: later loads, on every device, adopt the dropped weights.
+    LOAD_ACROSS_DROP_REGISTERED = "load-across-drop-registered",
+    /// a replace loads as an add does, so a cache-backed loader serves the weights it
+    /// already holds (the old version's) instead of reading the source again.
+    REPLACE_ADOPTS_CACHED = "replace-adopts-cached",
+    /// a cache-backed load serves weights read from an earlier version of their source
+    /// (a record or a peer's canonical) without comparing the source's identity.
+    SOURCE_IDENTITY_IGNORED = "source-identity-ignored",
     /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
     /// unload while it may serve.
     REGISTER_OVERWRITES = "register-overwrites",

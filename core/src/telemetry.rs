@@ -1,5 +1,15 @@
 //! Recording what happens, through the `metrics` facade (see [`crate::metrics`] for the list
 //! and the gauges). A leaf: every component calls it, and it names none of them.
+//!
+//! The one rule for the crate's own instrumentation — these calls and every `tracing` event:
+//! a recorder and a subscriber are user code (they may block, re-enter or panic; SPEC 3.10).
+//! So no report runs inside an internal monitor; a report of a claim (a lifecycle lock, a
+//! reservation, a lease, a hold, an admission) comes after the handle that releases the claim
+//! exists, so that a panic there drops the handle; a `Drop` that releases something reports
+//! last, after every release and wake-up, and not at all while its thread unwinds (a panic
+//! leaving a `Drop` during an unwind aborts); and reports next to other user code (eviction
+//! callbacks) run under the same `catch_unwind`. The sim runs every execution under a recorder
+//! and a subscriber that check the first and can panic at any named report.
 
 use std::time::Duration;
 
@@ -13,9 +23,10 @@ pub(crate) fn loaded(model: &ModelId, took: Duration) {
         .record(took.as_secs_f64());
 }
 
-/// A load of `model` returned an error.
-pub(crate) fn load_failed(model: &ModelId) {
-    ::metrics::counter!("resident_model_load_failures_total", "model" => model.to_string()).increment(1);
+/// A load returned an error. Unlabelled: the id it was asked for is whatever a caller sent,
+/// and a label taken from it would let any client grow the series without bound.
+pub(crate) fn load_failed() {
+    ::metrics::counter!("resident_model_load_failures_total").increment(1);
 }
 
 /// Something of `bytes` was evicted to make room, by `by` (`max_size` or `cache`).

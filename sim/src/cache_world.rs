@@ -36,6 +36,8 @@ pub struct Weights<R: SimRuntime> {
     pub value: u64,
     /// Which load built them, for checks that tell weights apart (0: not numbered).
     pub serial: u64,
+    /// The version of their source they were read from (0 unless set).
+    pub version: u64,
     behaviour: Behaviour,
     device: Option<Arc<Script<R>>>,
     _runtime: PhantomData<fn() -> R>,
@@ -44,12 +46,32 @@ pub struct Weights<R: SimRuntime> {
 impl<R: SimRuntime> Weights<R> {
     /// Weights with no script beyond the "outside every monitor" check.
     pub fn plain(value: u64) -> Self {
-        Self { value, serial: 0, behaviour: Behaviour::default(), device: None, _runtime: PhantomData }
+        Self {
+            value,
+            serial: 0,
+            version: 0,
+            behaviour: Behaviour::default(),
+            device: None,
+            _runtime: PhantomData,
+        }
     }
 
     /// Weights whose user code does `behaviour`, placed through `device`.
     pub fn scripted(value: u64, behaviour: Behaviour, device: &Arc<Script<R>>) -> Self {
-        Self { value, serial: 0, behaviour, device: Some(Arc::clone(device)), _runtime: PhantomData }
+        Self {
+            value,
+            serial: 0,
+            version: 0,
+            behaviour,
+            device: Some(Arc::clone(device)),
+            _runtime: PhantomData,
+        }
+    }
+
+    /// The same weights, read from version `version` of their source.
+    pub fn of_version(mut self, version: u64) -> Self {
+        self.version = version;
+        self
     }
 
     /// The same weights, numbered `serial`; scripted ones count as alive (see
@@ -60,6 +82,14 @@ impl<R: SimRuntime> Weights<R> {
             script.numbered.lock().expect("serials lock").insert(serial);
         }
         self
+    }
+}
+
+impl<R: SimRuntime> resident::cache::Sourced for Weights<R> {
+    type Source = u64;
+
+    fn source(&self) -> u64 {
+        self.version
     }
 }
 
@@ -362,6 +392,19 @@ pub fn ensure_resident<R: SimRuntime>(
     let id = guard.canonical_id();
     let resident = cache.resident().iter().any(|r| !r.detached && r.key == guard.key() && r.canonical == id);
     ensure!(resident, "A5", "{thread} locked {} but its record was evicted", guard.key());
+}
+
+/// A5 where a replace may detach a record in use: the locked record is still in its cache, as
+/// its key's occupant or detached from it (a stale record whose key a newer admission took),
+/// never evicted.
+pub fn ensure_not_evicted<R: SimRuntime>(
+    cache: &DeviceCache<Weights<R>, R>,
+    guard: &ModelGuard<Weights<R>, R>,
+    thread: &str,
+) {
+    let id = guard.canonical_id();
+    let kept = cache.resident().iter().any(|r| r.key == guard.key() && r.canonical == id);
+    ensure!(kept, "A5", "{thread} locked {} but its record was evicted", guard.key());
 }
 
 /// One value handed from one thread to another: an explicit sync point.

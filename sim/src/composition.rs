@@ -1,7 +1,7 @@
 //! The production composition in the sim: one `FixedSizeCache<ModelManager<cache loader>>` per
 //! device, every loader a user of its device's cache in one [`CacheGroup`](resident::cache::CacheGroup)
-//! through [`DeviceCache::get_or_put`], device budgets on (what `burn::SharedLoader` does with
-//! real weights).
+//! through [`DeviceCache::get_or_load_current`], device budgets on (what `burn::SharedLoader`
+//! does with real weights and files).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,13 +12,17 @@ use resident::{
     BoxError, Deadline, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
 };
 
-use crate::cache_world::{Behaviour, CacheWorld, Script, Weights, ensure_outside_monitors, ensure_resident};
+use crate::cache_world::{
+    Behaviour, CacheWorld, Script, Weights, ensure_not_evicted, ensure_outside_monitors,
+};
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 
 /// Scripted model files: how often each was read.
 pub struct Files<R: SimRuntime> {
     reads: BTreeMap<String, R::Counter>,
+    /// Each file's version: a rewrite bumps it, and a read gives weights of the version it saw.
+    versions: BTreeMap<String, R::Counter>,
     bytes: u64,
     /// Reads that have started, over every file: a sync point for "a load is in flight".
     pub started: Latch<R>,
@@ -30,6 +34,17 @@ impl<R: SimRuntime> Files<R> {
     /// Reads of `key`'s file so far.
     pub fn reads(&self, key: &str) -> usize {
         self.reads.get(key).map_or(0, Counter::get)
+    }
+
+    /// The version of `key`'s file now.
+    pub fn version(&self, key: &str) -> Result<u64, BoxError> {
+        let version = self.versions.get(key).ok_or_else(|| format!("no file for {key}"))?;
+        Ok(version.get() as u64)
+    }
+
+    /// Rewrites `key`'s file: a new version, with other content.
+    pub fn rewrite(&self, key: &str) {
+        self.versions.get(key).expect("a scenario file").add(1);
     }
 
     /// Each read yields `n` times (default 3): fewer keep a scenario small enough for loom.
@@ -45,6 +60,41 @@ pub struct CacheLoader<R: SimRuntime> {
     script: Arc<Script<R>>,
 }
 
+impl<R: SimRuntime> CacheLoader<R> {
+    /// `burn::SharedLoader`'s steps over scripted files: the group's weights if they were read
+    /// from the file as it is now (and not `fresh`), else the file read again, through
+    /// [`DeviceCache::get_or_load_current`] with the add's deadline; then a lock on the device
+    /// by that deadline too.
+    fn load_from_file(&self, id: &ModelId, fresh: bool, deadline: Deadline) -> Result<Served<R>, BoxError> {
+        ensure_outside_monitors::<R>("a cache loader's load");
+        let (files, script) = (&self.files, &self.script);
+        let current = || {
+            ensure_outside_monitors::<R>("a file's stat");
+            files.version(id.as_str())
+        };
+        let read = || {
+            ensure_outside_monitors::<R>("a file read");
+            let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
+            let version = files.version(id.as_str())?;
+            reads.add(1);
+            files.started.add(1);
+            // Reading takes a while: other threads run meanwhile.
+            for _ in 0..files.read_yields.load(std::sync::atomic::Ordering::Relaxed) {
+                R::yield_now();
+            }
+            Ok::<_, BoxError>(
+                Weights::scripted(files.bytes, Behaviour::default(), script).of_version(version),
+            )
+        };
+        let loaded =
+            self.cache.get_or_load_current(id.as_str(), files.bytes, current, read, fresh, deadline)?;
+        let guard = loaded.lock_on_device_until(deadline)?;
+        let served = Served { guard, cache: Arc::clone(&self.cache), bytes: files.bytes };
+        served.check_resident("a cache loader");
+        Ok(served)
+    }
+}
+
 impl<R: SimRuntime> Loader for CacheLoader<R> {
     type Model = Served<R>;
 
@@ -52,26 +102,12 @@ impl<R: SimRuntime> Loader for CacheLoader<R> {
         self.load_until(id, Deadline::NONE)
     }
 
-    /// The add's deadline bounds the waits of `get_or_put` (what `burn::SharedLoader` does).
     fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<R>, BoxError> {
-        ensure_outside_monitors::<R>("a cache loader's load");
-        let (files, script) = (&self.files, &self.script);
-        let read = || {
-            ensure_outside_monitors::<R>("a file read");
-            let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
-            reads.add(1);
-            files.started.add(1);
-            // Reading takes a while: other threads run meanwhile.
-            for _ in 0..files.read_yields.load(std::sync::atomic::Ordering::Relaxed) {
-                R::yield_now();
-            }
-            Ok::<_, BoxError>(Weights::scripted(files.bytes, Behaviour::default(), script))
-        };
-        let loaded = self.cache.get_or_put_until(id.as_str(), files.bytes, read, deadline)?;
-        let served =
-            Served { guard: loaded.lock_on_device()?, cache: Arc::clone(&self.cache), bytes: files.bytes };
-        served.check_resident("a cache loader");
-        Ok(served)
+        self.load_from_file(id, false, deadline)
+    }
+
+    fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<R>, BoxError> {
+        self.load_from_file(id, true, deadline)
     }
 }
 
@@ -83,15 +119,21 @@ pub struct Served<R: SimRuntime> {
 }
 
 impl<R: SimRuntime> Served<R> {
+    /// The version of its file its weights were read from.
+    pub fn version(&self) -> u64 {
+        self.guard.cpu().version
+    }
+
     /// Identity of the canonical weights it serves.
     pub fn canonical(&self) -> Option<CanonicalId> {
         self.guard.cpu().canonical_id()
     }
 
-    /// A5: the locked record is still resident in its device's cache (no eviction path, a
-    /// `drop_model` included, took it while in use).
+    /// A5: the locked record is still in its device's cache (no eviction path, a `drop_model`
+    /// included, took it while in use); a replace may have detached it (a newer version took
+    /// its key), which is not an eviction.
     pub fn check_resident(&self, thread: &str) {
-        ensure_resident(&self.cache, self.guard.cpu(), thread);
+        ensure_not_evicted(&self.cache, self.guard.cpu(), thread);
     }
 
     /// Serves across a few scheduling points, checking A5 at each.
@@ -138,7 +180,9 @@ impl<R: SimRuntime> Composition<R> {
         let world = CacheWorld::new(rt, cap, devices);
         world.group.set_load_wait(Duration::from_secs(1)).expect("a valid load wait");
         let reads = keys.iter().map(|k| ((*k).to_owned(), world.rt.counter())).collect();
-        let files = Arc::new(Files { reads, bytes, started: Latch::new(&world.rt), read_yields: 3.into() });
+        let versions = keys.iter().map(|k| ((*k).to_owned(), world.rt.counter())).collect();
+        let started = Latch::new(&world.rt);
+        let files = Arc::new(Files { reads, versions, bytes, started, read_yields: 3.into() });
         let config = ManagerConfig::default()
             .with_lock_timeout(Duration::from_secs(1))
             .with_lease_drain_timeout(Duration::from_secs(1));

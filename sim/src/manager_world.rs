@@ -24,6 +24,15 @@ pub enum Step {
     Fail,
     /// Panic with [`InjectedPanic`].
     Panic,
+    /// Return the expiry of a bounded wait inside the call (a `CacheError::LoadWaitTimeout`,
+    /// as a cache-backed loader returns when its caller's deadline passes): the caller's own
+    /// error, never the load's failure (S-F2).
+    Expire,
+}
+
+/// The error a scripted [`Step::Expire`] returns.
+fn expired(id: &str) -> BoxError {
+    Box::new(resident::CacheError::LoadWaitTimeout { key: id.to_owned(), waited: Duration::from_millis(5) })
 }
 
 /// Counters and scripted panics of one model id.
@@ -37,9 +46,22 @@ pub struct IdProbe<R: SimRuntime> {
     size_calls: R::Counter,
     size_panics: bool,
     drop_panics: bool,
+    /// `size_bytes` of the `n`th model of this id built (the last for later ones; 1 if empty).
+    sizes: Vec<u64>,
 }
 
 impl<R: SimRuntime> IdProbe<R> {
+    /// The size of the model of this id about to be built (read before counting it).
+    fn next_size(&self) -> u64 {
+        // No counter read without sizes: a read is a scheduling point, and stored schedules
+        // of worlds without sizes must not move.
+        if self.sizes.is_empty() {
+            return 1;
+        }
+        let built = self.constructed.get();
+        self.sizes.get(built).or(self.sizes.last()).copied().unwrap_or(1)
+    }
+
     /// Models of this id built, neither unloaded nor dropped (read at quiescence: three reads).
     pub fn alive(&self) -> usize {
         self.constructed.get() - self.unloaded.get() - self.dropped.get()
@@ -151,12 +173,14 @@ impl<R: SimRuntime> Probe<R> {
     /// counted as built and alive like a loaded one, without a load call.
     pub fn prebuilt(self: &Arc<Self>, id: &str) -> SimModel<R> {
         let p = self.id(id);
+        let bytes = p.next_size();
         p.constructed.add(1);
         self.alive.add(1);
         SimModel {
             probe: Arc::clone(self),
             id: p.id.clone(),
             resolved: p.id.clone(),
+            bytes,
             unloaded: R::counter_for_model(),
         }
     }
@@ -204,6 +228,7 @@ impl<R: SimRuntime> WorldBuilder<R> {
             size_calls: self.rt.counter(),
             size_panics: false,
             drop_panics: false,
+            sizes: Vec::new(),
         };
         self.ids.insert(id.to_owned(), probe);
         self.regions.insert(id.to_owned(), Region::new(&self.rt, loads, unloads));
@@ -215,6 +240,13 @@ impl<R: SimRuntime> WorldBuilder<R> {
     /// a load's alias: without one, a load counts under its model id.
     pub fn alias(mut self, alias: &str) -> Self {
         self.regions.insert(alias.to_owned(), Region::new(&self.rt, &[], &[]));
+        self
+    }
+
+    /// The models of `id` report these sizes, in the order they are built (the last one for
+    /// every later model; 1 without this).
+    pub fn sizes(mut self, id: &str, sizes: &[u64]) -> Self {
+        self.ids.get_mut(id).expect("declared id").sizes = sizes.to_vec();
         self
     }
 
@@ -417,6 +449,7 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
             R::yield_now();
         }
         let step = region.load_script.get(call).copied().unwrap_or(Step::Ok);
+        let bytes = p.next_size();
         if step == Step::Ok {
             p.constructed.add(1);
             let alive = self.probe.alive.add(1) + 1;
@@ -435,9 +468,11 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
                 probe: Arc::clone(&self.probe),
                 id: p.id.clone(),
                 resolved,
+                bytes,
                 unloaded: R::counter_for_model(),
             }),
             Step::Fail => Err(format!("injected failure of load #{call} of {id}").into()),
+            Step::Expire => Err(expired(id.as_str())),
             Step::Panic => std::panic::panic_any(InjectedPanic),
         }
     }
@@ -449,6 +484,8 @@ pub struct SimModel<R: SimRuntime> {
     id: String,
     /// The id it is registered under: `id`, or an alias.
     resolved: String,
+    /// What `size_bytes` reports.
+    bytes: u64,
     /// Set once this very instance has been unloaded.
     unloaded: R::Counter,
 }
@@ -472,7 +509,7 @@ impl<R: SimRuntime> Model for SimModel<R> {
         if p.size_calls.add(1) == 0 && p.size_panics {
             std::panic::panic_any(InjectedPanic);
         }
-        1
+        self.bytes
     }
 
     fn unload(&self) -> Result<(), BoxError> {
@@ -506,6 +543,7 @@ impl<R: SimRuntime> Model for SimModel<R> {
         match step {
             Step::Ok => Ok(()),
             Step::Fail => Err(format!("injected failure of unload #{call} of {}", self.id).into()),
+            Step::Expire => Err(expired(&self.id)),
             Step::Panic => std::panic::panic_any(InjectedPanic),
         }
     }

@@ -58,36 +58,47 @@ pub fn set_thread_namer(namer: Namer) {
 struct Capture;
 
 #[derive(Default)]
-struct Fields(String);
+struct Fields {
+    message: String,
+    rest: String,
+}
 
 impl tracing::field::Visit for Fields {
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
         use std::fmt::Write;
         if field.name() == "message" {
-            let _ = write!(self.0, "{value:?}");
+            let _ = write!(self.message, "{value:?}");
         } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
+            let _ = write!(self.rest, " {}={value:?}", field.name());
         }
     }
 }
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: tracing_subscriber::layer::Context<'_, S>) {
+        let target = event.metadata().target();
+        if target != "resident" && !target.starts_with("resident::") {
+            return;
+        }
         let Some(namer) = NAMER.with(std::cell::Cell::get) else { return };
         let mut fields = Fields::default();
         event.record(&mut fields);
         let thread = namer().unwrap_or_else(|| "main".to_owned());
-        record(&thread, format!("  · {}", fields.0));
+        record(&thread, format!("  · {}{}", fields.message, fields.rest));
+        // Last: it may panic (an armed fault), as a user's subscriber may.
+        crate::instrumentation::event(&fields.message);
     }
 }
 
 /// Installs the process-wide `tracing` subscriber that feeds `resident`'s events into the
-/// trace. Keeps an existing global subscriber if the process already has one.
+/// trace and through the execution's instrumentation checks
+/// ([`crate::instrumentation`]). Keeps an existing global subscriber if the process already
+/// has one.
+///
+/// It filters by target inside the layer rather than with a per-layer filter: an armed fault
+/// unwinds out of the layer, which a per-layer filter's thread-local state does not survive.
 pub(crate) fn install_capture() {
     use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::{Layer, filter};
-    let only_resident =
-        filter::filter_fn(|meta| meta.target() == "resident" || meta.target().starts_with("resident::"));
-    let subscriber = tracing_subscriber::registry().with(Capture.with_filter(only_resident));
+    let subscriber = tracing_subscriber::registry().with(Capture);
     let _ = tracing::subscriber::set_global_default(subscriber);
 }

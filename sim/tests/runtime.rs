@@ -277,3 +277,36 @@ mod determinism {
         assert!(!first.trace.is_empty(), "the replay recorded a trace");
     }
 }
+
+/// A `tracing` event and a metric reported inside a monitor (user code under an internal lock).
+fn reports_inside_a_monitor<R: SimRuntime>(rt: R, metric: bool) {
+    let monitor = rt.monitor(0_u32);
+    monitor.with(|_| {
+        if metric {
+            metrics::counter!("resident_test_total").increment(1);
+        } else {
+            tracing::debug!(target: "resident::test", "inside");
+        }
+    });
+}
+
+fn event_inside_a_monitor<R: SimRuntime>(rt: R) {
+    reports_inside_a_monitor(rt, false);
+}
+
+fn metric_inside_a_monitor<R: SimRuntime>(rt: R) {
+    reports_inside_a_monitor(rt, true);
+}
+
+#[test]
+fn instrumentation_inside_a_monitor_is_a_violation() {
+    for checker in CHECKERS {
+        for scenario in [
+            scenario!("event-in-monitor", Off, event_inside_a_monitor),
+            scenario!("metric-in-monitor", Off, metric_inside_a_monitor),
+        ] {
+            let found = failure(scenario, checker);
+            assert_eq!(found.map(|v| v.invariant), Some("U1".to_owned()), "{} under {checker}", scenario.id);
+        }
+    }
+}

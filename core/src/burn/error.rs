@@ -22,6 +22,14 @@ pub enum BurnError {
         /// What went wrong: the I/O error, or burn-store's.
         source: SourceError,
     },
+    /// The file changed while it was read (a rewrite or a truncation: it read short or long,
+    /// or its length or modification time moved meanwhile). Nothing was loaded; a later load
+    /// reads it again.
+    #[error("model file {} changed while it was read", path.display())]
+    Changed {
+        /// The file.
+        path: PathBuf,
+    },
     /// The loaded module takes more bytes than the file's header declared: it was dropped and
     /// its reservation released (nothing is charged past a declaration).
     #[error("model file {} declared {declared} bytes but its module takes {actual}", path.display())]

@@ -19,6 +19,7 @@ mod backend;
 mod error;
 mod file;
 mod shared;
+mod source;
 mod weights;
 pub mod zoo;
 
@@ -27,6 +28,7 @@ pub use backend::{Cpu, ServeBackend, copy_to, cuda_driver_present};
 pub use error::BurnError;
 pub use file::{BurnModel, FileLoader};
 pub use shared::{Served, SharedLoader, SharedWeights, load_peak};
+pub use source::FileIdentity;
 pub use weights::{BurnWeights, LoadStats, OnDevice, load, param_bytes, save};
 
 #[cfg(feature = "cuda")]

@@ -8,6 +8,7 @@ use super::architecture::Architecture;
 use super::backend::{Cpu, ServeBackend};
 use super::error::BurnError;
 use super::file::{infer, model_path};
+use super::source::FileIdentity;
 use super::weights::{BurnWeights, file_len, header_tensor_bytes};
 use crate::cache::{CacheGroup, Declared, DeviceCache, DeviceGuard};
 use crate::deadline::Deadline;
@@ -48,6 +49,33 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         &self.cache
     }
 
+    /// The model `id` from the group if it holds weights of the file as it is now (and not
+    /// `fresh`), else from the file (after the budget checks), locked on this device.
+    fn load_from_file(
+        &self,
+        id: &ModelId,
+        fresh: bool,
+        deadline: Deadline,
+    ) -> Result<Served<A, T>, BoxError> {
+        let key = id.as_str();
+        let path = model_path(&self.dir, key)?;
+        let declared = self.check_budgets(&path)?;
+        let peak = load_peak(declared, file_len(&path)?);
+        let current = || FileIdentity::of_path(&path);
+        let load = || {
+            let weights = BurnWeights::load(Arc::clone(&self.arch), &path)?;
+            match weights.stats().bytes {
+                actual if actual > declared => {
+                    Err(BurnError::OverDeclared { path: path.clone(), declared, actual })
+                }
+                _ => Ok(weights),
+            }
+        };
+        let declared = Declared::new(declared).with_peak(peak);
+        let loaded = self.cache.get_or_load_current(key, declared, current, load, fresh, deadline)?;
+        Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device_until(deadline)? })
+    }
+
     /// Refuses a file that cannot fit, before any module or tensor is built: its length
     /// against the RAM budget, then the bytes its header declares for the architecture's
     /// tensors ([`Architecture::tensor_names`]; every tensor of the file if it does not say)
@@ -86,29 +114,22 @@ impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
     }
 
     /// [`SharedLoader::load`] whose waits in the group (another device's load of the file, room
-    /// in the RAM budget) end by `deadline` at the latest
-    /// ([`DeviceCache::get_or_put_until`]).
+    /// in the RAM budget, room on the device) end by `deadline` at the latest
+    /// ([`DeviceCache::get_or_put_until`], [`LoadedModel::lock_on_device_until`]).
+    ///
+    /// Weights held in the group serve only while the file is the one they were read from
+    /// ([`FileIdentity`]: its length, modification time and inode): after a rewrite, the next
+    /// load reads the file again ([`DeviceCache::get_or_load_current`]).
+    ///
+    /// [`LoadedModel::lock_on_device_until`]: crate::cache::LoadedModel::lock_on_device_until
     fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<A, T>, BoxError> {
-        let key = id.as_str();
-        let loaded = match self.cache.get(key) {
-            Some(loaded) => loaded,
-            None => {
-                let path = model_path(&self.dir, key)?;
-                let declared = self.check_budgets(&path)?;
-                let peak = load_peak(declared, file_len(&path)?);
-                let load = || {
-                    let weights = BurnWeights::load(Arc::clone(&self.arch), &path)?;
-                    match weights.stats().bytes {
-                        actual if actual > declared => {
-                            Err(BurnError::OverDeclared { path: path.clone(), declared, actual })
-                        }
-                        _ => Ok(weights),
-                    }
-                };
-                self.cache.get_or_put_until(key, Declared::new(declared).with_peak(peak), load, deadline)?
-            }
-        };
-        Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device()? })
+        self.load_from_file(id, false, deadline)
+    }
+
+    /// A replace's load: the file is read again whatever the group holds for `id` (the old
+    /// version's weights are dropped from it; their holders keep them until they let go).
+    fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<A, T>, BoxError> {
+        self.load_from_file(id, true, deadline)
     }
 
     /// The bytes of the architecture's tensors as `<dir>/<id>.safetensors` declares them in

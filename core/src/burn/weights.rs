@@ -11,6 +11,7 @@ use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, SafetensorsStore
 use super::architecture::Architecture;
 use super::backend::{Cpu, ServeBackend};
 use super::error::BurnError;
+use super::source::{FileIdentity, read_file, read_header};
 use crate::cache::DeviceWeights;
 use crate::error::{BoxError, SourceError};
 use crate::runtime::Arc;
@@ -77,10 +78,23 @@ pub fn save<B: Backend, M: Module<B>>(module: &M, path: &Path) -> Result<(), Bur
 /// must be present with the architecture's shape and dtype: the file's header is checked
 /// against the module before any tensor is built (burn-store would panic on a dtype ndarray
 /// cannot hold, mid-update), so a bad file is a typed error and nothing half-loaded escapes.
+///
+/// The file is read into memory with plain reads (never mapped): one that is truncated or
+/// rewritten while it loads is a typed error ([`BurnError::Changed`], or the parse's), never a
+/// signal. Its bytes are part of the load's peak.
 pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, LoadStats), BurnError> {
-    let file_bytes = file_len(path)?;
+    load_read(arch, path).map(|(module, stats, _)| (module, stats))
+}
+
+/// [`load`], with the identity of the file the weights were read from.
+fn load_read<A: Architecture>(
+    arch: &A,
+    path: &Path,
+) -> Result<(A::Module<Cpu>, LoadStats, FileIdentity), BurnError> {
+    let (identity, bytes) = read_file(path)?;
+    let file_bytes = identity.len;
     let mut module = arch.init::<Cpu>(&Default::default());
-    let mut store = SafetensorsStore::from_file(path);
+    let mut store = SafetensorsStore::from_bytes(Some(bytes));
     check_header(&module, &mut store, path)?;
     let applied = module.load_from(&mut store).map_err(|e| classify(e, path))?;
     if !applied.errors.is_empty() {
@@ -88,7 +102,7 @@ pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, L
         return Err(BurnError::Mismatch { path: path.to_owned(), message });
     }
     let bytes = param_bytes(&module);
-    Ok((module, LoadStats { bytes, peak_bytes: bytes + file_bytes }))
+    Ok((module, LoadStats { bytes, peak_bytes: bytes.saturating_add(file_bytes) }, identity))
 }
 
 /// Length of the model file at `path`, or `NotFound` / `Corrupt`.
@@ -103,22 +117,21 @@ pub(super) fn file_len(path: &Path) -> Result<u64, BurnError> {
     }
 }
 
-/// Bytes of the tensors the file's header declares (elements × dtype size) — of those named
-/// `names` only, when given — read from the header alone: burn-store maps the file and parses
-/// its header without decoding any tensor. A named tensor the file lacks counts nothing here;
-/// the load reports it as a mismatch.
+/// Bytes of the tensors the file's header declares — of those named `names` only, when given
+/// — read from the header alone, with plain reads. A named tensor the file lacks counts
+/// nothing here; the load reports it as a mismatch.
 pub(super) fn header_tensor_bytes(path: &Path, names: Option<&[String]>) -> Result<u64, BurnError> {
-    let mut store = SafetensorsStore::from_file(path);
-    let snapshots = store.get_all_snapshots().map_err(|e| classify(e, path))?;
+    let (_, header) = read_header(path)?;
     let overflow = || BurnError::Corrupt {
         path: path.to_owned(),
         source: SourceError::new("the header's tensor sizes overflow".into()),
     };
     let taken = |name: &String| names.is_none_or(|names| names.contains(name));
-    snapshots.iter().filter(|(name, _)| taken(name)).map(|(_, t)| t).try_fold(0u64, |sum, t| {
-        let bytes = t.shape.num_elements().checked_mul(t.dtype.size()).ok_or_else(overflow)?;
-        sum.checked_add(u64::try_from(bytes).map_err(|_| overflow())?).ok_or_else(overflow)
-    })
+    header
+        .tensors
+        .iter()
+        .filter(|(name, _)| taken(name))
+        .try_fold(0u64, |sum, (_, bytes)| sum.checked_add(*bytes).ok_or_else(overflow))
 }
 
 /// Every tensor of `module` is in the file with the same shape and dtype.
@@ -171,14 +184,21 @@ pub struct BurnWeights<A: Architecture, T: ServeBackend = Cpu> {
     arch: Arc<A>,
     module: A::Module<Cpu>,
     stats: LoadStats,
+    source: FileIdentity,
     _target: std::marker::PhantomData<fn() -> T>,
 }
 
 impl<A: Architecture, T: ServeBackend> BurnWeights<A, T> {
     /// Loads the weights from `path` (see [`load`]).
     pub fn load(arch: Arc<A>, path: &Path) -> Result<Self, BurnError> {
-        let (module, stats) = load(&*arch, path)?;
-        Ok(Self { arch, module, stats, _target: std::marker::PhantomData })
+        let (module, stats, source) = load_read(&*arch, path)?;
+        Ok(Self { arch, module, stats, source, _target: std::marker::PhantomData })
+    }
+
+    /// The identity of the file these weights were read from: a rewrite of the file changes
+    /// it, so they are never served for the rewritten file.
+    pub fn source(&self) -> FileIdentity {
+        self.source
     }
 
     /// The CPU module.
@@ -197,12 +217,22 @@ impl<A: Architecture, T: ServeBackend> BurnWeights<A, T> {
     }
 }
 
+/// The file a canonical was read from names it: a rewrite of the file is a new canonical.
+impl<A: Architecture, T: ServeBackend> crate::cache::Sourced for BurnWeights<A, T> {
+    type Source = FileIdentity;
+
+    fn source(&self) -> FileIdentity {
+        self.source
+    }
+}
+
 impl<A: Architecture, T: ServeBackend> Clone for BurnWeights<A, T> {
     fn clone(&self) -> Self {
         Self {
             arch: Arc::clone(&self.arch),
             module: self.module.clone(),
             stats: self.stats,
+            source: self.source,
             _target: std::marker::PhantomData,
         }
     }

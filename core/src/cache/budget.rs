@@ -46,6 +46,9 @@ struct Counters {
     room_wait: Duration,
     /// The cap ([`RamBudget::set_cap`] changes it while serving).
     cap: u64,
+    /// Loads looking for room right now, from their first refusal until they return (waiting
+    /// or not): what a room request deferred to a busy peer is honoured for (C-B4).
+    seekers: usize,
 }
 
 /// The default bound on a wait for room.
@@ -75,6 +78,31 @@ impl Counters {
     }
 }
 
+/// A load looking for room ([`RamBudget::seek_room`]); dropping it ends the search.
+pub(crate) struct Seeking<R: Runtime> {
+    budget: Arc<RamBudget<R>>,
+}
+
+impl<R: Runtime> Drop for Seeking<R> {
+    fn drop(&mut self) {
+        self.budget.counters.with(|c| c.seekers = c.seekers.saturating_sub(1));
+    }
+}
+
+/// Why [`RamBudget::reserve_or_why`] reserved nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoReservation {
+    /// The overflow policy is on: nothing is reserved, admissions may overshoot.
+    Overflow,
+    /// The bytes exceed the whole cap.
+    TooLarge {
+        /// The cap when it was read.
+        cap: u64,
+    },
+    /// The bytes do not fit next to what is in use and reserved.
+    NoRoom,
+}
+
 /// A charge would overflow the budget's byte sums; nothing was charged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Overflow;
@@ -99,9 +127,13 @@ impl<R: Runtime> RamBudget<R> {
 
     /// Lets admissions overshoot the cap (`true`), as before budgets were hard: a load that
     /// finds no room is admitted anyway with a warning, and the overshoot is evicted at the next
-    /// releases (SPEC 3.2). Off by default: the cap is a hard limit.
+    /// releases (SPEC 3.2). Off by default: the cap is a hard limit. Switching it on wakes the
+    /// loads waiting for room, which then go ahead under it (S-Z3).
     pub fn set_overflow(&self, overflow: bool) {
-        self.counters.with(|c| c.overflow = overflow);
+        let switched_on = self.counters.with(|c| overflow && !std::mem::replace(&mut c.overflow, overflow));
+        if switched_on {
+            self.room.bump_at(Mutant::LOST_WAKEUP_OVERFLOW_ON);
+        }
     }
 
     /// Whether admissions may overshoot the cap.
@@ -133,16 +165,30 @@ impl<R: Runtime> RamBudget<R> {
     /// Reserves `bytes` if they fit under the cap now (`None`, nothing changed, if not). The
     /// reservation counts until it is dropped or becomes a charge.
     pub(crate) fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation<R>> {
+        self.reserve_or_why(bytes).ok()
+    }
+
+    /// Reserves `bytes` if they fit under the cap now; otherwise says why not, from the same
+    /// look at the counters, the cap and the policy (so a wait for room re-reads all three on
+    /// every round, in one step).
+    pub(crate) fn reserve_or_why(self: &Arc<Self>, bytes: u64) -> Result<Reservation<R>, NoReservation> {
         let committed = self.counters.with(|c| {
-            if c.committed().checked_add(bytes)? > c.cap {
-                return None;
+            if c.overflow {
+                return Err(NoReservation::Overflow);
+            }
+            if bytes > c.cap {
+                return Err(NoReservation::TooLarge { cap: c.cap });
+            }
+            if c.committed().checked_add(bytes).is_none_or(|after| after > c.cap) {
+                return Err(NoReservation::NoRoom);
             }
             c.reserved += bytes;
             c.raise_high_water();
-            Some(c.committed())
+            Ok(c.committed())
         })?;
+        let reservation = Reservation { budget: Arc::clone(self), bytes };
         tracing::debug!(bytes, committed, "reserved");
-        Some(Reservation { budget: Arc::clone(self), bytes })
+        Ok(reservation)
     }
 
     /// The room epoch: read it *before* looking for room, then [`RamBudget::wait_for_room`]
@@ -160,6 +206,19 @@ impl<R: Runtime> RamBudget<R> {
     /// Whether some load is waiting for room now.
     pub(crate) fn room_waiters(&self) -> bool {
         self.room.has_waiters()
+    }
+
+    /// Counts the caller as a load looking for room until the returned guard is dropped. A
+    /// room request it leaves with a busy peer is honoured at that peer's release while it
+    /// counts, even before it waits (it may still be asking other peers).
+    pub(crate) fn seek_room(self: &Arc<Self>) -> Seeking<R> {
+        self.counters.with(|c| c.seekers += 1);
+        Seeking { budget: Arc::clone(self) }
+    }
+
+    /// Whether some load is looking for room now (a hint: one may start or stop at once).
+    pub(crate) fn room_seekers(&self) -> bool {
+        self.counters.with(|c| c.seekers > 0)
     }
 
     /// Tells the threads waiting for room that something they could use changed (a record
@@ -181,8 +240,8 @@ impl<R: Runtime> RamBudget<R> {
         self.counters.with(|c| c.cap)
     }
 
-    /// Changes the cap (SPEC 1.12); `true` if it was lowered. Raising it wakes the loads
-    /// waiting for room. Lowering it holds for every later reservation at once; what is
+    /// Changes the cap (SPEC 1.12); `true` if it was lowered. Either way it wakes the loads
+    /// waiting for room: a raise may let them in, and one that no longer fits is refused. Lowering it holds for every later reservation at once; what is
     /// already in use is evicted down to it by
     /// [`CacheGroup::set_cap`](super::CacheGroup::set_cap), which calls this. The high-water
     /// mark stays the peak since the budget was made. Zero is refused and changes nothing.
@@ -191,9 +250,13 @@ impl<R: Runtime> RamBudget<R> {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
         let lowered = self.counters.with(|c| std::mem::replace(&mut c.cap, cap) > cap);
-        if !lowered {
-            self.room.bump_at(Mutant::LOST_WAKEUP_CAP_RAISED);
-        }
+        // Both ways wake the loads waiting for room: a raise may let them in, a lowering may
+        // make them too large for the budget, which they must hear at once (S-Z2).
+        self.room.bump_at(if lowered {
+            Mutant::LOST_WAKEUP_CAP_LOWERED
+        } else {
+            Mutant::LOST_WAKEUP_CAP_RAISED
+        });
         Ok(lowered)
     }
 
@@ -258,18 +321,20 @@ impl<R: Runtime> RamBudget<R> {
     /// budget's sums would overflow. With a `reservation`, the charge takes its place in the
     /// same critical section (up to its bytes; what the reservation holds beyond is released
     /// when it is dropped).
+    ///
+    /// The store calls it inside its own monitor, so it reports nothing (a `tracing`
+    /// subscriber is user code): the admission that asked for it reports it.
     pub(crate) fn charge_shared(
         self: &Arc<Self>,
         bytes: u64,
         reservation: Option<&mut Reservation<R>>,
     ) -> Result<SharedCharge<R>, Overflow> {
-        let committed = self.counters.with(|c| {
+        self.counters.with(|c| {
             Self::settle(c, reservation, bytes);
             c.add(bytes)?;
             c.shared += bytes;
-            Ok(c.committed())
+            Ok(())
         })?;
-        tracing::debug!(bytes, committed, "charged shared");
         Ok(SharedCharge { budget: Arc::clone(self), bytes })
     }
 
@@ -296,8 +361,9 @@ impl<R: Runtime> RamBudget<R> {
             *c.non_shared.entry(cache).or_default() += bytes;
             Ok(c.committed())
         })?;
+        let charge = NonSharedCharge { budget: Arc::clone(self), cache, bytes };
         tracing::debug!(bytes, committed, "charged non-shared");
-        Ok(NonSharedCharge { budget: Arc::clone(self), cache, bytes })
+        Ok(charge)
     }
 }
 

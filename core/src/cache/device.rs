@@ -35,7 +35,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use super::budget::{CacheId, Reservation};
@@ -44,7 +44,7 @@ use super::ledger::DeviceBudget;
 use super::loaded::{Admission, Claim, LoadedModel};
 use super::record::{DeviceCopy, Record, RecordSlot, Residency};
 use super::weights::{CanonicalId, is_model_or_submodel};
-use crate::deadline::Deadline;
+use crate::deadline::{CallOptions, Deadline};
 use crate::error::{CacheError, InvalidConfig};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -172,8 +172,20 @@ fn frees<W, R: Runtime>(record: &Arc<Record<W, R>>) -> u64 {
 enum Source<W, R: Runtime> {
     /// A canonical alive in some peer.
     Adopted(Arc<super::weights::Canonical<W, R>>),
-    /// The caller's weights.
-    Fresh(W),
+    /// The caller's weights, built after the key's drop epoch read `since` (if known).
+    Fresh { weights: W, since: Option<u64> },
+}
+
+/// What a load prepared before it built the weights it admits.
+pub(crate) struct Prepared<R: Runtime> {
+    /// The room it reserved (`None`: reserve at admission, or the overflow policy).
+    pub(crate) reservation: Option<Reservation<R>>,
+    /// The deadline of its waits.
+    pub(crate) deadline: Deadline,
+    /// The key's [drop epoch](super::WeightStore::drop_epoch) before the weights were built:
+    /// if it moved by admission, they may be dropped weights, admitted stale and never
+    /// registered as the key's canonical (C-D6). `None`: not known (a plain `put`).
+    pub(crate) since: Option<u64>,
 }
 
 /// Records [`DeviceCache::mark_dropped`] took out, still to be finished outside every lock.
@@ -265,20 +277,39 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         bytes: u64,
         how: PutOptions,
     ) -> Result<Admission<W, R>, CacheError> {
-        self.put_reserved(key, weights, bytes, how, None)
+        self.put_with(key, weights, bytes, how, CallOptions::new())
     }
 
-    /// [`DeviceCache::put`], charging fresh weights out of `reservation` (made before they were
-    /// built); without one, fresh weights reserve their room here. A reservation that is not
-    /// needed (the key is resident or adoptable) is released once the admission exists.
+    /// [`DeviceCache::put`] with its wait for room bounded by `options` too (SPEC 1.10): the
+    /// tighter of the budget's room wait and the call's own bound, then
+    /// [`CacheError::NoRoom`], `weights` dropped, nothing admitted.
+    pub fn put_with(
+        self: &Arc<Self>,
+        key: &str,
+        weights: W,
+        bytes: u64,
+        how: PutOptions,
+        options: CallOptions,
+    ) -> Result<Admission<W, R>, CacheError> {
+        let deadline = options.deadline(self.runtime());
+        let deadline = if self.mutant(Mutant::DEADLINE_SKIPS_PUT) { Deadline::NONE } else { deadline };
+        self.put_reserved(key, weights, bytes, how, Prepared { reservation: None, deadline, since: None })
+    }
+
+    /// [`DeviceCache::put`] of weights a load `prepared` for: charged out of its reservation
+    /// (made before they were built); without one, fresh weights reserve their room here,
+    /// waiting for it until its deadline at the latest. A reservation that is not needed (the
+    /// key is resident or adoptable) is released once the admission exists. Weights built
+    /// across a drop of the key are admitted stale ([`Prepared::since`]).
     pub(crate) fn put_reserved(
         self: &Arc<Self>,
         key: &str,
         weights: W,
         bytes: u64,
         how: PutOptions,
-        reservation: Option<Reservation<R>>,
+        prepared: Prepared<R>,
     ) -> Result<Admission<W, R>, CacheError> {
+        let Prepared { reservation, deadline, since } = prepared;
         ModelId::validate(key)?;
         let cap = self.group.budget.cap();
         if bytes > cap {
@@ -309,9 +340,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 drop((weights, reservation));
                 (Source::Adopted(canonical), None)
             }
-            None if reservation.is_some() => (Source::Fresh(weights), reservation),
-            None => match self.reserve_room(key, bytes, Deadline::NONE) {
-                Ok(reservation) => (Source::Fresh(weights), reservation),
+            None if reservation.is_some() => (Source::Fresh { weights, since }, reservation),
+            None => match self.reserve_room(key, bytes, deadline) {
+                Ok(reservation) => (Source::Fresh { weights, since }, reservation),
                 Err(refused) => {
                     drop(weights);
                     return Err(refused);
@@ -352,17 +383,22 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         // (the C-R28 mutant does not). Refused weights are dropped here, outside every lock.
         let residency = match source {
             Source::Adopted(canonical) => Residency::Shared(canonical),
-            Source::Fresh(weights) if how.shared && self.mutant(Mutant::ADOPT_BY_PEEK) => Residency::Shared(
-                self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
-            ),
-            Source::Fresh(weights) if how.shared => Residency::Shared(
-                self.group
-                    .store
-                    .insert_reserved(key, weights, bytes, reservation.as_mut())
-                    .map_err(|_| overflow())?
-                    .0,
-            ),
-            Source::Fresh(weights) => {
+            Source::Fresh { weights, .. } if how.shared && self.mutant(Mutant::ADOPT_BY_PEEK) => {
+                Residency::Shared(
+                    self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
+                )
+            }
+            Source::Fresh { weights, since } if how.shared => {
+                let since = since.filter(|_| !self.mutant(Mutant::LOAD_ACROSS_DROP_REGISTERED));
+                Residency::Shared(
+                    self.group
+                        .store
+                        .insert_reserved(key, weights, bytes, reservation.as_mut(), since)
+                        .map_err(|_| overflow())?
+                        .0,
+                )
+            }
+            Source::Fresh { weights, .. } => {
                 let charge = self
                     .group
                     .budget
@@ -411,10 +447,13 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 }
             }
         });
-        tracing::debug!(device = %self.device, key, bytes, "admitted");
+        let device = &self.device;
         let admission = self.hand_out_then(
             || Admission { cache: Arc::clone(self), record: Some(record) },
-            move || drop((spare, replaced, reservation)),
+            move || {
+                drop((spare, replaced, reservation));
+                tracing::debug!(%device, key, bytes, "admitted");
+            },
         );
         if self.group.budget.excess() > 0 {
             for peer in self.group.peers(self) {
@@ -485,8 +524,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 }
             }
         });
-        tracing::debug!(device = %self.device, key, hit = record.is_some(), "get");
-        self.hand_out(|| record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) }))
+        let hit = record.is_some();
+        let report = || tracing::debug!(device = %self.device, key, hit, "get");
+        if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            report();
+            return self.hand_out(|| {
+                record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) })
+            });
+        }
+        self.hand_out_then(
+            || record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) }),
+            report,
+        )
     }
 
     /// Evicts unprotected records of this cache, least recently used first, until `bytes`
@@ -725,10 +774,16 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 self.reconcile_pending.with(Option::take)
             };
             // Room a load asked for while this cache was busy is made only while a load still
-            // waits for room: one that got it elsewhere, or gave up, needs no more evictions.
-            // Without one the request is a plain reconcile, down to the cap.
+            // looks for room (it may not wait yet: it may be asking other peers, C-B4): one
+            // that got it elsewhere, or gave up, needs no more evictions. Without one the
+            // request is a plain reconcile, down to the cap.
             let deferred = requested.unwrap_or(0);
-            let deferred = if self.group.budget.room_waiters() { deferred } else { 0 };
+            let looking = if self.mutant(Mutant::DEFERRED_ROOM_NEEDS_WAITER) {
+                self.group.budget.room_waiters()
+            } else {
+                self.group.budget.room_seekers()
+            };
+            let deferred = if looking { deferred } else { 0 };
             Self::evict_lru_while(s, room.max(deferred), &self.group, admitting)
         })?;
         if clear_late {
@@ -784,8 +839,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
     /// and now free; then, if the budget is over its cap, evicts this cache's free records
     /// (the excess may be this cache's own, C-R22).
+    ///
+    /// It runs in the `Drop` of handles: what it reports comes last (a subscriber is user code,
+    /// and a panic of its must find the claim released and every waiter woken), and not at
+    /// all while the thread unwinds.
     pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
-        tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
+        if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
+        }
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.group.runtime.now();
         let (evicted, freed, expires, copy_unlocked) = self.with_state(|s| {
@@ -825,6 +886,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             .any(|m| self.mutant(m));
         if !skip && self.group.budget.excess() > 0 {
             self.make_room_here(0);
+        }
+        if !crate::runtime::panicking() && !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         }
     }
 
@@ -968,7 +1032,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// stale record's last unlock); returns how many.
     ///
     /// Each drop and each callback is user code and may panic: every record is still dropped
-    /// and reported, and the first panic then goes on unwinding.
+    /// and reported, and the first panic then goes on unwinding, unless this thread is already
+    /// unwinding (a guard dropped by another panic, C-P5): then the panic is dropped, since
+    /// one leaving a `Drop` during an unwind aborts the process.
     fn finish_evictions(&self, evicted: Evicted<W, R>, by: &'static str) -> usize {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
@@ -979,18 +1045,24 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         for gone in evicted {
             let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);
             let dropped = catch_unwind(AssertUnwindSafe(move || drop(gone)));
-            tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
-            telemetry::evicted(by, bytes);
-            let reported = match &callback {
-                Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(&key, bytes))),
-                None => Ok(()),
-            };
+            // The report and the callback are user code: caught like the drop.
+            let reported = catch_unwind(AssertUnwindSafe(|| {
+                tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
+                telemetry::evicted(by, bytes);
+                if let Some(callback) = &callback {
+                    callback(&key, bytes);
+                }
+            }));
             for payload in [dropped.err(), reported.err()].into_iter().flatten() {
                 first_panic.get_or_insert(payload);
             }
         }
         if let Some(payload) = first_panic {
-            resume_unwind(payload);
+            if crate::runtime::panicking() && !self.mutant(Mutant::PANIC_ESCAPES_UNWINDING_DROP) {
+                drop(payload);
+            } else {
+                self.group.runtime.resume_unwind(payload);
+            }
         }
         count
     }

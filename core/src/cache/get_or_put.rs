@@ -3,6 +3,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
+use super::device::Prepared;
 use super::single_flight::Turn;
 use super::{DeviceCache, LoadedModel, PutOptions};
 use crate::deadline::{CallOptions, Deadline};
@@ -182,6 +183,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             if let Some(admission) = self.adopt(key)? {
                 return Ok(admission.into_loaded());
             }
+            // Read before the weights are built: a drop from now on may be one they straddle.
+            let since = self.group().store.drop_epoch(key);
             // The C-B1 mutant loads first; `put` then reserves for weights already built.
             let mut reservation = if self.runtime().mutant(Mutant::RESERVE_AFTER_LOAD) {
                 None
@@ -201,7 +204,13 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 }
             };
             let loaded = self
-                .put_reserved(key, weights, declared_bytes, PutOptions::default(), reservation)?
+                .put_reserved(
+                    key,
+                    weights,
+                    declared_bytes,
+                    PutOptions::default(),
+                    Prepared { reservation, deadline, since: Some(since) },
+                )?
                 .into_loaded();
             drop(claim);
             return Ok(loaded);

@@ -62,6 +62,11 @@ pub struct LoadedModel<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
+    /// The weights held (read only: they are used once locked).
+    pub(crate) fn weights(&self) -> &W {
+        self.record.as_ref().expect("live holder").weights()
+    }
+
     /// Locks the record for use: the hold becomes a lock in one critical section.
     pub fn lock(mut self) -> ModelGuard<W, R> {
         let record = self.record.take().expect("a loaded model is locked once");

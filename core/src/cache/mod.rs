@@ -29,6 +29,7 @@ mod record;
 mod room;
 mod single_flight;
 mod sizing;
+mod sourced;
 mod weights;
 
 pub use budget::{CacheId, NonSharedCharge, RamBudget, Reservation, SharedCharge};
@@ -38,4 +39,5 @@ pub use group::CacheGroup;
 pub use loaded::{Admission, LoadedModel, ModelGuard};
 pub use placement::{DeviceGuard, DeviceWeights};
 pub use sizing::{MachineRam, RamCapError, RamSource, machine_ram, ram_cap};
+pub use sourced::Sourced;
 pub use weights::{Canonical, CanonicalId, WeightStore};

@@ -34,6 +34,7 @@ use super::device::{State, slot_device_bytes};
 use super::ledger::{DeviceBudget, Placed};
 use super::loaded::{LoadedModel, ModelGuard};
 use super::record::{DeviceCopy, Record};
+use crate::deadline::{CallOptions, Deadline};
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
@@ -111,11 +112,25 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// copies whose room it needs placed waits that whole bound, then gets
     /// [`CacheError::DeviceFull`].
     pub fn lock_on_device(self) -> Result<DeviceGuard<W, R>, CacheError> {
+        self.lock_on_device_until(Deadline::NONE)
+    }
+
+    /// [`LoadedModel::lock_on_device`] with its waits bounded by `options` too (SPEC 1.10):
+    /// the tighter of the move wait and the call's own bound.
+    pub fn lock_on_device_with(self, options: CallOptions) -> Result<DeviceGuard<W, R>, CacheError> {
+        let deadline = options.deadline(self.cache.runtime());
+        self.lock_on_device_until(deadline)
+    }
+
+    /// [`LoadedModel::lock_on_device`] with its waits bounded by `deadline` too: what a
+    /// [`Loader::load_until`](crate::Loader::load_until) passes on.
+    pub fn lock_on_device_until(self, deadline: Deadline) -> Result<DeviceGuard<W, R>, CacheError> {
         let guard = self.lock();
         let (cache, record) = (guard.cache(), guard.locked());
         let need = record.weights().device_bytes();
         let runtime = cache.runtime();
-        let wait = (!runtime.mutant(Mutant::MOVE_WAIT_UNBOUNDED)).then_some(cache.move_wait());
+        let wait = (!runtime.mutant(Mutant::MOVE_WAIT_UNBOUNDED))
+            .then(|| deadline.bound(runtime, cache.move_wait(), Mutant::DEADLINE_SKIPS_DEVICE_WAIT));
         let budget = cache.device_budget();
         // One bound for the whole placement, however many times it offloads and decides again.
         let start = cache.now();

@@ -2,14 +2,16 @@
 //!
 //! In order, until the bytes fit: reserve if they fit now; evict this cache's idle records
 //! (least recently used first); ask every peer to evict its own, without ever waiting for a
-//! peer's lock (a busy peer honours the request at its next release); then wait, bounded by
+//! peer's lock (a busy peer honours the request at its next release, for as long as some load
+//! still looks for room: from its first refusal until it returns, waiting or not); then wait, bounded by
 //! the budget's room wait, for something to change — a debit (a charge or a reservation
 //! dropped) or a release that left a record evictable, both of which notify — and start over.
 //! The wait reads the room epoch *before* looking, so a change that lands while it looks ends
-//! the wait at once (no lost wakeup).
+//! the wait at once (no lost wakeup). Each round's first look reads the cap and the overflow
+//! policy with the counters: a load never sleeps past a change of either (both notify).
 
 use super::DeviceCache;
-use super::budget::Reservation;
+use super::budget::{NoReservation, Reservation, Seeking};
 use crate::deadline::Deadline;
 use crate::error::CacheError;
 use crate::mutants::Mutant;
@@ -23,6 +25,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Under the overflow policy nothing is reserved (`Ok(None)`): this cache's idle records
     /// make what room they can, and the admission may overshoot, with a warning; its peers are
     /// asked to reconcile once it is charged (SPEC 3.2).
+    ///
+    /// Every round reads the cap and the policy again, in the same step as the counters: a
+    /// policy switched on lets a waiting load go ahead, and a cap lowered below `bytes`
+    /// refuses it with [`CacheError::TooLarge`]; both changes wake the wait (S-Z2, S-Z3).
     pub(crate) fn reserve_room(
         self: &Arc<Self>,
         key: &str,
@@ -30,26 +36,31 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         deadline: Deadline,
     ) -> Result<Option<Reservation<R>>, CacheError> {
         let budget = Arc::clone(self.group().budget());
-        if budget.overflow() {
-            self.make_room_here(bytes);
-            if !budget.fits(bytes) {
-                tracing::warn!(
-                    key,
-                    bytes,
-                    cap = budget.cap(),
-                    committed = budget.committed(),
-                    "no room: admitting past the RAM budget (overflow policy)"
-                );
-            }
-            return Ok(None);
-        }
         let wait = deadline.bound(self.runtime(), budget.room_wait(), Mutant::DEADLINE_SKIPS_ROOM);
         let start = self.now();
+        // The historical bug reads the policy and the cap once, before the first round.
+        let once = self.runtime().mutant(Mutant::ROOM_WAIT_READS_LIMITS_ONCE);
+        let mut first = true;
+        let mut seeking = None;
         loop {
             let seen = budget.room_epoch();
-            if let Some(reservation) = self.try_reserve_making_room(bytes) {
-                return Ok(Some(reservation));
+            let round = self.try_reserve_making_room(bytes, &mut seeking);
+            match round {
+                Ok(reservation) => return Ok(Some(reservation)),
+                Err(NoReservation::Overflow) if first || !once => {
+                    self.overflow_admission(key, bytes);
+                    return Ok(None);
+                }
+                Err(NoReservation::TooLarge { cap }) if first || !once => {
+                    return Err(telemetry::cache_refused(CacheError::TooLarge {
+                        key: key.to_owned(),
+                        bytes,
+                        cap,
+                    }));
+                }
+                Err(_) => {}
             }
+            first = false;
             let left = wait.saturating_sub(self.now().saturating_sub(start));
             if left.is_zero() {
                 return Err(self.no_room(key, bytes, wait));
@@ -59,20 +70,48 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
     }
 
-    /// One round: reserve if `bytes` fit; else evict here, then ask the peers, trying after each.
-    fn try_reserve_making_room(self: &Arc<Self>, bytes: u64) -> Option<Reservation<R>> {
+    /// The overflow policy's admission: this cache's idle records make what room they can,
+    /// and what does not fit overshoots, with a warning.
+    fn overflow_admission(self: &Arc<Self>, key: &str, bytes: u64) {
         let budget = self.group().budget();
-        if let Some(reservation) = budget.try_reserve(bytes) {
-            return Some(reservation);
+        self.make_room_here(bytes);
+        if !budget.fits(bytes) {
+            tracing::warn!(
+                key,
+                bytes,
+                cap = budget.cap(),
+                committed = budget.committed(),
+                "no room: admitting past the RAM budget (overflow policy)"
+            );
+        }
+    }
+
+    /// One round: reserve if `bytes` fit; else evict here, then ask the peers, trying after each.
+    /// The first look decides whether to go on at all: under the overflow policy, or for bytes
+    /// above the cap, it says why not and nothing is evicted. From the first refusal on, the
+    /// load counts as looking for room (`seeking`, until it returns), so that a peer busy now
+    /// honours its request at its next release (C-B4).
+    fn try_reserve_making_room(
+        self: &Arc<Self>,
+        bytes: u64,
+        seeking: &mut Option<Seeking<R>>,
+    ) -> Result<Reservation<R>, NoReservation> {
+        let budget = self.group().budget();
+        match budget.reserve_or_why(bytes) {
+            Err(NoReservation::NoRoom) => {}
+            decided => return decided,
+        }
+        if seeking.is_none() {
+            *seeking = Some(budget.seek_room());
         }
         self.make_room_here(bytes);
         if let Some(reservation) = budget.try_reserve(bytes) {
-            return Some(reservation);
+            return Ok(reservation);
         }
         for peer in self.group().peers(self) {
             peer.request_room(bytes);
         }
-        budget.try_reserve(bytes)
+        budget.try_reserve(bytes).ok_or(NoReservation::NoRoom)
     }
 
     /// The refusal of a load of `key` that found no room: the bytes it needed, the cap, and what

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-use super::budget::{Overflow, RamBudget, Reservation, SharedCharge};
+use super::budget::{NoReservation, Overflow, RamBudget, Reservation, SharedCharge};
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// One canonical set of CPU weights; its bytes are counted for exactly as long as it lives.
@@ -67,10 +67,13 @@ pub struct WeightStore<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     map: R::Monitor<Registry<W, R>>,
 }
 
-/// The store's map, and how many canonicals it has created (the next one's [`CanonicalId`]).
+/// The store's map, how many canonicals it has created (the next one's [`CanonicalId`]), and
+/// how often each name was dropped ([`WeightStore::drop_epoch`]).
 struct Registry<W, R: Runtime> {
     by_key: BTreeMap<String, Weak<Canonical<W, R>>>,
     created: u64,
+    /// Per name given to `invalidate` or `invalidate_model`, how many times it was dropped.
+    drops: BTreeMap<String, u64>,
 }
 
 impl<W, R: Runtime> Registry<W, R> {
@@ -78,6 +81,17 @@ impl<W, R: Runtime> Registry<W, R> {
     fn next_id(&mut self) -> CanonicalId {
         self.created += 1;
         CanonicalId(self.created)
+    }
+
+    /// How many drops have covered `key` so far (of `key` itself or of the model it is a
+    /// submodel of).
+    fn drop_epoch(&self, key: &str) -> u64 {
+        self.drops.iter().filter(|(name, _)| is_model_or_submodel(key, name)).map(|(_, n)| n).sum()
+    }
+
+    /// Counts a drop of `name`.
+    fn dropped(&mut self, name: &str) {
+        *self.drops.entry(name.to_owned()).or_default() += 1;
     }
 }
 
@@ -98,7 +112,8 @@ impl<W, R: Runtime> DerefMut for Registry<W, R> {
 impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// An empty store charging `budget`.
     pub fn new(budget: Arc<RamBudget<R>>, runtime: &R) -> Arc<Self> {
-        Arc::new(Self { budget, map: runtime.monitor(Registry { by_key: BTreeMap::new(), created: 0 }) })
+        let registry = Registry { by_key: BTreeMap::new(), created: 0, drops: BTreeMap::new() };
+        Arc::new(Self { budget, map: runtime.monitor(registry) })
     }
 
     /// The budget this store charges.
@@ -121,24 +136,34 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// come back, nothing charged.
     pub fn insert(&self, key: &str, weights: W, bytes: u64) -> Result<(Arc<Canonical<W, R>>, bool), W> {
         if self.budget.overflow() {
-            return self.insert_reserved(key, weights, bytes, None);
+            return self.insert_reserved(key, weights, bytes, None, None);
         }
         if let Some(live) = self.adopt(key) {
             drop(weights);
             return Ok((live, true));
         }
-        let Some(mut reservation) = self.budget.try_reserve(bytes) else { return Err(weights) };
-        self.insert_reserved(key, weights, bytes, Some(&mut reservation))
+        match self.budget.reserve_or_why(bytes) {
+            Ok(mut reservation) => self.insert_reserved(key, weights, bytes, Some(&mut reservation), None),
+            // Switched on since it was read.
+            Err(NoReservation::Overflow) => self.insert_reserved(key, weights, bytes, None, None),
+            Err(NoReservation::TooLarge { .. } | NoReservation::NoRoom) => Err(weights),
+        }
     }
 
     /// [`WeightStore::insert`], charging the weights out of `reservation` (which is left with
     /// what it held beyond `bytes`, or untouched if a live canonical was adopted instead).
+    ///
+    /// `since` is the key's [drop epoch](WeightStore::drop_epoch) read before the weights were
+    /// built: if `key` was dropped since, the weights may be the dropped ones (a load in flight
+    /// across `drop_model`, C-D6), so they are charged but never registered — the admission
+    /// that brings them is stale at birth, and later loads read afresh.
     pub(crate) fn insert_reserved(
         &self,
         key: &str,
         weights: W,
         bytes: u64,
         reservation: Option<&mut Reservation<R>>,
+        since: Option<u64>,
     ) -> Result<(Arc<Canonical<W, R>>, bool), W> {
         let mut spare = Some(weights);
         let canonical = self.map.with(|m| {
@@ -149,7 +174,9 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             let weights = spare.take().expect("weights are used once");
             let id = m.next_id();
             let canonical = Arc::new(Canonical { id, key: key.to_owned(), bytes, weights, _charge: charge });
-            m.insert(key.to_owned(), Arc::downgrade(&canonical));
+            if since.is_none_or(|since| since == m.drop_epoch(key)) {
+                m.insert(key.to_owned(), Arc::downgrade(&canonical));
+            }
             Ok::<_, Overflow>(canonical)
         });
         match canonical {
@@ -185,17 +212,28 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// Forgets `key`: the next load builds fresh weights. Live holders keep the old canonical
     /// (and its bytes stay counted) until they let go.
     pub fn invalidate(&self, key: &str) {
-        let forgotten = self.map.with(|m| m.remove(key));
+        let forgotten = self.map.with(|m| {
+            m.dropped(key);
+            m.remove(key)
+        });
         drop(forgotten);
     }
 
     /// Forgets `key` and every submodel key `key:*` (see [`WeightStore::invalidate`]).
     pub(crate) fn invalidate_model(&self, key: &str) {
         let forgotten = self.map.with(|m| {
+            m.dropped(key);
             let keys: Vec<String> = m.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
             keys.iter().filter_map(|k| m.remove(k)).collect::<Vec<_>>()
         });
         drop(forgotten);
+    }
+
+    /// How many drops ([`WeightStore::invalidate`], `drop_model`) have covered `key` so far: a
+    /// load reads it before it builds weights, and its admission registers them only if it has
+    /// not moved since.
+    pub(crate) fn drop_epoch(&self, key: &str) -> u64 {
+        self.map.with(|m| m.drop_epoch(key))
     }
 
     /// Whether `canonical` is still the one registered for `key` (not invalidated since it was

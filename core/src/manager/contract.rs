@@ -14,6 +14,7 @@ use super::{Added, Lease, LifecycleGuard, Model, Replaced, Snapshot};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
+use crate::mutants::Mutant;
 use crate::runtime::Runtime;
 
 /// What [`Manager::evict_locked`] did.
@@ -208,8 +209,17 @@ pub trait Manager: Send + Sync + 'static {
     /// the model was registered is honoured by every eviction that had not yet unloaded it.
     /// Pinning an id that is not registered (yet) is allowed; the pin waits for it.
     fn pin(&self, id: &str) -> Result<(), ManagerError> {
+        self.pin_with(id, CallOptions::new())
+    }
+
+    /// [`Manager::pin`] with its wait for the lifecycle lock bounded by `options` too
+    /// (SPEC 1.10): `LockTimeout` once it runs out, nothing pinned.
+    fn pin_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
         let id = ModelId::new(id)?;
-        let guard = self.lock(&id)?;
+        let deadline = options.deadline(self.runtime());
+        let deadline =
+            if self.runtime().mutant(Mutant::DEADLINE_SKIPS_PIN) { Deadline::NONE } else { deadline };
+        let guard = self.lock_until(&id, deadline)?;
         self.pin_locked(&guard)
     }
 

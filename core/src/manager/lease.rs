@@ -84,14 +84,24 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
                 let timeout = timeout();
                 let rt = self.changes.runtime();
                 let started = rt.now();
-                let taken = self.state.wait_until(Some(timeout), take).unwrap_or_else(|_| {
-                    Err(telemetry::lease_refused(ManagerError::LockTimeout {
-                        id: self.id.clone(),
-                        waited: timeout,
-                    }))
+                let taken = self.state.wait_until(Some(timeout), take);
+                // The lease exists before the wait is reported: a panicking recorder (user
+                // code) drops it, which releases the count it took.
+                let report_first = rt.mutant(Mutant::REPORT_BEFORE_HANDLE);
+                if report_first {
+                    telemetry::lease_waited(rt.now().saturating_sub(started));
+                }
+                let leased = match taken {
+                    Ok(taken) => taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) })),
+                    Err(_) => Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout }),
+                };
+                if !report_first {
+                    telemetry::lease_waited(rt.now().saturating_sub(started));
+                }
+                return leased.map_err(|error| match error {
+                    ManagerError::LockTimeout { .. } => telemetry::lease_refused(error),
+                    error => error,
                 });
-                telemetry::lease_waited(rt.now().saturating_sub(started));
-                taken
             }
         };
         taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) }))

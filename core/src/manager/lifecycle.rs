@@ -33,16 +33,21 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     /// Reserves the current generation of `id` (creating it if needed).
     pub(crate) fn new(table: &SharedTable<M, R>, id: &ModelId, changes: &Arc<Signal<R>>) -> Self {
         let reserved = table.with(|t| t.reserve(id, changes.runtime()));
-        let (entry, ticket) = (reserved.entry, reserved.ticket);
-        tracing::trace!(%id, generation = entry.generation, ticket, "reserved");
-        Self {
+        let (entry, ticket, created) = (reserved.entry, reserved.ticket, reserved.created);
+        // The handle exists before anything is reported: a panicking subscriber unreserves.
+        let reservation = Self {
             table: Arc::clone(table),
             id: id.clone(),
             entry,
             ticket,
             changes: Arc::clone(changes),
             leaked: false,
+        };
+        if created {
+            tracing::trace!(%id, generation = reservation.entry.generation, "lifecycle entry created");
         }
+        tracing::trace!(%id, generation = reservation.entry.generation, ticket, "reserved");
+        reservation
     }
 
     /// Waits (at most `timeout`) for the generation's lock, turning the reservation into a
@@ -52,19 +57,36 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         timeout: std::time::Duration,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<M, R>, TimedOut> {
-        let started = self.changes.runtime().now();
+        let rt = self.changes.runtime().clone();
+        let started = rt.now();
         let acquired = self.entry.lock.acquire(timeout);
-        if acquired != Ok(false) {
-            telemetry::lock_waited(self.changes.runtime().now().saturating_sub(started));
+        // Report only once the claim has its handle: the recorder and the subscriber are user
+        // code, and a panic of theirs must find the lock owned by a guard that releases it.
+        let report_wait = |rt: &R| {
+            if acquired != Ok(false) {
+                telemetry::lock_waited(rt.now().saturating_sub(started));
+            }
+        };
+        if rt.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            report_wait(&rt);
         }
         match acquired {
             Ok(_) => {
-                tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock acquired");
-                Ok(LifecycleGuard { reservation: self, locked: true, deadline })
+                let guard = LifecycleGuard { reservation: self, locked: true, deadline };
+                if !rt.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+                    report_wait(&rt);
+                }
+                tracing::trace!(id = %guard.id(), generation = guard.generation(), "lifecycle lock acquired");
+                Ok(guard)
             }
             Err(TimedOut) => {
-                tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock timed out");
-                self.leaked = self.changes.runtime().mutant(Mutant::LEAK_RESERVATION_ON_TIMEOUT);
+                self.leaked = rt.mutant(Mutant::LEAK_RESERVATION_ON_TIMEOUT);
+                let (id, generation) = (self.id.clone(), self.entry.generation);
+                drop(self);
+                if !rt.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+                    report_wait(&rt);
+                }
+                tracing::trace!(%id, generation, "lifecycle lock timed out");
                 Err(TimedOut)
             }
         }
@@ -73,8 +95,9 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     /// Takes the generation's lock only if it is free right now.
     pub(crate) fn try_acquire(self) -> Option<LifecycleGuard<M, R>> {
         self.entry.lock.try_acquire().then(|| {
-            tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle lock taken (try)");
-            LifecycleGuard { reservation: self, locked: true, deadline: Deadline::NONE }
+            let guard = LifecycleGuard { reservation: self, locked: true, deadline: Deadline::NONE };
+            tracing::trace!(id = %guard.id(), generation = guard.generation(), "lifecycle lock taken (try)");
+            guard
         })
     }
 }
@@ -84,7 +107,10 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
         if self.leaked || (panicking() && self.changes.runtime().mutant(Mutant::LEAK_RESERVATION_ON_PANIC)) {
             return;
         }
-        self.table.with(|t| t.unreserve(&self.id, &self.entry));
+        let retired = self.table.with(|t| t.unreserve(&self.id, &self.entry));
+        if retired && !panicking() {
+            tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle entry retired");
+        }
     }
 }
 

@@ -37,7 +37,7 @@ use lease::ModelSlot;
 use lifecycle::{Reservation, SharedTable};
 use table::Table;
 
-use crate::deadline::Deadline;
+use crate::deadline::{CallOptions, Deadline};
 use crate::error::{InvalidConfig, ManagerError, RegisterError, SourceError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -259,10 +259,16 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                 if self.runtime.mutant(Mutant::RETIRE_ON_LOAD_FAILURE) {
                     self.table.with(|t| t.forget(resolved));
                 }
-                tracing::debug!(id = %resolved, %error, "add: load failed");
-                telemetry::load_failed(canonical);
+                // A bounded wait of this caller's that expired inside the load (its deadline,
+                // or a configured wait) is its own error: never shared, never remembered
+                // (S-F2). Only a failure of the load itself is.
+                let expired = crate::error::is_wait_expiry(&*error);
                 let error = ManagerError::Load { id: resolved.clone(), source: SourceError::new(error) };
-                guard.record_failure(canonical, &error, self.config.failure_cache());
+                if !expired || self.runtime.mutant(Mutant::EXPIRY_SHARED_AS_FAILURE) {
+                    guard.record_failure(canonical, &error, self.config.failure_cache());
+                }
+                tracing::debug!(id = %resolved, %error, expired, "add: load failed");
+                telemetry::load_failed();
                 Err(error)
             }
         }
@@ -374,8 +380,13 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         }
         tracing::debug!(%id, %canonical, "replace: loading the new version");
         let started = self.runtime.now();
-        let model = self.loader.load_until(canonical, guard.deadline()).map_err(|error| {
-            telemetry::load_failed(canonical);
+        let loaded = if self.runtime.mutant(Mutant::REPLACE_ADOPTS_CACHED) {
+            self.loader.load_until(canonical, guard.deadline())
+        } else {
+            self.loader.reload_until(canonical, guard.deadline())
+        };
+        let model = loaded.map_err(|error| {
+            telemetry::load_failed();
             ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
         })?;
         let took = self.runtime.now().saturating_sub(started);
@@ -462,7 +473,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     /// The base keeps no pins (it never evicts); it only validates the id.
-    fn pin(&self, id: &str) -> Result<(), ManagerError> {
+    fn pin_with(&self, id: &str, _options: CallOptions) -> Result<(), ManagerError> {
         ModelId::new(id)?;
         Ok(())
     }

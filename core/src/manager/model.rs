@@ -41,6 +41,15 @@ pub trait Loader: Send + Sync + 'static {
         self.load(id)
     }
 
+    /// Builds the model named by `id` afresh, for a [`replace`](crate::Manager::replace): from
+    /// its source as it is now, never from weights kept since an earlier load, not even
+    /// unchanged ones (SPEC 1.11). A loader that keeps nothing between loads has nothing to
+    /// forget: the default calls [`Loader::load_until`]. One that caches (a cache-backed
+    /// loader) drops what it holds for `id` first.
+    fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Self::Model, BoxError> {
+        self.load_until(id, deadline)
+    }
+
     /// The bytes the model named by `id` takes once loaded, if the loader can tell without
     /// loading it (from a file header, a manifest): what a hard budget reserves before `load`
     /// runs. `Ok(None)`, the default: unknown.

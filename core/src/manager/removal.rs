@@ -1,10 +1,12 @@
 //! Removing many models at once: [`Manager::shutdown`] (SPEC 1.13) and [`Manager::clear`], and
 //! the [`RemovalReport`] both return.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
 use super::LifecycleGuard;
 use super::contract::{Eviction, Manager};
 use crate::deadline::{CallOptions, Deadline};
-use crate::error::ManagerError;
+use crate::error::{ManagerError, SourceError, UserPanic};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::Runtime;
@@ -64,6 +66,11 @@ pub(crate) fn clear<M: Manager + ?Sized>(manager: &M, options: CallOptions) -> R
 /// Removes `ids` one by one with `remove`, each under its lifecycle lock (taken by
 /// `deadline`), through every layer; an id found unregistered is skipped. `stop_at_failure` is
 /// the mutant of upstream's `clear`, which gives up at the first failure.
+///
+/// User code (an `unload`, a model's `Drop`) that panics fails its own id only: the panic is
+/// caught once the id's lock is released and reported as that id's `Unload` error (its source a
+/// [`UserPanic`]), and every later id is still attempted (M-P3). The layers' own guards have
+/// settled their bookkeeping during the unwind, as for a panic reaching a caller of `remove`.
 fn remove_each<M: Manager + ?Sized>(
     manager: &M,
     ids: Vec<ModelId>,
@@ -75,11 +82,21 @@ fn remove_each<M: Manager + ?Sized>(
     for id in ids {
         // An id that is not registered goes through the removal too: a layer's stale entry of
         // it (one a reconcile left to this lock's holder) is settled there.
-        let settled = manager.lock_until(&id, deadline).and_then(|guard| match remove(&guard) {
-            Ok(()) => Ok(true),
-            Err(ManagerError::NotFound { .. }) => Ok(false),
-            Err(error) => Err(error),
-        });
+        let settle = || {
+            manager.lock_until(&id, deadline).and_then(|guard| match remove(&guard) {
+                Ok(()) => Ok(true),
+                Err(ManagerError::NotFound { .. }) => Ok(false),
+                Err(error) => Err(error),
+            })
+        };
+        let settled = if manager.runtime().mutant(Mutant::REMOVAL_ABANDONED_ON_PANIC) {
+            settle()
+        } else {
+            catch_unwind(AssertUnwindSafe(settle)).unwrap_or_else(|payload| {
+                let source = SourceError::new(Box::new(UserPanic::from_payload(payload.as_ref())));
+                Err(ManagerError::Unload { id: id.clone(), source })
+            })
+        };
         match settled {
             Ok(true) => report.removed.push(id),
             Ok(false) => {}

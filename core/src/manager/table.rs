@@ -52,6 +52,9 @@ pub(crate) struct Reserved<R: Runtime> {
     pub(crate) entry: Arc<LifecycleEntry<R>>,
     /// The reservation's place in the generation's order (see [`Table::shared_failure`]).
     pub(crate) ticket: u64,
+    /// Whether this reservation created the generation (reported by the caller, outside the
+    /// monitor: a subscriber is user code).
+    pub(crate) created: bool,
 }
 
 /// Registry (`resolved id -> model slot`) plus lifecycle table (`resolved id -> entry`).
@@ -79,9 +82,10 @@ impl<M, R: Runtime> Table<M, R> {
     /// Reserves the current generation of `id`, creating one if there is none.
     pub(crate) fn reserve(&mut self, id: &ModelId, runtime: &R) -> Reserved<R> {
         let Self { lifecycle, generations, .. } = self;
+        let mut created = false;
         let record = lifecycle.entry(id.clone()).or_insert_with(|| {
             *generations += 1;
-            tracing::trace!(%id, generation = *generations, "lifecycle entry created");
+            created = true;
             LifecycleRecord {
                 entry: Arc::new(LifecycleEntry { lock: TimedLock::new(runtime), generation: *generations }),
                 reservations: 0,
@@ -91,7 +95,7 @@ impl<M, R: Runtime> Table<M, R> {
         });
         record.reservations += 1;
         record.tickets += 1;
-        Reserved { entry: Arc::clone(&record.entry), ticket: record.tickets - 1 }
+        Reserved { entry: Arc::clone(&record.entry), ticket: record.tickets - 1, created }
     }
 
     /// Records that loading `canonical` under generation `entry` of `id` failed with `error`:
@@ -151,18 +155,19 @@ impl<M, R: Runtime> Table<M, R> {
     }
 
     /// Releases one reservation of `entry`, retiring it if that was the last one and the id is
-    /// not registered. A stale generation (no longer current) is left alone.
-    pub(crate) fn unreserve(&mut self, id: &ModelId, entry: &Arc<LifecycleEntry<R>>) {
-        let Some(record) = self.lifecycle.get_mut(id) else { return };
+    /// not registered (then `true`). A stale generation (no longer current) is left alone.
+    pub(crate) fn unreserve(&mut self, id: &ModelId, entry: &Arc<LifecycleEntry<R>>) -> bool {
+        let Some(record) = self.lifecycle.get_mut(id) else { return false };
         if !Arc::ptr_eq(&record.entry, entry) {
-            return;
+            return false;
         }
         debug_assert!(record.reservations > 0, "reservation count underflow for {id}");
         record.reservations -= 1;
-        if record.reservations == 0 && !self.registry.contains_key(id) {
-            tracing::trace!(%id, generation = entry.generation, "lifecycle entry retired");
+        let retired = record.reservations == 0 && !self.registry.contains_key(id);
+        if retired {
             self.lifecycle.remove(id);
         }
+        retired
     }
 
     /// Forgets the current entry of `id` whatever its state. Only the mutants call this: it is

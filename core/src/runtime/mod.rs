@@ -78,6 +78,17 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
         tracing::error!(defect = what, "internal invariant broken");
         debug_assert!(false, "internal invariant broken: {what}");
     }
+
+    /// Lets a caught panic of user code go on unwinding ([`std::panic::resume_unwind`]).
+    ///
+    /// The crate calls it only where the panic may leave: never from a `Drop` that runs while
+    /// the thread already unwinds, where it would abort the process. Production runtimes never
+    /// return. A model-checking runtime that is asked to resume on a thread that is already
+    /// unwinding records the abort it would cause as a violation and returns instead (the
+    /// payload dropped), so that a checker can report what production cannot survive.
+    fn resume_unwind(&self, payload: Box<dyn std::any::Any + Send>) {
+        std::panic::resume_unwind(payload)
+    }
 }
 
 /// A value behind a poison-free mutex, with condition waits.

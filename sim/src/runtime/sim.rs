@@ -154,6 +154,18 @@ impl<C: Checker> Runtime for Sim<C> {
     fn defect(&self, what: &'static str) {
         crate::violation::Violation::record("defect", what.to_owned());
     }
+
+    fn resume_unwind(&self, payload: Box<dyn std::any::Any + Send>) {
+        if !std::thread::panicking() {
+            std::panic::resume_unwind(payload);
+        }
+        // Production aborts here (a panic leaving a `Drop` that runs during an unwind): the
+        // checker reports it instead, and the unwind in progress goes on.
+        crate::violation::Violation::record(
+            "abort",
+            "a panic of user code escapes a Drop that runs while its thread unwinds".to_owned(),
+        );
+    }
 }
 
 /// What a monitor's mutex guards: the value, and who waits on it.

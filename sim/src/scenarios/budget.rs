@@ -179,3 +179,34 @@ pub(super) fn release_wakes_the_waiter<R: SimRuntime>(rt: R) {
     no_deadline_passed(&world.rt);
     finish_within_cap(&world);
 }
+
+/// C-B4: `a` (60) is resident and idle on cuda:1 under a hard cap of 100; T1 loads `b` (60)
+/// on cuda:0, which must ask cuda:1 for room, while T2 keeps cuda:1 busy with short
+/// operations. When T1's request finds cuda:1's lock held, cuda:1's next release honours it
+/// (T1 still looks for room, though it may not wait yet): `a` goes and T1 loads without
+/// sleeping out its room wait (no deadline passes).
+pub(super) fn busy_peer_honours_a_room_request<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, CAP, 2);
+    drop(
+        world.caches[1].get_or_put("a", BYTES, || Ok::<_, &str>(Weights::plain(BYTES))).expect("setup load"),
+    );
+    let loads = Loads::new(&world);
+    let c0: Cache<R> = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        trace::record("T1", "get_or_put(b) on cuda:0");
+        c0.get_or_put("b", BYTES, || loads.run("T1", Outcome::Loads)).map(drop)
+    });
+    let c1: Cache<R> = Arc::clone(&world.caches[1]);
+    let t2 = world.rt.spawn("T2", move || {
+        // Each holds cuda:1's state lock across a look at the budget (a scheduling point).
+        for _ in 0..6 {
+            trace::record("T2", "make_room(0) on cuda:1");
+            c1.make_room(0);
+        }
+    });
+    let loaded = join::<R, _>(t1);
+    join::<R, _>(t2);
+    ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use resident::cache::CanonicalId;
 use resident::runtime::Arc;
-use resident::{Added, CacheError, Manager, ManagerError};
+use resident::{Added, CacheError, CallOptions, Manager, ManagerError};
 
 use super::layers::join;
 use crate::composition::Composition;
@@ -189,6 +189,61 @@ pub(super) fn shutdown_mid_load<R: SimRuntime>(rt: R) {
         "add(a) after the group's shutdown gave {late:?}"
     );
     ensure!(c.files.reads("a") == reads, "contract", "an add after shutdown read a's file");
+    super::wakeups::no_deadline_passed(&c.world.rt);
+    finish(&c);
+}
+
+/// The version of its file that device `d`'s registered `key` serves.
+fn served_version<R: SimRuntime>(c: &Composition<R>, d: usize, key: &str) -> Option<u64> {
+    c.devices[d].lease(key).ok().map(|lease| lease.version())
+}
+
+/// `m` is served on device 0 and cached idle on device 1 (added, then removed). T1
+/// replaces `m` on device 0 while T2 leases it: the replace reads the file again though it is
+/// unchanged (a replace never adopts the weights it replaces). Then the file is rewritten, and
+/// the main thread adds `m` on device 1 while T3 replaces it on device 0: both serve the new
+/// version, never the weights the group still held of the old one.
+pub(super) fn source_changes_between_loads<R: SimRuntime>(rt: R) {
+    let c = Composition::new(rt, &["m"], 40, 200, 100, 2, 2);
+    c.files.set_read_yields(1);
+    let setup = c.devices[1].add_model("m", None).and_then(|_| c.devices[1].remove("m"));
+    let setup = setup.and_then(|_| c.devices[0].add_model("m", None).map(drop));
+    ensure!(setup.is_ok(), "contract", "setup gave {setup:?}");
+    let reads = c.files.reads("m");
+    let t1 = c.spawn("T1", 0, |m, t| traced(t, "replace(m)", || m.replace("m", None, CallOptions::new())));
+    let t2 = c.spawn("T2", 0, |m, t| {
+        let lease = traced(t, "lease(m)", || m.lease("m").map(|lease| lease.serve(t)));
+        ensure!(lease.is_ok(), "contract", "lease(m) during a replace gave {lease:?}");
+    });
+    let replaced = join::<R, _>(t1);
+    join::<R, _>(t2);
+    ensure!(replaced.is_ok(), "contract", "replace(m) gave {replaced:?}");
+    let read = c.files.reads("m") - reads;
+    ensure!(
+        read == 1,
+        "X-5",
+        "a replace of m read its file {read} time(s): it adopted the weights it replaces"
+    );
+    trace::record("main", "rewrite m's file");
+    c.files.rewrite("m");
+    let t3 = c.spawn("T3", 0, |m, t| {
+        traced(t, "replace(m)", || m.replace("m", None, CallOptions::new()).map(drop))
+    });
+    let added = traced("main", "add(m) on device 1", || c.devices[1].add_model("m", None).map(drop));
+    let replaced = join::<R, _>(t3);
+    ensure!(
+        added.is_ok() && replaced.is_ok(),
+        "contract",
+        "add(m) gave {added:?}, replace(m) gave {replaced:?}"
+    );
+    for d in [0, 1] {
+        let version = served_version(&c, d, "m");
+        ensure!(
+            version == Some(1),
+            "X-5",
+            "device {d} serves version {version:?} of m's file after its rewrite"
+        );
+    }
     super::wakeups::no_deadline_passed(&c.world.rt);
     finish(&c);
 }

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use resident::cache::PutOptions;
 use resident::runtime::{Arc, Runtime};
 use resident::{CacheError, CallOptions, Manager, ManagerError, ModelId};
 
@@ -235,4 +236,79 @@ pub(super) fn device_budget_wait<R: SimRuntime>(rt: R) {
     let cap = world.caches[0].device_budget_cap();
     ensure!(cap == Some(30), "contract", "the device budget is {cap:?} after the lowering timed out");
     finish_cache(&world);
+}
+
+/// S-D2: under a hard RAM cap of 130 and a device budget of 100, `a` (60) is placed and locked
+/// by the main thread and `c` (50) is held (got, not locked) by it too. T1 puts `b` (60), which waits
+/// for RAM room; T2 places `c` on the device, which waits for device room: each with a
+/// deadline far shorter than the room wait and the move wait, each fails by it with its
+/// wait's own error, and nothing stays claimed.
+pub(super) fn put_and_device_waits<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 130, 1);
+    let script = world.with_device(100);
+    admit(&world.caches[0], &script, "a", 60, Behaviour::default());
+    admit(&world.caches[0], &script, "c", 50, Behaviour::default());
+    let a = place(&world.caches[0], "a", "main").expect("a fits the device");
+    // Held by the main thread throughout, so that no room is made by evicting it.
+    let kept = world.caches[0].get("c").expect("resident");
+    let c = world.caches[0].get("c").expect("resident");
+    let t1 = {
+        let (c0, rt, script): (Cache<R>, _, _) =
+            (Arc::clone(&world.caches[0]), world.rt.clone(), Arc::clone(&script));
+        world.rt.spawn("T1", move || {
+            let start = rt.now();
+            let weights = Weights::scripted(60, Behaviour::default(), &script);
+            let put = traced("T1", "put_with(b, 5ms)", || {
+                c0.put_with("b", weights, 60, PutOptions::default(), within()).map(drop)
+            });
+            (start, put)
+        })
+    };
+    let t2 = {
+        let rt = world.rt.clone();
+        world.rt.spawn("T2", move || {
+            let start = rt.now();
+            let placed =
+                traced("T2", "lock_on_device_with(c, 5ms)", || c.lock_on_device_with(within()).map(drop));
+            (start, placed)
+        })
+    };
+    let (start, put) = join::<R, _>(t1);
+    match put {
+        Err(CacheError::NoRoom { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "put(b)'s wait for room")
+        }
+        other => ensure!(false, "contract", "a put with no room gave {other:?}"),
+    }
+    let (start, placed) = join::<R, _>(t2);
+    match placed {
+        Err(CacheError::DeviceFull { .. }) => {
+            on_time(&world.rt, start, None, "placing c's wait for device room")
+        }
+        other => ensure!(false, "contract", "placing c with no device room gave {other:?}"),
+    }
+    drop((a, kept));
+    finish_cache(&world);
+}
+
+/// S-D2p: the main thread holds X's lifecycle lock while T1 pins X with a deadline far shorter
+/// than the lock timeout: the pin fails by it with `LockTimeout`, and X is not pinned.
+pub(super) fn pin_wait<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]);
+    let world = cache::<R, D>(builder, 2, &["X"], &["X"]);
+    let x = world.manager.lock(&ModelId::new("X").expect("valid")).expect("uncontended");
+    let t1 = world.spawn("T1", |m, t| {
+        let start = m.runtime().now();
+        (start, traced(t, "pin_with(X, 5ms)", || m.pin_with("X", within())))
+    });
+    let (start, pinned) = join::<R, _>(t1);
+    drop(x);
+    match pinned {
+        Err(ManagerError::LockTimeout { waited, .. }) => {
+            on_time(&world.rt, start, Some(waited), "pin(X)'s wait for the lifecycle lock")
+        }
+        other => ensure!(false, "contract", "a pin behind a held lock gave {other:?}"),
+    }
+    ensure!(!world.manager.is_pinned("X"), "contract", "a pin that timed out pinned X");
+    finish(&world);
 }

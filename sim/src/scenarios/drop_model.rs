@@ -179,3 +179,90 @@ pub(super) fn inspection_races_last_release<R: SimRuntime>(rt: R) {
     script.disarm();
     finish(&world);
 }
+
+/// C-P5: T1 keeps `m` locked while T2 drops it (so the record is stale), then T1 panics with
+/// the guard alive. The guard's `Drop` runs during the unwind, evicts the stale record and
+/// calls the eviction callback, which panics too: the record is released, the second panic is
+/// dropped, and T1's own panic reaches its caller (production would abort otherwise).
+pub(super) fn eviction_callback_panics_while_unwinding<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
+    world.caches[0].on_evict(|_, _| std::panic::panic_any(InjectedPanic));
+    let (locked, dropped) = (world.mailbox(), world.mailbox());
+    let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&locked), Arc::clone(&dropped));
+    let t1 = world.rt.spawn("T1", move || {
+        let guard = load(&c0, "m", 30, "T1");
+        l1.post(None);
+        d1.wait();
+        trace::record("T1", "panics holding m's guard");
+        let unwound = catch_unwind(AssertUnwindSafe(move || {
+            let _guard = guard;
+            std::panic::panic_any(InjectedPanic);
+        }));
+        ensure!(unwound.is_err(), "contract", "T1's panic did not reach its caller");
+        let left = c0.keys();
+        ensure!(left.is_empty(), "C-P5", "the stale record outlived its last guard: {left:?}");
+    });
+    let (c0, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&locked));
+    let t2 = world.rt.spawn("T2", move || {
+        l2.wait();
+        trace::record("T2", "drop_model(m)");
+        c0.drop_model("m");
+        dropped.post(None);
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    finish(&world);
+}
+
+/// C-D6: T1 loads `m` on cuda:0 and, inside its loader, waits until T2 has dropped `m`; T3
+/// loads `m` on cuda:1 meanwhile (waiting for T1's load of the key, or after it). T1 gets its
+/// weights, but they may be the dropped ones: they are never the key's canonical. T3, and a
+/// load after both, read fresh weights — none shares T1's.
+pub(super) fn load_in_flight_across_drop<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 1000, 2);
+    let (loading, dropped) = (world.mailbox(), world.mailbox());
+    let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&loading), Arc::clone(&dropped));
+    let t1 = world.rt.spawn("T1", move || {
+        trace::record("T1", "get_or_put(m) on cuda:0, straddling the drop");
+        let loaded = c0.get_or_put("m", 30, || {
+            l1.post(None);
+            d1.wait();
+            Ok::<_, &str>(Weights::plain(30))
+        });
+        ensure!(loaded.is_ok(), "contract", "T1: get_or_put(m) gave {loaded:?}");
+        loaded.expect("checked").lock()
+    });
+    let (c0, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&loading));
+    let t2 = world.rt.spawn("T2", move || {
+        l2.wait();
+        trace::record("T2", "drop_model(m)");
+        c0.drop_model("m");
+        dropped.post(None);
+    });
+    let c1 = Arc::clone(&world.caches[1]);
+    let t3 = world.rt.spawn("T3", move || {
+        loading.wait();
+        trace::record("T3", "get_or_put(m) on cuda:1");
+        c1.get_or_put("m", 30, || Ok::<_, &str>(Weights::plain(30))).map(|loaded| loaded.lock())
+    });
+    let straddled = join::<R, _>(t1);
+    join::<R, _>(t2);
+    let beside = join::<R, _>(t3);
+    ensure!(beside.is_ok(), "contract", "T3: get_or_put(m) gave {:?}", beside.as_ref().map(|_| ()));
+    let beside = beside.expect("checked");
+    ensure!(
+        !beside.shares_weights_with(&straddled),
+        "C-D6",
+        "T3's load of m on cuda:1 adopted the weights T1 built across drop_model(m)"
+    );
+    trace::record("main", "get_or_put(m) on cuda:1 after both");
+    let after =
+        world.caches[1].get_or_put("m", 30, || Ok::<_, &str>(Weights::plain(30))).expect("a load").lock();
+    ensure!(
+        !after.shares_weights_with(&straddled),
+        "C-D6",
+        "a load of m after drop_model(m) adopted the weights T1 built across it"
+    );
+    drop((straddled, beside, after));
+    finish(&world);
+}

@@ -192,3 +192,46 @@ pub(super) fn negative_cache<R: SimRuntime>(rt: R) {
     ensure!(calls == 1, "S-F1", "{calls} loads of X while its failure was remembered");
     world.check_quiescent();
 }
+
+/// S-F2: the main thread holds X's lifecycle lock while W1 and W2 reserve X and wait; its own
+/// load of X then returns the expiry of a bounded wait (its deadline passed inside the loader),
+/// which is its error alone: each waiter loads afresh or finds X loaded. With the negative
+/// cache on, an expired add of Y is not remembered either: T3's add of Y loads.
+pub(super) fn expiry_is_the_callers_own<R: SimRuntime>(rt: R) {
+    let started = Arc::new(Latch::new(&rt));
+    let world = ManagerWorld::builder(rt)
+        .model("X", &[Step::Expire], &[])
+        .model("Y", &[Step::Expire], &[])
+        .failure_cache(std::time::Duration::from_secs(5))
+        .build();
+    let x = ModelId::new("X").expect("valid id");
+    let guard = world.manager.lock(&x).expect("an uncontended lock");
+    let waiters = ["W1", "W2"].map(|name| {
+        let started = Arc::clone(&started);
+        world.spawn(name, move |m, t| {
+            started.add(1);
+            traced(t, "add(X)", || m.add_model("X", None))
+        })
+    });
+    started.wait_for(2);
+    R::yield_now();
+    let expired = traced("main", "add_locked(X)", || world.manager.add_locked(&guard, &x));
+    drop(guard);
+    let results = waiters.map(join::<R, _>);
+    ensure!(expired.is_err(), "contract", "the scripted expiring load returned {expired:?}");
+    ensure!(
+        results.iter().all(Result::is_ok),
+        "S-F2",
+        "the expiry of the main thread's wait reached the callers waiting behind it: {results:?}"
+    );
+    let first = traced("main", "add(Y)", || world.manager.add_model("Y", None));
+    ensure!(first.is_err(), "contract", "the scripted expiring load of Y returned {first:?}");
+    let t3 = world.spawn("T3", |m, t| traced(t, "add(Y)", || m.add_model("Y", None)));
+    let again = join::<R, _>(t3);
+    ensure!(
+        matches!(again, Ok(Added::Loaded)),
+        "S-F2",
+        "an add of Y after an expired one gave {again:?}: the negative cache remembered an expiry"
+    );
+    world.check_quiescent();
+}

@@ -13,6 +13,7 @@ mod composition;
 mod deadlines;
 mod drop_model;
 mod eviction;
+mod instrumentation;
 mod keep_alive;
 pub mod layers;
 mod manager;
@@ -66,14 +67,20 @@ pub fn execute<R: SimRuntime>(time: Time, mutants: &MutantSet, body: fn(R)) {
 pub fn execute_with<R: SimRuntime>(time: Time, mutants: &MutantSet, body: impl FnOnce(R)) {
     crate::trace::set_thread_namer(R::thread_name);
     crate::violation::begin_execution(R::yield_now);
+    crate::instrumentation::begin_execution(R::monitors_held);
     let rt = R::for_execution(time, mutants.clone());
     let main = rt.clone();
-    rt.with_time(move || body(main));
+    let recorder = crate::instrumentation::ScriptedRecorder;
+    metrics::with_local_recorder(&recorder, move || rt.with_time(move || body(main)));
+    crate::instrumentation::disarm();
     crate::violation::fail_if_recorded();
 }
 
 /// Why loom cannot run a scenario whose race needs a failing `try_lock`.
 const TRY_LOCK_NEVER_FAILS: &str = "the race needs a try_lock to fail inside another thread's critical section; loom 0.7.3 treats a thread trying a held lock as blocked (loom #376), so no try_lock ever fails, even with a yield inside the holder's critical section (probed: 19 executions instead of 163, the mutant survives)";
+
+/// Why loom cannot run a scenario whose user code panics while another panic unwinds.
+const PANIC_IN_UNWIND_ABORTS_LOOM: &str = "its user code panics while its thread unwinds another panic, and loom's threads share one OS thread: a context switch inside the unwind lets another loom thread see the unwind as its own, which aborts the process";
 
 /// Why loom runs a keep-alive timer scenario's correct code only.
 const TIMER_DEADLOCK_ABORTS_LOOM: &str = "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it";
@@ -220,6 +227,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 2, targets: [SIZE_BEFORE_QUEUE], panics::size_panics_after_load::<_, layers::ThreeDeep>),
     scenario!("M-P2", "a model's Drop panics during a successful remove: no phantom entry (2.13)",
         time: Off, loom: 2, targets: [QUEUE_SKIPPED_ON_PANIC], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
+    scenario!("M-P3", "an unload panics inside clear and shutdown: every other id is settled, the panic reported (1.13, 2.13)",
+        time: Off, loom: 1, targets: [REMOVAL_ABANDONED_ON_PANIC], panics::panicking_unload_inside_clear_and_shutdown::<_, layers::ThreeDeep>),
     scenario!("C-P1", "two first locks of different records race on one device: the budget holds (3.9)",
         time: Off, loom: 2, targets: [MOVE_UNCHARGED], placement::first_locks_race),
     scenario!("C-P2", "a device copy used through a detached record stays counted (3.9)",
@@ -240,6 +249,14 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 2, targets: [ADOPT_ACROSS_DROP], drop_model::adoption_races_drop),
     scenario!("C-D4", "user code panics inside put after its claim was counted: nothing stays pinned (3.10)",
         time: Off, loom: 2, targets: [CLAIM_BEFORE_HANDLE], drop_model::panic_inside_admission),
+    scenario!("C-P5", "an eviction callback panics in a guard's Drop during another panic's unwind: released, no abort (2.13, 3.10)",
+        time: Off, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [PANIC_ESCAPES_UNWINDING_DROP], drop_model::eviction_callback_panics_while_unwinding),
+    scenario!("C-P6", "the metrics recorder panics when a lifecycle lock wait is reported: the lock is released (3.10)",
+        time: Off, loom: 2, targets: [REPORT_BEFORE_HANDLE], instrumentation::recorder_panics_after_a_lock_wait::<_, layers::ThreeDeep>),
+    scenario!("C-P6c", "the tracing subscriber panics right after a hold and in a guard's release: nothing stays claimed (3.10)",
+        time: Off, no_loom: "its subscriber panics in one loom thread while loom may switch to another (they share one OS thread); probed: loom then reports a std mutex of the sim's own scripts poisoned (execution 4543), not a finding", targets: [REPORT_BEFORE_HANDLE], instrumentation::subscriber_panics_after_cache_claims),
+    scenario!("C-D6", "a load in flight when drop_model runs is never the key's canonical: peers and later loads read fresh weights (3.3)",
+        time: Off, loom: 1, targets: [LOAD_ACROSS_DROP_REGISTERED], drop_model::load_in_flight_across_drop),
     scenario!("C-D5", "an inspection racing the last release of a detached record runs no user code",
         time: Off, loom: 2, targets: [INSPECTION_UPGRADES_DETACHED], drop_model::inspection_races_last_release),
     scenario!("X-1", "cold loads of one key on two devices: one load per device, one file read, one canonical",
@@ -250,6 +267,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 2, targets: [DROP_EVICTS_LOCKED, GET_SERVES_STALE], composition::drop_model_while_leased),
     scenario!("X-4", "the group shut down while a load is in flight on each device: nothing outlives it",
         time: Auto, loom: 1, targets: [ADMISSION_IGNORES_SHUTDOWN], composition::shutdown_mid_load),
+    scenario!("X-5", "the source of a key changes between loads: a replace, and a load of cached weights, read the new content (1.11, 3.3)",
+        time: Auto, loom: 1, targets: [REPLACE_ADOPTS_CACHED, SOURCE_IDENTITY_IGNORED], composition::source_changes_between_loads),
     scenario!("W-1", "a release of a lifecycle lock wakes the caller waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_LOCK_RELEASE], wakeups::lock_release),
     scenario!("W-2", "the end of the last lease wakes the remove draining it",
@@ -268,6 +287,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [RESERVE_AFTER_LOAD], budget::cold_loads_with_room_for_one),
     scenario!("C-B2", "a reservation is released on load error, panic and adoption; the waiter behind it gets the room (3.11)",
         time: Auto, no_loom: "its loader panics, and loom runs the other thread's load while the panicking one unwinds (loom's threads share one OS thread), which aborts the process", targets: [RAM_RESERVATION_LEAKS_ON_PANIC], budget::reservations_released_on_every_path),
+    scenario!("C-B4", "a load's room request to a busy peer under the hard budget is honoured at the peer's release, before the load waits (3.2, 3.11)",
+        time: Auto, no_loom: TRY_LOCK_NEVER_FAILS, targets: [DEFERRED_ROOM_NEEDS_WAITER], budget::busy_peer_honours_a_room_request),
     scenario!("W-9", "a debit of the RAM budget (a failed load's reservation released) wakes the load waiting for room",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_BUDGET_DEBIT], budget::debit_wakes_the_waiter),
     scenario!("W-10", "a release that leaves a record evictable wakes the load waiting for room",
@@ -290,6 +311,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 2, targets: [FAILURE_NOT_SHARED], manager::shared_failure),
     scenario!("S-F1n", "with the negative cache on, new callers get a remembered failure without loading (1.9)",
         time: Off, loom: 2, targets: [FAILURE_NOT_SHARED], manager::negative_cache),
+    scenario!("S-F2", "a caller's wait expiring inside a load is its own error: never shared with waiters, never negatively cached (1.9, 1.10)",
+        time: Off, loom: 1, targets: [EXPIRY_SHARED_AS_FAILURE], manager::expiry_is_the_callers_own),
     scenario!("S-D1", "per-call deadlines shorter than the configured timeouts bound the lock, drain and capacity waits (1.10)",
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_LOCK, DEADLINE_SKIPS_DRAIN, DEADLINE_SKIPS_CAPACITY], deadlines::manager_waits::<_, layers::ThreeDeep>),
     scenario!("S-D1l", "a per-call deadline bounds a lease's wait for an eviction's outcome (1.10)",
@@ -298,8 +321,14 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_ROOM, DEADLINE_SKIPS_LOAD_WAIT], deadlines::cache_waits),
     scenario!("S-D1v", "a per-call deadline bounds the lowering of a device budget's wait for locked copies (1.10)",
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_DEVICE_ROOM], deadlines::device_budget_wait),
+    scenario!("S-D2", "a per-call deadline bounds put's wait for RAM room and a placement's wait for device room (1.10)",
+        time: Auto, loom: 1, targets: [DEADLINE_SKIPS_PUT, DEADLINE_SKIPS_DEVICE_WAIT], deadlines::put_and_device_waits),
+    scenario!("S-D2p", "a per-call deadline bounds pin's wait for the lifecycle lock (1.10)",
+        time: Auto, loom: 1, targets: [DEADLINE_SKIPS_PIN], deadlines::pin_wait::<_, layers::ThreeDeep>),
     scenario!("S-R1", "replace racing leases and a remove: no NotFound, no lease on an unloaded version, the pin kept (1.11)",
         time: Off, loom: 1, targets: [REPLACE_REMOVES_FIRST, REPLACE_SKIPS_DRAIN, REPLACED_LEASE_NOT_FOUND], replace::replace_races_leases_and_a_remove::<_, layers::ThreeDeep>),
+    scenario!("M-B1", "a replace that grows a model enforces max_bytes as a cold add does, while a lease races it (2)",
+        time: Off, loom: 2, targets: [REPLACE_SKIPS_MAX_BYTES], replace::replace_that_grows_enforces_max_bytes::<_, layers::ThreeDeep>),
     scenario!("S-Z1", "lowering max_size while leases end and a lease races the evictions: evicted down to it (1.12)",
         time: Off, loom: 1, targets: [RESIZE_DOES_NOT_EVICT], resize::lowering_max_size_while_serving::<_, layers::ThreeDeep>),
     scenario!("S-Z1p", "lowering max_size over a model pinned only below and one in use waits, then fails by its deadline (1.12)",
@@ -310,6 +339,10 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 1, targets: [CAP_LOWERED_WITHOUT_EVICTING], resize::lowering_the_ram_cap_while_loading),
     scenario!("W-18", "raising the RAM cap wakes the load waiting for room",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_RAISED], resize::raising_the_ram_cap_wakes_the_load),
+    scenario!("S-Z2", "a cap lowered below a load waiting for room refuses it at once with TooLarge (1.12, 4)",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_LOWERED, ROOM_WAIT_READS_LIMITS_ONCE], resize::lowering_the_cap_below_a_waiting_load),
+    scenario!("S-Z3", "switching the overflow policy on wakes the load waiting for room, which goes ahead (3.11)",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_OVERFLOW_ON, ROOM_WAIT_READS_LIMITS_ONCE], resize::switching_overflow_on_while_a_load_waits),
     scenario!("S-Z1d", "lowering a device budget while a lock ends and a placement runs: offloaded down to it (1.12)",
         time: Off, loom: 1, targets: [DEVICE_BUDGET_LOWERED_WITHOUT_OFFLOADING], resize::lowering_the_device_budget_while_serving),
     scenario!("W-19", "raising a device budget wakes the locker waiting for device room",

@@ -2,11 +2,11 @@
 //! and a model's `Drop` after a successful remove. A model is either registered and queued, or
 //! neither, whatever panics.
 
-use resident::Manager;
+use resident::{CallOptions, Manager, ManagerError, RemovalReport, UserPanic};
 
 use super::layers::{Depth, cache, finish, join};
 use crate::ensure;
-use crate::manager_world::ManagerWorld;
+use crate::manager_world::{ManagerWorld, Step};
 use crate::runtime::SimRuntime;
 use crate::violation::catching;
 use crate::world::traced;
@@ -37,4 +37,48 @@ pub(super) fn drop_panics_after_remove<R: SimRuntime, D: Depth>(rt: R) {
     ensure!(y.is_ok(), "contract", "lease(Y) gave {y:?}");
     ensure!(!world.manager.contains("X"), "contract", "X stayed registered after its unload");
     finish(&world);
+}
+
+/// M-P3: A, B and C fill a cache; B's `unload` panics on every call. T1 clears the stack while
+/// T2 leases C; then the stack is shut down. Neither call lets the panic out: each returns its
+/// report with B failed (an `Unload` whose source is the panic), every other id is removed, and
+/// B alone stays registered and queued.
+pub(super) fn panicking_unload_inside_clear_and_shutdown<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt)
+        .model("A", &[], &[])
+        .model("B", &[], &[Step::Panic, Step::Panic])
+        .model("C", &[], &[]);
+    let world = cache::<R, D>(builder, 3, &["A", "B", "C"], &["A", "B", "C"]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "clear()", || catching(|| m.clear(CallOptions::new()))));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(C)", || m.lease("C").map(|lease| lease.serve(t))));
+    let cleared = join::<R, _>(t1);
+    let _ = join::<R, _>(t2);
+    let Some(cleared) = cleared else {
+        crate::violation::Violation::raise("M-P3", "B's panicking unload escaped clear()".to_owned())
+    };
+    panicked_b_only(&world, "clear", &cleared);
+    let shut = catching(|| world.manager.shutdown(CallOptions::new()));
+    let Some(shut) = shut else {
+        crate::violation::Violation::raise("M-P3", "B's panicking unload escaped shutdown()".to_owned())
+    };
+    panicked_b_only(&world, "shutdown", &shut);
+    finish(&world);
+}
+
+/// The report of a removal where only B's unload panicked: B failed with the panic as the
+/// source of its `Unload` error, and B is the one id still registered.
+fn panicked_b_only<R: SimRuntime, M: Manager<Model = crate::manager_world::SimModel<R>, Runtime = R>>(
+    world: &ManagerWorld<R, resident::FixedSizeCache<M>>,
+    call: &str,
+    report: &RemovalReport,
+) {
+    let failed: Vec<&str> = report.failed.iter().map(|(id, _)| id.as_str()).collect();
+    ensure!(failed == ["B"], "M-P3", "{call}() reported {report:?}; only B's unload panics");
+    let panicked = report.failed.iter().all(|(_, error)| match error {
+        ManagerError::Unload { source, .. } => source.downcast_ref::<UserPanic>().is_some(),
+        _ => false,
+    });
+    ensure!(panicked, "M-P3", "{call}() reported B's panic as {report:?}");
+    let ids = world.manager.ids();
+    ensure!(ids.iter().map(|id| id.as_str()).eq(["B"]), "M-P3", "after {call}() registered: {ids:?}");
 }

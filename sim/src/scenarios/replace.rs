@@ -2,8 +2,12 @@
 //! the old one and switched in one step; no lease ever sees `NotFound` or a version being
 //! unloaded.
 
+use std::time::Duration;
+
 use resident::runtime::Arc;
-use resident::{CallOptions, Manager, ManagerError, ModelId, Replaced};
+use resident::{
+    CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, Model, ModelId, Replaced,
+};
 
 use super::cache::join;
 use super::layers::{Depth, cache, finish};
@@ -58,5 +62,38 @@ pub(super) fn replace_races_leases_and_a_remove<R: SimRuntime, D: Depth>(rt: R) 
         "contract",
         "a replace never answers NotFound: {refused:?}"
     );
+    finish(&world);
+}
+
+/// M-B1: A (30 bytes) and X (40 bytes; its next version 90) are registered in a cache of three
+/// with `max_bytes` 100. T1 replaces X while T2 leases X. The replace that grew X evicts as a
+/// cold add would: A, idle and least recently used, goes, and the layer holds at most 100
+/// bytes again.
+pub(super) fn replace_that_grows_enforces_max_bytes<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt)
+        .model("A", &[], &[])
+        .model("X", &[], &[])
+        .sizes("A", &[30])
+        .sizes("X", &[40, 90]);
+    let config = FixedSizeConfig::new(3).with_capacity_wait(Duration::from_millis(30)).with_max_bytes(100);
+    let world =
+        builder.preloaded(&["A", "X"], |base| FixedSizeCache::new(D::wrap(base), config).expect("valid"));
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace(X)", || m.replace("X", None, CallOptions::new())));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t))));
+    let replaced = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    ensure!(matches!(replaced, Ok(Replaced::Unloaded)), "contract", "replace(X) gave {replaced:?}");
+    ensure!(leased.is_ok(), "contract", "lease(X) gave {leased:?}");
+    let sizes: Vec<(ModelId, u64)> = world
+        .manager
+        .ids()
+        .into_iter()
+        .map(|id| {
+            let bytes = world.manager.lease(id.as_str()).map_or(0, |lease| lease.size_bytes());
+            (id, bytes)
+        })
+        .collect();
+    let bytes: u64 = sizes.iter().map(|(_, bytes)| bytes).sum();
+    ensure!(bytes <= 100, "M-B1", "{bytes} bytes registered after the replace, max_bytes 100: {sizes:?}");
     finish(&world);
 }

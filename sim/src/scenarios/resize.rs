@@ -217,3 +217,57 @@ pub(super) fn raising_the_device_budget_wakes_the_locker<R: SimRuntime>(rt: R) {
     no_deadline_passed(&world.rt);
     finish_cache(&world);
 }
+
+/// The W-18 setup: `a` (60) fills a hard cap of 100 and stays locked by the main thread while
+/// T1 loads `b` (60) and waits for room and T2 runs `change`; then T1's result.
+fn change_while_a_load_waits_for_room<R: SimRuntime>(
+    rt: R,
+    change: impl FnOnce(&resident::cache::CacheGroup<Weights<R>, R>) + Send + 'static,
+) -> Result<(), resident::CacheError> {
+    let world = CacheWorld::hard(rt, 100, 1);
+    let a =
+        world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
+    let t1 = {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn("T1", move || {
+            traced("T1", "get_or_put(b)", || {
+                c0.get_or_put("b", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)
+            })
+        })
+    };
+    let t2 = {
+        let group = Arc::clone(&world.group);
+        world.rt.spawn("T2", move || {
+            give_way::<R>(HEAD_START);
+            change(&group);
+        })
+    };
+    let loaded = join::<R, _>(t1);
+    join::<R, _>(t2);
+    drop(a);
+    no_deadline_passed(&world.rt);
+    finish_cache(&world);
+    loaded
+}
+
+/// S-Z2: while T1's load of `b` (60) waits for room, T2 lowers the cap to 50: T1 is refused
+/// at once with `TooLarge` (no deadline passes), not left to sleep out its room wait.
+pub(super) fn lowering_the_cap_below_a_waiting_load<R: SimRuntime>(rt: R) {
+    let loaded = change_while_a_load_waits_for_room(rt, |group| {
+        trace::record("T2", "budget.set_cap(50)");
+        let lowered = group.budget().set_cap(50);
+        ensure!(lowered == Ok(true), "contract", "lowering the cap gave {lowered:?}");
+    });
+    let too_large = matches!(loaded, Err(resident::CacheError::TooLarge { bytes: 60, cap: 50, .. }));
+    ensure!(too_large, "S-Z2", "T1's load of b (60) under a cap of 50 gave {loaded:?}");
+}
+
+/// S-Z3: while T1's load of `b` (60) waits for room, T2 switches the overflow policy on: T1
+/// wakes and is admitted past the cap at once (no deadline passes).
+pub(super) fn switching_overflow_on_while_a_load_waits<R: SimRuntime>(rt: R) {
+    let loaded = change_while_a_load_waits_for_room(rt, |group| {
+        trace::record("T2", "budget.set_overflow(true)");
+        group.budget().set_overflow(true);
+    });
+    ensure!(loaded.is_ok(), "S-Z3", "T1's load of b under the overflow policy gave {loaded:?}");
+}

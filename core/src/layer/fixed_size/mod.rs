@@ -715,13 +715,18 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         if !self.inner.contains(id.as_str()) {
             return self.add_locked(guard, canonical).map(|_| Replaced::Added);
         }
-        let _settle = Settle { cache: self, id, way: Settling::Add };
+        let settle = Settle { cache: self, id, way: Settling::Add };
         let admission = self.admit(id, guard.deadline(), true)?;
         let replaced = self.inner.replace_locked(guard, canonical)?;
         // The new version takes the old one's place: its slot in the count is not needed.
         drop(admission);
         let bytes = self.size_of(id);
         self.book.with(|b| b.set_size(id, bytes));
+        drop(settle);
+        // A version that grew may take the layer past `max_bytes`, as a cold add may (M-B1).
+        if !self.mutant(Mutant::REPLACE_SKIPS_MAX_BYTES) {
+            self.enforce_bytes(id);
+        }
         Ok(replaced)
     }
 
@@ -804,14 +809,16 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         Ok(lease)
     }
 
-    fn pin(&self, id: &str) -> Result<(), ManagerError> {
+    fn pin_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
         let resolved = ModelId::new(id)?;
         if self.mutant(Mutant::PIN_UNORDERED) {
-            self.inner.pin(id)?;
+            self.inner.pin_with(id, options)?;
             self.book.with(|b| b.pinned.insert(resolved));
             return Ok(());
         }
-        let guard = self.lock(&resolved)?;
+        let deadline = options.deadline(self.runtime());
+        let deadline = if self.mutant(Mutant::DEADLINE_SKIPS_PIN) { Deadline::NONE } else { deadline };
+        let guard = self.lock_until(&resolved, deadline)?;
         self.pin_locked(&guard)
     }
 

@@ -1,0 +1,69 @@
+//! Weights that name their source (SPEC 1.11, 3.3; `X-5`): a cache-backed loader hands out
+//! only weights read from its source as the source is now.
+//!
+//! A record resident in a cache, or a canonical alive in a peer, was read from the source as it
+//! was then. When the source has changed since (a model file rewritten in place), serving it
+//! would serve the old content for as long as the cache keeps it: across a `remove` and a new
+//! `add`, and even across a `replace`, whose whole point is the new content.
+//! [`DeviceCache::get_or_load_current`] compares the identity the weights came from with the
+//! source's identity now; a mismatch drops the key ([`DeviceCache::drop_model`]: no device
+//! adopts the old canonical again, holders keep it until they let go) and reads the source
+//! afresh. A replace asks for `fresh` weights, which drops the key first whatever it holds.
+
+use super::DeviceCache;
+use super::get_or_put::Declared;
+use super::loaded::LoadedModel;
+use crate::deadline::Deadline;
+use crate::error::{BoxError, CacheError, SourceError};
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, Runtime};
+
+/// Weights that know which version of their source they were read from.
+pub trait Sourced {
+    /// What names one version of a source: a file's length, modification time and inode; a
+    /// version number. A change of the source changes it.
+    type Source: PartialEq + std::fmt::Debug;
+
+    /// The version of the source these weights were read from.
+    fn source(&self) -> Self::Source;
+}
+
+/// How often the source may change under one call before it gives up.
+const ROUNDS: usize = 3;
+
+impl<W: Sourced + Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// [`DeviceCache::get_or_put_until`] that hands out only weights read from the source as
+    /// `current` says it is now: a resident record or a peer's canonical read from another
+    /// version is dropped from the whole group (its holders keep it until they let go) and the
+    /// source read again with `load`. With `fresh` (a replace) the key is dropped first,
+    /// whatever it holds: a replace never adopts the weights it replaces, not even unchanged
+    /// ones. If the source keeps changing under the call, it gives up after a few rounds with
+    /// [`CacheError::SourceChanged`]. `current` and `load` are user code, run with no lock held.
+    pub fn get_or_load_current<E: Into<BoxError>>(
+        self: &Arc<Self>,
+        key: &str,
+        declared: impl Into<Declared>,
+        mut current: impl FnMut() -> Result<W::Source, E>,
+        mut load: impl FnMut() -> Result<W, E>,
+        fresh: bool,
+        deadline: Deadline,
+    ) -> Result<LoadedModel<W, R>, CacheError> {
+        let declared = declared.into();
+        let failed =
+            |error: E| CacheError::Load { key: key.to_owned(), source: SourceError::new(error.into()) };
+        if fresh {
+            self.drop_model(key);
+        }
+        for _ in 0..ROUNDS {
+            let now = current().map_err(failed)?;
+            let loaded = self.get_or_put_until(key, declared, &mut load, deadline)?;
+            if self.runtime().mutant(Mutant::SOURCE_IDENTITY_IGNORED) || loaded.weights().source() == now {
+                return Ok(loaded);
+            }
+            tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");
+            drop(loaded);
+            self.drop_model(key);
+        }
+        Err(CacheError::SourceChanged { key: key.to_owned(), rounds: ROUNDS })
+    }
+}

@@ -1,0 +1,89 @@
+//! `resident`'s own instrumentation as user code (SPEC 3.10): a scripted `tracing` layer and
+//! `metrics` recorder that every execution runs under.
+//!
+//! Both check, at every event and every metric, that the reporting thread holds no internal
+//! monitor (a subscriber or recorder may block or re-enter), and both can be armed to panic at
+//! one named event or metric, as a user's subscriber or recorder may. The recorder is installed
+//! per execution with [`metrics::with_local_recorder`], and the fault is armed per execution:
+//! every checker thread of an execution runs on one OS thread, so both are that execution's
+//! alone, and tests running in parallel never see each other's.
+
+use std::cell::{Cell, RefCell};
+
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+
+use crate::violation::{InjectedPanic, Violation};
+
+thread_local! {
+    /// How the running execution counts the monitors its running thread holds.
+    static MONITORS: Cell<Option<fn() -> usize>> = const { Cell::new(None) };
+    /// The event message or metric name that panics in this execution, if armed.
+    static ARMED: RefCell<&'static [&'static str]> = const { RefCell::new(&[]) };
+}
+
+/// Starts an execution: `monitors` counts the monitors the running checker thread holds; no
+/// fault is armed.
+pub(crate) fn begin_execution(monitors: fn() -> usize) {
+    MONITORS.with(|m| m.set(Some(monitors)));
+    disarm();
+}
+
+/// Arms the fault of this execution: every `tracing` event whose message is one of `names`,
+/// and every metric named so, panics with [`InjectedPanic`] (never while its thread already
+/// unwinds: that would abort).
+pub fn panic_at(names: &'static [&'static str]) {
+    ARMED.with(|a| *a.borrow_mut() = names);
+}
+
+/// Disarms the fault of this execution.
+pub fn disarm() {
+    ARMED.with(|a| *a.borrow_mut() = &[]);
+}
+
+/// Checks a report of `name`: a violation if it runs inside a monitor; a panic if armed.
+fn reported(kind: &str, name: &str) {
+    if std::thread::panicking() {
+        return;
+    }
+    let held = MONITORS.with(Cell::get).map_or(0, |monitors| monitors());
+    if held > 0 {
+        // Recorded, not raised: unwinding out of a subscriber or a recorder is the fault under
+        // test, not the checker's way to report.
+        Violation::record("U1", format!("{kind} `{name}` (user code) ran inside {held} internal monitor(s)"));
+    }
+    if ARMED.with(|a| a.borrow().contains(&name)) {
+        std::panic::panic_any(InjectedPanic);
+    }
+}
+
+/// Called by the execution's `tracing` layer for every event of `resident`.
+pub(crate) fn event(message: &str) {
+    reported("the tracing event", message);
+}
+
+/// The execution's `metrics` recorder: records nothing, checks and panics as armed.
+#[derive(Debug, Default)]
+pub struct ScriptedRecorder;
+
+impl Recorder for ScriptedRecorder {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        reported("the metric", key.name());
+        Counter::noop()
+    }
+
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        reported("the metric", key.name());
+        Gauge::noop()
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        reported("the metric", key.name());
+        Histogram::noop()
+    }
+}

@@ -1,0 +1,77 @@
+//! The library's own `tracing` events and `metrics` calls are user code (SPEC 3.10, `C-P6`):
+//! a subscriber or recorder that panics right after a claim (a lifecycle lock, a hold, a
+//! lock of a record) strands nothing, because the claim's handle exists before anything is
+//! reported. Every execution also checks that no report runs inside a monitor
+//! ([`crate::instrumentation`]).
+
+use resident::Manager;
+use resident::runtime::Arc;
+
+use super::cache::{finish as finish_cache, join, load, preload};
+use super::layers::{Depth, cache, finish};
+use crate::cache_world::CacheWorld;
+use crate::ensure;
+use crate::instrumentation;
+use crate::manager_world::ManagerWorld;
+use crate::runtime::SimRuntime;
+use crate::trace;
+use crate::violation::catching;
+use crate::world::traced;
+
+/// C-P6: T1 holds X's lifecycle lock for a moment while T2's warm add of X waits for it (or
+/// the other way round); the metrics recorder panics when the wait is reported. The panic
+/// reaches the waiter alone, and the lock it had taken is released: X can be locked again,
+/// and nothing stays reserved (I3).
+pub(super) fn recorder_panics_after_a_lock_wait<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]);
+    let world = cache::<R, D>(builder, 2, &["X"], &["X"]);
+    instrumentation::panic_at(&["resident_lock_wait_seconds"]);
+    // Either thread may be the one that waits, and so the one that panics.
+    let t1 = world.spawn("T1", |m, t| {
+        traced(t, "lock(X), yield, release", || {
+            catching(|| {
+                m.lock("X").map(|guard| {
+                    R::yield_now();
+                    drop(guard);
+                })
+            })
+        })
+    });
+    let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
+    let locked = join::<R, _>(t1);
+    let _ = join::<R, _>(t2);
+    instrumentation::disarm();
+    ensure!(locked.as_ref().is_none_or(|l| l.is_ok()), "contract", "T1: lock(X) gave {locked:?}");
+    let again = world.manager.try_lock("X");
+    ensure!(again.is_some(), "C-P6", "X's lifecycle lock stayed held after the recorder panicked");
+    drop(again);
+    finish(&world);
+}
+
+/// C-P6c: the `tracing` subscriber panics at a cache's `get` event (after the hold is counted)
+/// and at a `claim released` event (in a guard's `Drop`), while T3 drops the model. Every
+/// hold and lock is released: after shutdown nothing stays resident or counted (A6).
+pub(super) fn subscriber_panics_after_cache_claims<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
+    preload(&world.caches[0], "m", 30);
+    instrumentation::panic_at(&["get", "claim released"]);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.rt.spawn("T1", move || {
+        trace::record("T1", "get(m) and lock");
+        let _ = catching(|| c0.get("m").map(|loaded| drop(loaded.lock())));
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t2 = world.rt.spawn("T2", move || {
+        let _ = catching(|| drop(load(&c0, "n", 30, "T2")));
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t3 = world.rt.spawn("T3", move || {
+        trace::record("T3", "drop_model(m)");
+        let _ = catching(|| c0.drop_model("m"));
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    join::<R, _>(t3);
+    instrumentation::disarm();
+    finish_cache(&world);
+}
