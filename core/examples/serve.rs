@@ -58,8 +58,21 @@ impl<L: Loader> Loader for Counting<L> {
     type Model = L::Model;
 
     fn load(&self, id: &ModelId) -> Result<L::Model, BoxError> {
+        self.load_until(id, resident::Deadline::NONE)
+    }
+
+    fn load_until(&self, id: &ModelId, deadline: resident::Deadline) -> Result<L::Model, BoxError> {
         self.loads.fetch_add(1, Ordering::Relaxed);
-        self.inner.load(id)
+        self.inner.load_until(id, deadline)
+    }
+
+    fn reload_until(&self, id: &ModelId, deadline: resident::Deadline) -> Result<L::Model, BoxError> {
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        self.inner.reload_until(id, deadline)
+    }
+
+    fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
+        self.inner.declared_bytes(id)
     }
 }
 

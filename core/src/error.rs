@@ -171,6 +171,22 @@ pub enum ManagerError {
         /// The bound the wait had.
         waited: Duration,
     },
+    /// A [`Manager::replace`](crate::Manager::replace) through a `FixedSizeCache` that can
+    /// never hold the new version beside the old one: `max_size` leaves no slot once the old
+    /// version and the pinned models are counted (a cache of one, or every other model
+    /// pinned). Refused at once; nothing changed, the old version serves on. Unpin a model or
+    /// raise `max_size` to replace, or remove and add.
+    #[error(
+        "replacing `{id}` needs a slot beside its old version: max_size {max_size} holds it and the pinned {pinned:?}"
+    )]
+    NoSlotBeside {
+        /// The resolved id.
+        id: ModelId,
+        /// The cache's `max_size`.
+        max_size: usize,
+        /// The other models pinned in the cache (or below it).
+        pinned: Vec<ModelId>,
+    },
     /// [`Manager::register`](crate::Manager::register) of an id that is already registered:
     /// nothing changed (the model comes back in the [`RegisterError`]).
     #[error("model `{id}` is already registered")]
@@ -399,14 +415,17 @@ impl CacheError {
     /// load, for device room or another move), not a failure of the load itself. A manager
     /// never shares such an error with the other callers of a load, nor remembers it
     /// (SPEC 1.9): the wait was the caller's.
+    ///
+    /// A copy larger than the whole device budget is `DeviceFull` at once and for good: not an
+    /// expiry, so it is shared like any failure of the load.
     pub fn is_wait_expiry(&self) -> bool {
-        matches!(
-            self,
+        match self {
             CacheError::NoRoom { .. }
-                | CacheError::LoadWaitTimeout { .. }
-                | CacheError::DeviceFull { .. }
-                | CacheError::DeviceMoveTimeout { .. }
-        )
+            | CacheError::LoadWaitTimeout { .. }
+            | CacheError::DeviceMoveTimeout { .. } => true,
+            CacheError::DeviceFull { needed, budget, .. } => needed <= budget,
+            _ => false,
+        }
     }
 }
 

@@ -113,6 +113,12 @@ mutants! {
     /// a cache-backed load serves weights read from an earlier version of their source
     /// (a record or a peer's canonical) without comparing the source's identity.
     SOURCE_IDENTITY_IGNORED = "source-identity-ignored",
+    /// S-F1n: a failed load's error that the table lets go of (replaced or expired) is dropped
+    /// inside the table's monitor: the loader's error type's `Drop` is user code.
+    FAILURE_DROPPED_IN_MONITOR = "failure-dropped-in-monitor",
+    /// S-R2: a replace that can never find a slot beside its old version (a cache of one, or
+    /// every other model pinned) waits its whole capacity wait, then fails `CapacityExhausted`.
+    REPLACE_WAITS_FOR_NO_SLOT = "replace-waits-for-no-slot",
     /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
     /// unload while it may serve.
     REGISTER_OVERWRITES = "register-overwrites",

@@ -5,7 +5,7 @@
 #![cfg(feature = "burn")]
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use resident::burn::zoo::MlpSpec;
 use resident::burn::{BurnError, Cpu, FileLoader, SharedLoader, SharedWeights, save};
@@ -34,9 +34,18 @@ fn version(dir: &Path, seed: u64) -> (Vec<u8>, Vec<f32>) {
     (std::fs::read(&staging).expect("read the version back"), output)
 }
 
-/// Rewrites `<dir>/m.safetensors` in place, as `cp` over it does: truncate, then write.
+/// Rewrites `<dir>/m.safetensors` in place, as `cp` over it does: truncate, then write. Each
+/// rewrite gets a modification time of its own, as rewrites further apart than the file
+/// system's clock tick do (two within one tick look alike: see `FileIdentity`).
 fn rewrite(dir: &Path, bytes: &[u8]) {
-    std::fs::write(dir.join("m.safetensors"), bytes).expect("rewrite the model file in place");
+    static REWRITES: AtomicU64 = AtomicU64::new(0);
+    let path = dir.join("m.safetensors");
+    std::fs::write(&path, bytes).expect("rewrite the model file in place");
+    let n = REWRITES.fetch_add(1, Ordering::Relaxed);
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + n);
+    let file = std::fs::File::options().write(true).open(&path).expect("open the model file");
+    // A file truncated under the writer may be gone or short: only the time matters here.
+    let _ = file.set_modified(time);
 }
 
 fn load_error(manager: &impl Manager, id: &str) -> BurnError {

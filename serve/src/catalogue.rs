@@ -186,6 +186,11 @@ impl Loader for CatalogueLoader {
         self.loader(id)?.load_until(id, deadline)
     }
 
+    /// A replace (`PUT` of a served id) reads the model's file again.
+    fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Self::Model, BoxError> {
+        self.loader(id)?.reload_until(id, deadline)
+    }
+
     fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
         self.loader(id)?.declared_bytes(id)
     }

@@ -4,8 +4,8 @@
 //! |---|---|---|
 //! | [`ManagerError::NotFound`]; a source the catalogue does not list | 404 | `not_found`, `unknown_model` |
 //! | [`ManagerError::InvalidId`]; malformed JSON; input that is not whole rows | 400 | `invalid_id`, `bad_json`, `bad_input` |
-//! | [`ManagerError::CapacityExhausted`], [`ManagerError::OverLimit`]; a load refused by the RAM budget ([`CacheError::TooLarge`], [`CacheError::NoRoom`], ..., [`BurnError::TooLarge`]) | 507 | `capacity_exhausted`, `over_limit`, `over_budget` |
-//! | [`ManagerError::Busy`], [`ManagerError::LockTimeout`], [`ManagerError::Removing`], [`ManagerError::ShutDown`]; a load wait that ran out | 503 | `busy`, `lock_timeout`, `removing`, `shut_down`, `load_timeout` |
+//! | [`ManagerError::CapacityExhausted`], [`ManagerError::OverLimit`], [`ManagerError::NoSlotBeside`]; a load refused by the RAM budget ([`CacheError::TooLarge`], [`CacheError::NoRoom`], ..., [`BurnError::TooLarge`]) | 507 | `capacity_exhausted`, `over_limit`, `no_slot_beside`, `over_budget` |
+//! | [`ManagerError::Busy`], [`ManagerError::LockTimeout`], [`ManagerError::Removing`], [`ManagerError::ShutDown`]; a load wait that ran out; a model file rewritten while it was read ([`BurnError::Changed`], [`CacheError::SourceChanged`]) | 503 | `busy`, `lock_timeout`, `removing`, `shut_down`, `load_timeout`, `model_file_changing` |
 //! | anything else (a corrupt file, a failed unload, a panic) | 500 | `load_failed`, `unload_failed`, `inference_failed`, `internal` |
 
 use axum::Json;
@@ -97,6 +97,7 @@ pub fn classify(error: &ManagerError) -> (StatusCode, &'static str) {
         ManagerError::InvalidId(_) => (StatusCode::BAD_REQUEST, "invalid_id"),
         ManagerError::CapacityExhausted { .. } => (StatusCode::INSUFFICIENT_STORAGE, "capacity_exhausted"),
         ManagerError::OverLimit { .. } => (StatusCode::INSUFFICIENT_STORAGE, "over_limit"),
+        ManagerError::NoSlotBeside { .. } => (StatusCode::INSUFFICIENT_STORAGE, "no_slot_beside"),
         ManagerError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
         ManagerError::LockTimeout { .. } => (StatusCode::SERVICE_UNAVAILABLE, "lock_timeout"),
         ManagerError::Removing { .. } => (StatusCode::SERVICE_UNAVAILABLE, "removing"),
@@ -134,6 +135,7 @@ fn cache_failure(error: &CacheError) -> (StatusCode, &'static str) {
             (StatusCode::SERVICE_UNAVAILABLE, "load_timeout")
         }
         CacheError::InvalidKey { .. } => (StatusCode::BAD_REQUEST, "invalid_id"),
+        CacheError::SourceChanged { .. } => (StatusCode::SERVICE_UNAVAILABLE, "model_file_changing"),
         CacheError::Load { source, .. } => load_failure(source),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "load_failed"),
     }
@@ -145,6 +147,8 @@ fn burn_failure(error: &BurnError) -> (StatusCode, &'static str) {
         // The catalogue lists the model but its file is gone: the server's fault.
         BurnError::NotFound { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "model_file_missing"),
         BurnError::BadId { .. } => (StatusCode::BAD_REQUEST, "invalid_id"),
+        // Rewritten while it was read: a later request reads it again.
+        BurnError::Changed { .. } => (StatusCode::SERVICE_UNAVAILABLE, "model_file_changing"),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "load_failed"),
     }
 }

@@ -30,6 +30,39 @@ pub enum Step {
     Expire,
 }
 
+/// The error a scripted [`Step::Fail`] returns: user code whose `Drop` checks that it runs
+/// outside every internal monitor (a manager keeps failed loads' errors to share them).
+struct InjectedError<R: SimRuntime> {
+    message: String,
+    _runtime: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: SimRuntime> InjectedError<R> {
+    fn boxed(message: String) -> BoxError {
+        Box::new(Self { message, _runtime: std::marker::PhantomData })
+    }
+}
+
+impl<R: SimRuntime> std::fmt::Debug for InjectedError<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<R: SimRuntime> std::fmt::Display for InjectedError<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<R: SimRuntime> std::error::Error for InjectedError<R> {}
+
+impl<R: SimRuntime> Drop for InjectedError<R> {
+    fn drop(&mut self) {
+        ensure_outside_monitors::<R>("a loader error's Drop");
+    }
+}
+
 /// The error a scripted [`Step::Expire`] returns.
 fn expired(id: &str) -> BoxError {
     Box::new(resident::CacheError::LoadWaitTimeout { key: id.to_owned(), waited: Duration::from_millis(5) })
@@ -471,7 +504,7 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
                 bytes,
                 unloaded: R::counter_for_model(),
             }),
-            Step::Fail => Err(format!("injected failure of load #{call} of {id}").into()),
+            Step::Fail => Err(InjectedError::<R>::boxed(format!("injected failure of load #{call} of {id}"))),
             Step::Expire => Err(expired(id.as_str())),
             Step::Panic => std::panic::panic_any(InjectedPanic),
         }
@@ -542,7 +575,9 @@ impl<R: SimRuntime> Model for SimModel<R> {
         }
         match step {
             Step::Ok => Ok(()),
-            Step::Fail => Err(format!("injected failure of unload #{call} of {}", self.id).into()),
+            Step::Fail => {
+                Err(InjectedError::<R>::boxed(format!("injected failure of unload #{call} of {}", self.id)))
+            }
             Step::Expire => Err(expired(&self.id)),
             Step::Panic => std::panic::panic_any(InjectedPanic),
         }

@@ -60,10 +60,12 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         let key = id.as_str();
         let path = model_path(&self.dir, key)?;
         let declared = self.check_budgets(&path)?;
-        let peak = load_peak(declared, file_len(&path)?);
+        let len = file_len(&path)?;
+        let peak = load_peak(declared, len);
         let current = || FileIdentity::of_path(&path);
         let load = || {
-            let weights = BurnWeights::load(Arc::clone(&self.arch), &path)?;
+            // The file may have grown since its length was checked and reserved for.
+            let weights = BurnWeights::load_checked(Arc::clone(&self.arch), &path, Some(len))?;
             match weights.stats().bytes {
                 actual if actual > declared => {
                     Err(BurnError::OverDeclared { path: path.clone(), declared, actual })

@@ -19,14 +19,20 @@ use crate::error::SourceError;
 /// The most header bytes a SafeTensors file may declare (the format's own limit).
 const MAX_HEADER: u64 = 100_000_000;
 
-/// What a model file was when it was opened: a rewrite changes at least one field (one that
-/// keeps the length, and even the header, still changes the modification time).
+/// What a model file was when it was opened: a rewrite changes at least one field. A save
+/// that renames a new file into place changes the inode; a rewrite in place that keeps the
+/// length (and even the header) changes the modification and status-change times — to the
+/// file system's clock granularity: two rewrites of one length within one tick of that clock
+/// (a few milliseconds on Linux) look alike. Save by renaming into place where that matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileIdentity {
     /// Its length in bytes.
     pub len: u64,
     /// Its modification time in nanoseconds since the Unix epoch, where the platform has it.
     pub modified_ns: Option<u128>,
+    /// Its status-change time (seconds, nanoseconds), on Unix: moved by every write, and not
+    /// settable by a user as the modification time is.
+    pub changed: Option<(i64, i64)>,
     /// Its inode number, on Unix.
     pub inode: Option<u64>,
 }
@@ -39,10 +45,13 @@ impl FileIdentity {
             .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|since| since.as_nanos());
         #[cfg(unix)]
-        let inode = Some(std::os::unix::fs::MetadataExt::ino(meta));
+        let (changed, inode) = {
+            use std::os::unix::fs::MetadataExt;
+            (Some((meta.ctime(), meta.ctime_nsec())), Some(meta.ino()))
+        };
         #[cfg(not(unix))]
-        let inode = None;
-        Self { len: meta.len(), modified_ns, inode }
+        let (changed, inode) = (None, None);
+        Self { len: meta.len(), modified_ns, changed, inode }
     }
 
     /// The identity of the file at `path` now.
@@ -82,10 +91,15 @@ fn read_exact_len(file: &mut File, len: u64) -> std::io::Result<Option<Vec<u8>>>
     Ok((bytes.len() as u64 == len).then_some(bytes))
 }
 
-/// Reads the whole file at `path` into memory: its bytes and the identity they came from.
-pub(super) fn read_file(path: &Path) -> Result<(FileIdentity, Vec<u8>), BurnError> {
+/// Reads the whole file at `path` into memory: its bytes and the identity they came from. With
+/// `checked`, the length a budget check allowed, a file that has grown past it since is
+/// [`BurnError::Changed`] before anything is allocated.
+pub(super) fn read_file(path: &Path, checked: Option<u64>) -> Result<(FileIdentity, Vec<u8>), BurnError> {
     let changed = || BurnError::Changed { path: path.to_owned() };
     let (mut file, identity) = open(path)?;
+    if checked.is_some_and(|checked| identity.len > checked) {
+        return Err(changed());
+    }
     let bytes =
         read_exact_len(&mut file, identity.len).map_err(|e| io_error(path, e))?.ok_or_else(changed)?;
     // A rewrite during the read that kept the length still moves the modification time (to

@@ -83,15 +83,17 @@ pub fn save<B: Backend, M: Module<B>>(module: &M, path: &Path) -> Result<(), Bur
 /// rewritten while it loads is a typed error ([`BurnError::Changed`], or the parse's), never a
 /// signal. Its bytes are part of the load's peak.
 pub fn load<A: Architecture>(arch: &A, path: &Path) -> Result<(A::Module<Cpu>, LoadStats), BurnError> {
-    load_read(arch, path).map(|(module, stats, _)| (module, stats))
+    load_read(arch, path, None).map(|(module, stats, _)| (module, stats))
 }
 
-/// [`load`], with the identity of the file the weights were read from.
+/// [`load`], with the identity of the file the weights were read from; refused if the file is
+/// longer than `checked` (what a budget check allowed) when it is opened.
 fn load_read<A: Architecture>(
     arch: &A,
     path: &Path,
+    checked: Option<u64>,
 ) -> Result<(A::Module<Cpu>, LoadStats, FileIdentity), BurnError> {
-    let (identity, bytes) = read_file(path)?;
+    let (identity, bytes) = read_file(path, checked)?;
     let file_bytes = identity.len;
     let mut module = arch.init::<Cpu>(&Default::default());
     let mut store = SafetensorsStore::from_bytes(Some(bytes));
@@ -191,7 +193,13 @@ pub struct BurnWeights<A: Architecture, T: ServeBackend = Cpu> {
 impl<A: Architecture, T: ServeBackend> BurnWeights<A, T> {
     /// Loads the weights from `path` (see [`load`]).
     pub fn load(arch: Arc<A>, path: &Path) -> Result<Self, BurnError> {
-        let (module, stats, source) = load_read(&*arch, path)?;
+        Self::load_checked(arch, path, None)
+    }
+
+    /// [`BurnWeights::load`] of a file whose length a budget check allowed: one that grew past
+    /// `checked` since is [`BurnError::Changed`], nothing allocated for it.
+    pub(super) fn load_checked(arch: Arc<A>, path: &Path, checked: Option<u64>) -> Result<Self, BurnError> {
+        let (module, stats, source) = load_read(&*arch, path, checked)?;
         Ok(Self { arch, module, stats, source, _target: std::marker::PhantomData })
     }
 

@@ -726,15 +726,28 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The records no eviction may take now (locked, held or admitting), with why: what holds
     /// the budget when a reservation finds no room.
     pub(crate) fn pinned(&self) -> Vec<String> {
-        self.state.with(|s| {
-            let pinned = s.slots.iter().filter(|(_, v)| !v.free());
-            let why = |v: &RecordSlot<W, R>| match (v.locks, v.holds) {
-                (0, 0) => "admitting",
-                (0, _) => "held",
-                _ => "locked",
-            };
-            pinned.map(|(k, v)| format!("{k} ({} B, {}, {})", v.record.bytes, why(v), self.device)).collect()
-        })
+        self.with_state(|s| self.list_pinned(s))
+    }
+
+    /// [`DeviceCache::pinned`] of a peer: never waits for its lock (SPEC 3.2); a busy peer is
+    /// named as such instead. Having held the lock, it honours the reconcile requests that
+    /// arrived meanwhile, as every release of the state does.
+    pub(crate) fn pinned_if_free(&self) -> Vec<String> {
+        let listed = self.state.try_with(|s| self.list_pinned(s));
+        if listed.is_some() {
+            self.drain_requests();
+        }
+        listed.unwrap_or_else(|| vec![format!("{} (busy)", self.device)])
+    }
+
+    fn list_pinned(&self, s: &State<W, R>) -> Vec<String> {
+        let pinned = s.slots.iter().filter(|(_, v)| !v.free());
+        let why = |v: &RecordSlot<W, R>| match (v.locks, v.holds) {
+            (0, 0) => "admitting",
+            (0, _) => "held",
+            _ => "locked",
+        };
+        pinned.map(|(k, v)| format!("{k} ({} B, {}, {})", v.record.bytes, why(v), self.device)).collect()
     }
 
     /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
@@ -819,21 +832,40 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         out
     }
 
-    /// Turns one claim on `record` into another, in one critical section. The caller builds the
-    /// new claim's handle and only then honours reconcile requests ([`DeviceCache::hand_out`]).
-    pub(crate) fn convert(&self, record: &Arc<Record<W, R>>, from: Claim, to: Claim) {
-        tracing::debug!(device = %self.device, key = %record.key, ?from, ?to, "claim converted");
+    /// Turns one claim on `record` into another, in one critical section, and hands out the new
+    /// claim's handle (`build`): the report of the conversion (user code) comes once the
+    /// handle exists, then reconcile requests are honoured ([`DeviceCache::hand_out`]).
+    pub(crate) fn convert<T>(
+        &self,
+        record: Arc<Record<W, R>>,
+        from: Claim,
+        to: Claim,
+        build: impl FnOnce(Arc<Record<W, R>>) -> T,
+    ) -> T {
+        let report = |record: &Record<W, R>| {
+            tracing::debug!(device = %self.device, key = %record.key, ?from, ?to, "claim converted");
+        };
+        if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            report(&record);
+        }
         let now = self.group.runtime.now();
         self.state.with(|s| {
             s.clock += 1;
             let clock = s.clock;
-            if let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE)) {
+            if let Some(slot) = Self::occupant(s, &record, self.mutant(Mutant::KEY_MATCH_RELEASE)) {
                 decrement(Self::counter(slot, from));
                 *Self::counter(slot, to) += 1;
                 slot.last_used = clock;
                 slot.idle_since = now;
             }
         });
+        let reported = Arc::clone(&record);
+        let after = || {
+            if !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+                report(&reported);
+            }
+        };
+        self.hand_out_then(|| build(record), after)
     }
 
     /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
@@ -1045,15 +1077,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         for gone in evicted {
             let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);
             let dropped = catch_unwind(AssertUnwindSafe(move || drop(gone)));
-            // The report and the callback are user code: caught like the drop.
+            // The report and the callback are user code, each caught on its own: a panicking
+            // subscriber or recorder does not keep the callback from firing.
             let reported = catch_unwind(AssertUnwindSafe(|| {
                 tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
                 telemetry::evicted(by, bytes);
-                if let Some(callback) = &callback {
-                    callback(&key, bytes);
-                }
             }));
-            for payload in [dropped.err(), reported.err()].into_iter().flatten() {
+            let called = match &callback {
+                Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(&key, bytes))),
+                None => Ok(()),
+            };
+            for payload in [dropped.err(), reported.err(), called.err()].into_iter().flatten() {
                 first_panic.get_or_insert(payload);
             }
         }

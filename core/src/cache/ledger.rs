@@ -106,7 +106,7 @@ impl<R: Runtime> DeviceBudget<R> {
             c.moving = c.moving.saturating_sub(bytes);
             c.live += bytes;
         });
-        Placed { copy, _charge: DeviceCharge { budget: Arc::clone(self), bytes } }
+        Placed { copy: Some(copy), _charge: DeviceCharge { budget: Arc::clone(self), bytes } }
     }
 }
 
@@ -124,7 +124,8 @@ impl<R: Runtime> Drop for DeviceCharge<R> {
 
 /// A device copy and its charge. Fields drop in order: the copy (user code), then the charge.
 pub(crate) struct Placed<T, R: Runtime> {
-    copy: T,
+    /// `Some` until dropped.
+    copy: Option<T>,
     _charge: DeviceCharge<R>,
 }
 
@@ -132,7 +133,21 @@ impl<T, R: Runtime> Deref for Placed<T, R> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        &self.copy
+        self.copy.as_ref().expect("a live copy")
+    }
+}
+
+/// The copy's `Drop` is user code: while the thread unwinds another panic, a panic of its is
+/// caught and dropped (one leaving a `Drop` during an unwind aborts the process). The charge
+/// is released after it either way.
+impl<T, R: Runtime> Drop for Placed<T, R> {
+    fn drop(&mut self) {
+        let copy = self.copy.take();
+        if crate::runtime::panicking() {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(copy)));
+        } else {
+            drop(copy);
+        }
     }
 }
 

@@ -30,8 +30,11 @@ impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
     /// critical section, so nothing can evict the record in between.
     pub fn into_loaded(mut self) -> LoadedModel<W, R> {
         let record = self.record.take().expect("an admission is converted once");
-        self.cache.convert(&record, Claim::Admitting, Claim::Hold);
-        self.cache.hand_out(|| LoadedModel { cache: Arc::clone(&self.cache), record: Some(record) })
+        let cache = Arc::clone(&self.cache);
+        self.cache.convert(record, Claim::Admitting, Claim::Hold, |record| LoadedModel {
+            cache,
+            record: Some(record),
+        })
     }
 
     /// The key.
@@ -44,6 +47,7 @@ impl<W: Send + Sync + 'static, R: Runtime> Drop for Admission<W, R> {
     fn drop(&mut self) {
         if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
             self.cache.release(&record, Claim::Admitting);
+            let_go(record);
         }
     }
 }
@@ -70,8 +74,9 @@ impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
     /// Locks the record for use: the hold becomes a lock in one critical section.
     pub fn lock(mut self) -> ModelGuard<W, R> {
         let record = self.record.take().expect("a loaded model is locked once");
-        self.cache.convert(&record, Claim::Hold, Claim::Lock);
-        self.cache.hand_out(|| ModelGuard { cache: Arc::clone(&self.cache), record: Some(record) })
+        let cache = Arc::clone(&self.cache);
+        self.cache
+            .convert(record, Claim::Hold, Claim::Lock, |record| ModelGuard { cache, record: Some(record) })
     }
 
     /// The key.
@@ -84,6 +89,7 @@ impl<W: Send + Sync + 'static, R: Runtime> Drop for LoadedModel<W, R> {
     fn drop(&mut self) {
         if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
             self.cache.release(&record, Claim::Hold);
+            let_go(record);
         }
     }
 }
@@ -152,6 +158,7 @@ impl<W: Send + Sync + 'static, R: Runtime> Drop for ModelGuard<W, R> {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
             self.cache.release(&record, Claim::Lock);
+            let_go(record);
         }
     }
 }
@@ -159,5 +166,16 @@ impl<W: Send + Sync + 'static, R: Runtime> Drop for ModelGuard<W, R> {
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for ModelGuard<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ModelGuard").field("key", &self.key()).finish()
+    }
+}
+
+/// Drops a handle's reference to its record once its claim is released: possibly the last one,
+/// whose weights' `Drop` is user code. While the thread unwinds another panic, a panic of
+/// theirs is caught and dropped (one leaving a `Drop` during an unwind aborts the process).
+fn let_go<W: Send + Sync + 'static, R: Runtime>(record: Arc<Record<W, R>>) {
+    if crate::runtime::panicking() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(record)));
+    } else {
+        drop(record);
     }
 }

@@ -120,7 +120,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let budget = self.group().budget();
         let mut pinned = self.pinned();
         for peer in self.group().peers(self) {
-            pinned.extend(peer.pinned());
+            pinned.extend(peer.pinned_if_free());
         }
         let (in_use, reserved) = (budget.in_use(), budget.reserved());
         tracing::warn!(key, bytes, cap = budget.cap(), in_use, reserved, "no room in the RAM budget");

@@ -107,7 +107,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
         if self.leaked || (panicking() && self.changes.runtime().mutant(Mutant::LEAK_RESERVATION_ON_PANIC)) {
             return;
         }
-        let retired = self.table.with(|t| t.unreserve(&self.id, &self.entry));
+        let (retired, displaced) = self.table.with(|t| t.unreserve(&self.id, &self.entry));
+        drop(displaced);
         if retired && !panicking() {
             tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle entry retired");
         }
@@ -170,7 +171,13 @@ impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
     ) {
         let (id, entry) = (&self.reservation.id, &self.reservation.entry);
         let now = self.reservation.changes.runtime().now();
-        self.reservation.table.with(|t| t.record_failure(id, entry, canonical, error, negative, now));
+        let inside = self.reservation.changes.runtime().mutant(Mutant::FAILURE_DROPPED_IN_MONITOR);
+        let displaced = self.reservation.table.with(|t| {
+            let displaced = t.record_failure(id, entry, canonical, error, negative, now);
+            // The historical bug drops the errors it displaced (user code) under the monitor.
+            (!inside).then_some(displaced)
+        });
+        drop(displaced);
     }
 
     /// Whether this guard was handed out by the manager that owns `table`.

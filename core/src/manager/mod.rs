@@ -247,10 +247,13 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             Ok(model) => {
                 let took = self.runtime.now().saturating_sub(started);
                 let slot = Arc::new(ModelSlot::new(resolved.clone(), model, &self.changes));
-                self.table.with(|t| {
+                let inside = self.runtime.mutant(Mutant::FAILURE_DROPPED_IN_MONITOR);
+                let displaced = self.table.with(|t| {
                     t.registry.insert(resolved.clone(), slot);
-                    t.loaded(resolved);
+                    // The historical bug drops the failures it forgets (user code) in here.
+                    (!inside).then_some(t.loaded(resolved))
                 });
+                drop(displaced);
                 tracing::debug!(id = %resolved, "add: loaded");
                 telemetry::loaded(canonical, took);
                 Ok(Added::Loaded)
@@ -317,8 +320,8 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let slot = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
         // The mutant's old model (if any) is dropped here, outside the table monitor.
         let _old = self.table.with(|t| {
-            t.loaded(id);
-            t.registry.insert(id.clone(), slot)
+            let displaced = t.loaded(id);
+            (displaced, t.registry.insert(id.clone(), slot))
         });
         tracing::debug!(%id, "registered a model built elsewhere");
         Ok(())
@@ -392,28 +395,31 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
         let old = self.table.with(|t| t.registry.insert(id.clone(), new));
-        telemetry::loaded(canonical, took);
         let old = old.expect("registered: checked under the lifecycle lock");
         let drain = self.drain_bound(guard);
-        if let Err(leases) = old.retire(drain) {
-            tracing::warn!(%id, leases, "replace: the old version's leases outlived the drain; detached");
-            return Ok(Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }));
-        }
         // The old version is dropped at the end of this call (its `Drop` is user code), under
         // the lifecycle lock only.
-        match old.model.unload() {
-            Ok(()) => {
-                tracing::debug!(%id, "replace: old version unloaded");
-                Ok(Replaced::Unloaded)
+        let outcome = if let Err(leases) = old.retire(drain) {
+            tracing::warn!(%id, leases, "replace: the old version's leases outlived the drain; detached");
+            Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain })
+        } else {
+            match old.model.unload() {
+                Ok(()) => {
+                    tracing::debug!(%id, "replace: old version unloaded");
+                    Replaced::Unloaded
+                }
+                Err(error) => {
+                    tracing::warn!(%id, %error, "replace: the old version's unload failed; dropped");
+                    Replaced::Detached(ManagerError::Unload {
+                        id: id.clone(),
+                        source: SourceError::new(error),
+                    })
+                }
             }
-            Err(error) => {
-                tracing::warn!(%id, %error, "replace: the old version's unload failed; dropped");
-                Ok(Replaced::Detached(ManagerError::Unload {
-                    id: id.clone(),
-                    source: SourceError::new(error),
-                }))
-            }
-        }
+        };
+        // Reported once the old version is settled: a recorder is user code and may panic.
+        telemetry::loaded(canonical, took);
+        Ok(outcome)
     }
 
     fn contains(&self, id: &str) -> bool {

@@ -93,8 +93,14 @@ fn remove_each<M: Manager + ?Sized>(
             settle()
         } else {
             catch_unwind(AssertUnwindSafe(settle)).unwrap_or_else(|payload| {
-                let source = SourceError::new(Box::new(UserPanic::from_payload(payload.as_ref())));
-                Err(ManagerError::Unload { id: id.clone(), source })
+                // A model's `Drop` runs once it is unregistered: then it was removed, and the
+                // panic is only reported.
+                let panic = UserPanic::from_payload(payload.as_ref());
+                if !manager.contains(id.as_str()) {
+                    tracing::warn!(%id, %panic, "removed; its model's Drop panicked");
+                    return Ok(true);
+                }
+                Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(Box::new(panic)) })
             })
         };
         match settled {

@@ -47,6 +47,17 @@ struct Recent {
     until: Option<Duration>,
 }
 
+/// Errors of failed loads the table let go of: they hold the loaders' errors, whose `Drop` is
+/// user code, so the caller drops them once it has left the table's monitor.
+#[must_use = "drop the displaced errors outside the table's monitor"]
+pub(crate) struct Displaced(Vec<ManagerError>);
+
+impl Displaced {
+    fn push(&mut self, error: Option<ManagerError>) {
+        self.0.extend(error);
+    }
+}
+
 /// One reservation of a generation, as [`Table::reserve`] hands it out.
 pub(crate) struct Reserved<R: Runtime> {
     pub(crate) entry: Arc<LifecycleEntry<R>>,
@@ -110,17 +121,28 @@ impl<M, R: Runtime> Table<M, R> {
         error: &ManagerError,
         negative: Option<Duration>,
         now: Duration,
-    ) {
+    ) -> Displaced {
+        let mut displaced = Displaced(Vec::new());
         if let Some(record) = self.lifecycle.get_mut(id).filter(|r| Arc::ptr_eq(&r.entry, entry)) {
-            record.failure =
-                Some(Failure { before: record.tickets, canonical: canonical.clone(), error: error.clone() });
+            let failure =
+                Failure { before: record.tickets, canonical: canonical.clone(), error: error.clone() };
+            displaced.push(record.failure.replace(failure).map(|f| f.error));
         }
         if let Some(time) = negative {
             let until = now.checked_add(time);
-            self.recent.retain(|_, r| r.until.is_none_or(|u| now < u));
-            self.recent
-                .insert(id.clone(), Recent { canonical: canonical.clone(), error: error.clone(), until });
+            let expired: Vec<ModelId> = self
+                .recent
+                .iter()
+                .filter(|(_, r)| r.until.is_some_and(|u| now >= u))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in expired {
+                displaced.push(self.recent.remove(&key).map(|r| r.error));
+            }
+            let recent = Recent { canonical: canonical.clone(), error: error.clone(), until };
+            displaced.push(self.recent.insert(id.clone(), recent).map(|r| r.error));
         }
+        displaced
     }
 
     /// The failure that a caller holding ticket `ticket` of generation `entry` of `id`, about
@@ -147,27 +169,31 @@ impl<M, R: Runtime> Table<M, R> {
     }
 
     /// A load of `id` succeeded: its generation and the negative cache forget its failures.
-    pub(crate) fn loaded(&mut self, id: &ModelId) {
+    pub(crate) fn loaded(&mut self, id: &ModelId) -> Displaced {
+        let mut displaced = Displaced(Vec::new());
         if let Some(record) = self.lifecycle.get_mut(id) {
-            record.failure = None;
+            displaced.push(record.failure.take().map(|f| f.error));
         }
-        self.recent.remove(id);
+        displaced.push(self.recent.remove(id).map(|r| r.error));
+        displaced
     }
 
     /// Releases one reservation of `entry`, retiring it if that was the last one and the id is
-    /// not registered (then `true`). A stale generation (no longer current) is left alone.
-    pub(crate) fn unreserve(&mut self, id: &ModelId, entry: &Arc<LifecycleEntry<R>>) -> bool {
-        let Some(record) = self.lifecycle.get_mut(id) else { return false };
+    /// not registered (then `true`, with the failure it kept). A stale generation (no longer
+    /// current) is left alone.
+    pub(crate) fn unreserve(&mut self, id: &ModelId, entry: &Arc<LifecycleEntry<R>>) -> (bool, Displaced) {
+        let mut displaced = Displaced(Vec::new());
+        let Some(record) = self.lifecycle.get_mut(id) else { return (false, displaced) };
         if !Arc::ptr_eq(&record.entry, entry) {
-            return false;
+            return (false, displaced);
         }
         debug_assert!(record.reservations > 0, "reservation count underflow for {id}");
         record.reservations -= 1;
         let retired = record.reservations == 0 && !self.registry.contains_key(id);
         if retired {
-            self.lifecycle.remove(id);
+            displaced.push(self.lifecycle.remove(id).and_then(|r| r.failure).map(|f| f.error));
         }
-        retired
+        (retired, displaced)
     }
 
     /// Forgets the current entry of `id` whatever its state. Only the mutants call this: it is

@@ -140,6 +140,7 @@ fn error(e: ManagerError) -> Ret {
         ManagerError::ShutDown { .. } => Ret::ShutDown,
         ManagerError::OverLimit { .. } => Ret::OverLimit,
         ManagerError::AlreadyRegistered { .. } => Ret::AlreadyRegistered,
+        ManagerError::NoSlotBeside { .. } => Ret::NoSlotBeside,
         other => Ret::Unexpected(other.to_string()),
     }
 }

@@ -163,6 +163,9 @@ pub enum Ret {
     ShutDown,
     /// `OverLimit`: a lowered `max_size` not reached in time.
     OverLimit,
+    /// `NoSlotBeside`: a replace refused at once, with no slot for the new version beside the
+    /// old one once every other pinned model is counted.
+    NoSlotBeside,
     /// The registered ids (a bit mask over `RESOLVED`), for [`Op::Final`].
     Registered(u8),
     /// The pinned ids (a bit mask over `RESOLVED`), for [`Op::FinalPins`].
@@ -394,7 +397,16 @@ impl Stack {
                     || matches!(other.op, Op::Replace(j) if j == i);
                 same && other.ret == Some(Ret::LoadFailed)
             });
-        if full || timed_out || failed_eviction || shared || ret.is_none() {
+        // No slot beside the old version: every slot but its own pinned by other models (the
+        // check reads pins and the limit as they are, so a pin, unpin or resize overlapping it
+        // may have been seen on either side).
+        let no_slot = ret == Some(&Ret::NoSlotBeside)
+            && registered
+            && (self.cap(s) <= (s.registered & s.pinned & !(1 << i)).count_ones() as usize + 1
+                || overlapped(history, at, |op| {
+                    matches!(op, Op::Pin(_) | Op::Unpin(_) | Op::Resize(_) | Op::ResizeSet { .. })
+                }));
+        if full || timed_out || failed_eviction || shared || no_slot || ret.is_none() {
             out.push(s.clone());
         }
         if s.occupied() < self.cap(s) {

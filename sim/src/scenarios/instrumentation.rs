@@ -48,13 +48,14 @@ pub(super) fn recorder_panics_after_a_lock_wait<R: SimRuntime, D: Depth>(rt: R) 
     finish(&world);
 }
 
-/// C-P6c: the `tracing` subscriber panics at a cache's `get` event (after the hold is counted)
-/// and at a `claim released` event (in a guard's `Drop`), while T3 drops the model. Every
+/// C-P6c: the `tracing` subscriber panics at a cache's `get` event (after the hold is counted),
+/// at a `claim converted` event (an admission turned into a hold) and at a `claim released`
+/// event (in a guard's `Drop`), while T3 drops the model. Every
 /// hold and lock is released: after shutdown nothing stays resident or counted (A6).
 pub(super) fn subscriber_panics_after_cache_claims<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 1);
     preload(&world.caches[0], "m", 30);
-    instrumentation::panic_at(&["get", "claim released"]);
+    instrumentation::panic_at(&["get", "claim converted", "claim released"]);
     let c0 = Arc::clone(&world.caches[0]);
     let t1 = world.rt.spawn("T1", move || {
         trace::record("T1", "get(m) and lock");

@@ -235,3 +235,26 @@ pub(super) fn expiry_is_the_callers_own<R: SimRuntime>(rt: R) {
     );
     world.check_quiescent();
 }
+
+/// S-F1d: the main thread's load of X fails under its lock, and it drops the error; T1, which
+/// reserved X meanwhile or later, loads again and fails again, and T2 loads it after that (a
+/// success). The manager lets go of the first error (replaced by the second) and of the second
+/// (forgotten by the success): each is a loader's error, whose `Drop` is user code, dropped
+/// outside the table's monitor.
+pub(super) fn failures_let_go_outside_the_monitor<R: SimRuntime>(rt: R) {
+    let world = ManagerWorld::builder(rt).model("X", &[Step::Fail, Step::Fail], &[]).build();
+    let x = ModelId::new("X").expect("valid id");
+    let guard = world.manager.lock(&x).expect("an uncontended lock");
+    let failed = traced("main", "add_locked(X)", || world.manager.add_locked(&guard, &x));
+    ensure!(failed.is_err(), "contract", "the scripted failing load returned {failed:?}");
+    drop(failed);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(X)", || m.add_model("X", None).map(drop)));
+    R::yield_now();
+    drop(guard);
+    let again = join::<R, _>(t1);
+    drop(again);
+    let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
+    let loaded = join::<R, _>(t2);
+    ensure!(matches!(loaded, Ok(Added::Loaded)), "contract", "the third load of X gave {loaded:?}");
+    world.check_quiescent();
+}

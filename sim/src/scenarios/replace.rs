@@ -97,3 +97,37 @@ pub(super) fn replace_that_grows_enforces_max_bytes<R: SimRuntime, D: Depth>(rt:
     ensure!(bytes <= 100, "M-B1", "{bytes} bytes registered after the replace, max_bytes 100: {sizes:?}");
     finish(&world);
 }
+
+/// S-R2: X fills a cache of one, and in a second stack of two, X is beside P, which is pinned.
+/// T1 replaces X in each while T2 leases X from the first: each replace is refused at once
+/// with `NoSlotBeside` (no capacity wait passes), the old version serves on, nothing changes.
+pub(super) fn replace_with_no_slot_beside<R: SimRuntime, D: Depth>(rt: R) {
+    let alone = cache::<R, D>(ManagerWorld::builder(rt.clone()).model("X", &[], &[]), 1, &["X"], &["X"]);
+    let beside_a_pin = cache::<R, D>(
+        ManagerWorld::builder(rt.clone()).model("X", &[], &[]).model("P", &[], &[]),
+        2,
+        &["P", "X"],
+        &[],
+    );
+    beside_a_pin.manager.pin("P").expect("registered");
+    let t1 = alone.spawn("T1", |m, t| {
+        traced(t, "replace(X) in a cache of one", || m.replace("X", None, CallOptions::new()))
+    });
+    let t2 = alone.spawn("T2", |m, t| traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t))));
+    let pinned = traced("main", "replace(X) beside pinned P", || {
+        beside_a_pin.manager.replace("X", None, CallOptions::new())
+    });
+    let replaced = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    for (what, result) in [("a cache of one", &replaced), ("beside a pinned model", &pinned)] {
+        ensure!(
+            matches!(result, Err(ManagerError::NoSlotBeside { .. })),
+            "S-R2",
+            "a replace of X in {what} gave {result:?}, not a refusal at once"
+        );
+    }
+    ensure!(leased.is_ok(), "contract", "lease(X) during a refused replace gave {leased:?}");
+    super::wakeups::no_deadline_passed(&rt);
+    finish(&alone);
+    finish(&beside_a_pin);
+}

@@ -207,11 +207,11 @@ impl<M: Manager> FixedSizeCache<M> {
             b.version += 1;
             lowered
         });
-        tracing::info!(max_size, lowered, "max_size changed");
         if !lowered {
-            // Room for the adds waiting for it.
+            // Room for the adds waiting for it (before the report: a subscriber is user code).
             self.inner.changes().bump_at(Mutant::LOST_WAKEUP_MAX_SIZE);
         }
+        tracing::info!(max_size, lowered, "max_size changed");
         if self.mutant(Mutant::RESIZE_DOES_NOT_EVICT) {
             return Ok(());
         }
@@ -229,6 +229,11 @@ impl<M: Manager> FixedSizeCache<M> {
             options.deadline(rt).bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
         let deadline = rt.now().checked_add(wait);
         let mut pinned_below = PinnedBelow::default();
+        let over_limit = || {
+            let (max_size, held, loading) =
+                self.book.with(|b| (b.max_size, b.queue.iter().cloned().collect(), b.loading));
+            telemetry::refused(ManagerError::OverLimit { max_size, held, loading, waited: wait })
+        };
         loop {
             let epoch = changes.epoch();
             let (over, victims, seen) = self.book.with(|b| {
@@ -251,24 +256,44 @@ impl<M: Manager> FixedSizeCache<M> {
                     Some(pinned) if !pinned.is_empty() => {
                         let spin = self.mutant(Mutant::RESIZE_RETRIES_PINNED_BELOW);
                         pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
+                        // Bounded here too: a queue that keeps changing forgets the pins found
+                        // below, and every round could find them again.
+                        if !spin && deadline.is_some_and(|d| rt.now() >= d) {
+                            return Err(over_limit());
+                        }
                         continue;
                     }
                     Some(_) => {}
                 }
             }
             if deadline.is_some_and(|d| rt.now() >= d) {
-                let (max_size, held, loading) =
-                    self.book.with(|b| (b.max_size, b.queue.iter().cloned().collect(), b.loading));
-                return Err(telemetry::refused(ManagerError::OverLimit {
-                    max_size,
-                    held,
-                    loading,
-                    waited: wait,
-                }));
+                return Err(over_limit());
             }
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
             let _ = changes.wait_past(epoch, left);
         }
+    }
+
+    /// A replace loads the new version beside the old one: refused at once when `max_size` can
+    /// never hold both, with the old version's slot taken and every other slot pinned (in this
+    /// layer or below). Loads in flight and models in use only make it wait: they end.
+    fn check_slot_beside(&self, id: &ModelId) -> Result<(), ManagerError> {
+        // A shut-down stack refuses with `ShutDown` first (the admission says so); under the
+        // overflow policy the admission overflows instead of waiting.
+        let overflows = self.config.policy() == CapacityPolicy::Overflow;
+        if self.mutant(Mutant::REPLACE_WAITS_FOR_NO_SLOT) || overflows || self.inner.is_shut_down() {
+            return Ok(());
+        }
+        let (max_size, others) = self.book.with(|b| {
+            let others: Vec<ModelId> = b.queue.iter().filter(|q| *q != id).cloned().collect();
+            (b.max_size, others)
+        });
+        // Asked outside the book's monitor: a layer below answers from its own.
+        let pinned: Vec<ModelId> = others.into_iter().filter(|q| self.is_pinned(q.as_str())).collect();
+        if max_size > pinned.len() + 1 {
+            return Ok(());
+        }
+        Err(ManagerError::NoSlotBeside { id: id.clone(), max_size, pinned })
     }
 
     /// The LRU queue, least recently used first.
@@ -716,6 +741,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
             return self.add_locked(guard, canonical).map(|_| Replaced::Added);
         }
         let settle = Settle { cache: self, id, way: Settling::Add };
+        self.check_slot_beside(id)?;
         let admission = self.admit(id, guard.deadline(), true)?;
         let replaced = self.inner.replace_locked(guard, canonical)?;
         // The new version takes the old one's place: its slot in the count is not needed.
