@@ -189,7 +189,9 @@ fn measure_load(arch: &Arc<MlpSpec>, path: &Path) -> Result<(u64, u64), BoxError
     let measured = HEAP.get_peak_memory() as u64;
     let declared = weights.stats().bytes;
     drop(weights);
-    Ok((measured, load_peak(declared, std::fs::metadata(path)?.len())))
+    // The largest tensor of the MLP: its first layer's weight.
+    let largest = 4 * (SPEC.d_in * SPEC.hidden).max(SPEC.hidden * SPEC.d_out) as u64;
+    Ok((measured, load_peak(declared, largest, std::fs::metadata(path)?.len())))
 }
 
 /// `--lock-all`: adds every model to one device and keeps them all, until the budget refuses.

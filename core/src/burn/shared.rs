@@ -9,7 +9,7 @@ use super::backend::{Cpu, ServeBackend};
 use super::error::BurnError;
 use super::file::{infer, model_path};
 use super::source::FileIdentity;
-use super::weights::{BurnWeights, file_len, header_tensor_bytes};
+use super::weights::{BurnWeights, file_len, header_tensor_bytes, header_tensors};
 use crate::cache::{CacheGroup, Declared, DeviceCache, DeviceGuard};
 use crate::deadline::Deadline;
 use crate::error::BoxError;
@@ -59,9 +59,9 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
     ) -> Result<Served<A, T>, BoxError> {
         let key = id.as_str();
         let path = model_path(&self.dir, key)?;
-        let declared = self.check_budgets(&path)?;
+        let (declared, largest) = self.check_budgets(&path)?;
         let len = file_len(&path)?;
-        let peak = load_peak(declared, len);
+        let peak = load_peak(declared, largest, len);
         let current = || FileIdentity::of_path(&path);
         let load = || {
             // The file may have grown since its length was checked and reserved for.
@@ -82,8 +82,8 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
     /// against the RAM budget, then the bytes its header declares for the architecture's
     /// tensors ([`Architecture::tensor_names`]; every tensor of the file if it does not say)
     /// against the RAM budget and (for a backend whose device copies cost device memory) this
-    /// cache's device budget. Returns those declared bytes.
-    fn check_budgets(&self, path: &Path) -> Result<u64, BurnError> {
+    /// cache's device budget. Returns those declared bytes, and the largest tensor's.
+    fn check_budgets(&self, path: &Path) -> Result<(u64, u64), BurnError> {
         let too_large =
             |bytes, budget, cap| BurnError::TooLarge { path: path.to_owned(), bytes, budget, cap };
         let cap = self.group.budget().cap();
@@ -91,7 +91,7 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         if len > cap {
             return Err(too_large(len, "RAM budget", cap));
         }
-        let tensors = header_tensor_bytes(path, self.arch.tensor_names().as_deref())?;
+        let (tensors, largest) = header_tensors(path, self.arch.tensor_names().as_deref())?;
         if tensors > cap {
             return Err(too_large(tensors, "RAM budget", cap));
         }
@@ -99,7 +99,7 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
             Some(device) if !T::SHARES_CPU_TENSORS && tensors > device => {
                 Err(too_large(tensors, "device budget", device))
             }
-            _ => Ok(tensors),
+            _ => Ok((tensors, largest)),
         }
     }
 }
@@ -143,12 +143,13 @@ impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
     }
 }
 
-/// The most a load of a file of `file` bytes declaring `tensors` bytes allocates at once: the
-/// module the architecture initialises, the tensors decoded from the file while that module
-/// still holds its own, and the file's bytes read for decoding. Measured by a counting
+/// The most a load of a file of `file` bytes declaring `tensors` bytes, the largest of them
+/// `largest`, allocates at once: the file's bytes, read into memory for decoding; the module
+/// the architecture initialises; the tensors decoded from the file while that module still
+/// holds its own; and a transient copy of one tensor as it is converted. Measured by a counting
 /// allocator in the `serve` example (it prints the measured peak of every load next to this).
-pub fn load_peak(tensors: u64, file: u64) -> u64 {
-    tensors.saturating_mul(2).saturating_add(file)
+pub fn load_peak(tensors: u64, largest: u64, file: u64) -> u64 {
+    tensors.saturating_mul(2).saturating_add(largest).saturating_add(file)
 }
 
 impl<A: Architecture, T: ServeBackend> fmt::Debug for SharedLoader<A, T> {

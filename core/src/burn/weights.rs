@@ -123,6 +123,11 @@ pub(super) fn file_len(path: &Path) -> Result<u64, BurnError> {
 /// — read from the header alone, with plain reads. A named tensor the file lacks counts
 /// nothing here; the load reports it as a mismatch.
 pub(super) fn header_tensor_bytes(path: &Path, names: Option<&[String]>) -> Result<u64, BurnError> {
+    header_tensors(path, names).map(|(total, _)| total)
+}
+
+/// [`header_tensor_bytes`], and the bytes of the largest of those tensors.
+pub(super) fn header_tensors(path: &Path, names: Option<&[String]>) -> Result<(u64, u64), BurnError> {
     let (_, header) = read_header(path)?;
     let overflow = || BurnError::Corrupt {
         path: path.to_owned(),
@@ -133,7 +138,9 @@ pub(super) fn header_tensor_bytes(path: &Path, names: Option<&[String]>) -> Resu
         .tensors
         .iter()
         .filter(|(name, _)| taken(name))
-        .try_fold(0u64, |sum, (_, bytes)| sum.checked_add(*bytes).ok_or_else(overflow))
+        .try_fold((0u64, 0u64), |(sum, largest), (_, bytes)| {
+            Ok((sum.checked_add(*bytes).ok_or_else(overflow)?, largest.max(*bytes)))
+        })
 }
 
 /// Every tensor of `module` is in the file with the same shape and dtype.
