@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use resident::burn::zoo::MlpSpec;
-use resident::burn::{BurnError, Cpu, FileLoader, SharedLoader, SharedWeights, save};
+use resident::burn::{BurnError, Cpu, FileIdentity, FileLoader, SharedLoader, SharedWeights, save};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
 use resident::{CacheError, CallOptions, Manager, ManagerError, ModelManager};
@@ -89,11 +89,15 @@ fn a_file_rewritten_between_loads_is_read_again_by_a_replace_and_after_a_remove(
     let served = |manager: &ModelManager<SharedLoader<MlpSpec>>| {
         manager.infer("m", |m| m.infer(INPUT)).expect("registered").expect("forward")
     };
+    let before = FileIdentity::of_path(&dir.join("m.safetensors")).expect("the file is there");
     cpu0.add_model("m", None).expect("loads");
     cpu1.add_model("m", None).expect("adopts");
     assert_eq!(served(&cpu0), first_out);
     // The same length and header, other tensors: only the modification time tells.
     rewrite(&dir, &second);
+    let after = FileIdentity::of_path(&dir.join("m.safetensors")).expect("the file is there");
+    assert_eq!(before.len, after.len, "one length");
+    assert_ne!(before, after, "a rewrite in place changes the file's identity");
     cpu0.replace("m", None, CallOptions::new()).expect("replaces");
     assert_eq!(served(&cpu0), second_out, "a replace reads the rewritten file");
     assert_eq!(served(&cpu1), first_out, "device 1's registered model serves on until replaced");

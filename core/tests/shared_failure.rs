@@ -193,3 +193,20 @@ fn the_negative_cache_answers_new_callers_until_it_expires() {
     assert_eq!(loader.calls.load(Ordering::SeqCst), 4);
     assert!(ManagerConfig::default().with_failure_cache(Duration::ZERO).validate().is_err());
 }
+
+/// Which errors are the expiry of a bounded wait (a caller's own, never shared) and which are
+/// failures of a load: a copy larger than the whole device budget is a failure, for good.
+#[test]
+fn wait_expiries_are_told_from_failures() {
+    use resident::CacheError;
+    let waited = Duration::from_millis(5);
+    let key = || "m".to_owned();
+    assert!(CacheError::LoadWaitTimeout { key: key(), waited }.is_wait_expiry());
+    assert!(CacheError::DeviceMoveTimeout { key: key(), waited }.is_wait_expiry());
+    assert!(CacheError::DeviceFull { key: key(), needed: 10, budget: 100, used: 95 }.is_wait_expiry());
+    assert!(!CacheError::DeviceFull { key: key(), needed: 200, budget: 100, used: 0 }.is_wait_expiry());
+    assert!(!CacheError::TooLarge { key: key(), bytes: 200, cap: 100 }.is_wait_expiry());
+    let id = resident::ModelId::new("m").unwrap();
+    assert!(ManagerError::LockTimeout { id: id.clone(), waited }.is_wait_expiry());
+    assert!(!ManagerError::NotFound { id }.is_wait_expiry());
+}

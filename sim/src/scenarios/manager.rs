@@ -117,15 +117,18 @@ fn reservations<R: SimRuntime>(world: &ManagerWorld<R>, id: &str) -> usize {
     world.manager.snapshot().lifecycle.iter().find(|e| e.id.as_str() == id).map_or(0, |e| e.reservations)
 }
 
-/// S-F1: the main thread holds X's lifecycle lock and runs X's failing load under it while W1
-/// and W2 add X. A waiter that reserved X before the failure gets that very error (its source
-/// shared) without loading; one that reserved after it loads afresh. Once the failure was
-/// delivered, a new add loads afresh.
-pub(super) fn shared_failure<R: SimRuntime>(rt: R) {
-    let started = Arc::new(Latch::new(&rt));
-    let world = ManagerWorld::builder(rt).model("X", &[Step::Fail], &[]).build();
-    let x = ModelId::new("X").expect("valid id");
-    let guard = world.manager.lock(&x).expect("an uncontended lock");
+/// The main thread takes `x`'s lifecycle lock, then W1 and W2 add `x` (waiting for it); returns
+/// once both have started and had a scheduling point to reserve it.
+#[allow(clippy::type_complexity)]
+fn two_waiters_behind_the_lock<R: SimRuntime>(
+    world: &ManagerWorld<R>,
+    x: &ModelId,
+) -> (
+    resident::LifecycleGuard<crate::manager_world::SimModel<R>, R>,
+    [R::Handle<Result<Added, ManagerError>>; 2],
+) {
+    let started = Arc::new(Latch::new(&world.rt));
+    let guard = world.manager.lock(x).expect("an uncontended lock");
     let waiters = ["W1", "W2"].map(|name| {
         let started = Arc::clone(&started);
         world.spawn(name, move |m, t| {
@@ -135,6 +138,17 @@ pub(super) fn shared_failure<R: SimRuntime>(rt: R) {
     });
     started.wait_for(2);
     R::yield_now();
+    (guard, waiters)
+}
+
+/// S-F1: the main thread holds X's lifecycle lock and runs X's failing load under it while W1
+/// and W2 add X. A waiter that reserved X before the failure gets that very error (its source
+/// shared) without loading; one that reserved after it loads afresh. Once the failure was
+/// delivered, a new add loads afresh.
+pub(super) fn shared_failure<R: SimRuntime>(rt: R) {
+    let world = ManagerWorld::builder(rt).model("X", &[Step::Fail], &[]).build();
+    let x = ModelId::new("X").expect("valid id");
+    let (guard, waiters) = two_waiters_behind_the_lock(&world, &x);
     // Waiters that reserved X by now reserved it before its load failed: they must share it.
     let early = reservations(&world, "X") - 1;
     let failed = traced("main", "add_locked(X)", || world.manager.add_locked(&guard, &x));
@@ -198,23 +212,13 @@ pub(super) fn negative_cache<R: SimRuntime>(rt: R) {
 /// which is its error alone: each waiter loads afresh or finds X loaded. With the negative
 /// cache on, an expired add of Y is not remembered either: T3's add of Y loads.
 pub(super) fn expiry_is_the_callers_own<R: SimRuntime>(rt: R) {
-    let started = Arc::new(Latch::new(&rt));
     let world = ManagerWorld::builder(rt)
         .model("X", &[Step::Expire], &[])
         .model("Y", &[Step::Expire], &[])
         .failure_cache(std::time::Duration::from_secs(5))
         .build();
     let x = ModelId::new("X").expect("valid id");
-    let guard = world.manager.lock(&x).expect("an uncontended lock");
-    let waiters = ["W1", "W2"].map(|name| {
-        let started = Arc::clone(&started);
-        world.spawn(name, move |m, t| {
-            started.add(1);
-            traced(t, "add(X)", || m.add_model("X", None))
-        })
-    });
-    started.wait_for(2);
-    R::yield_now();
+    let (guard, waiters) = two_waiters_behind_the_lock(&world, &x);
     let expired = traced("main", "add_locked(X)", || world.manager.add_locked(&guard, &x));
     drop(guard);
     let results = waiters.map(join::<R, _>);

@@ -112,31 +112,11 @@ pub(super) fn lowering_the_ram_cap_while_loading<R: SimRuntime>(rt: R) {
 /// W-18: `a` (60) fills a hard cap of 100 and the main thread holds it locked; T1 loads `b`
 /// (60) and waits for room; T2 raises the cap to 200. The raise must wake T1, which loads.
 pub(super) fn raising_the_ram_cap_wakes_the_load<R: SimRuntime>(rt: R) {
-    let world = CacheWorld::hard(rt, 100, 1);
-    let a =
-        world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
-    let t1 = {
-        let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T1", move || {
-            traced("T1", "get_or_put(b)", || {
-                c0.get_or_put("b", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)
-            })
-        })
-    };
-    let t2 = {
-        let group = Arc::clone(&world.group);
-        world.rt.spawn("T2", move || {
-            give_way::<R>(HEAD_START);
-            traced("T2", "set_cap(200)", || group.set_cap(200, CallOptions::new()))
-        })
-    };
-    let loaded = join::<R, _>(t1);
-    let raised = join::<R, _>(t2);
-    drop(a);
+    let loaded = change_while_a_load_waits_for_room(rt, |group| {
+        let raised = traced("T2", "set_cap(200)", || group.set_cap(200, CallOptions::new()));
+        ensure!(raised.is_ok(), "contract", "raising the cap gave {raised:?}");
+    });
     ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
-    ensure!(raised.is_ok(), "contract", "raising the cap gave {raised:?}");
-    no_deadline_passed(&world.rt);
-    finish_cache(&world);
 }
 
 /// S-Z1d: `a` (40 device bytes) is placed and idle, `b` (40) placed and locked, under a device
