@@ -55,6 +55,9 @@ fn max_error(got: &[f32], want: &[f32]) -> Result<f32, BoxError> {
     Ok(got.iter().zip(want).map(error).fold(0.0, f32::max))
 }
 
+/// The largest difference from the CPU's output accepted, per unit of the output's scale.
+const TOLERANCE: f32 = 2e-3;
+
 /// Serves the fixture from `manager` and checks it against the stored CPU output.
 fn serve_and_check<A: Architecture>(
     manager: &ModelManager<SharedLoader<A, Gpu>>,
@@ -72,7 +75,12 @@ fn serve_and_check<A: Architecture>(
         cache.device_bytes(),
         memory_report()
     );
-    if error > 1e-4 {
+    // Relative to the output's scale, and loose enough for TF32: on Ampere and later GPUs,
+    // burn's CUDA kernels may multiply f32 on tensor cores with 10-bit mantissas (an H200 put
+    // the CNN's convolution 1.1e-4 off on outputs near 0.55). A wrong or stale weight moves
+    // outputs by orders of magnitude more.
+    let scale = e.output.iter().fold(1.0_f32, |m, v| m.max(v.abs()));
+    if error > TOLERANCE * scale {
         return Err(format!("{}: GPU output differs from the CPU's by {error}", e.id).into());
     }
     Ok(())

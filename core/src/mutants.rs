@@ -119,6 +119,13 @@ mutants! {
     /// S-R2: a replace that can never find a slot beside its old version (a cache of one, or
     /// every other model pinned) waits its whole capacity wait, then fails `CapacityExhausted`.
     REPLACE_WAITS_FOR_NO_SLOT = "replace-waits-for-no-slot",
+    /// S-R2i: a lease of an id an in-place replace is swapping finds it gone (`NotFound`)
+    /// instead of waiting for the new version.
+    SWAP_LEASE_NOT_FOUND = "swap-lease-not-found",
+    /// S-R2i: an in-place replace unloads the old version without draining its leases.
+    SWAP_SKIPS_DRAIN = "swap-skips-drain",
+    /// S-R2i: the end of an in-place swap does not wake the leases waiting for it.
+    LOST_WAKEUP_SWAP_SETTLED = "lost-wakeup-swap-settled",
     /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
     /// unload while it may serve.
     REGISTER_OVERWRITES = "register-overwrites",

@@ -352,3 +352,21 @@ fn a_users_own_decorator_composes_through_the_traits_defaults() {
     assert!(matches!(cache.add_model("A", None), Err(ManagerError::ShutDown { .. })));
     assert_eq!(*cache.get_ref().adds.lock().unwrap(), 4, "a cold add is refused before it makes room");
 }
+
+/// A decorator that overrides nothing but `add_locked` forwards the rest: a cache above it
+/// sees its pins, and a register through it (and through the cache) reaches the base.
+#[test]
+fn a_users_decorator_forwards_pins_and_registers() {
+    let (knobs, base) = base();
+    let inner = FixedSizeCache::new(base, config(2)).unwrap();
+    let counting = CountingAdds { inner, adds: Mutex::new(0) };
+    counting.add_model("A", None).unwrap();
+    counting.pin("A").unwrap();
+    assert!(counting.is_pinned("A"), "the pin of the cache below shows through the decorator");
+    assert!(!counting.is_pinned("B"));
+    let built = SizedModel { canonical: "B".into(), bytes: 1, knobs: Arc::clone(&knobs) };
+    counting.register("B", built).unwrap_or_else(|refused| panic!("{}", refused.error));
+    assert_eq!(counting.infer("B", |m| m.canonical.clone()).unwrap(), "B", "registered below");
+    assert_eq!(queue(&counting.inner), ["A", "B"], "admitted by the cache below");
+    assert_eq!(*counting.adds.lock().unwrap(), 1, "a register is no add");
+}

@@ -125,3 +125,17 @@ fn shutting_down_the_last_cache_with_a_keep_alive_ends_the_timer_while_the_group
     runtime.join_all();
     assert!(!group.keep_alive_timer_running(), "the dropped cache's keep-alive kept no timer");
 }
+
+/// The production runtime's background threads run (the keep-alive timer is one).
+#[test]
+fn the_production_runtime_starts_background_threads() {
+    let (tx, rx) = mpsc::channel();
+    StdRuntime::new()
+        .spawn_background(
+            "resident-test",
+            Box::new(move || tx.send(std::thread::current().name().map(str::to_owned)).unwrap()),
+        )
+        .expect("a thread starts");
+    let name = rx.recv_timeout(HANG).expect("the background thread ran");
+    assert_eq!(name.as_deref(), Some("resident-test"));
+}

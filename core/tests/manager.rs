@@ -269,3 +269,12 @@ fn cold_loads_of_different_ids_overlap() {
     }
     assert_eq!((done.load(Ordering::SeqCst), m.len()), (N, N));
 }
+
+#[test]
+fn the_manager_keeps_its_configuration_and_a_loader_declares_nothing_by_default() {
+    let m = manager();
+    assert_eq!(m.config().lock_timeout(), Duration::from_millis(50));
+    assert_eq!(m.config().lease_drain_timeout(), Duration::from_millis(50));
+    let id = ModelId::new("a").unwrap();
+    assert!(matches!(m.loader().declared_bytes(&id), Ok(None)), "unknown unless the loader says");
+}

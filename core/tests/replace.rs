@@ -131,3 +131,85 @@ fn through_a_cache_the_id_keeps_its_place_and_its_pin() {
     assert!(matches!(cache.replace("d", None, CallOptions::new()), Ok(Replaced::Added)));
     assert_eq!(cache.queue(), [id("c"), id("a"), id("d")], "the infer made a the most recently used");
 }
+
+/// A cache of one (one model per device): every replace in place drains, unloads, then loads,
+/// and readers racing it wait for the new version, never finding the id gone.
+#[test]
+fn in_place_replaces_through_a_cache_of_one_show_no_not_found() {
+    const REPLACES: usize = 30;
+    let versions = Arc::new(Versions::default());
+    let cache =
+        FixedSizeCache::new(ModelManager::new(Handle(Arc::clone(&versions))), FixedSizeConfig::new(1))
+            .expect("valid");
+    let cache = Arc::new(cache);
+    cache.add_model("m", None).expect("loads");
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (cache, done) = (Arc::clone(&cache), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut last = 0;
+                loop {
+                    let finished = done.load(Ordering::SeqCst);
+                    let number = cache.infer("m", |v| v.number).expect("served during every swap");
+                    assert!(number >= last, "versions went back: {number} after {last}");
+                    last = number;
+                    if finished {
+                        return last;
+                    }
+                }
+            })
+        })
+        .collect();
+    for _ in 0..REPLACES {
+        let beside = cache.replace("m", None, CallOptions::new());
+        assert!(matches!(beside, Err(ManagerError::NoSlotBeside { .. })), "{beside:?}");
+        let swapped = cache.replace_in_place("m", None, CallOptions::new()).expect("swaps");
+        assert!(matches!(swapped, Replaced::Unloaded), "{swapped:?}");
+    }
+    done.store(true, Ordering::SeqCst);
+    for reader in readers {
+        assert_eq!(reader.join().expect("no panic"), REPLACES, "the last read saw the last version");
+    }
+    assert_eq!(versions.unloads.load(Ordering::SeqCst), REPLACES, "every old version unloaded once");
+    assert_eq!(cache.queue(), [id("m")]);
+}
+
+#[test]
+fn in_place_is_refused_while_a_lease_outlives_the_drain() {
+    let versions = Arc::new(Versions::default());
+    let manager = ModelManager::new(Handle(Arc::clone(&versions)));
+    manager.add_model("m", None).expect("loads");
+    let serving = manager.lease("m").expect("registered");
+    let within = CallOptions::new().with_timeout(std::time::Duration::from_millis(10));
+    let refused = manager.replace_in_place("m", None, within);
+    assert!(matches!(refused, Err(ManagerError::Busy { leases: 1, .. })), "{refused:?}");
+    // Nothing changed: the old version serves on, to new leases too.
+    assert_eq!(manager.infer("m", |v| v.number).expect("still serving"), 0);
+    assert_eq!(versions.unloads.load(Ordering::SeqCst), 0);
+    drop(serving);
+    assert!(matches!(manager.replace_in_place("m", None, CallOptions::new()), Ok(Replaced::Unloaded)));
+    assert_eq!(manager.infer("m", |v| v.number).expect("v1 serves"), 1);
+}
+
+#[test]
+fn in_place_a_failed_load_leaves_the_id_unregistered() {
+    let versions = Arc::new(Versions::default());
+    let cache =
+        FixedSizeCache::new(ModelManager::new(Handle(Arc::clone(&versions))), FixedSizeConfig::new(2))
+            .expect("valid");
+    cache.add_model("m", None).expect("loads");
+    cache.pin("m").expect("registered");
+    versions.broken.store(true, Ordering::SeqCst);
+    let failed = cache.replace_in_place("m", None, CallOptions::new());
+    assert!(matches!(failed, Err(ManagerError::Load { .. })), "{failed:?}");
+    // The old version was unloaded before the load: it cannot come back.
+    assert_eq!(versions.unloads.load(Ordering::SeqCst), 1);
+    assert!(!cache.contains("m"));
+    assert!(matches!(cache.lease("m"), Err(ManagerError::NotFound { .. })));
+    assert!(cache.queue().is_empty(), "{:?}", cache.queue());
+    assert_eq!(cache.pinned(), [id("m")], "the pin stays, as after a remove");
+    // Not registered: a replace in place adds.
+    versions.broken.store(false, Ordering::SeqCst);
+    assert!(matches!(cache.replace_in_place("m", None, CallOptions::new()), Ok(Replaced::Added)));
+}

@@ -382,3 +382,18 @@ fn the_store_registers_one_canonical_per_key_and_adopts_it() {
     assert!(store.adopt("k").is_none(), "gone with its last holder");
     assert_eq!(group.budget().in_use(), 0);
 }
+
+#[test]
+fn stats_count_every_hit_and_miss() {
+    let group = CacheGroup::<Weights>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    drop(gpu.put("a", weights(10), 10, PutOptions::default()).unwrap());
+    for _ in 0..3 {
+        drop(gpu.get("a").expect("resident"));
+    }
+    for _ in 0..2 {
+        assert!(gpu.get("b").is_none());
+    }
+    let stats = gpu.stats();
+    assert_eq!((stats.hits, stats.misses), (3, 2), "{stats:?}");
+}

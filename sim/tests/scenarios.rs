@@ -56,6 +56,7 @@ scenario_tests! {
     c_p5 => "C-P5",
     m_b1 => "M-B1",
     s_r2 => "S-R2",
+    s_r2i => "S-R2i",
     s_z2 => "S-Z2",
     s_f2 => "S-F2",
     s_f1d => "S-F1d",

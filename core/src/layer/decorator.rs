@@ -97,6 +97,15 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().replace_locked(guard, canonical)
     }
 
+    /// See [`Manager::replace_in_place_locked`].
+    fn replace_in_place_locked(
+        &self,
+        guard: &GuardOf<Self>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        self.inner().replace_in_place_locked(guard, canonical)
+    }
+
     /// See [`Manager::remove_locked`].
     fn remove_locked(&self, guard: &GuardOf<Self>) -> Result<(), ManagerError> {
         self.inner().remove_locked(guard)
@@ -204,6 +213,14 @@ impl<D: Decorator> Manager for D {
 
     fn replace_locked(&self, guard: &GuardOf<D>, canonical: &ModelId) -> Result<Replaced, ManagerError> {
         Decorator::replace_locked(self, guard, canonical)
+    }
+
+    fn replace_in_place_locked(
+        &self,
+        guard: &GuardOf<D>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        Decorator::replace_in_place_locked(self, guard, canonical)
     }
 
     fn remove_locked(&self, guard: &GuardOf<D>) -> Result<(), ManagerError> {

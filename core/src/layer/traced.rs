@@ -77,6 +77,17 @@ impl<M: Manager> Decorator for Traced<M> {
         result
     }
 
+    fn replace_in_place_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        let _span = tracing::debug_span!("replace_in_place", id = %guard.id(), %canonical).entered();
+        let result = self.inner.replace_in_place_locked(guard, canonical);
+        tracing::debug!(?result, "replace in place done");
+        result
+    }
+
     fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
         let _span = tracing::debug_span!("remove", id = %guard.id()).entered();
         let result = self.inner.remove_locked(guard);

@@ -92,6 +92,14 @@ pub trait Manager: Send + Sync + 'static {
         canonical: &ModelId,
     ) -> Result<Replaced, ManagerError>;
 
+    /// [`Manager::replace_in_place`] for a caller that already holds `guard` (the resolved
+    /// id's lock).
+    fn replace_in_place_locked(
+        &self,
+        guard: &LifecycleGuard<Self::Model, Self::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError>;
+
     /// [`Manager::remove`] for a caller that already holds `guard`.
     fn remove_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
 
@@ -292,6 +300,52 @@ pub trait Manager: Send + Sync + 'static {
         let (canonical, resolved) = resolve(id, alias)?;
         let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
         self.replace_locked(&guard, &canonical)
+    }
+
+    /// [`Manager::replace`] for a model that cannot have two versions resident at once (one
+    /// slot per device, a [`FixedSizeCache`](crate::FixedSizeCache) of one, memory for one
+    /// version only), opted into explicitly: the old version's leases are drained (new leases
+    /// wait for the new version, each bounded by its own timeout, and none finds the id gone
+    /// meanwhile), it is unloaded and dropped, and the new version is loaded into the slot it
+    /// left, read afresh like any replace's. Nothing registered: the new version is added.
+    ///
+    /// Leases that outlive the drain (at most
+    /// [`ManagerConfig::lease_drain_timeout`](crate::ManagerConfig::lease_drain_timeout) and the
+    /// call's deadline) refuse it with `Busy`, and an unload that fails with `Unload`: the old
+    /// version serves on, unchanged. **A new version that fails to load leaves the id
+    /// unregistered** (the old one cannot come back: it is gone) and the call returns the load's
+    /// error; so does a panic of user code after the unload. Returns
+    /// [`Replaced::Unloaded`](crate::Replaced::Unloaded) or `Added`.
+    ///
+    /// ```
+    /// use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError};
+    /// use resident::{Model, ModelId, ModelManager, Replaced};
+    /// struct Version(String);
+    /// impl Model for Version { fn size_bytes(&self) -> u64 { 1 } }
+    /// struct L;
+    /// impl Loader for L {
+    ///     type Model = Version;
+    ///     fn load(&self, id: &ModelId) -> Result<Version, BoxError> { Ok(Version(id.to_string())) }
+    /// }
+    /// // One model per device: v2 can never load beside v1.
+    /// let gpu = FixedSizeCache::new(ModelManager::new(L), FixedSizeConfig::new(1))?;
+    /// gpu.add_model("detector/v1", Some("detector"))?;
+    /// let beside = gpu.replace("detector/v2", Some("detector"), Default::default());
+    /// assert!(matches!(beside, Err(ManagerError::NoSlotBeside { .. })));
+    /// let swapped = gpu.replace_in_place("detector/v2", Some("detector"), Default::default())?;
+    /// assert!(matches!(swapped, Replaced::Unloaded));
+    /// assert_eq!(gpu.infer("detector", |m| m.0.clone())?, "detector/v2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn replace_in_place(
+        &self,
+        id: &str,
+        alias: Option<&str>,
+        options: CallOptions,
+    ) -> Result<Replaced, ManagerError> {
+        let (canonical, resolved) = resolve(id, alias)?;
+        let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
+        self.replace_in_place_locked(&guard, &canonical)
     }
 
     /// Registers `model`, built elsewhere, under the resolved id `id` (upstream's

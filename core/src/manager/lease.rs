@@ -9,7 +9,8 @@
 //! model stays, and so does the lease — an eviction never refuses a lease on a model it keeps.
 //! A replace switches the registry to the new version first and then retires the old slot: a
 //! lease that looked the old one up and finds it retired looks the id up again, so it gets the
-//! new version, never `NotFound`.
+//! new version, never `NotFound`. An in-place replace closes the slot as swapping: a lease that
+//! finds it so looks the id up again, and waits there for the swap to settle (`swap`).
 
 use std::fmt;
 use std::ops::Deref;
@@ -37,6 +38,9 @@ enum Closing {
     Evicted,
     /// A replace switched the registry to a new version: new leases look the id up again.
     Replaced,
+    /// An in-place replace drains the slot to unload it: new leases look the id up again, and
+    /// wait there for the swap to settle.
+    Swapping,
 }
 
 /// A registered model and its use state.
@@ -76,7 +80,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
             Some(Closing::Replaced) if replaced_gone => {
                 Some(Err(ManagerError::NotFound { id: self.id.clone() }))
             }
-            Some(Closing::Replaced) => Some(Ok(false)),
+            Some(Closing::Replaced | Closing::Swapping) => Some(Ok(false)),
         };
         let taken = match self.state.with(take) {
             Some(taken) => taken,
@@ -125,7 +129,21 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// Refuses new leases and waits for the live ones to end. On timeout the slot is open again
     /// and the error says how many leases were still alive.
     pub(crate) fn close(&self, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
-        self.state.with(|s| s.closing = Some(Closing::Draining));
+        self.close_as(Closing::Draining, timeout)
+    }
+
+    /// [`ModelSlot::close`] for an in-place replace: new leases look the id up again (where
+    /// the table's swap makes them wait) instead of being refused.
+    pub(crate) fn close_for_swap(&self, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
+        if self.changes.runtime().mutant(Mutant::SWAP_SKIPS_DRAIN) {
+            self.state.with(|s| s.closing = Some(Closing::Swapping));
+            return Ok(Closed { slot: self, committed: false });
+        }
+        self.close_as(Closing::Swapping, timeout)
+    }
+
+    fn close_as(&self, closing: Closing, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
+        self.state.with(|s| s.closing = Some(closing));
         let closed = Closed { slot: self, committed: false };
         match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())) {
             Ok(()) => Ok(closed),

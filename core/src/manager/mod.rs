@@ -10,7 +10,9 @@
 //!
 //! # Lock order
 //! `lifecycle lock (per id)` → `table monitor` → `slot use-state monitor` (only `in_use` nests
-//! these two) → nothing; `lifecycle lock` → `slot use-state monitor` → nothing. The table monitor and the use-state monitors are never held while
+//! these two) → nothing; `lifecycle lock` → `slot use-state monitor` → nothing; `lifecycle
+//! lock` → `swap monitor` (an in-place replace's) → nothing, and a lease waits on a swap monitor
+//! holding nothing. The table monitor, the use-state and the swap monitors are never held while
 //! waiting, loading, unloading or calling any user code, and no thread ever waits for a second
 //! lifecycle lock while holding one.
 
@@ -20,6 +22,7 @@ mod lease;
 mod lifecycle;
 mod model;
 mod removal;
+mod swap;
 mod table;
 
 use std::fmt;
@@ -35,6 +38,7 @@ pub(crate) use removal::clear as clear_each;
 
 use lease::ModelSlot;
 use lifecycle::{Reservation, SharedTable};
+use swap::Found;
 use table::Table;
 
 use crate::deadline::{CallOptions, Deadline};
@@ -155,15 +159,24 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         &self.loader
     }
 
-    /// The slot of `id`, validating the id without allocating on this hot path.
-    fn slot(&self, id: &str) -> Result<Arc<ModelSlot<L::Model, R>>, ManagerError> {
+    /// What a lease of `id` finds, validating the id without allocating on this hot path: its
+    /// slot, or the in-place replace it must wait for.
+    fn lookup(&self, id: &str) -> Result<Found<L::Model, R>, ManagerError> {
         ModelId::validate(id)?;
         let refuse = !self.runtime.mutant(Mutant::LEASE_AFTER_SHUTDOWN);
-        match self
-            .table
-            .with(|t| if t.shut_down && refuse { Err(()) } else { Ok(t.registry.get(id).cloned()) })
-        {
-            Ok(Some(slot)) => Ok(slot),
+        let swap_gone = self.runtime.mutant(Mutant::SWAP_LEASE_NOT_FOUND);
+        let found = self.table.with(|t| {
+            if t.shut_down && refuse {
+                return Err(());
+            }
+            Ok(match t.swaps.get(id) {
+                Some(_) if swap_gone => None,
+                Some(swap) => Some(Found::Swapping(Arc::clone(swap))),
+                None => t.registry.get(id).cloned().map(Found::Slot),
+            })
+        });
+        match found {
+            Ok(Some(found)) => Ok(found),
             Ok(None) => Err(ManagerError::NotFound { id: ModelId::new(id)? }),
             Err(()) => Err(telemetry::refused(ManagerError::ShutDown { id: ModelId::new(id)? })),
         }
@@ -353,9 +366,20 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let timeout =
             || deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LEASE);
         loop {
-            // A version replaced after the lookup sends the lease to the registry again.
-            if let Some(lease) = self.slot(id)?.lease(timeout)? {
-                return Ok(lease);
+            match self.lookup(id)? {
+                // A version replaced after the lookup sends the lease to the registry again.
+                Found::Slot(slot) => {
+                    if let Some(lease) = slot.lease(timeout)? {
+                        return Ok(lease);
+                    }
+                }
+                Found::Swapping(swap) => {
+                    let waited = timeout();
+                    if swap.wait(waited).is_err() {
+                        let id = ModelId::new(id)?;
+                        return Err(telemetry::lease_refused(ManagerError::LockTimeout { id, waited }));
+                    }
+                }
             }
         }
     }
@@ -420,6 +444,22 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         // Reported once the old version is settled: a recorder is user code and may panic.
         telemetry::loaded(canonical, took);
         Ok(outcome)
+    }
+
+    /// Drains the old version's leases (new leases wait for the new version), unloads and drops
+    /// it, then loads the new version into its slot (see [`Manager::replace_in_place`]).
+    fn replace_in_place_locked(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        self.check_guard(guard)?;
+        let id = guard.id();
+        match self.table.with(|t| (t.shut_down, t.registry.get(id).cloned())) {
+            (true, _) => Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() })),
+            (false, None) => self.add_locked(guard, canonical).map(|_| Replaced::Added),
+            (false, Some(old)) => self.swap_in_place(guard, old, canonical),
+        }
     }
 
     fn contains(&self, id: &str) -> bool {

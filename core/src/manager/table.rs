@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::lease::ModelSlot;
+use super::swap::Swap;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::runtime::{Arc, Runtime, TimedLock};
@@ -77,6 +78,8 @@ pub(crate) struct Table<M, R: Runtime> {
     recent: BTreeMap<ModelId, Recent>,
     /// Set for good by a shutdown: adds and leases are refused.
     pub(crate) shut_down: bool,
+    /// In-place replaces under way, by resolved id: their leases wait for them.
+    pub(crate) swaps: BTreeMap<ModelId, Arc<Swap<R>>>,
 }
 
 impl<M, R: Runtime> Table<M, R> {
@@ -87,6 +90,7 @@ impl<M, R: Runtime> Table<M, R> {
             generations: 0,
             recent: BTreeMap::new(),
             shut_down: false,
+            swaps: BTreeMap::new(),
         }
     }
 

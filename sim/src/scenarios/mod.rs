@@ -331,6 +331,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 1, targets: [REPLACE_REMOVES_FIRST, REPLACE_SKIPS_DRAIN, REPLACED_LEASE_NOT_FOUND], replace::replace_races_leases_and_a_remove::<_, layers::ThreeDeep>),
     scenario!("S-R2", "replace through a full cache of one, or beside only pinned models: refused at once, typed (1.11)",
         time: Auto, loom: 1, targets: [REPLACE_WAITS_FOR_NO_SLOT], replace::replace_with_no_slot_beside::<_, layers::ThreeDeep>),
+    scenario!("S-R2i", "replace in place through a cache of one: leases drained, racing leases wait for v2 (never NotFound), a failed load leaves the id unregistered (1.11)",
+        time: Auto, loom: 2, targets: [SWAP_LEASE_NOT_FOUND, SWAP_SKIPS_DRAIN, LOST_WAKEUP_SWAP_SETTLED], replace::replace_in_place_through_a_cache_of_one::<_, layers::ThreeDeep>),
     scenario!("M-B1", "a replace that grows a model enforces max_bytes as a cold add does, while a lease races it (2)",
         time: Off, loom: 2, targets: [REPLACE_SKIPS_MAX_BYTES], replace::replace_that_grows_enforces_max_bytes::<_, layers::ThreeDeep>),
     scenario!("S-Z1", "lowering max_size while leases end and a lease races the evictions: evicted down to it (1.12)",

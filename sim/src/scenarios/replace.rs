@@ -13,7 +13,7 @@ use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::latch::Latch;
-use crate::manager_world::ManagerWorld;
+use crate::manager_world::{ManagerWorld, Step};
 use crate::runtime::SimRuntime;
 use crate::world::traced;
 
@@ -130,4 +130,54 @@ pub(super) fn replace_with_no_slot_beside<R: SimRuntime, D: Depth>(rt: R) {
     super::wakeups::no_deadline_passed(&rt);
     finish(&alone);
     finish(&beside_a_pin);
+}
+
+/// S-R2i: X fills a cache of one, one model alive at most (the world fails the execution when a
+/// load finds another model alive). T1 replaces X in place while T2 leases X twice and serves
+/// from each lease: the old version's leases drain first (a version unloaded under a lease fails
+/// the execution, L1), a lease that arrives during the swap waits for the new version (never
+/// `NotFound`), and v2 serves. Then, in a second cache of one, Y's new version fails to load:
+/// the call returns the load's error and Y ends unregistered, out of the queue.
+pub(super) fn replace_in_place_through_a_cache_of_one<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt.clone()).model("X", &[], &[]).capacity(1);
+    let world = cache::<R, D>(builder, 1, &["X"], &["X"]);
+    let t1 = world.spawn("T1", |m, t| {
+        traced(t, "replace_in_place(X)", || m.replace_in_place("X", None, CallOptions::new()))
+    });
+    let t2 = world.spawn("T2", |m, t| {
+        (0..2).map(|_| traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t)))).collect::<Vec<_>>()
+    });
+    let replaced = join::<R, _>(t1);
+    let served = join::<R, _>(t2);
+    ensure!(matches!(replaced, Ok(Replaced::Unloaded)), "S-R2i", "replace_in_place(X) gave {replaced:?}");
+    ensure!(served.iter().all(Result::is_ok), "S-R2i", "a lease of X during its swap failed: {served:?}");
+    let x = world.probe.id("X");
+    ensure!(world.probe.load_calls("X") == 2, "contract", "X loaded {} times", world.probe.load_calls("X"));
+    ensure!(
+        x.alive() == 1 && x.dropped() == 0,
+        "S-R2i",
+        "X: {} alive, {} dropped unloaded",
+        x.alive(),
+        x.dropped()
+    );
+    finish(&world);
+
+    let failing = cache::<R, D>(
+        ManagerWorld::builder(rt).model("Y", &[Step::Ok, Step::Fail], &[]).capacity(1),
+        1,
+        &["Y"],
+        &["Y"],
+    );
+    let swapped = failing.manager.replace_in_place("Y", None, CallOptions::new());
+    ensure!(
+        matches!(swapped, Err(ManagerError::Load { .. })),
+        "S-R2i",
+        "a failed swap of Y gave {swapped:?}"
+    );
+    ensure!(
+        !failing.manager.contains("Y"),
+        "S-R2i",
+        "Y stays registered after its new version failed to load"
+    );
+    finish(&failing);
 }

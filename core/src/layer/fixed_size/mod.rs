@@ -756,6 +756,27 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         Ok(replaced)
     }
 
+    /// Needs no slot beside the old version: the id keeps its place in the queue (and in the
+    /// count) while its new version loads into the slot the old one left, and its pin. If the
+    /// new version fails to load, the id leaves the queue.
+    fn replace_in_place_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        let id = guard.id();
+        if !self.inner.contains(id.as_str()) {
+            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
+        }
+        let settle = Settle { cache: self, id, way: Settling::Add };
+        let replaced = self.inner.replace_in_place_locked(guard, canonical)?;
+        let bytes = self.size_of(id);
+        self.book.with(|b| b.set_size(id, bytes));
+        drop(settle);
+        self.enforce_bytes(id);
+        Ok(replaced)
+    }
+
     fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
         let id = guard.id();
         if self.mutant(Mutant::QUEUE_REMOVAL_FIRST) {

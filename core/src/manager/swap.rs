@@ -1,0 +1,120 @@
+//! In-place replaces ([`Manager::replace_in_place`](crate::Manager::replace_in_place)).
+//!
+//! A replace normally loads the new version beside the old one. In place, the old version's
+//! leases are drained first, it is unloaded and dropped, and only then is the new version loaded
+//! into the slot it left: for a model that cannot have two versions resident at once (one slot
+//! per device, or not enough memory for both). Meanwhile the id has no model in the registry;
+//! the table keeps a [`Swap`] for it, and a lease that finds one waits (bounded by its own
+//! timeout) for the swap to settle and then looks the id up again. It gets the new version, or
+//! finds the id gone if the new version failed to load; never `NotFound` while the swap is
+//! under way.
+
+use std::time::Duration;
+
+use super::lease::ModelSlot;
+use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
+use crate::error::{ManagerError, SourceError};
+use crate::id::ModelId;
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, Monitor, Runtime, TimedOut};
+use crate::telemetry;
+
+/// An in-place replace under way; settled once, when the id has its new version or none.
+pub(crate) struct Swap<R: Runtime> {
+    settled: R::Monitor<bool>,
+}
+
+impl<R: Runtime> Swap<R> {
+    fn new(runtime: &R) -> Self {
+        Self { settled: runtime.monitor(false) }
+    }
+
+    /// Waits at most `timeout` for the swap to settle.
+    pub(crate) fn wait(&self, timeout: Duration) -> Result<(), TimedOut> {
+        self.settled.wait_until(Some(timeout), |settled| settled.then_some(()))
+    }
+
+    /// The swap is over (the table no longer lists it): wakes the leases waiting for it.
+    fn settle(&self, runtime: &R) {
+        self.settled.with(|settled| *settled = true);
+        if !runtime.mutant(Mutant::LOST_WAKEUP_SWAP_SETTLED) {
+            self.settled.notify_all();
+        }
+    }
+}
+
+/// What a lease finds under an id.
+pub(crate) enum Found<M, R: Runtime> {
+    /// The registered model's slot.
+    Slot(Arc<ModelSlot<M, R>>),
+    /// An in-place replace of the id, to wait for.
+    Swapping(Arc<Swap<R>>),
+}
+
+/// Lists a swap in the table while it lives; on every exit (a panic too) takes it out and
+/// wakes its waiters, after whatever the exit left in the registry.
+struct Listed<'a, L: Loader, R: Runtime> {
+    manager: &'a ModelManager<L, R>,
+    id: &'a ModelId,
+    swap: Arc<Swap<R>>,
+}
+
+impl<'a, L: Loader, R: Runtime> Listed<'a, L, R> {
+    fn new(manager: &'a ModelManager<L, R>, id: &'a ModelId) -> Self {
+        let swap = Arc::new(Swap::new(&manager.runtime));
+        manager.table.with(|t| t.swaps.insert(id.clone(), Arc::clone(&swap)));
+        Self { manager, id, swap }
+    }
+}
+
+impl<L: Loader, R: Runtime> Drop for Listed<'_, L, R> {
+    fn drop(&mut self) {
+        self.manager.table.with(|t| {
+            if t.swaps.get(self.id).is_some_and(|s| Arc::ptr_eq(s, &self.swap)) {
+                t.swaps.remove(self.id);
+            }
+        });
+        self.swap.settle(&self.manager.runtime);
+    }
+}
+
+impl<L: Loader, R: Runtime> ModelManager<L, R> {
+    /// The base's in-place replace of the registered `old` (see the module docs): drains its
+    /// leases (at most [`ManagerConfig::lease_drain_timeout`](super::ManagerConfig) and the
+    /// guard's deadline; `Busy` and nothing changed if they outlive it), unloads it (`Unload`
+    /// and nothing changed if that fails), drops it, and loads the new version. A failed load
+    /// leaves the id unregistered.
+    pub(super) fn swap_in_place(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+        old: Arc<ModelSlot<L::Model, R>>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        let id = guard.id();
+        // Declared before the close: on an early exit the slot reopens first, then the swap
+        // ends, so a lease never finds the slot closed with no swap listed.
+        let listed = Listed::new(self, id);
+        let closed = old.close_for_swap(self.drain_bound(guard))?;
+        tracing::debug!(%id, %canonical, "replace in place: unloading the old version");
+        if let Err(error) = old.model.unload() {
+            tracing::debug!(%id, %error, "replace in place: the old version's unload failed; kept");
+            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
+        }
+        closed.commit();
+        let removed = self.table.with(|t| t.registry.remove(id));
+        // The old version's `Drop` (user code) runs here, under the lifecycle lock only.
+        drop((removed, old));
+        tracing::debug!(%id, %canonical, "replace in place: loading the new version");
+        let started = self.runtime.now();
+        let model = self.loader.reload_until(canonical, guard.deadline()).map_err(|error| {
+            telemetry::load_failed();
+            ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
+        })?;
+        let took = self.runtime.now().saturating_sub(started);
+        let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
+        self.table.with(|t| t.registry.insert(id.clone(), new));
+        drop(listed);
+        telemetry::loaded(canonical, took);
+        Ok(Replaced::Unloaded)
+    }
+}
