@@ -119,6 +119,9 @@ mutants! {
     /// S-R2: a replace that can never find a slot beside its old version (a cache of one, or
     /// every other model pinned) waits its whole capacity wait, then fails `CapacityExhausted`.
     REPLACE_WAITS_FOR_NO_SLOT = "replace-waits-for-no-slot",
+    /// S-PN2: `unpin` takes no lifecycle lock: racing a pin of the same id, it can leave the
+    /// id pinned in one layer and unpinned in the other.
+    UNPIN_UNORDERED = "unpin-unordered",
     /// S-R2i: a lease of an id an in-place replace is swapping finds it gone (`NotFound`)
     /// instead of waiting for the new version.
     SWAP_LEASE_NOT_FOUND = "swap-lease-not-found",
@@ -269,11 +272,9 @@ mutants! {
     LOST_WAKEUP_LEASE_DRAIN = "lost-wakeup-lease-drain",
     /// W-3: the last lease of a model ends without waking adds that wait for room.
     LOST_WAKEUP_LEASE_END = "lost-wakeup-lease-end",
-    /// W-4: releasing a lifecycle guard (an add, remove or eviction done) does not wake adds
-    /// that wait for room.
+    /// W-4, W-5: releasing a lifecycle guard (an add, remove, eviction, pin or unpin done)
+    /// does not wake adds that wait for room.
     LOST_WAKEUP_GUARD_RELEASE = "lost-wakeup-guard-release",
-    /// W-5: an unpin does not wake adds that wait for room.
-    LOST_WAKEUP_UNPIN = "lost-wakeup-unpin",
     /// W-6: a move that settles does not wake lockers waiting for it.
     LOST_WAKEUP_MOVE_SETTLED = "lost-wakeup-move-settled",
     /// W-7: an eviction that ends (unloaded or kept) does not wake the leases waiting for it.

@@ -57,6 +57,7 @@ scenario_tests! {
     m_b1 => "M-B1",
     s_r2 => "S-R2",
     s_r2i => "S-R2i",
+    m_pn1 => "M-PN1",
     s_z2 => "S-Z2",
     s_f2 => "S-F2",
     s_f1d => "S-F1d",

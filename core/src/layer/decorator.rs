@@ -130,9 +130,9 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().pin_locked(guard)
     }
 
-    /// See [`Manager::unpin`].
-    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
-        self.inner().unpin(id)
+    /// See [`Manager::unpin_locked`].
+    fn unpin_locked(&self, guard: &GuardOf<Self>) -> Result<(), ManagerError> {
+        self.inner().unpin_locked(guard)
     }
 
     /// See [`Manager::lease_until`].
@@ -243,8 +243,8 @@ impl<D: Decorator> Manager for D {
         Decorator::pin_locked(self, guard)
     }
 
-    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
-        Decorator::unpin(self, id)
+    fn unpin_locked(&self, guard: &GuardOf<D>) -> Result<(), ManagerError> {
+        Decorator::unpin_locked(self, guard)
     }
 
     fn lease_until(

@@ -126,8 +126,8 @@ impl<M: Manager> Decorator for Traced<M> {
         self.inner.pin_locked(guard)
     }
 
-    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
-        let _span = tracing::debug_span!("unpin", id).entered();
-        self.inner.unpin(id)
+    fn unpin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        let _span = tracing::debug_span!("unpin", id = %guard.id()).entered();
+        self.inner.unpin_locked(guard)
     }
 }

@@ -231,8 +231,24 @@ pub trait Manager: Send + Sync + 'static {
         self.pin_locked(&guard)
     }
 
-    /// Undoes [`Manager::pin`] in every layer of the stack.
-    fn unpin(&self, id: &str) -> Result<(), ManagerError>;
+    /// Undoes [`Manager::pin`] in every layer of the stack, under the id's lifecycle lock (at
+    /// most [`ManagerConfig::lock_timeout`](crate::ManagerConfig::lock_timeout) for it, then
+    /// `LockTimeout`, nothing changed), so that a pin and an unpin of one id racing each other
+    /// take effect in the same order in every layer.
+    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
+        self.unpin_with(id, CallOptions::new())
+    }
+
+    /// [`Manager::unpin`] with its wait for the lifecycle lock bounded by `options` too
+    /// (SPEC 1.10).
+    fn unpin_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
+        let id = ModelId::new(id)?;
+        let guard = self.lock_until(&id, options.deadline(self.runtime()))?;
+        self.unpin_locked(&guard)
+    }
+
+    /// [`Manager::unpin`] for a caller that already holds `guard`.
+    fn unpin_locked(&self, guard: &LifecycleGuard<Self::Model, Self::Runtime>) -> Result<(), ManagerError>;
 
     /// Makes sure `id` is registered under its resolved id (`alias` if given, else `id`),
     /// loading it with the canonical `id` if it is not. See [`ModelManager`](crate::ModelManager).

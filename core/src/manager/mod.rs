@@ -529,10 +529,15 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         self.check_guard(guard)
     }
 
-    /// The base keeps no pins; it only validates the id.
-    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
+    /// The base keeps no pins (it takes no lock for them); it only validates the id.
+    fn unpin_with(&self, id: &str, _options: CallOptions) -> Result<(), ManagerError> {
         ModelId::new(id)?;
         Ok(())
+    }
+
+    /// The base keeps no pins; it only checks the guard.
+    fn unpin_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
+        self.check_guard(guard)
     }
 }
 

@@ -58,6 +58,9 @@ pub enum ThreadOp {
     /// `register(IDS[i], model)` of a model of `IDS[i]` built outside the stack: admitted like
     /// a cold add, without a load.
     Register(usize),
+    /// `replace_in_place(IDS[i], None, …)`: the old version drained, unloaded and dropped, then
+    /// the new one loaded into its slot (SPEC 1.11, S-R2i).
+    ReplaceInPlace(usize),
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -213,7 +216,9 @@ pub fn program() -> impl Strategy<Value = Program> {
             let drawn = (&prefix, &handed, &pins, &threads, &faults, nested, narrow);
             let any_time = super::generated::any_time_for(&drawn);
             let extra = super::generated::hash_of(&(drawn, "clear or register"));
+            let in_place = super::generated::hash_of(&(drawn, "replace in place"));
             insert_clear_or_register(&mut threads, extra);
+            insert_replace_in_place(&mut threads, in_place);
             Program { prefix, handed, pins, threads, faults, nested, narrow, any_time }
         },
     )
@@ -235,4 +240,15 @@ fn insert_clear_or_register(threads: &mut [Vec<ThreadOp>], hash: u64) {
     };
     let thread = &mut threads[pick(16, threads.len())];
     thread.insert(pick(24, thread.len() + 1), op);
+}
+
+/// In a quarter of the programs, one `replace_in_place` of a model at a place in a thread
+/// chosen by `hash` (as for [`insert_clear_or_register`]).
+fn insert_replace_in_place(threads: &mut [Vec<ThreadOp>], hash: u64) {
+    if !hash.is_multiple_of(4) || threads.is_empty() {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let thread = &mut threads[pick(16, threads.len())];
+    thread.insert(pick(24, thread.len() + 1), ThreadOp::ReplaceInPlace(pick(40, IDS.len())));
 }

@@ -213,6 +213,17 @@ fn run_thread<M>(
                     (ret, ())
                 });
             }
+            ThreadOp::ReplaceInPlace(i) => {
+                recorder.call(thread, Op::Swap(i), || {
+                    let ret = match m.replace_in_place(IDS[i], None, CallOptions::new()) {
+                        Ok(Replaced::Added) => Ret::Loaded,
+                        Ok(Replaced::Unloaded) => Ret::Done,
+                        Ok(Replaced::Detached(detached)) => Ret::Unexpected(format!("detached: {detached}")),
+                        Err(e) => error(e),
+                    };
+                    (ret, ())
+                });
+            }
             ThreadOp::Shutdown => {
                 recorder.call(thread, Op::Shutdown, || {
                     let report = m.shutdown(CallOptions::new());

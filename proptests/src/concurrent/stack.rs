@@ -94,6 +94,11 @@ pub enum Op {
     /// version (or adds it, if none was registered); the old version's unload is an event of its
     /// own, after that. Like an add it needs room — for both versions — and may evict.
     Replace(usize),
+    /// `replace_in_place(IDS[i], None, …)`: its unload of the old version is an event of its
+    /// own, which leaves the id swapping (unregistered, its slot still counted, its leases
+    /// waiting); it takes effect when the new version is registered or failed to load. Nothing
+    /// registered: it adds, like a replace.
+    Swap(usize),
     /// `shutdown(…)`: takes effect when it refuses from then on; its unloads are events of
     /// their own ([`Op::Unload`]), and the runner checks its report.
     Shutdown,
@@ -183,6 +188,8 @@ pub struct State {
     leases: [u8; 4],
     /// Leases on old versions a replace switched out (they protect nothing registered).
     retired: [u8; 4],
+    /// Ids an in-place replace unloaded whose new version is not settled yet (over `RESOLVED`).
+    swapping: u8,
     loads: [u8; 4],
     unloads: [u8; 4],
     /// Adds (by their room event's index) admitted or ended early.
@@ -205,8 +212,9 @@ impl State {
         mask & (1 << i) != 0
     }
 
+    /// Registered models, swapping ids (the cache keeps their slot) and claimed slots.
     fn occupied(&self) -> usize {
-        (self.registered.count_ones() + self.claims.count_ones()) as usize
+        ((self.registered | self.swapping).count_ones() + self.claims.count_ones()) as usize
     }
 }
 
@@ -281,14 +289,14 @@ fn may_have_succeeded(call: &Call<Op, Ret>) -> bool {
 }
 
 /// Whether something that holds the lifecycle lock of `RESOLVED[i]` overlapped call `at`: another
-/// add (its own id's lock, or the lock of a victim it evicts), a remove or a pin of
+/// add (its own id's lock, or the lock of a victim it evicts), a remove, pin or unpin of
 /// `RESOLVED[i]`, a shutdown (it locks every id in turn), a resize (it locks its victims).
 fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     overlapped(history, at, |op| match *op {
         Op::AddRoom { add, .. } => add != at,
         Op::ResizeSet { set, .. } => set != at,
-        Op::Replace(_) | Op::Shutdown | Op::ClearStart { .. } => true,
-        Op::Remove(j) | Op::Pin(j) => j == i,
+        Op::Replace(_) | Op::Swap(_) | Op::Shutdown | Op::ClearStart { .. } => true,
+        Op::Remove(j) | Op::Pin(j) | Op::Unpin(j) => j == i,
         _ => false,
     })
 }
@@ -322,7 +330,7 @@ impl Stack {
                 };
                 s.occupied() > self.cap(s)
                     || self.removal_holds_room(history, at)
-                    || overlapped(history, at, |op| matches!(op, Op::Replace(_)))
+                    || overlapped(history, at, |op| matches!(op, Op::Replace(_) | Op::Swap(_)))
                     || overlapping(history, at, claiming)
             }
             // An eviction's unload failed (a busy victim is skipped: never `LockTimeout`).
@@ -346,7 +354,11 @@ impl Stack {
         };
         let unreported = s.clear_list & !reported;
         (0..4).filter(|&i| State::has(unreported, i) && State::has(s.registered, i)).all(|i| {
-            overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) if *j == i))
+            overlapped(
+                history,
+                at,
+                |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) | Op::Swap(j) if *j == i),
+            )
         })
     }
 
@@ -368,13 +380,76 @@ impl Stack {
             })
     }
 
+    /// The states an in-place replace of `RESOLVED[i]` (call `at`) can lead to from `s`: once
+    /// its own unload event succeeded, its new version's load decides (registered, or the id
+    /// gone); before that, only a refusal that changes nothing. Nothing registered: it adds,
+    /// like a replace.
+    fn swap(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
+        let ret = history[at].ret.as_ref();
+        let is = |expected: Ret| ret.is_none_or(|r| *r == expected);
+        let own = bit(at);
+        let mut next = s.clone();
+        next.roomed |= own;
+        if State::has(s.swapping, i) {
+            if s.unloaded_by & own == 0 {
+                // Another call's swap: this one waited for the lock and comes after it.
+                return Vec::new();
+            }
+            next.swapping &= !(1 << i);
+            let mut out = Vec::new();
+            // A panic of the old version's `Drop` ends the call before the load.
+            if ret.is_none() {
+                out.push(next.clone());
+            }
+            next.loads[i] += 1;
+            match script(of(&self.faults.loads, i), s.loads[i]) {
+                Step::Ok if is(Ret::Done) => {
+                    next.registered |= 1 << i;
+                    out.push(next);
+                }
+                Step::Fail | Step::Expire if is(Ret::LoadFailed) => out.push(next),
+                Step::Panic if ret.is_none() => out.push(next),
+                _ => {}
+            }
+            return out;
+        }
+        // A refusal of a registered id changes nothing, also one that got past the shutdown
+        // check just before a shutdown.
+        if !State::has(s.registered, i) {
+            return self
+                .replace(s, history, at, i)
+                .into_iter()
+                .map(|mut n| {
+                    n.roomed |= own;
+                    n
+                })
+                .collect();
+        }
+        let failed = s.failed_by & own != 0;
+        let inferring =
+            || self.any_time && overlapping(history, at, |c| c.op == Op::Infer(i) && may_have_succeeded(c));
+        let refused = match ret {
+            None => true,
+            Some(Ret::ShutDown) => s.shut_down,
+            Some(Ret::Busy) => !failed && (s.leases[i] > 0 || inferring()),
+            Some(Ret::UnloadFailed(v)) => *v == i && failed,
+            Some(Ret::LockTimeout) => lock_contended(history, at, i),
+            Some(_) => false,
+        };
+        if refused { vec![next] } else { Vec::new() }
+    }
+
     /// The states a replace of `RESOLVED[i]` (call `at`) can lead to from `s`.
     fn replace(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
         let ret = history[at].ret.as_ref();
         let mut out = Vec::new();
         let timed_out = ret == Some(&Ret::LockTimeout) && lock_contended(history, at, i);
         let others = || {
-            overlapped(history, at, |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) if *j != i))
+            overlapped(
+                history,
+                at,
+                |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) | Op::Swap(j) if *j != i),
+            )
         };
         let full = ret == Some(&Ret::CapacityExhausted)
             && (s.occupied() >= self.cap(s) || others() || self.removal_holds_room(history, at));
@@ -394,17 +469,26 @@ impl Stack {
             && !registered
             && overlapping(history, at, |other| {
                 let same = matches!(other.op, Op::AddRoom { r, c, .. } if r == i && c == i)
-                    || matches!(other.op, Op::Replace(j) if j == i);
+                    || matches!(other.op, Op::Replace(j) | Op::Swap(j) if j == i);
                 same && other.ret == Some(Ret::LoadFailed)
             });
         // No slot beside the old version: every slot but its own pinned by other models (the
-        // check reads pins and the limit as they are, so a pin, unpin or resize overlapping it
-        // may have been seen on either side).
+        // check reads pins, the limit and the queue as they are, so a pin, unpin or resize
+        // overlapping it may have been seen on either side, and a pinned model a removal
+        // unloaded is queued until that removal returns).
         let no_slot = ret == Some(&Ret::NoSlotBeside)
             && registered
             && (self.cap(s) <= (s.registered & s.pinned & !(1 << i)).count_ones() as usize + 1
                 || overlapped(history, at, |op| {
-                    matches!(op, Op::Pin(_) | Op::Unpin(_) | Op::Resize(_) | Op::ResizeSet { .. })
+                    matches!(
+                        op,
+                        Op::Pin(_)
+                            | Op::Unpin(_)
+                            | Op::Resize(_)
+                            | Op::ResizeSet { .. }
+                            | Op::Remove(_)
+                            | Op::ClearStart { .. }
+                    )
                 }));
         if full || timed_out || failed_eviction || shared || no_slot || ret.is_none() {
             out.push(s.clone());
@@ -454,6 +538,10 @@ impl Spec for Stack {
                     if built { *r == Ret::Done } else { matches!(r, Ret::Loaded | Ret::LoadFailed) }
                 };
                 next.roomed |= bit(add);
+                // The id's lock is the swap's until it settles: the add comes after it.
+                if State::has(s.swapping, i) {
+                    return out;
+                }
                 let registered = State::has(s.registered, i);
                 // After a shutdown every add is refused, but one that got past the cache's check
                 // before it may still end in an eviction's failure or run out of room.
@@ -477,7 +565,7 @@ impl Spec for Stack {
                     overlapped(
                         history,
                         at,
-                        |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) if *j != i),
+                        |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) | Op::Swap(j) if *j != i),
                     )
                 };
                 let full = matches!(ret, Some(Ret::CapacityExhausted))
@@ -493,7 +581,7 @@ impl Spec for Stack {
                         let same = match other.op {
                             Op::AddRoom { r: j, c: d, add: o, .. } => j == i && d == c && o != add,
                             // A replace of an id that is not registered adds it.
-                            Op::Replace(j) => j == i && c == i,
+                            Op::Replace(j) | Op::Swap(j) => j == i && c == i,
                             _ => false,
                         };
                         same && other.ret == Some(Ret::LoadFailed)
@@ -539,11 +627,16 @@ impl Spec for Stack {
                 // A replace's unload of its own id's old version: the new one is registered
                 // and serves; only the old version's leases (drained) matter.
                 let old_version = matches!(history[by].op, Op::Replace(j) if j == v);
-                let eviction =
-                    matches!(history[by].op, Op::AddRoom { .. } | Op::Replace(_) | Op::ResizeSet { .. })
-                        && !old_version;
+                // An in-place replace's own unload: after its drain, before the call settles.
+                let swap = matches!(history[by].op, Op::Swap(j) if j == v);
+                let eviction = matches!(
+                    history[by].op,
+                    Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. }
+                ) && !old_version
+                    && !swap;
                 let unloadable = State::has(s.registered, v)
-                    && (old_version || (s.leases[v] == 0 && !(eviction && State::has(s.pinned, v))));
+                    && (old_version || (s.leases[v] == 0 && !(eviction && State::has(s.pinned, v))))
+                    && !(swap && s.roomed & bit(by) != 0);
                 if !unloadable {
                     return out;
                 }
@@ -552,6 +645,9 @@ impl Spec for Stack {
                     Step::Ok if is(Ret::Done) => {
                         if !old_version {
                             next.registered &= !(1 << v);
+                        }
+                        if swap {
+                            next.swapping |= 1 << v;
                         }
                         next.unloaded_by |= bit(by);
                         out.push(next);
@@ -580,7 +676,7 @@ impl Spec for Stack {
                         };
                         !unloaded && !failed && (s.leases[i] > 0 || inferring())
                     }
-                    Some(Ret::NotFound) => !unloaded && !failed && !State::has(s.registered, i),
+                    Some(Ret::NotFound) => !unloaded && !failed && !State::has(s.registered | s.swapping, i),
                     Some(Ret::LockTimeout) => lock_contended(history, at, i),
                     Some(_) => false,
                     None => true,
@@ -601,7 +697,8 @@ impl Spec for Stack {
                     }
                     out.push(next);
                 }
-                Some(Ret::NotFound) if !State::has(s.registered, i) => out.push(next),
+                // Never while an in-place replace swaps it: the lease waits for the new version.
+                Some(Ret::NotFound) if !State::has(s.registered | s.swapping, i) => out.push(next),
                 Some(Ret::Removing)
                     if overlapped(history, at, |op| {
                         matches!(op, Op::Remove(j) if *j == i)
@@ -610,10 +707,11 @@ impl Spec for Stack {
                 {
                     out.push(next);
                 }
-                // It waited for an eviction's outcome (an add's, a replace's or a resize's).
+                // It waited for an eviction's outcome (an add's, a replace's or a resize's), or
+                // for an in-place replace.
                 Some(Ret::LockTimeout)
                     if overlapped(history, at, |op| {
-                        matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::ResizeSet { .. })
+                        matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. })
                     }) =>
                 {
                     out.push(next);
@@ -646,6 +744,7 @@ impl Spec for Stack {
                 }
             }
             Op::Replace(i) => out = self.replace(s, history, at, i),
+            Op::Swap(i) => out = self.swap(s, history, at, i),
             Op::Shutdown => {
                 next.shut_down = true;
                 out.push(next);

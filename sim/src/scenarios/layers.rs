@@ -271,6 +271,34 @@ pub(super) fn nested_stacks<R: SimRuntime>(rt: R) {
     check_queue(m.get_ref().get_ref());
 }
 
+/// M-PN1: nested caches with A registered; T1 pins A while T2 unpins it. Whichever comes last
+/// wins in every layer: the outer cache and the inner one agree on whether A is pinned.
+pub(super) fn pin_racing_unpin_at_depth<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]);
+    let cfg = |n| FixedSizeConfig::new(n).with_capacity_wait(Duration::from_millis(30));
+    let world: ManagerWorld<R, Nested<R>> = builder.stack(|base| {
+        let inner = FixedSizeCache::new(base, cfg(2)).expect("valid");
+        FixedSizeCache::new(Traced::new(inner), cfg(3)).expect("valid")
+    });
+    world.manager.add_model("A", None).expect("add A");
+    let t1 = world.spawn("T1", |m, t| traced(t, "pin(A)", || m.pin("A")));
+    let t2 = world.spawn("T2", |m, t| traced(t, "unpin(A)", || m.unpin("A")));
+    let pinned = join::<R, _>(t1);
+    let unpinned = join::<R, _>(t2);
+    ensure!(pinned.is_ok() && unpinned.is_ok(), "contract", "pin(A) gave {pinned:?}, unpin(A) {unpinned:?}");
+    let pinned_in = |pins: Vec<ModelId>| pins.iter().any(|p| p.as_str() == "A");
+    let (outer, inner) =
+        (pinned_in(world.manager.pinned()), pinned_in(world.manager.get_ref().get_ref().pinned()));
+    ensure!(
+        outer == inner,
+        "I13",
+        "after a pin racing an unpin, A is pinned outside: {outer}, inside: {inner}"
+    );
+    check_queue(&world.manager);
+    check_queue(world.manager.get_ref().get_ref());
+    world.check_quiescent();
+}
+
 /// M-S11: max_size 2, queue [V, A]; adding N must evict V, whose unload fails.
 pub(super) fn failed_eviction_no_phantom<R: SimRuntime, D: Depth>(rt: R) {
     let builder =

@@ -296,6 +296,41 @@ impl<M: Manager> FixedSizeCache<M> {
         Err(ManagerError::NoSlotBeside { id: id.clone(), max_size, pinned })
     }
 
+    /// A replace through this layer, beside the old version or in its place. Nothing
+    /// registered: an add. The id keeps its place in the queue and its pin; its size is read
+    /// again after, and a version that grew may take the layer past `max_bytes`, as a cold add
+    /// may (M-B1).
+    fn replace_through(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+        in_place: bool,
+    ) -> Result<Replaced, ManagerError> {
+        let id = guard.id();
+        if !self.inner.contains(id.as_str()) {
+            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
+        }
+        let settle = Settle { cache: self, id, way: Settling::Add };
+        let replaced = if in_place {
+            // Its queue entry holds its slot in the count while the new version loads.
+            self.inner.replace_in_place_locked(guard, canonical)?
+        } else {
+            self.check_slot_beside(id)?;
+            let admission = self.admit(id, guard.deadline(), true)?;
+            let replaced = self.inner.replace_locked(guard, canonical)?;
+            // The new version takes the old one's place: its slot in the count is not needed.
+            drop(admission);
+            replaced
+        };
+        let bytes = self.size_of(id);
+        self.book.with(|b| b.set_size(id, bytes));
+        drop(settle);
+        if !self.mutant(Mutant::REPLACE_SKIPS_MAX_BYTES) {
+            self.enforce_bytes(id);
+        }
+        Ok(replaced)
+    }
+
     /// The LRU queue, least recently used first.
     pub fn queue(&self) -> Vec<ModelId> {
         self.book.with(|b| b.queue.iter().cloned().collect())
@@ -736,24 +771,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         guard: &LifecycleGuard<M::Model, M::Runtime>,
         canonical: &ModelId,
     ) -> Result<Replaced, ManagerError> {
-        let id = guard.id();
-        if !self.inner.contains(id.as_str()) {
-            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
-        }
-        let settle = Settle { cache: self, id, way: Settling::Add };
-        self.check_slot_beside(id)?;
-        let admission = self.admit(id, guard.deadline(), true)?;
-        let replaced = self.inner.replace_locked(guard, canonical)?;
-        // The new version takes the old one's place: its slot in the count is not needed.
-        drop(admission);
-        let bytes = self.size_of(id);
-        self.book.with(|b| b.set_size(id, bytes));
-        drop(settle);
-        // A version that grew may take the layer past `max_bytes`, as a cold add may (M-B1).
-        if !self.mutant(Mutant::REPLACE_SKIPS_MAX_BYTES) {
-            self.enforce_bytes(id);
-        }
-        Ok(replaced)
+        self.replace_through(guard, canonical, false)
     }
 
     /// Needs no slot beside the old version: the id keeps its place in the queue (and in the
@@ -764,17 +782,7 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         guard: &LifecycleGuard<M::Model, M::Runtime>,
         canonical: &ModelId,
     ) -> Result<Replaced, ManagerError> {
-        let id = guard.id();
-        if !self.inner.contains(id.as_str()) {
-            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
-        }
-        let settle = Settle { cache: self, id, way: Settling::Add };
-        let replaced = self.inner.replace_in_place_locked(guard, canonical)?;
-        let bytes = self.size_of(id);
-        self.book.with(|b| b.set_size(id, bytes));
-        drop(settle);
-        self.enforce_bytes(id);
-        Ok(replaced)
+        self.replace_through(guard, canonical, true)
     }
 
     fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
@@ -885,12 +893,27 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         self.book.with(|b| b.pinned.contains(id)) || self.inner.is_pinned(id)
     }
 
-    fn unpin(&self, id: &str) -> Result<(), ManagerError> {
+    fn unpin_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
         let resolved = ModelId::new(id)?;
-        self.inner.unpin(id)?;
-        self.book.with(|b| b.unpin(&resolved));
-        // Outside every lifecycle lock: the one change of this layer that must wake waiters.
-        self.inner.changes().bump_at(Mutant::LOST_WAKEUP_UNPIN);
+        if self.mutant(Mutant::UNPIN_UNORDERED) {
+            self.inner.unpin_with(id, options)?;
+            self.book.with(|b| b.unpin(&resolved));
+            self.inner.changes().bump();
+            return Ok(());
+        }
+        let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
+        self.unpin_locked(&guard)
+    }
+
+    /// Under the id's lifecycle lock, like the pin it undoes: every layer sees the pin and the
+    /// unpin of one id in the same order. Like every holder of that lock, it drops a stale queue
+    /// entry of the id.
+    fn unpin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
+        let _settle = Settle { cache: self, id: guard.id(), way: Settling::Remove };
+        self.inner.unpin_locked(guard)?;
+        self.book.with(|b| b.unpin(guard.id()));
+        // An add waiting for room must re-plan (a victim it skipped is evictable now): the
+        // release of `guard` wakes it, the one notify site of an unpin (W-5).
         Ok(())
     }
 }
