@@ -122,6 +122,10 @@ mutants! {
     /// S-PN2: `unpin` takes no lifecycle lock: racing a pin of the same id, it can leave the
     /// id pinned in one layer and unpinned in the other.
     UNPIN_UNORDERED = "unpin-unordered",
+    /// M-P4: a panic caught while `shutdown` or `clear` waits for an id's lock (a report of the
+    /// wait) counts the id removed when it is not registered at that moment, though a load of
+    /// it under way registers it after the call.
+    PANIC_BEFORE_REMOVAL_COUNTED = "panic-before-removal-counted",
     /// S-R2i: a lease of an id an in-place replace is swapping finds it gone (`NotFound`)
     /// instead of waiting for the new version.
     SWAP_LEASE_NOT_FOUND = "swap-lease-not-found",

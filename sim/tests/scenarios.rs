@@ -53,6 +53,7 @@ macro_rules! scenario_tests {
 scenario_tests! {
     m_s1 => "M-S1",
     m_p3 => "M-P3",
+    m_p4 => "M-P4",
     c_p5 => "C-P5",
     m_b1 => "M-B1",
     s_r2 => "S-R2",

@@ -1,6 +1,7 @@
 //! Removing many models at once: [`Manager::shutdown`] (SPEC 1.13) and [`Manager::clear`], and
 //! the [`RemovalReport`] both return.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::LifecycleGuard;
@@ -80,13 +81,20 @@ fn remove_each<M: Manager + ?Sized>(
 ) -> RemovalReport {
     let mut report = RemovalReport::default();
     for id in ids {
+        // Whether the removal began under the id's lock: a panic before that (a report of the
+        // lock wait, user code too) removed nothing, whatever the registry says right then (a
+        // load of the id may be under way, to register it after this call).
+        let began = Cell::new(false);
         // An id that is not registered goes through the removal too: a layer's stale entry of
         // it (one a reconcile left to this lock's holder) is settled there.
         let settle = || {
-            manager.lock_until(&id, deadline).and_then(|guard| match remove(&guard) {
-                Ok(()) => Ok(true),
-                Err(ManagerError::NotFound { .. }) => Ok(false),
-                Err(error) => Err(error),
+            manager.lock_until(&id, deadline).and_then(|guard| {
+                began.set(true);
+                match remove(&guard) {
+                    Ok(()) => Ok(true),
+                    Err(ManagerError::NotFound { .. }) => Ok(false),
+                    Err(error) => Err(error),
+                }
             })
         };
         let settled = if manager.runtime().mutant(Mutant::REMOVAL_ABANDONED_ON_PANIC) {
@@ -96,7 +104,8 @@ fn remove_each<M: Manager + ?Sized>(
                 // A model's `Drop` runs once it is unregistered: then it was removed, and the
                 // panic is only reported.
                 let panic = UserPanic::from_payload(payload.as_ref());
-                if !manager.contains(id.as_str()) {
+                let began = began.get() || manager.runtime().mutant(Mutant::PANIC_BEFORE_REMOVAL_COUNTED);
+                if began && !manager.contains(id.as_str()) {
                     tracing::warn!(%id, %panic, "removed; its model's Drop panicked");
                     return Ok(true);
                 }

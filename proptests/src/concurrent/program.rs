@@ -110,7 +110,21 @@ pub struct Program {
     /// blocked: lock, drain and capacity waits time out under contention.
     #[serde(default)]
     pub any_time: bool,
+    /// The execution's metrics recorder panics at every report of the metric
+    /// [`REPORT_FAULTS`]`[k]` (the library's own reports are user code, SPEC 3.10).
+    #[serde(default)]
+    pub report_fault: Option<usize>,
 }
+
+/// The metrics a program's recorder may panic at ([`Program::report_fault`]): the waits for a
+/// lifecycle lock and for a lease (reported right after the claim they end in), refusals, and
+/// loads.
+pub static REPORT_FAULTS: [&str; 4] = [
+    "resident_lock_wait_seconds",
+    "resident_lease_wait_seconds",
+    "resident_refusals_total",
+    "resident_model_loads_total",
+];
 
 impl Program {
     /// Whether some call of it has a zero deadline: its waits may time out at any point, as
@@ -217,9 +231,10 @@ pub fn program() -> impl Strategy<Value = Program> {
             let any_time = super::generated::any_time_for(&drawn);
             let extra = super::generated::hash_of(&(drawn, "clear or register"));
             let in_place = super::generated::hash_of(&(drawn, "replace in place"));
+            let report_fault = report_fault_for(super::generated::hash_of(&(drawn, "report fault")));
             insert_clear_or_register(&mut threads, extra);
             insert_replace_in_place(&mut threads, in_place);
-            Program { prefix, handed, pins, threads, faults, nested, narrow, any_time }
+            Program { prefix, handed, pins, threads, faults, nested, narrow, any_time, report_fault }
         },
     )
 }
@@ -251,4 +266,11 @@ fn insert_replace_in_place(threads: &mut [Vec<ThreadOp>], hash: u64) {
     let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
     let thread = &mut threads[pick(16, threads.len())];
     thread.insert(pick(24, thread.len() + 1), ThreadOp::ReplaceInPlace(pick(40, IDS.len())));
+}
+
+/// In a sixth of the programs, a recorder that panics at one of [`REPORT_FAULTS`], chosen by
+/// `hash` (as for [`insert_clear_or_register`]).
+fn report_fault_for(hash: u64) -> Option<usize> {
+    let pick = usize::try_from((hash >> 16) % REPORT_FAULTS.len() as u64).unwrap_or(0);
+    hash.is_multiple_of(6).then_some(pick)
 }

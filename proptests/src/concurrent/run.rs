@@ -16,7 +16,7 @@ use resident_sim::violation::{InjectedPanic, Violation};
 
 use super::generated::Generated;
 use super::history::{History, ensure_linearizable};
-use super::program::{ALIAS, IDS, MAX_SIZE, Program, RESOLVED, ThreadOp};
+use super::program::{ALIAS, IDS, MAX_SIZE, Program, REPORT_FAULTS, RESOLVED, ThreadOp};
 use super::stack::{Op, Ret, Stack, State, split_calls};
 
 /// The calls and unload events of one execution, in invocation order.
@@ -149,6 +149,19 @@ fn done(result: Result<(), ManagerError>) -> Ret {
     result.map_or_else(error, |()| Ret::Done)
 }
 
+/// Runs `removal` (a shutdown or a clear), which settles every id past a panic of user code
+/// (M-P3): only a panicking report (`reports_panic`, the program's recorder fault) may escape it.
+fn never_panics<T>(reports_panic: bool, what: &str, removal: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(removal)) {
+        Ok(report) => report,
+        Err(payload) if reports_panic || payload.is::<Violation>() => std::panic::resume_unwind(payload),
+        Err(_) => Violation::raise(
+            "M-P3",
+            format!("a panic of user code escaped {what}: later ids were not settled"),
+        ),
+    }
+}
+
 /// The leases a thread holds, with the index of their model.
 type Held<M> = Vec<(usize, Lease<<M as Manager>::Model, <M as Manager>::Runtime>)>;
 
@@ -190,6 +203,7 @@ fn run_thread<M>(
     thread: usize,
     ops: &[ThreadOp],
     mut held: Held<FixedSizeCache<M>>,
+    reports_panic: bool,
 ) where
     M: Manager<Runtime: SimRuntime, Model = SimModel<<M as Manager>::Runtime>>,
 {
@@ -226,7 +240,7 @@ fn run_thread<M>(
             }
             ThreadOp::Shutdown => {
                 recorder.call(thread, Op::Shutdown, || {
-                    let report = m.shutdown(CallOptions::new());
+                    let report = never_panics(reports_panic, "shutdown", || m.shutdown(CallOptions::new()));
                     // Whatever stays registered was reported as not unloaded (no half state).
                     let failed: Vec<_> = report.failed.iter().map(|(id, _)| id.clone()).collect();
                     let stray: Vec<_> = m.ids().into_iter().filter(|id| !failed.contains(id)).collect();
@@ -248,7 +262,7 @@ fn run_thread<M>(
             }
             ThreadOp::Clear => {
                 recorder.call(thread, Op::Clear, || {
-                    let report = m.clear(CallOptions::new());
+                    let report = never_panics(reports_panic, "clear", || m.clear(CallOptions::new()));
                     let failed = report.failed.iter().filter_map(|(id, _)| index(id));
                     let ret = if report.is_complete() {
                         Ret::Done
@@ -346,7 +360,11 @@ where
     let main = program.threads.len();
     let adds = program.prefix.iter().map(|&i| ThreadOp::Add(i));
     let prefix: Vec<ThreadOp> = adds.chain(program.pins.iter().map(|&i| ThreadOp::Pin(i))).collect();
-    run_thread(&world.manager, &world.probe, recorder, main, &prefix, Vec::new());
+    let reports_panic = program.report_fault.is_some();
+    if let Some(k) = program.report_fault {
+        resident_sim::instrumentation::panic_at(&REPORT_FAULTS[k..=k]);
+    }
+    run_thread(&world.manager, &world.probe, recorder, main, &prefix, Vec::new(), reports_panic);
     let mut handed: Vec<Held<FixedSizeCache<M>>> = program.threads.iter().map(|_| Vec::new()).collect();
     for &(i, t) in &program.handed {
         handed[t % program.threads.len()].extend(lease(&world.manager, recorder, main, i));
@@ -359,13 +377,14 @@ where
         .map(|(t, (ops, held))| {
             let (recorder, ops) = (Arc::clone(recorder), ops.clone());
             world.spawn(["T1", "T2", "T3"][t.min(2)], move |m, _| {
-                run_thread(&m.manager, &m.probe, &recorder, t, &ops, held)
+                run_thread(&m.manager, &m.probe, &recorder, t, &ops, held, reports_panic)
             })
         })
         .collect();
     for handle in handles {
         R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
     }
+    resident_sim::instrumentation::disarm();
     world.check_quiescent();
     check_queue(&world.manager);
     let registered = world.manager.ids().iter().filter_map(index).fold(0u8, |m, i| m | 1 << i);

@@ -231,6 +231,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Off, loom: 2, targets: [QUEUE_SKIPPED_ON_PANIC], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
     scenario!("M-P3", "an unload panics inside clear and shutdown: every other id is settled, the panic reported (1.13, 2.13)",
         time: Off, loom: 1, targets: [REMOVAL_ABANDONED_ON_PANIC], panics::panicking_unload_inside_clear_and_shutdown::<_, layers::ThreeDeep>),
+    scenario!("M-P4", "a shutdown's wait for a loading id times out and its report panics: the id is reported, not counted removed (1.13, 3.10)",
+        time: Any, loom: 1, targets: [PANIC_BEFORE_REMOVAL_COUNTED], panics::panicking_report_while_shutdown_waits::<_, layers::ThreeDeep>),
     scenario!("C-P1", "two first locks of different records race on one device: the budget holds (3.9)",
         time: Off, loom: 2, targets: [MOVE_UNCHARGED], placement::first_locks_race),
     scenario!("C-P2", "a device copy used through a detached record stays counted (3.9)",

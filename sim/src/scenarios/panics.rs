@@ -82,3 +82,31 @@ fn panicked_b_only<R: SimRuntime, M: Manager<Model = crate::manager_world::SimMo
     let ids = world.manager.ids();
     ensure!(ids.iter().map(|id| id.as_str()).eq(["B"]), "M-P3", "after {call}() registered: {ids:?}");
 }
+
+/// M-P4: T1 adds X (its load yields a few times) while T2 shuts the stack down with the
+/// recorder panicking at every lock-wait report, and deadlines firing at any point: T2 may list
+/// X while T1 loads it, time out waiting for X's lock, and panic in the report of that wait.
+/// That panic removed nothing: whenever X ends registered, the shutdown's report names it
+/// failed (SPEC 1.13: what stays registered is reported).
+pub(super) fn panicking_report_while_shutdown_waits<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).work(3);
+    let world = cache::<R, D>(builder, 2, &[], &[]);
+    crate::instrumentation::panic_at(&["resident_lock_wait_seconds"]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
+    let t2 =
+        world.spawn("T2", |m, t| traced(t, "shutdown()", || catching(|| m.shutdown(CallOptions::new()))));
+    let _ = join::<R, _>(t1);
+    let shut = join::<R, _>(t2);
+    crate::instrumentation::disarm();
+    let Some(shut) = shut else {
+        crate::violation::Violation::raise("M-P4", "a panicking report escaped shutdown()".to_owned())
+    };
+    let failed: Vec<&str> = shut.failed.iter().map(|(id, _)| id.as_str()).collect();
+    let registered = world.manager.contains("X");
+    ensure!(
+        !registered || failed == ["X"],
+        "M-P4",
+        "X is registered after a shutdown that reported {shut:?}"
+    );
+    finish(&world);
+}
