@@ -215,3 +215,29 @@ impl Infer for resident::burn::Served<MlpSpec> {
         self.infer(input)
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// `FileIdentity::of_path` over any sequence of rewrites: read twice with no write between,
+    /// it is the same; a rewrite to another length changes it; a missing file is a typed error.
+    #[test]
+    fn a_file_identity_follows_rewrites(lengths in proptest::collection::vec(0usize..64, 1..6)) {
+        let dir = scratch("identity");
+        let path = dir.join("f.bin");
+        let mut last: Option<FileIdentity> = None;
+        for len in lengths {
+            std::fs::write(&path, vec![7u8; len]).expect("rewrite the file in place");
+            let now = FileIdentity::of_path(&path).expect("the file is there");
+            proptest::prop_assert_eq!(now, FileIdentity::of_path(&path).expect("still there"));
+            proptest::prop_assert_eq!(now.len, len as u64);
+            if let Some(before) = last.filter(|b| b.len != now.len) {
+                proptest::prop_assert_ne!(before, now);
+            }
+            last = Some(now);
+        }
+        std::fs::remove_file(&path).expect("removable");
+        let missing = FileIdentity::of_path(&path);
+        proptest::prop_assert!(matches!(missing, Err(BurnError::NotFound { .. })), "{:?}", missing);
+    }
+}

@@ -21,6 +21,7 @@ mod contract;
 mod lease;
 mod lifecycle;
 mod model;
+mod outcome;
 mod removal;
 mod swap;
 mod table;
@@ -33,6 +34,7 @@ pub use contract::{Eviction, Manager};
 pub use lease::Lease;
 pub use lifecycle::LifecycleGuard;
 pub use model::{Loader, Model};
+pub use outcome::{Added, LifecycleInfo, Replaced, Snapshot};
 pub use removal::RemovalReport;
 pub(crate) use removal::clear as clear_each;
 
@@ -47,50 +49,6 @@ use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
 use crate::telemetry;
-
-/// How a successful [`ModelManager::add_model`] went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Added {
-    /// The model was already registered; nothing was loaded.
-    Warm,
-    /// The loader ran and the model is now registered.
-    Loaded,
-}
-
-/// How a successful [`Manager::replace`] went.
-#[derive(Debug, Clone)]
-pub enum Replaced {
-    /// Nothing was registered under the id: the new version was added.
-    Added,
-    /// The old version was switched out, its leases drained, and it was unloaded.
-    Unloaded,
-    /// The old version was switched out but not unloaded: its leases outlived the drain
-    /// (`Busy`), or its unload failed (`Unload`). The new version serves either way; the old
-    /// one is dropped when its last lease ends, without an unload.
-    Detached(ManagerError),
-}
-
-/// One lifecycle entry, as seen by [`ModelManager::snapshot`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LifecycleInfo {
-    /// The resolved id.
-    pub id: ModelId,
-    /// The entry's generation number (a new entry for the same id gets a larger one).
-    pub generation: u64,
-    /// Callers that reserved this generation and have not finished with it.
-    pub reservations: usize,
-    /// Whether some caller holds the lifecycle lock right now.
-    pub locked: bool,
-}
-
-/// A consistent view of the manager's bookkeeping, for diagnostics and invariant checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
-    /// Registered resolved ids, in order.
-    pub registered: Vec<ModelId>,
-    /// Live lifecycle entries, in id order.
-    pub lifecycle: Vec<LifecycleInfo>,
-}
 
 /// Keeps models resident: loads each resolved id at most once at a time, shares it through
 /// leases, and unloads it only when no lease is left.
@@ -157,29 +115,6 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// The loader this manager loads with.
     pub fn loader(&self) -> &L {
         &self.loader
-    }
-
-    /// What a lease of `id` finds, validating the id without allocating on this hot path: its
-    /// slot, or the in-place replace it must wait for.
-    fn lookup(&self, id: &str) -> Result<Found<L::Model, R>, ManagerError> {
-        ModelId::validate(id)?;
-        let refuse = !self.runtime.mutant(Mutant::LEASE_AFTER_SHUTDOWN);
-        let swap_gone = self.runtime.mutant(Mutant::SWAP_LEASE_NOT_FOUND);
-        let found = self.table.with(|t| {
-            if t.shut_down && refuse {
-                return Err(());
-            }
-            Ok(match t.swaps.get(id) {
-                Some(_) if swap_gone => None,
-                Some(swap) => Some(Found::Swapping(Arc::clone(swap))),
-                None => t.registry.get(id).cloned().map(Found::Slot),
-            })
-        });
-        match found {
-            Ok(Some(found)) => Ok(found),
-            Ok(None) => Err(ManagerError::NotFound { id: ModelId::new(id)? }),
-            Err(()) => Err(telemetry::refused(ManagerError::ShutDown { id: ModelId::new(id)? })),
-        }
     }
 
     /// Whether the manager is shut down, and whether `id` is registered: one look at the table.
@@ -538,38 +473,6 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     /// The base keeps no pins; it only checks the guard.
     fn unpin_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
         self.check_guard(guard)
-    }
-}
-
-impl<L: Loader, R: Runtime> ModelManager<L, R> {
-    /// Unloads the model of a closed slot and unregisters it. The registry's reference is
-    /// dropped outside the table monitor; the model itself is dropped by the caller's `slot`,
-    /// under the lifecycle lock only (its `Drop` is user code).
-    fn unload(
-        &self,
-        guard: &LifecycleGuard<L::Model, R>,
-        slot: &Arc<ModelSlot<L::Model, R>>,
-        closed: Option<lease::Closed<'_, L::Model, R>>,
-    ) -> Result<(), ManagerError> {
-        let id = guard.id();
-        tracing::debug!(%id, generation = guard.generation(), "remove: unloading");
-        if let Err(error) = slot.model.unload() {
-            tracing::debug!(%id, %error, "remove: unload failed");
-            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
-        }
-        if let Some(closed) = closed {
-            closed.commit();
-        }
-        let removed = self.table.with(|t| {
-            let removed = t.registry.remove(id);
-            if self.runtime.mutant(Mutant::RETIRE_WHILE_HELD) {
-                t.forget(id);
-            }
-            removed
-        });
-        drop(removed);
-        tracing::debug!(%id, "remove: unloaded");
-        Ok(())
     }
 }
 

@@ -4,13 +4,14 @@
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use super::LifecycleGuard;
 use super::contract::{Eviction, Manager};
+use super::lease::{self, ModelSlot};
+use super::{LifecycleGuard, Loader, Model, ModelManager};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, SourceError, UserPanic};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::Runtime;
+use crate::runtime::{Arc, Monitor, Runtime};
 
 /// What a [`Manager::shutdown`] or a [`Manager::clear`] did, id by id.
 #[derive(Debug, Clone, Default)]
@@ -125,4 +126,36 @@ fn remove_each<M: Manager + ?Sized>(
         }
     }
     report
+}
+
+impl<L: Loader, R: Runtime> ModelManager<L, R> {
+    /// Unloads the model of a closed slot and unregisters it. The registry's reference is
+    /// dropped outside the table monitor; the model itself is dropped by the caller's `slot`,
+    /// under the lifecycle lock only (its `Drop` is user code).
+    pub(super) fn unload(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+        slot: &Arc<ModelSlot<L::Model, R>>,
+        closed: Option<lease::Closed<'_, L::Model, R>>,
+    ) -> Result<(), ManagerError> {
+        let id = guard.id();
+        tracing::debug!(%id, generation = guard.generation(), "remove: unloading");
+        if let Err(error) = slot.model.unload() {
+            tracing::debug!(%id, %error, "remove: unload failed");
+            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
+        }
+        if let Some(closed) = closed {
+            closed.commit();
+        }
+        let removed = self.table.with(|t| {
+            let removed = t.registry.remove(id);
+            if self.runtime.mutant(Mutant::RETIRE_WHILE_HELD) {
+                t.forget(id);
+            }
+            removed
+        });
+        drop(removed);
+        tracing::debug!(%id, "remove: unloaded");
+        Ok(())
+    }
 }

@@ -118,3 +118,28 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         Ok(Replaced::Unloaded)
     }
 }
+
+impl<L: Loader, R: Runtime> ModelManager<L, R> {
+    /// What a lease of `id` finds, validating the id without allocating on this hot path: its
+    /// slot, or the in-place replace it must wait for.
+    pub(super) fn lookup(&self, id: &str) -> Result<Found<L::Model, R>, ManagerError> {
+        ModelId::validate(id)?;
+        let refuse = !self.runtime.mutant(Mutant::LEASE_AFTER_SHUTDOWN);
+        let swap_gone = self.runtime.mutant(Mutant::SWAP_LEASE_NOT_FOUND);
+        let found = self.table.with(|t| {
+            if t.shut_down && refuse {
+                return Err(());
+            }
+            Ok(match t.swaps.get(id) {
+                Some(_) if swap_gone => None,
+                Some(swap) => Some(Found::Swapping(Arc::clone(swap))),
+                None => t.registry.get(id).cloned().map(Found::Slot),
+            })
+        });
+        match found {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Err(ManagerError::NotFound { id: ModelId::new(id)? }),
+            Err(()) => Err(telemetry::refused(ManagerError::ShutDown { id: ModelId::new(id)? })),
+        }
+    }
+}

@@ -74,6 +74,8 @@ pub(super) fn manager_waits<R: SimRuntime, D: Depth>(rt: R) {
         (start, got)
     });
     let (start, added) = join::<R, _>(t1);
+    let expired = |e: &ManagerError| e.is_wait_expiry();
+    ensure!(added.as_ref().is_err_and(expired), "contract", "add(X)'s timeout is no wait expiry: {added:?}");
     match added {
         Err(ManagerError::LockTimeout { waited, .. }) => {
             on_time(&world.rt, start, Some(waited), "add(X)'s lock")
@@ -81,6 +83,11 @@ pub(super) fn manager_waits<R: SimRuntime, D: Depth>(rt: R) {
         other => ensure!(false, "contract", "add(X) behind a held lock gave {other:?}"),
     }
     let (start, removed) = join::<R, _>(t2);
+    ensure!(
+        removed.as_ref().is_err_and(expired),
+        "contract",
+        "remove(A)'s drain is no wait expiry: {removed:?}"
+    );
     match removed {
         Err(ManagerError::Busy { waited, .. }) => {
             on_time(&world.rt, start, Some(waited), "remove(A)'s drain")
@@ -180,6 +187,11 @@ pub(super) fn cache_waits<R: SimRuntime>(rt: R) {
         })
     };
     let (start, got) = join::<R, _>(t1);
+    ensure!(
+        got.as_ref().is_err_and(CacheError::is_wait_expiry),
+        "contract",
+        "no room is no wait expiry: {got:?}"
+    );
     match got {
         Err(CacheError::NoRoom { waited, .. }) => {
             on_time(&world.rt, start, Some(waited), "get_or_put(b)'s wait for room")
@@ -187,6 +199,8 @@ pub(super) fn cache_waits<R: SimRuntime>(rt: R) {
         other => ensure!(false, "contract", "a load with no room gave {other:?}"),
     }
     let (start, got) = join::<R, _>(t3);
+    let expiry = got.as_ref().is_err_and(CacheError::is_wait_expiry);
+    ensure!(expiry, "contract", "a load-wait timeout is no wait expiry: {got:?}");
     match got {
         Err(CacheError::LoadWaitTimeout { waited, .. }) => {
             on_time(&world.rt, start, Some(waited), "get_or_put(k)'s wait for the other device's load");
