@@ -143,3 +143,26 @@ fn the_store_alone_charges_only_what_fits_under_a_hard_budget() {
     drop((kept, again));
     assert_eq!(group.budget().in_use(), 0);
 }
+
+#[test]
+fn a_cap_lowered_below_a_resident_model_still_serves_it_and_a_closed_group_says_so_first() {
+    let group = group(100);
+    let (cpu, gpu) = (group.cache("cpu"), group.cache("cuda:0"));
+    let held = cpu.get_or_put("a", 60, || Ok::<_, CacheError>(vec![0; 60])).unwrap().lock();
+    // The lowering cannot evict the locked `a` in time: refused, the cap stays lowered.
+    let lowered = group.set_cap(50, resident::CallOptions::new());
+    assert!(matches!(lowered, Err(CacheError::OverCap { cap: 50, .. })), "{lowered:?}");
+    let never = || -> Result<Weights, CacheError> { panic!("nothing may load") };
+    // A hit is served whatever the cap became (SPEC 4: `TooLarge` is refused before admission).
+    let served = cpu.get_or_put("a", 60, never).expect("a is resident in cpu").lock();
+    assert_eq!(served.len(), 60);
+    // Adopting it into another cache is an admission: refused, nothing changed.
+    let refused = gpu.get_or_put("a", 60, never);
+    assert!(matches!(refused, Err(CacheError::TooLarge { bytes: 60, cap: 50, .. })), "{:?}", refused.err());
+    assert!(gpu.keys().is_empty());
+    drop((held, served));
+    group.shutdown();
+    // A closed group refuses with `ShutDown` first, whatever the size.
+    let closed = gpu.get_or_put("a", 60, never);
+    assert!(matches!(closed, Err(CacheError::ShutDown { .. })), "{:?}", closed.err());
+}

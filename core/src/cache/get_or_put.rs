@@ -81,8 +81,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// it (at most [`CacheGroup::load_wait`](super::CacheGroup::load_wait), then
     /// [`CacheError::LoadWaitTimeout`]) and adopts its canonical, so each file is read once.
     ///
-    /// A declared size over the whole RAM budget is refused before anything loads
-    /// ([`CacheError::TooLarge`]). `load` is user code: it runs with no lock of the cache held. If it fails
+    /// A declared size over the whole RAM budget is refused before anything loads or is adopted
+    /// ([`CacheError::TooLarge`]); a record of `key` resident in this cache is still served,
+    /// whatever the cap became, and a shut-down group refuses with [`CacheError::ShutDown`]
+    /// first. `load` is user code: it runs with no lock of the cache held. If it fails
     /// ([`CacheError::Load`]) or panics, nothing is admitted and a waiting device tries again.
     ///
     /// A caller that itself holds or locks the records whose room its load needs waits the whole
@@ -146,11 +148,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let Some(declared_bytes) = declared.bytes() else {
             return Err(CacheError::SizeUnknown { key: key.to_owned() });
         };
+        // The cap as the call found it; a lowering while it waits for room refuses it there.
         let cap = self.group().budget().cap();
-        if declared.peak() > cap {
-            let too_large = CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap };
-            return Err(telemetry::cache_refused(too_large));
-        }
         let loads = &self.group().loads;
         let wait = deadline.bound(self.runtime(), loads.wait(), Mutant::DEADLINE_SKIPS_LOAD_WAIT);
         let mut start = self.now();
@@ -163,6 +162,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
             if let Some(loaded) = self.get(key) {
                 return Ok(loaded);
+            }
+            // Refused before any admission (an adoption, a load), not before a hit: a record
+            // resident here is served whatever the cap became, and a closed group says so first.
+            if declared.peak() > cap {
+                let too_large = CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap };
+                return Err(telemetry::cache_refused(too_large));
             }
             if let Some(admission) = self.adopt(key)? {
                 return Ok(admission.into_loaded());
@@ -179,6 +184,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             // A load may have ended between the lookups and the claim.
             if let Some(loaded) = self.get(key) {
                 return Ok(loaded);
+            }
+            // Refused before any admission (an adoption, a load), not before a hit: a record
+            // resident here is served whatever the cap became, and a closed group says so first.
+            if declared.peak() > cap {
+                let too_large = CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap };
+                return Err(telemetry::cache_refused(too_large));
             }
             if let Some(admission) = self.adopt(key)? {
                 return Ok(admission.into_loaded());

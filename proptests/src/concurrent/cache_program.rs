@@ -3,7 +3,8 @@
 //! main thread handed to the threads, 2–3 threads of 2–5 operations — `get_or_put`, `get`,
 //! `put`, lock, lock on the device, release, `drop_model`, `make_room`, time passing with
 //! keep-alive expiry, a cache's and the group's `shutdown`, lowering and raising the RAM cap
-//! and a device budget — plus faults: failing and panicking loads, failing moves to the device,
+//! (below a key's size too) and a device budget, switching the budget's overflow policy, calls
+//! with a zero timeout — plus faults: failing and panicking loads, failing moves to the device,
 //! panics of the weights' and device copies' `Drop`. Operations name keys and caches by index,
 //! and handles by their position among the thread's own, so every shrunk program is still
 //! meaningful.
@@ -28,6 +29,10 @@ pub const LOWERED_CAP: u64 = 50;
 /// The lowered device budget of [`CacheOp::SetDeviceBudget`]: room for one copy of `b` or
 /// `a:sub`, not `a`'s.
 pub const LOWERED_DEVICE_BYTES: u64 = 30;
+
+/// The lowest RAM cap of [`CacheOp::SetCap`]: below `a` (which is then `TooLarge`), room for
+/// `b` or `a:sub`.
+pub const LOWEST_CAP: u64 = 30;
 
 /// Caches of the group.
 pub const CACHES: usize = 2;
@@ -98,6 +103,29 @@ pub enum CacheOp {
         /// The new device budget.
         bytes: u64,
     },
+    /// `set_overflow(on)` of the group's RAM budget: the loads waiting for room re-read the
+    /// policy (SPEC 3.11).
+    SetOverflow(bool),
+    /// `get_or_put_with(KEYS[key], …)` with a zero timeout on cache `cache`: none of its waits
+    /// may block (SPEC 1.10); kept like [`CacheOp::GetOrPut`].
+    GetOrPutNow {
+        /// Index of the cache.
+        cache: usize,
+        /// Index into [`KEYS`].
+        key: usize,
+    },
+    /// `put_with` of fresh weights with a zero timeout: its wait for room may not block.
+    PutNow {
+        /// Index of the cache.
+        cache: usize,
+        /// Index into [`KEYS`].
+        key: usize,
+        /// `PutOptions::shared`.
+        shared: bool,
+    },
+    /// `lock_on_device_with` of the thread's handle number `k` with a zero timeout: its waits
+    /// for another move and for device room may not block.
+    LockOnDeviceNow(usize),
 }
 
 /// Faults of user code, per key (while the scenario's script is armed).
@@ -160,6 +188,28 @@ impl CacheProgram {
     pub fn cap_bound(&self) -> u64 {
         let resizes = self.threads.iter().flatten().any(|op| matches!(op, CacheOp::SetCap(_)));
         if resizes { CAP } else { 0 }
+    }
+
+    /// Whether some thread switches the budget's policy ([`CacheOp::SetOverflow`]): the hard
+    /// budget's bounds then hold only part of the time, and either policy's refusals may come.
+    pub fn switches_policy(&self) -> bool {
+        self.threads.iter().flatten().any(|op| matches!(op, CacheOp::SetOverflow(_)))
+    }
+
+    /// Whether the hard budget's bounds hold throughout: a hard budget never switched.
+    pub fn always_hard(&self) -> bool {
+        self.hard_budget && !self.switches_policy()
+    }
+
+    /// Per key: whether some thread sets a cap below its bytes (its loads and puts may then be
+    /// `TooLarge`).
+    pub fn too_large(&self) -> [bool; 3] {
+        let lowest = self.threads.iter().flatten().filter_map(|op| match op {
+            CacheOp::SetCap(bytes) => Some(*bytes),
+            _ => None,
+        });
+        let lowest = lowest.min().unwrap_or(u64::MAX);
+        BYTES.map(|bytes| lowest < bytes)
     }
 }
 
@@ -232,7 +282,19 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
         let any_time = super::generated::any_time_for(&drawn);
         let hard_budget = super::generated::hard_budget_for(&drawn);
         let resize = super::generated::hash_of(&(drawn, "resize"));
+        let now = super::generated::hash_of(&(drawn, "call now"));
+        let policy = super::generated::hash_of(&(drawn, "policy"));
         insert_resize(&mut threads, resize);
+        insert_call_now(&mut threads, now);
+        if now.is_multiple_of(4) {
+            // A quarter of the programs place on the device with a zero timeout only.
+            for op in threads.iter_mut().flatten() {
+                if let CacheOp::LockOnDevice(k) = *op {
+                    *op = CacheOp::LockOnDeviceNow(k);
+                }
+            }
+        }
+        insert_policy_switch(&mut threads, policy, hard_budget);
         CacheProgram { prefix, threads, faults, keep_alive, any_time, hard_budget }
     })
 }
@@ -255,4 +317,42 @@ fn insert_resize(threads: &mut [Vec<CacheOp>], hash: u64) {
     };
     let thread = &mut threads[pick(16, threads.len())];
     thread.insert(pick(24, thread.len() + 1), op);
+}
+
+/// Where in `threads` an operation chosen by `hash` goes: thread and place from disjoint bits.
+fn insert_at(threads: &mut [Vec<CacheOp>], hash: u64, op: CacheOp) {
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    if let Some(n) = std::num::NonZeroUsize::new(threads.len()) {
+        let thread = &mut threads[pick(16, n.get())];
+        thread.insert(pick(24, thread.len() + 1), op);
+    }
+}
+
+/// In a third of the programs, one call with a zero timeout — `get_or_put_with`, `put_with` or
+/// `lock_on_device_with` — at a place chosen by `hash` (as for [`insert_resize`]).
+fn insert_call_now(threads: &mut [Vec<CacheOp>], hash: u64) {
+    if !hash.is_multiple_of(3) {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let (cache, key) = (pick(40, CACHES), pick(44, KEYS.len()));
+    let op = match pick(32, 3) {
+        0 => CacheOp::GetOrPutNow { cache, key },
+        1 => CacheOp::PutNow { cache, key, shared: pick(48, 2) == 0 },
+        _ => CacheOp::LockOnDeviceNow(pick(48, 3)),
+    };
+    insert_at(threads, hash, op);
+}
+
+/// In a quarter of the programs, the RAM budget's policy switched (the overflow policy on in a
+/// program under the hard budget, off in one under the overflow policy), or, in a twelfth, the
+/// cap lowered to [`LOWEST_CAP`], below `a`: a load of `a` waiting for room is then refused at
+/// once (S-Z2, S-Z3). At a place chosen by `hash` (as for [`insert_resize`]).
+fn insert_policy_switch(threads: &mut [Vec<CacheOp>], hash: u64, hard_budget: bool) {
+    let op = match hash % 12 {
+        0..=2 => CacheOp::SetOverflow(hard_budget),
+        3 => CacheOp::SetCap(LOWEST_CAP),
+        _ => return,
+    };
+    insert_at(threads, hash >> 8, op);
 }

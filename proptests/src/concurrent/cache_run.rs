@@ -25,11 +25,15 @@
 //!   record, and nothing else;
 //! - A2 at quiescence: every resident shared record uses the canonical the store holds for its
 //!   key (none adopted across a `drop_model`, no duplicate);
+//! - C-D6 at quiescence: the store holds no weights as a key's current ones that were read (by
+//!   a load in flight) or handed over before a drop of the key began;
 //! - reconcile: with every handle gone, the budget is within the cap in force (an overshoot while
 //!   everything was in use is reconciled at the releases, SPEC 3.2), in programs where no
 //!   `Drop` of weights or copies panics;
 //! - A6: with every handle gone, a cache the program shut down holds nothing, and shutting
 //!   the others down leaves nothing resident or counted;
+//! - 1.10: a call with a zero timeout (`get_or_put_with`, `put_with`, `lock_on_device_with`)
+//!   blocks in none of its waits (counted by the sim runtime per thread);
 //! - a `get_or_put` that begins after the group's shutdown returned is refused with
 //!   `ShutDown`;
 //! - linearizability: the history of `get_or_put`, `get`, `put`, `drop_model` and shutdowns
@@ -138,10 +142,10 @@ impl<R: SimRuntime> Thread<'_, R> {
     }
 
     /// Shared weights of `key` (numbered `serial`) were admitted by a call on `cache` invoked at
-    /// `invoked`; kept for A2 unless that cache was being shut down.
-    fn admitted_shared(&self, cache: usize, key: usize, serial: u64, invoked: u64) {
+    /// `invoked` (`loaded`: read by its load); kept for A2 unless that cache was being shut down.
+    fn admitted_shared(&self, cache: usize, key: usize, serial: u64, invoked: u64, loaded: bool) {
         let returned = self.shared.freshness.now();
-        self.shared.freshness.admitted(serial);
+        self.shared.freshness.admitted(serial, loaded);
         if !self.shared.shutting[cache].load(std::sync::atomic::Ordering::SeqCst) {
             let admitted = Admitted { key, serial, invoked, returned };
             self.shared.canonicals.lock().expect("canonicals lock").push(admitted);
@@ -182,7 +186,7 @@ impl<R: SimRuntime> Thread<'_, R> {
             others + 1,
             KEYS[key]
         );
-        if self.program.hard_budget {
+        if self.program.always_hard() {
             // A7 at the moment the load allocates: its own bytes are reserved, and bytes in use
             // plus bytes reserved are within the cap.
             let budget = self.shared.world.group.budget();
@@ -241,41 +245,8 @@ impl<R: SimRuntime> Thread<'_, R> {
 
     fn run(&mut self, op: CacheOp) {
         match op {
-            CacheOp::GetOrPut { cache, key } => {
-                let invoked = self.shared.freshness.now();
-                let after_shutdown = self.shared.group_shut.get() > 0;
-                let built = std::cell::Cell::new(None);
-                let weights = || {
-                    let weights = self.load(key, invoked)?;
-                    built.set(Some(weights.serial));
-                    Ok::<_, String>(weights)
-                };
-                let loaded = self.record(
-                    CacheCall::GetOrPut { cache, key },
-                    || self.cache(cache).get_or_put(KEYS[key], BYTES[key], weights),
-                    |loaded| match loaded {
-                        Ok(_) if built.get().is_some() => CacheRet::Loaded,
-                        Ok(_) => CacheRet::Served,
-                        Err(e) => error(e),
-                    },
-                );
-                if after_shutdown {
-                    ensure!(
-                        matches!(loaded, Some(Err(CacheError::ShutDown { .. }))),
-                        "X-4",
-                        "{}: get_or_put({}) after the group's shutdown gave {:?}",
-                        self.name,
-                        KEYS[key],
-                        loaded.as_ref().map(|r| r.as_ref().map(|_| ()))
-                    );
-                }
-                if let Some(Ok(loaded)) = loaded {
-                    if let Some(serial) = built.get() {
-                        self.admitted_shared(cache, key, serial, invoked);
-                    }
-                    self.keep(cache, Held::Loaded(loaded, invoked));
-                }
-            }
+            CacheOp::GetOrPut { cache, key } => self.get_or_put(cache, key, CallOptions::new()),
+            CacheOp::GetOrPutNow { cache, key } => self.now(&op, |t| t.get_or_put(cache, key, zero())),
             CacheOp::Get { cache, key } => {
                 let invoked = self.shared.freshness.now();
                 let got = self.record(
@@ -287,25 +258,8 @@ impl<R: SimRuntime> Thread<'_, R> {
                     self.keep(cache, Held::Loaded(loaded, invoked));
                 }
             }
-            CacheOp::Put { cache, key, shared } => {
-                let how = PutOptions { shared, ..PutOptions::default() };
-                let weights = self.weights(key);
-                let serial = weights.serial;
-                let invoked = self.shared.freshness.now();
-                let admitted = self.record(
-                    CacheCall::Put { cache, key, shared },
-                    || self.cache(cache).put(KEYS[key], weights, BYTES[key], how),
-                    |admitted| admitted.as_ref().map_or_else(error, |_| CacheRet::Admitted),
-                );
-                if let Some(Ok(admission)) = admitted {
-                    if shared {
-                        self.admitted_shared(cache, key, serial, invoked);
-                    } else {
-                        self.shared.freshness.admitted(serial);
-                    }
-                    self.keep(cache, Held::Loaded(admission.into_loaded(), invoked));
-                }
-            }
+            CacheOp::Put { cache, key, shared } => self.put(cache, key, shared, CallOptions::new()),
+            CacheOp::PutNow { cache, key, shared } => self.now(&op, |t| t.put(cache, key, shared, zero())),
             CacheOp::Lock(k) => match self.take(k) {
                 Some((c, Held::Loaded(loaded, invoked))) => {
                     if let Some(guard) = catching(|| loaded.lock()) {
@@ -317,17 +271,8 @@ impl<R: SimRuntime> Thread<'_, R> {
                 Some((c, other)) => self.keep(c, other),
                 None => {}
             },
-            CacheOp::LockOnDevice(k) => match self.take(k) {
-                Some((c, Held::Loaded(loaded, invoked))) => {
-                    if let Some(Ok(guard)) = catching(|| loaded.lock_on_device()) {
-                        ensure_kept(self.cache(c), guard.cpu(), self.name);
-                        self.ensure_fresh(guard.cpu(), invoked);
-                        self.keep(c, Held::Placed(guard));
-                    }
-                }
-                Some((c, other)) => self.keep(c, other),
-                None => {}
-            },
+            CacheOp::LockOnDevice(k) => self.lock_on_device(k, CallOptions::new()),
+            CacheOp::LockOnDeviceNow(k) => self.now(&op, |t| t.lock_on_device(k, zero())),
             CacheOp::Release(k) => {
                 if let Some((c, handle)) = self.take(k) {
                     self.release(c, handle);
@@ -372,6 +317,10 @@ impl<R: SimRuntime> Thread<'_, R> {
                     );
                 }
             }
+            CacheOp::SetOverflow(on) => {
+                let budget = self.shared.world.group.budget();
+                catching(|| budget.set_overflow(on));
+            }
             CacheOp::Idle(cache) => {
                 self.shared.world.rt.advance_clock(KEEP_ALIVE);
                 catching(|| self.cache(cache).expire_idle());
@@ -403,6 +352,96 @@ impl<R: SimRuntime> Thread<'_, R> {
         }
     }
 
+    /// Runs `call`, a call of `op` with a zero deadline: none of its waits may block (SPEC
+    /// 1.10), whatever it returns.
+    fn now(&mut self, op: &CacheOp, call: impl FnOnce(&mut Self)) {
+        let rt = &self.shared.world.rt;
+        let before = rt.blocked_here();
+        call(self);
+        let blocked = rt.blocked_here() - before;
+        ensure!(
+            blocked == 0,
+            "1.10",
+            "{} {op:?} with a zero deadline blocked in {blocked} wait(s)",
+            self.name
+        );
+    }
+
+    /// `get_or_put_with(KEYS[key], …, options)` on cache `cache`; the model kept as a handle.
+    fn get_or_put(&mut self, cache: usize, key: usize, options: CallOptions) {
+        let invoked = self.shared.freshness.now();
+        let after_shutdown = self.shared.group_shut.get() > 0;
+        let built = std::cell::Cell::new(None);
+        let weights = || {
+            let weights = self.load(key, invoked)?;
+            built.set(Some(weights.serial));
+            Ok::<_, String>(weights)
+        };
+        let loaded = self.record(
+            CacheCall::GetOrPut { cache, key },
+            || self.cache(cache).get_or_put_with(KEYS[key], BYTES[key], weights, options),
+            |loaded| match loaded {
+                Ok(_) if built.get().is_some() => CacheRet::Loaded,
+                Ok(_) => CacheRet::Served,
+                Err(e) => error(e),
+            },
+        );
+        if after_shutdown {
+            ensure!(
+                matches!(loaded, Some(Err(CacheError::ShutDown { .. }))),
+                "X-4",
+                "{}: get_or_put({}) after the group's shutdown gave {:?}",
+                self.name,
+                KEYS[key],
+                loaded.as_ref().map(|r| r.as_ref().map(|_| ()))
+            );
+        }
+        if let Some(Ok(loaded)) = loaded {
+            if let Some(serial) = built.get() {
+                self.admitted_shared(cache, key, serial, invoked, true);
+            }
+            self.keep(cache, Held::Loaded(loaded, invoked));
+        }
+    }
+
+    /// `put_with` of fresh weights of `KEYS[key]` on cache `cache`; the admission kept as a
+    /// handle.
+    fn put(&mut self, cache: usize, key: usize, shared: bool, options: CallOptions) {
+        let how = PutOptions { shared, ..PutOptions::default() };
+        let weights = self.weights(key);
+        let serial = weights.serial;
+        let invoked = self.shared.freshness.now();
+        let admitted = self.record(
+            CacheCall::Put { cache, key, shared },
+            || self.cache(cache).put_with(KEYS[key], weights, BYTES[key], how, options),
+            |admitted| admitted.as_ref().map_or_else(error, |_| CacheRet::Admitted),
+        );
+        if let Some(Ok(admission)) = admitted {
+            if shared {
+                self.admitted_shared(cache, key, serial, invoked, false);
+            } else {
+                self.shared.freshness.admitted(serial, false);
+            }
+            self.keep(cache, Held::Loaded(admission.into_loaded(), invoked));
+        }
+    }
+
+    /// Locks and places the thread's handle number `k` on its cache's device
+    /// (`lock_on_device_with(options)`), if it is a loaded model.
+    fn lock_on_device(&mut self, k: usize, options: CallOptions) {
+        match self.take(k) {
+            Some((c, Held::Loaded(loaded, invoked))) => {
+                if let Some(Ok(guard)) = catching(|| loaded.lock_on_device_with(options)) {
+                    ensure_kept(self.cache(c), guard.cpu(), self.name);
+                    self.ensure_fresh(guard.cpu(), invoked);
+                    self.keep(c, Held::Placed(guard));
+                }
+            }
+            Some((c, other)) => self.keep(c, other),
+            None => {}
+        }
+    }
+
     fn finish(mut self) {
         while let Some((c, handle)) = self.take(0) {
             self.release(c, handle);
@@ -418,7 +457,7 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         CacheWorld::new(rt, CAP, CACHES)
     };
     let script = world.with_device(DEVICE_BYTES);
-    if program.hard_budget {
+    if program.always_hard() {
         // A7 inside user code too: every eviction's callback runs at an entry to the budget.
         for cache in &world.caches {
             let budget = Arc::clone(world.group.budget());
@@ -480,10 +519,14 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
     }
     shared.script.disarm();
-    let spec = CacheSpec { load_fails: program.faults.load_fails, hard_budget: program.hard_budget };
+    let spec = CacheSpec {
+        load_fails: program.faults.load_fails,
+        hard_budget: program.hard_budget || program.switches_policy(),
+        too_large: program.too_large(),
+    };
     ensure_linearizable(&spec, CacheState::default(), &split_drops(&shared.history.calls()));
     let world = &shared.world;
-    if program.hard_budget {
+    if program.always_hard() {
         let high = world.group.budget().high_water();
         ensure!(high <= CAP, "A7", "the hard budget's high-water mark {high} is over its cap {CAP}");
     }
@@ -501,12 +544,26 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     );
     world.check_accounting();
     world.check_store_current();
+    for key in KEYS {
+        let current = world.group.store().adopt(key).map(|canonical| canonical.serial);
+        let dropped = current.is_some_and(|serial| shared.freshness.read_before_a_drop(key, serial));
+        ensure!(
+            !dropped,
+            "C-D6",
+            "the store holds weights of {key} read before a drop of it began as its current ones: later loads adopt dropped weights"
+        );
+    }
     for (cache, shut) in world.caches.iter().zip(&shared.shut) {
         let keys = cache.keys();
         let kept = shut.get() > 0 && !keys.is_empty();
         ensure!(!kept, "A6", "{} keeps {keys:?} after its shutdown with no handle left", cache.device());
     }
     world.check_drained();
+}
+
+/// A zero timeout: the call's one look at each condition decides.
+fn zero() -> CallOptions {
+    CallOptions::new().with_timeout(std::time::Duration::ZERO)
 }
 
 /// A7 at `at`: bytes in use plus bytes reserved are within the cap, or within `bound` (while a
@@ -525,7 +582,7 @@ fn error(e: &CacheError) -> CacheRet {
         CacheError::LoadWaitTimeout { .. } => CacheRet::LoadWaitTimeout,
         CacheError::Load { .. } => CacheRet::LoadFailed,
         CacheError::NoRoom { .. } => CacheRet::NoRoom,
-        CacheError::TooLarge { .. } => CacheRet::Unexpected("TooLarge"),
+        CacheError::TooLarge { .. } => CacheRet::TooLarge,
         CacheError::InvalidKey { .. } => CacheRet::Unexpected("InvalidKey"),
         CacheError::SizeOverflow { .. } => CacheRet::Unexpected("SizeOverflow"),
         _ => CacheRet::Unexpected("a device error"),

@@ -104,6 +104,8 @@ pub enum CacheRet {
     /// [`CacheError::NoRoom`](resident::CacheError::NoRoom): the hard budget found no room in
     /// time.
     NoRoom,
+    /// [`CacheError::TooLarge`](resident::CacheError::TooLarge): larger than the cap.
+    TooLarge,
     /// Any other error (the programs give no cause for one).
     Unexpected(&'static str),
 }
@@ -183,6 +185,9 @@ pub struct CacheSpec {
     pub load_fails: [bool; 3],
     /// The RAM budget is hard: a load or a `put` of fresh weights may be refused for room.
     pub hard_budget: bool,
+    /// Per key: some cap set is below its bytes, so a load or a `put` of it may be refused as
+    /// larger than the cap.
+    pub too_large: [bool; 3],
 }
 
 impl Spec for CacheSpec {
@@ -217,6 +222,7 @@ impl Spec for CacheSpec {
                     Some(CacheRet::LoadFailed) => allowed(self.load_fails[key]),
                     // Refused for room: no effect.
                     Some(CacheRet::NoRoom) => allowed(self.hard_budget),
+                    Some(CacheRet::TooLarge) => allowed(self.too_large[key]),
                     Some(_) => Vec::new(),
                 }
             }
@@ -229,6 +235,7 @@ impl Spec for CacheSpec {
                 None => vec![s.clone(), s.admit(cache, key, shared)],
                 Some(CacheRet::Admitted) => vec![s.admit(cache, key, shared)],
                 Some(CacheRet::NoRoom) => allowed(self.hard_budget),
+                Some(CacheRet::TooLarge) => allowed(self.too_large[key]),
                 Some(_) => Vec::new(),
             },
             CacheCall::Invalidate { key } => {
@@ -271,7 +278,7 @@ mod tests {
     use super::super::linearizability::{brute_force, check};
     use super::*;
 
-    const SPEC: CacheSpec = CacheSpec { load_fails: [false; 3], hard_budget: false };
+    const SPEC: CacheSpec = CacheSpec { load_fails: [false; 3], hard_budget: false, too_large: [false; 3] };
 
     fn call(
         thread: usize,

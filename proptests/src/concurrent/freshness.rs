@@ -1,7 +1,9 @@
 //! Freshness across `drop_model` for the generated cache programs: once `drop_model(k)` has
 //! returned, no call that begins afterwards is served weights of `k` (or of a submodel `k:*`)
-//! that were admitted before the drop began. Weights admitted by a call that overlapped the drop
-//! are exempt (an overlapping admission may register fresh weights, SPEC 3.3).
+//! that were admitted before the drop began, or that a load read before the drop began and
+//! admitted while it ran (C-D6: a load in flight across the drop serves its own caller, never
+//! a later one). Weights a `put` hands over during the drop are exempt (fresh as far as the cache
+//! can tell, SPEC 3.3).
 //!
 //! Recorded with plain std primitives (no scheduling points) on a logical clock of call events.
 
@@ -13,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub struct Freshness {
     clock: AtomicU64,
-    /// Serial of weights → when the call that admitted them returned.
+    /// Serial of weights → how old they are: when a load read them, or when the `put` that
+    /// handed them over returned.
     admitted: Mutex<BTreeMap<u64, u64>>,
     /// `(key, began, ended)` of every `drop_model` that returned.
     drops: Mutex<Vec<(String, u64, u64)>>,
@@ -32,10 +35,12 @@ impl Freshness {
         self.clock.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// The call that built weights `serial` returned with them admitted.
-    pub fn admitted(&self, serial: u64) {
+    /// The call that built weights `serial` returned with them admitted: `loaded` if its load
+    /// read them (their serial is the tick of that read), else handed over by a `put`.
+    pub fn admitted(&self, serial: u64, loaded: bool) {
         let at = self.now();
-        self.admitted.lock().expect("freshness lock").insert(serial, at);
+        let read = if loaded { serial } else { at };
+        self.admitted.lock().expect("freshness lock").insert(serial, read);
     }
 
     /// A `drop_model(key)` begins; returns when.
@@ -68,7 +73,7 @@ impl Freshness {
 
     /// Whether weights `serial` of `key`, handed out by a call invoked at `invoked`, had been
     /// dropped: some drop of `key` or of its model ended before `invoked` and began after the
-    /// weights' admitting call had returned.
+    /// weights were read (by a load) or handed over (by a `put` that returned).
     pub fn dropped_before(&self, key: &str, serial: u64, invoked: u64) -> bool {
         let Some(&admitted) = self.admitted.lock().expect("freshness lock").get(&serial) else {
             return false;
@@ -77,5 +82,16 @@ impl Freshness {
         drops
             .iter()
             .any(|(dropped, began, ended)| covers(dropped, key) && *ended < invoked && admitted < *began)
+    }
+
+    /// Whether weights `serial` of `key` were read (or handed over) before some drop of `key`
+    /// or of its model began: once every drop has returned, the store may not hold them as the
+    /// key's current weights (C-D6), or later loads would adopt what was dropped.
+    pub fn read_before_a_drop(&self, key: &str, serial: u64) -> bool {
+        let Some(&read) = self.admitted.lock().expect("freshness lock").get(&serial) else {
+            return false;
+        };
+        let drops = self.drops.lock().expect("freshness lock");
+        drops.iter().any(|(dropped, began, _)| covers(dropped, key) && read < *began)
     }
 }

@@ -61,6 +61,12 @@ pub enum ThreadOp {
     /// `replace_in_place(IDS[i], None, …)`: the old version drained, unloaded and dropped, then
     /// the new one loaded into its slot (SPEC 1.11, S-R2i).
     ReplaceInPlace(usize),
+    /// `pin_with(RESOLVED[i], …)` with a zero timeout: its wait for the lifecycle lock may not
+    /// block (SPEC 1.10).
+    PinNow(usize),
+    /// `lease_with(RESOLVED[i], …)` with a zero timeout, kept like [`ThreadOp::Lease`]: no wait
+    /// inside it may block (SPEC 1.10).
+    LeaseNow(usize),
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -130,7 +136,12 @@ impl Program {
     /// Whether some call of it has a zero deadline: its waits may time out at any point, as
     /// under [`Program::any_time`].
     pub fn has_calls_now(&self) -> bool {
-        self.threads.iter().flatten().any(|op| matches!(op, ThreadOp::AddNow(_) | ThreadOp::RemoveNow(_)))
+        self.threads.iter().flatten().any(|op| {
+            matches!(
+                op,
+                ThreadOp::AddNow(_) | ThreadOp::RemoveNow(_) | ThreadOp::PinNow(_) | ThreadOp::LeaseNow(_)
+            )
+        })
     }
 
     /// The most models alive at once: the capacity, plus one old version per replace (a
@@ -221,19 +232,26 @@ fn shape() -> impl Strategy<Value = (bool, bool)> {
 
 /// Programs of 2–3 threads × 2–5 operations, with a prefix of up to two adds, often pins, up to
 /// two leases handed to the threads, and faults, over one layer or a nested stack; a fifth of
-/// them with deadlines that fire at any point.
+/// them with deadlines that fire at any point. Chosen by hashes of the draw (so that stored
+/// programs and the draws of the rest stay as they were): a `clear` or `register`, an in-place
+/// replace, a pin or lease with a zero timeout, a load whose caller's wait expires inside it,
+/// a panicking metrics recorder.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
     let pins = prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(index(), 1..=2)];
     (prefix(), handed(), pins, threads, faults(), shape()).prop_map(
-        |(prefix, handed, pins, mut threads, faults, (nested, narrow))| {
+        |(prefix, handed, pins, mut threads, mut faults, (nested, narrow))| {
             let drawn = (&prefix, &handed, &pins, &threads, &faults, nested, narrow);
             let any_time = super::generated::any_time_for(&drawn);
             let extra = super::generated::hash_of(&(drawn, "clear or register"));
             let in_place = super::generated::hash_of(&(drawn, "replace in place"));
             let report_fault = report_fault_for(super::generated::hash_of(&(drawn, "report fault")));
+            let now = super::generated::hash_of(&(drawn, "call now"));
+            let expiry = super::generated::hash_of(&(drawn, "expiry"));
             insert_clear_or_register(&mut threads, extra);
             insert_replace_in_place(&mut threads, in_place);
+            insert_call_now(&mut threads, now);
+            insert_expiry(&mut faults, expiry);
             Program { prefix, handed, pins, threads, faults, nested, narrow, any_time, report_fault }
         },
     )
@@ -266,6 +284,31 @@ fn insert_replace_in_place(threads: &mut [Vec<ThreadOp>], hash: u64) {
     let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
     let thread = &mut threads[pick(16, threads.len())];
     thread.insert(pick(24, thread.len() + 1), ThreadOp::ReplaceInPlace(pick(40, IDS.len())));
+}
+
+/// In a third of the programs, one `pin_with` or `lease_with` with a zero timeout at a place in
+/// a thread chosen by `hash` (as for [`insert_clear_or_register`]).
+fn insert_call_now(threads: &mut [Vec<ThreadOp>], hash: u64) {
+    if !hash.is_multiple_of(3) || threads.is_empty() {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let i = pick(40, RESOLVED.len());
+    let op = if pick(32, 2) == 0 { ThreadOp::PinNow(i) } else { ThreadOp::LeaseNow(i) };
+    let thread = &mut threads[pick(16, threads.len())];
+    thread.insert(pick(24, thread.len() + 1), op);
+}
+
+/// In a quarter of the programs, one load of one model returns the expiry of a wait inside it
+/// ([`Step::Expire`]: its caller's deadline passed), at a place in its script chosen by `hash`
+/// (as for [`insert_clear_or_register`]): the caller's own error, never shared (S-F2).
+fn insert_expiry(faults: &mut Faults, hash: u64) {
+    if !hash.is_multiple_of(4) {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let script = &mut faults.loads[pick(16, IDS.len())];
+    script.insert(pick(24, script.len() + 1), Step::Expire);
 }
 
 /// In a sixth of the programs, a recorder that panics at one of [`REPORT_FAULTS`], chosen by

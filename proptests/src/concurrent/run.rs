@@ -8,7 +8,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError, Replaced};
+use resident::{
+    Added, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError, Replaced,
+};
 use resident_sim::cache_world::ensure_outside_monitors;
 use resident_sim::manager_world::{CallObserver, ManagerWorld, Probe, SimModel, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
@@ -27,6 +29,8 @@ struct Recorder {
     thread_name: fn() -> Option<String>,
     /// The calling thread's bounded waits that ended by their deadline, when time is `auto`.
     timeouts: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
+    /// The calling thread's waits that blocked so far.
+    blocked: Box<dyn Fn() -> u64 + Send + Sync>,
 }
 
 impl Recorder {
@@ -35,7 +39,32 @@ impl Recorder {
             let rt = rt.clone();
             Box::new(move || rt.timeouts_here()) as _
         });
-        Self { history: History::default(), current: Mutex::default(), thread_name: R::thread_name, timeouts }
+        let blocked = {
+            let rt = rt.clone();
+            Box::new(move || rt.blocked_here()) as _
+        };
+        Self {
+            history: History::default(),
+            current: Mutex::default(),
+            thread_name: R::thread_name,
+            timeouts,
+            blocked,
+        }
+    }
+
+    /// Runs `call`, a call of `op` with a zero deadline: none of its waits may block (SPEC
+    /// 1.10), whatever it returns.
+    fn now<T>(&self, op: &ThreadOp, call: impl FnOnce() -> T) -> T {
+        let before = (self.blocked)();
+        let out = call();
+        let blocked = (self.blocked)() - before;
+        resident_sim::ensure!(
+            blocked == 0,
+            "1.10",
+            "{} {op:?} with a zero deadline blocked in {blocked} wait(s)",
+            self.thread()
+        );
+        out
     }
 
     fn timeouts(&self) -> u64 {
@@ -129,6 +158,12 @@ fn index(id: &resident::ModelId) -> Option<usize> {
 fn error(e: ManagerError) -> Ret {
     match e {
         ManagerError::NotFound { .. } => Ret::NotFound,
+        // The caller's own wait expired inside the load (S-F2).
+        ManagerError::Load { source, .. }
+            if source.downcast_ref::<CacheError>().is_some_and(CacheError::is_wait_expiry) =>
+        {
+            Ret::Expired
+        }
         ManagerError::Load { .. } => Ret::LoadFailed,
         ManagerError::Unload { id, .. } => {
             index(&id).map_or_else(|| Ret::Unexpected(id.to_string()), Ret::UnloadFailed)
@@ -165,9 +200,9 @@ fn never_panics<T>(reports_panic: bool, what: &str, removal: impl FnOnce() -> T)
 /// The leases a thread holds, with the index of their model.
 type Held<M> = Vec<(usize, Lease<<M as Manager>::Model, <M as Manager>::Runtime>)>;
 
-/// `lease(RESOLVED[i])` as call of `thread`; the lease, if one was granted.
-fn lease<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize) -> Held<M> {
-    let lease = recorder.call(thread, Op::Lease(i), || match m.lease(RESOLVED[i]) {
+/// `lease_with(RESOLVED[i], options)` as call of `thread`; the lease, if one was granted.
+fn lease<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize, options: CallOptions) -> Held<M> {
+    let lease = recorder.call(thread, Op::Lease(i), || match m.lease_with(RESOLVED[i], options) {
         Ok(lease) => (Ret::Done, Some((i, lease))),
         Err(e) => (error(e), None),
     });
@@ -211,7 +246,7 @@ fn run_thread<M>(
     for op in ops {
         match *op {
             ThreadOp::Add(c) => add(m, recorder, thread, c, None, CallOptions::new()),
-            ThreadOp::AddNow(c) => add(m, recorder, thread, c, None, now),
+            ThreadOp::AddNow(c) => recorder.now(op, || add(m, recorder, thread, c, None, now)),
             ThreadOp::AddAs(c) => add(m, recorder, thread, c, Some(ALIAS), CallOptions::new()),
             ThreadOp::Remove(i) => {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove(RESOLVED[i])), ()));
@@ -284,10 +319,14 @@ fn run_thread<M>(
                     )
                 });
             }
-            ThreadOp::RemoveNow(i) => {
+            ThreadOp::RemoveNow(i) => recorder.now(op, || {
                 recorder.call(thread, Op::Remove(i), || (done(m.remove_with(RESOLVED[i], now)), ()));
-            }
-            ThreadOp::Lease(i) => held.extend(lease(m, recorder, thread, i)),
+            }),
+            ThreadOp::Lease(i) => held.extend(lease(m, recorder, thread, i, CallOptions::new())),
+            ThreadOp::LeaseNow(i) => held.extend(recorder.now(op, || lease(m, recorder, thread, i, now))),
+            ThreadOp::PinNow(i) => recorder.now(op, || {
+                recorder.call(thread, Op::Pin(i), || (done(m.pin_with(RESOLVED[i], now)), ()));
+            }),
             ThreadOp::EndLease(k) if !held.is_empty() => {
                 let (i, lease) = held.remove(k % held.len());
                 recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
@@ -367,7 +406,13 @@ where
     run_thread(&world.manager, &world.probe, recorder, main, &prefix, Vec::new(), reports_panic);
     let mut handed: Vec<Held<FixedSizeCache<M>>> = program.threads.iter().map(|_| Vec::new()).collect();
     for &(i, t) in &program.handed {
-        handed[t % program.threads.len()].extend(lease(&world.manager, recorder, main, i));
+        handed[t % program.threads.len()].extend(lease(
+            &world.manager,
+            recorder,
+            main,
+            i,
+            CallOptions::new(),
+        ));
     }
     let handles: Vec<_> = program
         .threads

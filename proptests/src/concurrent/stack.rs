@@ -30,7 +30,7 @@
 //! that timed out on the lease of an overlapping `infer`.
 
 use super::linearizability::{Call, Spec, overlapping, overlapping_at};
-use super::program::Faults;
+use super::program::{Faults, MAX_SIZE};
 use resident_sim::manager_world::Step;
 
 /// A call or event of the history.
@@ -153,6 +153,9 @@ pub enum Ret {
     NotFound,
     /// A `Load` error.
     LoadFailed,
+    /// A `Load` error whose source is the expiry of a bounded wait inside the load (the
+    /// caller's own, [`Step::Expire`]): never shared with other callers (SPEC 1.9).
+    Expired,
     /// An `Unload` error of `RESOLVED[i]` (a removal's own, or an eviction victim's), or a
     /// failed unload event.
     UnloadFailed(usize),
@@ -407,7 +410,8 @@ impl Stack {
                     next.registered |= 1 << i;
                     out.push(next);
                 }
-                Step::Fail | Step::Expire if is(Ret::LoadFailed) => out.push(next),
+                Step::Fail if is(Ret::LoadFailed) => out.push(next),
+                Step::Expire if is(Ret::Expired) => out.push(next),
                 Step::Panic if ret.is_none() => out.push(next),
                 _ => {}
             }
@@ -442,6 +446,7 @@ impl Stack {
     /// The states a replace of `RESOLVED[i]` (call `at`) can lead to from `s`.
     fn replace(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
         let ret = history[at].ret.as_ref();
+        let registered = State::has(s.registered, i);
         let mut out = Vec::new();
         let timed_out = ret == Some(&Ret::LockTimeout) && lock_contended(history, at, i);
         let others = || {
@@ -451,7 +456,28 @@ impl Stack {
                 |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) | Op::Swap(j) if *j != i),
             )
         };
+        // No slot beside the old version can ever come (the outermost layer's limit, every other
+        // slot pinned), and nothing overlapping changed that: refused at once, never a wait
+        // for capacity (S-R2).
+        let limit = if s.max_size == 0 { MAX_SIZE } else { usize::from(s.max_size) };
+        let no_slot_due = registered
+            && limit <= (s.registered & s.pinned & !(1 << i)).count_ones() as usize + 1
+            && !overlapped(history, at, |op| {
+                matches!(
+                    op,
+                    Op::Pin(_)
+                        | Op::Unpin(_)
+                        | Op::Resize(_)
+                        | Op::ResizeSet { .. }
+                        | Op::Remove(_)
+                        | Op::ClearStart { .. }
+                        | Op::AddRoom { .. }
+                        | Op::Replace(_)
+                        | Op::Swap(_)
+                )
+            });
         let full = ret == Some(&Ret::CapacityExhausted)
+            && !no_slot_due
             && (s.occupied() >= self.cap(s) || others() || self.removal_holds_room(history, at));
         // One of the victims it evicted to make room failed to unload.
         let failed_eviction =
@@ -463,7 +489,6 @@ impl Stack {
             }
             return out;
         }
-        let registered = State::has(s.registered, i);
         // Nothing registered: it adds, and shares the failure of a load it waited for.
         let shared = ret == Some(&Ret::LoadFailed)
             && !registered
@@ -510,6 +535,7 @@ impl Stack {
                     }
                 }
                 Step::Fail if ret.is_none_or(|r| *r == Ret::LoadFailed) => out.push(loaded),
+                Step::Expire if ret.is_none_or(|r| *r == Ret::Expired) => out.push(loaded),
                 Step::Panic if ret.is_none() => out.push(loaded),
                 _ => {}
             }
@@ -535,7 +561,11 @@ impl Spec for Stack {
                 let warm = if built { Ret::AlreadyRegistered } else { Ret::Warm };
                 // A register's own result once admitted: it registers, never fails to load.
                 let cold = |r: &Ret| {
-                    if built { *r == Ret::Done } else { matches!(r, Ret::Loaded | Ret::LoadFailed) }
+                    if built {
+                        *r == Ret::Done
+                    } else {
+                        matches!(r, Ret::Loaded | Ret::LoadFailed | Ret::Expired)
+                    }
                 };
                 next.roomed |= bit(add);
                 // The id's lock is the swap's until it settles: the add comes after it.
@@ -619,6 +649,7 @@ impl Spec for Stack {
                         out.push(next);
                     }
                     Step::Fail if is(Ret::LoadFailed) => out.push(next),
+                    Step::Expire if is(Ret::Expired) => out.push(next),
                     Step::Panic if ret.is_none() => out.push(next),
                     _ => {}
                 }

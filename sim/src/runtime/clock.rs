@@ -79,9 +79,18 @@ pub(super) struct Clock<C: Checker> {
     activity: AtomicU64,
     timers: C::Mutex<Timers>,
     wake_timer: C::Condvar,
-    /// Per thread name: its bounded waits that ended by their deadline. Plain std bookkeeping
-    /// (no scheduling point), read by checks of whole calls.
-    timeouts: std::sync::Mutex<BTreeMap<String, u64>>,
+    /// Per thread name: its waits, counted with plain std bookkeeping (no scheduling point), read
+    /// by checks of whole calls.
+    waits: std::sync::Mutex<BTreeMap<String, Waits>>,
+}
+
+/// One thread's waits so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Waits {
+    /// Bounded waits that ended by their deadline.
+    pub(super) timed_out: u64,
+    /// Waits that blocked (found their condition false and slept, bounded or not).
+    pub(super) blocked: u64,
 }
 
 impl<C: Checker> Clock<C> {
@@ -101,28 +110,35 @@ impl<C: Checker> Clock<C> {
             activity: AtomicU64::new(0),
             timers: C::mutex(timers),
             wake_timer: C::condvar(),
-            timeouts: std::sync::Mutex::default(),
+            waits: std::sync::Mutex::default(),
         }
+    }
+
+    /// Counts a wait of `thread` into `count`.
+    fn count(&self, thread: String, count: impl FnOnce(&mut Waits)) {
+        count(
+            self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(thread).or_default(),
+        );
     }
 
     /// Counts a bounded wait of `thread` that ended by its deadline.
     pub(super) fn timed_out(&self, thread: String) {
-        *self
-            .timeouts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(thread)
-            .or_default() += 1;
+        self.count(thread, |w| w.timed_out += 1);
     }
 
-    /// How many bounded waits of `thread` ended by their deadline so far.
-    pub(super) fn timeouts_of(&self, thread: &str) -> u64 {
-        self.timeouts
+    /// Counts a wait of `thread` that blocked.
+    pub(super) fn blocked(&self, thread: String) {
+        self.count(thread, |w| w.blocked += 1);
+    }
+
+    /// The waits of `thread` so far.
+    pub(super) fn waits_of(&self, thread: &str) -> Waits {
+        self.waits
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(thread)
             .copied()
-            .unwrap_or(0)
+            .unwrap_or_default()
     }
 
     pub(super) fn now(&self) -> u64 {

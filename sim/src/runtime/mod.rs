@@ -103,6 +103,11 @@ pub trait SimRuntime: Runtime {
     /// blocked, so a call that saw one of its own waits time out and then succeeded found the
     /// state changed without a notify (a lost wakeup that a wait on an epoch cannot see).
     fn timeouts_here(&self) -> u64;
+
+    /// How many waits of the calling thread blocked so far in this execution (found their
+    /// condition false and slept, bounded or not). A call with a zero deadline blocks in none
+    /// (SPEC 1.10): its one look at each condition decides.
+    fn blocked_here(&self) -> u64;
 }
 
 impl<C: Checker> SimRuntime for Sim<C> {
@@ -160,6 +165,10 @@ impl<C: Checker> SimRuntime for Sim<C> {
     }
 
     fn timeouts_here(&self) -> u64 {
-        self.clock().timeouts_of(&C::thread_name().unwrap_or_default())
+        self.clock().waits_of(&C::thread_name().unwrap_or_default()).timed_out
+    }
+
+    fn blocked_here(&self) -> u64 {
+        self.clock().waits_of(&C::thread_name().unwrap_or_default()).blocked
     }
 }

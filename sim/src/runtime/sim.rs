@@ -305,6 +305,7 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
                 continue;
             }
             cell.waiting += 1;
+            clock.blocked(C::thread_name().unwrap_or_default());
             clock.block();
             let (notifies, expiries) = (cell.notifies, cell.expiries);
             cell = C::wait(&inner.changed, cell);
