@@ -36,8 +36,8 @@ mutation shard="0" shards="5":
     cargo install --locked cargo-mutants@27.1.0
     # cargo-mutants' own baseline tests only the mutated package; each mutant is judged by the
     # whole workspace, so the unmutated workspace must pass under the same settings first.
-    {{mutation_env}} cargo test --profile mutants --workspace --no-default-features --tests -- --skip finds
-    {{mutation_env}} cargo mutants --package resident --test-workspace=true --baseline skip --profile mutants --no-default-features --no-shuffle --sharding round-robin --shard {{shard}}/{{shards}} --timeout 60 -f 'core/src/manager/**' -f 'core/src/layer/**' -f 'core/src/cache/**' -f 'core/src/runtime/**' -- --tests -- --skip finds
+    {{mutation_env}} cargo test --profile mutants --workspace --no-default-features --tests -- --skip campaign_finds
+    {{mutation_env}} cargo mutants --package resident --test-workspace=true --baseline skip --profile mutants --no-default-features --no-shuffle --sharding round-robin --shard {{shard}}/{{shards}} --timeout 60 -f 'core/src/manager/**' -f 'core/src/layer/**' -f 'core/src/cache/**' -f 'core/src/runtime/**' -- --tests -- --skip campaign_finds
 
 # The kill matrix.
 mutants:

@@ -133,6 +133,10 @@ mutants! {
     SWAP_SKIPS_DRAIN = "swap-skips-drain",
     /// S-R2i: the end of an in-place swap does not wake the leases waiting for it.
     LOST_WAKEUP_SWAP_SETTLED = "lost-wakeup-swap-settled",
+    /// S-Z4: `get_or_put` compares the declared size with the cap before anything else: a key
+    /// resident in the cache is refused `TooLarge` once the cap drops below it, and a shut-down
+    /// group answers `TooLarge` instead of `ShutDown`.
+    TOO_LARGE_BEFORE_HIT = "too-large-before-hit",
     /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
     /// unload while it may serve.
     REGISTER_OVERWRITES = "register-overwrites",

@@ -47,6 +47,15 @@ fn weights(device_bytes: u64) -> Weights {
     Weights { device_bytes, ..Weights::default() }
 }
 
+/// The group's cache on `cuda:0`, its waits for device room and for another move bounded at a
+/// few seconds: a defect that keeps room from ever coming then fails a test with a typed
+/// timeout rather than hanging it for the default minute.
+fn gpu(group: &Arc<CacheGroup<Weights>>) -> Arc<resident::cache::DeviceCache<Weights>> {
+    let gpu = group.cache("cuda:0");
+    gpu.set_move_wait(std::time::Duration::from_secs(5)).unwrap();
+    gpu
+}
+
 /// Puts `key` (`device_bytes` on the device, `bytes` in RAM) into `cache` and locks its copy on
 /// the device.
 fn placed(
@@ -66,7 +75,7 @@ fn placed(
 #[test]
 fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
-    let gpu = group.cache("cuda:0");
+    let gpu = gpu(&group);
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     for (key, bytes) in [("small", 20), ("big", 50)] {
         drop(
@@ -103,7 +112,7 @@ fn unlocked_copies_are_offloaded_smallest_first_and_locked_ones_never() {
 #[test]
 fn lowering_the_device_budget_offloads_idle_copies_lru_first_and_waits_for_locked_ones() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
-    let gpu = group.cache("cuda:0");
+    let gpu = gpu(&group);
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     for key in ["old", "young"] {
         drop(placed(&gpu, key, 30, 10));
@@ -147,7 +156,7 @@ fn lowering_the_device_budget_offloads_idle_copies_lru_first_and_waits_for_locke
 #[test]
 fn a_locked_copy_is_never_offloaded_even_when_it_is_the_smallest() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
-    let gpu = group.cache("cuda:0");
+    let gpu = gpu(&group);
     gpu.set_device_budget(Some(100), CallOptions::new()).unwrap();
     let tiny = placed(&gpu, "tiny", 10, 10);
     drop(placed(&gpu, "big", 50, 10));
@@ -162,7 +171,7 @@ fn a_locked_copy_is_never_offloaded_even_when_it_is_the_smallest() {
 #[test]
 fn a_failed_move_is_a_typed_error_and_the_record_stays_usable() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
-    let gpu = group.cache("cuda:0");
+    let gpu = gpu(&group);
     let w = weights(10);
     *w.fail.lock().unwrap() = true;
     let admission = gpu.put("m", w, 10, PutOptions::default()).unwrap();
@@ -187,7 +196,7 @@ fn a_failed_move_is_a_typed_error_and_the_record_stays_usable() {
 #[test]
 fn a_second_locker_waits_for_the_first_move_and_shares_its_copy() {
     let group = CacheGroup::<Weights>::new(1000).unwrap();
-    let gpu = group.cache("cuda:0");
+    let gpu = gpu(&group);
     let (entered_tx, entered) = mpsc::sync_channel(4);
     let gate = Arc::new((Mutex::new(false), Condvar::new(), entered_tx));
     let w = Weights { device_bytes: 10, gate: Some(Arc::clone(&gate)), ..Weights::default() };

@@ -68,6 +68,7 @@ scenario_tests! {
     s_d2 => "S-D2",
     s_d2p => "S-D2p",
     s_z3 => "S-Z3",
+    s_z4 => "S-Z4",
     c_p6 => "C-P6",
     c_p6c => "C-P6c",
     m_s1b => "M-S1b",

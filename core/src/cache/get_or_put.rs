@@ -150,6 +150,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         };
         // The cap as the call found it; a lowering while it waits for room refuses it there.
         let cap = self.group().budget().cap();
+        if self.runtime().mutant(Mutant::TOO_LARGE_BEFORE_HIT) && declared.peak() > cap {
+            return Err(CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap });
+        }
         let loads = &self.group().loads;
         let wait = deadline.bound(self.runtime(), loads.wait(), Mutant::DEADLINE_SKIPS_LOAD_WAIT);
         let mut start = self.now();
@@ -166,8 +169,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             // Refused before any admission (an adoption, a load), not before a hit: a record
             // resident here is served whatever the cap became, and a closed group says so first.
             if declared.peak() > cap {
-                let too_large = CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap };
-                return Err(telemetry::cache_refused(too_large));
+                // A miss because the group's shutdown shut this cache meanwhile: it refused
+                // loads first, and says so.
+                let refused = if loads.is_shut_down() {
+                    CacheError::ShutDown { key: key.to_owned() }
+                } else {
+                    CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap }
+                };
+                return Err(telemetry::cache_refused(refused));
             }
             if let Some(admission) = self.adopt(key)? {
                 return Ok(admission.into_loaded());
@@ -184,12 +193,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             // A load may have ended between the lookups and the claim.
             if let Some(loaded) = self.get(key) {
                 return Ok(loaded);
-            }
-            // Refused before any admission (an adoption, a load), not before a hit: a record
-            // resident here is served whatever the cap became, and a closed group says so first.
-            if declared.peak() > cap {
-                let too_large = CacheError::TooLarge { key: key.to_owned(), bytes: declared.peak(), cap };
-                return Err(telemetry::cache_refused(too_large));
             }
             if let Some(admission) = self.adopt(key)? {
                 return Ok(admission.into_loaded());

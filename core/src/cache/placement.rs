@@ -276,15 +276,19 @@ fn make_device_room<W, R: Runtime>(
     if need > cap.saturating_sub(pinned) {
         return Err(full(pinned));
     }
+    // The candidates once, smallest first: every round takes the next, so the loop ends after
+    // at most one round per candidate whatever the bytes say.
+    let mut victims: Vec<(u64, String)> = s
+        .slots
+        .iter()
+        .filter(|(_, v)| v.locks == 0 && v.device.resident_bytes() > 0)
+        .map(|(k, v)| (v.device.resident_bytes(), k.clone()))
+        .collect();
+    victims.sort_unstable();
+    let mut victims = victims.into_iter();
     let mut offloaded = Vec::new();
     while need > cap.saturating_sub(used) {
-        let victim = s
-            .slots
-            .iter()
-            .filter(|(_, v)| v.locks == 0 && v.device.resident_bytes() > 0)
-            .map(|(k, v)| (v.device.resident_bytes(), k.clone()))
-            .min();
-        let Some((bytes, victim)) = victim else { return Err(full(used)) };
+        let Some((bytes, victim)) = victims.next() else { return Err(full(used)) };
         if let Some(v) = s.slots.get_mut(&victim)
             && let DeviceCopy::Resident { copy, .. } = std::mem::replace(&mut v.device, DeviceCopy::Absent)
         {

@@ -4,7 +4,8 @@
 //! `put`, lock, lock on the device, release, `drop_model`, `make_room`, time passing with
 //! keep-alive expiry, a cache's and the group's `shutdown`, lowering and raising the RAM cap
 //! (below a key's size too) and a device budget, switching the budget's overflow policy, calls
-//! with a zero timeout — plus faults: failing and panicking loads, failing moves to the device,
+//! with a zero timeout — plus faults (a panicking tracing subscriber or metrics recorder among
+//! them): failing and panicking loads, failing moves to the device,
 //! panics of the weights' and device copies' `Drop`. Operations name keys and caches by index,
 //! and handles by their position among the thread's own, so every shrunk program is still
 //! meaningful.
@@ -180,7 +181,24 @@ pub struct CacheProgram {
     /// releases reconcile).
     #[serde(default)]
     pub hard_budget: bool,
+    /// The execution's tracing subscriber or metrics recorder panics at every report named
+    /// [`REPORT_FAULTS`]`[k]` while the threads run (the library's own reports are user code,
+    /// SPEC 3.10).
+    #[serde(default)]
+    pub report_fault: Option<usize>,
 }
+
+/// The reports a cache program's subscriber or recorder may panic at
+/// ([`CacheProgram::report_fault`]): a lookup, the conversion and release of a claim, an
+/// admission, an eviction, a refusal.
+pub static REPORT_FAULTS: [&str; 6] = [
+    "get",
+    "claim converted",
+    "claim released",
+    "admitted",
+    "resident_evictions_total",
+    "resident_refusals_total",
+];
 
 impl CacheProgram {
     /// The bound bytes in use plus reserved stay within whatever the cap is now: [`CAP`] if some
@@ -284,6 +302,10 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
         let resize = super::generated::hash_of(&(drawn, "resize"));
         let now = super::generated::hash_of(&(drawn, "call now"));
         let policy = super::generated::hash_of(&(drawn, "policy"));
+        let report = super::generated::hash_of(&(drawn, "report fault"));
+        let report_fault = report
+            .is_multiple_of(6)
+            .then(|| usize::try_from((report >> 16) % REPORT_FAULTS.len() as u64).unwrap_or(0));
         insert_resize(&mut threads, resize);
         insert_call_now(&mut threads, now);
         if now.is_multiple_of(4) {
@@ -295,7 +317,7 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
             }
         }
         insert_policy_switch(&mut threads, policy, hard_budget);
-        CacheProgram { prefix, threads, faults, keep_alive, any_time, hard_budget }
+        CacheProgram { prefix, threads, faults, keep_alive, any_time, hard_budget, report_fault }
     })
 }
 

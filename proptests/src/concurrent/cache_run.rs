@@ -48,7 +48,9 @@ use resident_sim::ensure;
 use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
 use resident_sim::violation::{InjectedPanic, catching};
 
-use super::cache_program::{BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEEP_ALIVE, KEYS};
+use super::cache_program::{
+    BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEEP_ALIVE, KEYS, REPORT_FAULTS,
+};
 use super::cache_spec::{CacheCall, CacheRet, CacheSpec, CacheState, split_drops};
 use super::freshness::Freshness;
 use super::generated::Generated;
@@ -342,12 +344,15 @@ impl<R: SimRuntime> Thread<'_, R> {
                 for shut in &self.shared.shut {
                     shut.add(1);
                 }
-                self.record(
+                let returned = self.record(
                     CacheCall::GroupShutdown,
                     || self.shared.world.group.shutdown(),
                     |_| CacheRet::Done,
                 );
-                self.shared.group_shut.add(1);
+                // One that a panicking report cut short may not have refused loads yet.
+                if returned.is_some() {
+                    self.shared.group_shut.add(1);
+                }
             }
         }
     }
@@ -386,7 +391,9 @@ impl<R: SimRuntime> Thread<'_, R> {
                 Err(e) => error(e),
             },
         );
-        if after_shutdown {
+        // (Or it panicked in the report of that refusal, when reports may panic.)
+        let reported = loaded.is_none() && self.program.report_fault.is_some();
+        if after_shutdown && !reported {
             ensure!(
                 matches!(loaded, Some(Err(CacheError::ShutDown { .. }))),
                 "X-4",
@@ -422,7 +429,10 @@ impl<R: SimRuntime> Thread<'_, R> {
             } else {
                 self.shared.freshness.admitted(serial, false);
             }
-            self.keep(cache, Held::Loaded(admission.into_loaded(), invoked));
+            // The conversion reports (user code, which may panic: the admission is released).
+            if let Some(loaded) = catching(|| admission.into_loaded()) {
+                self.keep(cache, Held::Loaded(loaded, invoked));
+            }
         }
     }
 
@@ -501,6 +511,9 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
             }
         }
     }
+    if let Some(k) = program.report_fault {
+        resident_sim::instrumentation::panic_at(&REPORT_FAULTS[k..=k]);
+    }
     let handles: Vec<_> = (0..program.threads.len())
         .zip(handed)
         .map(|(t, held)| {
@@ -518,6 +531,7 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     for handle in handles {
         R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
     }
+    resident_sim::instrumentation::disarm();
     shared.script.disarm();
     let spec = CacheSpec {
         load_fails: program.faults.load_fails,
@@ -533,7 +547,9 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     // A panicking `Drop` of a release's evicted weights or copy cuts that release's reconcile
     // short (left to the next release): only programs without such faults must end reconciled.
     let faults = &program.faults;
-    let drops_panic = faults.weights_drop.iter().chain(&faults.copy_drop).any(|&p| p);
+    // So does a panicking report of the library's own (user code, SPEC 3.10).
+    let drops_panic =
+        faults.weights_drop.iter().chain(&faults.copy_drop).any(|&p| p) || program.report_fault.is_some();
     // The cap in force at the end: a lowering that gave up (`OverCap`) leaves the records in
     // use to their releases, which reconcile.
     let (in_use, cap) = (world.group.budget().in_use(), world.group.budget().cap());
@@ -555,7 +571,9 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     }
     for (cache, shut) in world.caches.iter().zip(&shared.shut) {
         let keys = cache.keys();
-        let kept = shut.get() > 0 && !keys.is_empty();
+        // A shutdown whose own report panicked may have ended early; `check_drained` below
+        // still shuts every cache down with the reports disarmed.
+        let kept = shut.get() > 0 && !keys.is_empty() && program.report_fault.is_none();
         ensure!(!kept, "A6", "{} keeps {keys:?} after its shutdown with no handle left", cache.device());
     }
     world.check_drained();

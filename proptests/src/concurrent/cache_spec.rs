@@ -198,6 +198,7 @@ impl Spec for CacheSpec {
     fn step(&self, s: &CacheState, history: &[Call<CacheCall, CacheRet>], at: usize) -> Vec<CacheState> {
         let call = &history[at];
         let allowed = |ok: bool| if ok { vec![s.clone()] } else { Vec::new() };
+        let unknown = || allowed(call.ret.is_none());
         match call.op {
             CacheCall::GetOrPut { cache, key } => {
                 // A call that began before the group's shutdown returned may be past its check
@@ -238,33 +239,35 @@ impl Spec for CacheSpec {
                 Some(CacheRet::TooLarge) => allowed(self.too_large[key]),
                 Some(_) => Vec::new(),
             },
+            // A drop or shutdown that panicked (a report of the library's own, user code) may
+            // have ended before any of its steps.
             CacheCall::Invalidate { key } => {
                 let mut next = s.clone();
                 next.adoptable &= !covered(key);
                 next.invalidated |= 1u128 << at;
-                vec![next]
+                [vec![next], unknown()].concat()
             }
             CacheCall::DropIn { cache, key, invalidate } => {
                 if s.invalidated & 1u128 << invalidate == 0 {
-                    return Vec::new();
+                    return unknown();
                 }
                 let mut next = s.clone();
                 next.servable[cache] &= !covered(key);
-                vec![next]
+                [vec![next], unknown()].concat()
             }
             CacheCall::Refuse => {
                 let mut next = s.clone();
                 next.refusing = true;
-                vec![next]
+                [vec![next], unknown()].concat()
             }
             CacheCall::Shutdown { cache, group } => {
                 if group && !s.refusing {
-                    return Vec::new();
+                    return unknown();
                 }
                 let mut next = s.clone();
                 next.shut |= 1 << cache;
                 next.servable[cache] = 0;
-                vec![next]
+                [vec![next], unknown()].concat()
             }
             CacheCall::DropModel(_) | CacheCall::GroupShutdown => {
                 unreachable!("split into their events before checking")

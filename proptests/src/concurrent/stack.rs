@@ -1,5 +1,5 @@
 //! The sequential specification of a manager stack (`FixedSizeCache` of capacity
-//! [`MAX_SIZE`](super::program::MAX_SIZE) over the base), for the linearizability check of generated programs.
+//! [`MAX_SIZE`] over the base), for the linearizability check of generated programs.
 //!
 //! Neither a cold add nor a remove is one atomic step in the real stack, so the history holds
 //! finer events:
@@ -265,7 +265,7 @@ pub fn split_calls(history: &[Call<Op, Ret>]) -> Vec<Call<Op, Ret>> {
 pub struct Stack {
     /// What loads and unloads do, call by call.
     pub faults: Faults,
-    /// How many models the stack holds ([`MAX_SIZE`](super::program::MAX_SIZE), but for a narrow
+    /// How many models the stack holds ([`MAX_SIZE`], but for a narrow
     /// nested stack).
     pub capacity: usize,
     /// Deadlines fire at any scheduling point (not only while every thread is blocked).
@@ -302,6 +302,21 @@ fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
         Op::Remove(j) | Op::Pin(j) | Op::Unpin(j) => j == i,
         _ => false,
     })
+}
+
+/// Whether `op` may change what a replace's check for a slot beside its old version reads: the
+/// pins, the limit, or the queue (a pinned model a removal unloaded stays queued until the
+/// removal returns).
+fn moves_the_slot_beside(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Pin(_)
+            | Op::Unpin(_)
+            | Op::Resize(_)
+            | Op::ResizeSet { .. }
+            | Op::Remove(_)
+            | Op::ClearStart { .. }
+    )
 }
 
 impl Stack {
@@ -463,18 +478,7 @@ impl Stack {
         let no_slot_due = registered
             && limit <= (s.registered & s.pinned & !(1 << i)).count_ones() as usize + 1
             && !overlapped(history, at, |op| {
-                matches!(
-                    op,
-                    Op::Pin(_)
-                        | Op::Unpin(_)
-                        | Op::Resize(_)
-                        | Op::ResizeSet { .. }
-                        | Op::Remove(_)
-                        | Op::ClearStart { .. }
-                        | Op::AddRoom { .. }
-                        | Op::Replace(_)
-                        | Op::Swap(_)
-                )
+                moves_the_slot_beside(op) || matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_))
             });
         let full = ret == Some(&Ret::CapacityExhausted)
             && !no_slot_due
@@ -504,17 +508,7 @@ impl Stack {
         let no_slot = ret == Some(&Ret::NoSlotBeside)
             && registered
             && (self.cap(s) <= (s.registered & s.pinned & !(1 << i)).count_ones() as usize + 1
-                || overlapped(history, at, |op| {
-                    matches!(
-                        op,
-                        Op::Pin(_)
-                            | Op::Unpin(_)
-                            | Op::Resize(_)
-                            | Op::ResizeSet { .. }
-                            | Op::Remove(_)
-                            | Op::ClearStart { .. }
-                    )
-                }));
+                || overlapped(history, at, moves_the_slot_beside));
         if full || timed_out || failed_eviction || shared || no_slot || ret.is_none() {
             out.push(s.clone());
         }

@@ -353,6 +353,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_LOWERED, ROOM_WAIT_READS_LIMITS_ONCE], resize::lowering_the_cap_below_a_waiting_load),
     scenario!("S-Z3", "switching the overflow policy on wakes the load waiting for room, which goes ahead (3.11)",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_OVERFLOW_ON, ROOM_WAIT_READS_LIMITS_ONCE], resize::switching_overflow_on_while_a_load_waits),
+    scenario!("S-Z4", "a cap lowered below a resident key: get_or_put of it is still a hit, and a closed group refuses with ShutDown first (4, X-4)",
+        time: Off, loom: 1, targets: [TOO_LARGE_BEFORE_HIT], resize::a_hit_after_the_cap_dropped_below_it),
     scenario!("S-Z1d", "lowering a device budget while a lock ends and a placement runs: offloaded down to it (1.12)",
         time: Off, loom: 1, targets: [DEVICE_BUDGET_LOWERED_WITHOUT_OFFLOADING], resize::lowering_the_device_budget_while_serving),
     scenario!("W-19", "raising a device budget wakes the locker waiting for device room",

@@ -1,4 +1,4 @@
-//! Runtime resizing (SPEC 1.12; `S-Z1`, `S-Z1c`, `S-Z1d`, `W-17`, `W-18`, `W-19`): `max_size`,
+//! Runtime resizing (SPEC 1.12; `S-Z1`–`S-Z4`, `S-Z1c`, `S-Z1d`, `W-17`, `W-18`, `W-19`): `max_size`,
 //! the RAM cap and a device budget change while serving. Lowering one evicts idle models down to it and waits for the ones in
 //! use; raising one wakes the calls that wait for room.
 
@@ -250,4 +250,39 @@ pub(super) fn switching_overflow_on_while_a_load_waits<R: SimRuntime>(rt: R) {
         group.budget().set_overflow(true);
     });
     ensure!(loaded.is_ok(), "S-Z3", "T1's load of b under the overflow policy gave {loaded:?}");
+}
+
+/// S-Z4: `a` (60) is resident in cache 0 and locked by the main thread when the cap drops to
+/// 50. T1's `get_or_put(a)` on cache 0 is a hit: served (or, after the group's shutdown, refused
+/// with `ShutDown`), never `TooLarge`. T2 shuts the group down, then asks cache 1 for `a`: a
+/// closed group says so first (`ShutDown`), whatever the size (SPEC 4, X-4).
+pub(super) fn a_hit_after_the_cap_dropped_below_it<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 2);
+    let a =
+        world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
+    trace::record("main", "budget.set_cap(50)");
+    let lowered = world.group.budget().set_cap(50);
+    ensure!(lowered == Ok(true), "contract", "lowering the cap gave {lowered:?}");
+    let never = || -> Result<Weights<R>, &'static str> { Err("nothing may load") };
+    let t1 = {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world
+            .rt
+            .spawn("T1", move || traced("T1", "get_or_put(a)", || c0.get_or_put("a", 60, never).map(drop)))
+    };
+    let t2 = {
+        let (group, c1): (_, Cache<R>) = (Arc::clone(&world.group), Arc::clone(&world.caches[1]));
+        world.rt.spawn("T2", move || {
+            traced("T2", "group.shutdown()", || group.shutdown());
+            traced("T2", "get_or_put(a) on cuda:1", || c1.get_or_put("a", 60, never).map(drop))
+        })
+    };
+    let hit = join::<R, _>(t1);
+    let closed = join::<R, _>(t2);
+    drop(a);
+    let served = matches!(hit, Ok(()) | Err(resident::CacheError::ShutDown { .. }));
+    ensure!(served, "S-Z4", "T1's get_or_put of the resident a under a cap of 50 gave {hit:?}");
+    let refused = matches!(closed, Err(resident::CacheError::ShutDown { .. }));
+    ensure!(refused, "S-Z4", "T2's get_or_put of a after the group's shutdown gave {closed:?}");
+    finish_cache(&world);
 }
