@@ -2,7 +2,7 @@
 //! caches in one `CacheGroup` (one weight store, one hard RAM budget), client threads sending
 //! inference requests over a skewed mix of more models than a device keeps.
 //!
-//! `cargo run --release --example serve [-- --clients N --requests N --devices a,b --lock-all --overflow]`
+//! `cargo run --release --example serve [-- --clients N --requests N --devices a,b --lock-all --overflow --sweep]`
 //! (`--help` lists them)
 //! runs on ndarray (devices `cpu:0,cpu:1`); with `--features cuda` the device copies are CUDA
 //! tensors (devices `cuda:0,cuda:0` by default: two caches on one GPU).
@@ -98,6 +98,20 @@ struct Options {
     /// Turn the budget's overflow policy on (the soft budget of before), for comparison.
     #[arg(long)]
     overflow: bool,
+    /// Run the workload with 2, 4, 8 and 16 clients in turn (`--requests` each) and print a
+    /// row per run: throughput, p50, p99 and loads refused for room.
+    #[arg(long, conflicts_with = "lock_all")]
+    sweep: bool,
+}
+
+/// What one run measured.
+struct Row {
+    clients: usize,
+    requests: usize,
+    throughput: f64,
+    p50: Duration,
+    p99: Duration,
+    refusals: u64,
 }
 
 /// Writes the model set: `MODELS` MLPs, weights from seeds 1..=MODELS.
@@ -223,8 +237,27 @@ type Group = CacheGroup<SharedWeights<MlpSpec, Target>>;
 
 fn main() -> Result<(), BoxError> {
     let options = <Options as clap::Parser>::parse();
-    let clients = options.clients as usize;
-    let dir: PathBuf = std::env::temp_dir().join(format!("resident-serve-{}", std::process::id()));
+    if !options.sweep {
+        return serve(&options, options.clients as usize).map(drop);
+    }
+    let mut rows = Vec::new();
+    for clients in [2, 4, 8, 16] {
+        rows.push(serve(&options, clients)?);
+        println!();
+    }
+    println!("clients   requests   throughput (req/s)        p50        p99   refused for room");
+    for row in &rows {
+        println!(
+            "{:>7}   {:>8}   {:>18.0}   {:>8.1?}   {:>8.1?}   {:>16}",
+            row.clients, row.requests, row.throughput, row.p50, row.p99, row.refusals
+        );
+    }
+    Ok(())
+}
+
+/// One run of the workload with `clients` client threads: its own models, budget and caches.
+fn serve(options: &Options, clients: usize) -> Result<Row, BoxError> {
+    let dir: PathBuf = std::env::temp_dir().join(format!("resident-serve-{}-{clients}", std::process::id()));
     let model_bytes = write_models(&dir)?;
     let arch = Arc::new(SPEC);
     let (load_heap, load_reserved) = measure_load(&arch, &dir.join("m1.safetensors"))?;
@@ -285,20 +318,24 @@ fn main() -> Result<(), BoxError> {
     let heap_peak = HEAP.get_peak_memory() as u64;
     let mut latencies: Vec<Duration> = buffers.into_iter().flatten().collect();
     latencies.sort();
+    let refused = refusals.load(Ordering::Relaxed);
+    let row = Row {
+        clients,
+        requests: latencies.len(),
+        throughput: latencies.len() as f64 / elapsed.as_secs_f64(),
+        p50: latencies.first().map_or(Duration::ZERO, |_| percentile(&latencies, 0.5)),
+        p99: latencies.first().map_or(Duration::ZERO, |_| percentile(&latencies, 0.99)),
+        refusals: refused,
+    };
 
     if !latencies.is_empty() {
         println!(
-            "{} requests from {} clients on {} in {elapsed:.2?}",
+            "{} requests from {clients} clients on {} in {elapsed:.2?}",
             latencies.len(),
-            options.clients,
             options.devices.join(", ")
         );
-        println!("throughput   {:.0} requests/s", latencies.len() as f64 / elapsed.as_secs_f64());
-        println!(
-            "latency      p50 {:.1?}   p99 {:.1?}",
-            percentile(&latencies, 0.5),
-            percentile(&latencies, 0.99)
-        );
+        println!("throughput   {:.0} requests/s", row.throughput);
+        println!("latency      p50 {:.1?}   p99 {:.1?}", row.p50, row.p99);
     }
     for (name, device) in options.devices.iter().zip(&devices) {
         let loads = device.get_ref().loader().loads.load(Ordering::Relaxed);
@@ -315,7 +352,7 @@ fn main() -> Result<(), BoxError> {
         budget.in_use(),
         group.store().live_keys().len(),
         MODELS,
-        refusals.load(Ordering::Relaxed)
+        refused
     );
     let slack = slack(clients);
     println!(
@@ -326,7 +363,7 @@ fn main() -> Result<(), BoxError> {
     std::fs::remove_dir_all(&dir)?;
     if options.overflow {
         println!("overflow     on: the budget is soft, so neither figure is held to the cap");
-        return Ok(());
+        return Ok(row);
     }
     if high_water > cap {
         return Err(format!("the budget's high water {high_water} is over its cap {cap}").into());
@@ -340,7 +377,7 @@ fn main() -> Result<(), BoxError> {
     if load_heap > load_reserved {
         return Err(format!("a load allocated {load_heap} bytes at once but reserves {load_reserved}").into());
     }
-    Ok(())
+    Ok(row)
 }
 
 /// Every model resident on two devices uses one canonical, and the budget counts each live

@@ -133,6 +133,6 @@ pub use error::{BoxError, CacheError, InvalidConfig, ManagerError, RegisterError
 pub use id::{InvalidId, ModelId};
 pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Traced};
 pub use manager::{
-    Added, Eviction, Lease, LifecycleGuard, LifecycleInfo, Loader, Manager, ManagerConfig, Model,
-    ModelManager, RemovalReport, Replaced, Snapshot,
+    Added, Designation, Eviction, Lease, LifecycleGuard, LifecycleInfo, Loader, Manager, ManagerConfig,
+    Model, ModelManager, RemovalReport, Replaced, Snapshot,
 };

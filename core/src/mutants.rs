@@ -137,6 +137,27 @@ mutants! {
     /// resident in the cache is refused `TooLarge` once the cap drops below it, and a shut-down
     /// group answers `TooLarge` instead of `ShutDown`.
     TOO_LARGE_BEFORE_HIT = "too-large-before-hit",
+    /// S-O1: a cold add waiting for capacity designates no victim: it wakes at a lease's end
+    /// and re-plans, and a lease that starts before it runs keeps the victim (starvation).
+    CAPACITY_WAITER_LOSES_RACE = "capacity-waiter-loses-race",
+    /// S-O1b: an add that finds room takes it though adds that came earlier wait for capacity.
+    CAPACITY_WAITERS_BARGE = "capacity-waiters-barge",
+    /// S-O1b: an add that finds fewer evictable victims than it needs evicts them and claims its
+    /// slot anyway: two adds each evict a share of what both need, then wait for each other's
+    /// slot until one runs out of time.
+    PARTIAL_EVICTION_CLAIMS = "partial-eviction-claims",
+    /// S-O1r: a load that finds room under the RAM budget reserves it though loads that came
+    /// earlier still look for room.
+    ROOM_SEEKERS_BARGE = "room-seekers-barge",
+    /// S-O1r: the first load looking for room leaves the line (served, refused or out of time)
+    /// without waking the next.
+    LOST_WAKEUP_ROOM_SEEKER_LEFT = "lost-wakeup-room-seeker-left",
+    /// S-O1c: dropping a designation that closed its victim reopens it without waking the
+    /// leases waiting on it (they wait out their timeout).
+    LOST_WAKEUP_DESIGNATION_DROPPED = "lost-wakeup-designation-dropped",
+    /// S-O1b: the first add waiting for capacity leaves the queue (served, or out of time)
+    /// without waking the next, which waits for some other change.
+    LOST_WAKEUP_CAPACITY_WAITER_LEFT = "lost-wakeup-capacity-waiter-left",
     /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
     /// unload while it may serve.
     REGISTER_OVERWRITES = "register-overwrites",

@@ -145,6 +145,8 @@ pub struct Probe<R: SimRuntime> {
     /// Unloads of gated ids that have started.
     pub gated_unloads: Latch<R>,
     gated: Vec<String>,
+    /// Ids whose loads wait for the gate.
+    gated_loads: Vec<String>,
     capacity: Option<usize>,
     observer: Option<Arc<dyn CallObserver>>,
 }
@@ -236,6 +238,7 @@ pub struct WorldBuilder<R: SimRuntime> {
     ids: BTreeMap<String, IdProbe<R>>,
     regions: BTreeMap<String, Region<R>>,
     gated: Vec<String>,
+    gated_loads: Vec<String>,
     capacity: Option<usize>,
     work: usize,
     observer: Option<Arc<dyn CallObserver>>,
@@ -301,6 +304,12 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
+    /// Declares ids whose loads wait for the probe's gate.
+    pub fn gate_loads(mut self, ids: &[&str]) -> Self {
+        self.gated_loads = ids.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
     /// Tells `observer` about every unload, and asks it the resolved id of every load.
     pub fn observe_calls(mut self, observer: Arc<dyn CallObserver>) -> Self {
         self.observer = Some(observer);
@@ -343,6 +352,7 @@ impl<R: SimRuntime> WorldBuilder<R> {
             gate: Latch::new(&self.rt),
             gated_unloads: Latch::new(&self.rt),
             gated: self.gated,
+            gated_loads: self.gated_loads,
             capacity: self.capacity,
             observer: self.observer,
         });
@@ -393,6 +403,7 @@ impl<R: SimRuntime> ManagerWorld<R> {
             ids: BTreeMap::new(),
             regions: BTreeMap::new(),
             gated: Vec::new(),
+            gated_loads: Vec::new(),
             capacity: None,
             work: 2,
             observer: None,
@@ -476,6 +487,9 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
             self.probe.observer.as_ref().and_then(|o| o.loading_as()).unwrap_or_else(|| p.id.clone());
         let region = self.probe.region(&resolved);
         let call = region.load_calls.add(1);
+        if self.probe.gated_loads.contains(&p.id) {
+            self.probe.gate.wait_for(1);
+        }
         enter::<R>(&region.loads, "I1", "load", &resolved);
         enter::<R>(&region.mutations, "I2", "mutation", &resolved);
         for _ in 0..self.probe.work {

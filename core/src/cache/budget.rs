@@ -16,7 +16,7 @@
 //! every [`RamBudget::room_changed`] notifies the threads waiting for room, with no extra
 //! critical section when nobody waits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
@@ -50,9 +50,12 @@ struct Counters {
     room_wait: Duration,
     /// The cap ([`RamBudget::set_cap`] changes it while serving).
     cap: u64,
-    /// Loads looking for room right now, from their first refusal until they return (waiting
-    /// or not): what a room request deferred to a busy peer is honoured for (C-B4).
-    seekers: usize,
+    /// Loads looking for room right now, by ticket in arrival order, from their first refusal
+    /// until they return (waiting or not): only the first may reserve, and a room request
+    /// deferred to a busy peer is honoured while any looks (C-B4, SPEC 2.14).
+    line: VecDeque<u64>,
+    /// The next seeker's ticket.
+    tickets: u64,
 }
 
 /// The default bound on a wait for room.
@@ -82,14 +85,30 @@ impl Counters {
     }
 }
 
-/// A load looking for room ([`RamBudget::seek_room`]); dropping it ends the search.
+/// A load looking for room, in line ([`RamBudget::seek_room`]); dropping it ends the search
+/// and, if it was first, wakes the next.
 pub(crate) struct Seeking<R: Runtime> {
     budget: Arc<RamBudget<R>>,
+    ticket: u64,
+}
+
+impl<R: Runtime> Seeking<R> {
+    /// Its place in line.
+    pub(crate) fn ticket(&self) -> u64 {
+        self.ticket
+    }
 }
 
 impl<R: Runtime> Drop for Seeking<R> {
     fn drop(&mut self) {
-        self.budget.counters.with(|c| c.seekers = c.seekers.saturating_sub(1));
+        let first = self.budget.counters.with(|c| {
+            let first = c.line.front() == Some(&self.ticket);
+            c.line.retain(|t| *t != self.ticket);
+            first
+        });
+        if first {
+            self.budget.room.bump_at(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
+        }
     }
 }
 
@@ -166,16 +185,24 @@ impl<R: Runtime> RamBudget<R> {
         self.counters.with(|c| c.committed())
     }
 
-    /// Reserves `bytes` if they fit under the cap now (`None`, nothing changed, if not). The
-    /// reservation counts until it is dropped or becomes a charge.
-    pub(crate) fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation<R>> {
-        self.reserve_or_why(bytes).ok()
+    /// Reserves `bytes` if they fit under the cap now (`None`, nothing changed, if not), for a
+    /// caller in line with `ticket` (`None`: not in line). The reservation counts until it is
+    /// dropped or becomes a charge.
+    pub(crate) fn try_reserve(self: &Arc<Self>, bytes: u64, ticket: Option<u64>) -> Option<Reservation<R>> {
+        self.reserve_or_why(bytes, ticket).ok()
     }
 
     /// Reserves `bytes` if they fit under the cap now; otherwise says why not, from the same
     /// look at the counters, the cap and the policy (so a wait for room re-reads all three on
-    /// every round, in one step).
-    pub(crate) fn reserve_or_why(self: &Arc<Self>, bytes: u64) -> Result<Reservation<R>, NoReservation> {
+    /// every round, in one step). Loads that look for room are served in arrival order (SPEC
+    /// 2.14): while one with a ticket before `ticket` (any, for `None`) still looks, there is
+    /// no room for this one, so the room a debit makes goes to the first in line.
+    pub(crate) fn reserve_or_why(
+        self: &Arc<Self>,
+        bytes: u64,
+        ticket: Option<u64>,
+    ) -> Result<Reservation<R>, NoReservation> {
+        let barge = self.room.runtime().mutant(Mutant::ROOM_SEEKERS_BARGE);
         let committed = self.counters.with(|c| {
             if c.overflow {
                 return Err(NoReservation::Overflow);
@@ -183,7 +210,8 @@ impl<R: Runtime> RamBudget<R> {
             if bytes > c.cap {
                 return Err(NoReservation::TooLarge { cap: c.cap });
             }
-            if c.committed().checked_add(bytes).is_none_or(|after| after > c.cap) {
+            let behind = !barge && c.line.front().is_some_and(|first| Some(*first) != ticket);
+            if behind || c.committed().checked_add(bytes).is_none_or(|after| after > c.cap) {
                 return Err(NoReservation::NoRoom);
             }
             c.reserved += bytes;
@@ -212,17 +240,28 @@ impl<R: Runtime> RamBudget<R> {
         self.room.has_waiters()
     }
 
-    /// Counts the caller as a load looking for room until the returned guard is dropped. A
-    /// room request it leaves with a busy peer is honoured at that peer's release while it
-    /// counts, even before it waits (it may still be asking other peers).
+    /// Puts the caller in line as a load looking for room until the returned guard is dropped.
+    /// A room request it leaves with a busy peer is honoured at that peer's release while it
+    /// looks, even before it waits (it may still be asking other peers).
     pub(crate) fn seek_room(self: &Arc<Self>) -> Seeking<R> {
-        self.counters.with(|c| c.seekers += 1);
-        Seeking { budget: Arc::clone(self) }
+        let ticket = self.counters.with(|c| {
+            let ticket = c.tickets;
+            c.tickets += 1;
+            c.line.push_back(ticket);
+            ticket
+        });
+        Seeking { budget: Arc::clone(self), ticket }
     }
 
     /// Whether some load is looking for room now (a hint: one may start or stop at once).
     pub(crate) fn room_seekers(&self) -> bool {
-        self.counters.with(|c| c.seekers > 0)
+        self.counters.with(|c| !c.line.is_empty())
+    }
+
+    /// Loads looking for room right now, in line (a hint: SPEC 2.14 serves them in arrival
+    /// order).
+    pub fn waiting(&self) -> usize {
+        self.counters.with(|c| c.line.len())
     }
 
     /// Tells the threads waiting for room that something they could use changed (a record
@@ -413,8 +452,8 @@ mod tests {
     #[test]
     fn a_reservation_counts_until_it_becomes_the_charge_or_is_dropped() {
         let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
-        let mut reservation = budget.try_reserve(80).unwrap();
-        assert!(budget.try_reserve(21).is_none(), "80 reserved leaves 20");
+        let mut reservation = budget.try_reserve(80, None).unwrap();
+        assert!(budget.try_reserve(21, None).is_none(), "80 reserved leaves 20");
         assert_eq!((budget.in_use(), budget.reserved(), budget.committed()), (0, 80, 80));
         let charge = budget.charge_shared(60, Some(&mut reservation)).unwrap();
         assert_eq!((budget.in_use(), budget.reserved(), reservation.bytes()), (60, 20, 20));
@@ -432,7 +471,7 @@ mod tests {
         assert_eq!(budget.wait_for_room(seen, Duration::from_millis(1)), Err(TimedOut));
         drop(charge);
         assert_eq!(budget.wait_for_room(seen, Duration::MAX), Ok(()), "the debit came after `seen`");
-        assert!(budget.try_reserve(100).is_some());
+        assert!(budget.try_reserve(100, None).is_some());
     }
 
     #[test]

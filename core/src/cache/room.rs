@@ -1,5 +1,10 @@
 //! [`DeviceCache::reserve_room`]: how a load gets room under the hard RAM budget (SPEC 3.11).
 //!
+//! Loads looking for room stand in line, from their first refusal until they return, and only
+//! the first may reserve (SPEC 2.14): room that a debit makes goes to the load that has waited
+//! longest, never to one that came later (a stream of later loads cannot starve it), and the
+//! first leaving the line wakes the next.
+//!
 //! In order, until the bytes fit: reserve if they fit now; evict this cache's idle records
 //! (least recently used first); ask every peer to evict its own, without ever waiting for a
 //! peer's lock (a busy peer honours the request at its next release, for as long as some load
@@ -97,21 +102,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         seeking: &mut Option<Seeking<R>>,
     ) -> Result<Reservation<R>, NoReservation> {
         let budget = self.group().budget();
-        match budget.reserve_or_why(bytes) {
+        match budget.reserve_or_why(bytes, seeking.as_ref().map(Seeking::ticket)) {
             Err(NoReservation::NoRoom) => {}
             decided => return decided,
         }
-        if seeking.is_none() {
-            *seeking = Some(budget.seek_room());
-        }
+        let ticket = seeking.get_or_insert_with(|| budget.seek_room()).ticket();
         self.make_room_here(bytes);
-        if let Some(reservation) = budget.try_reserve(bytes) {
+        if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {
             return Ok(reservation);
         }
         for peer in self.group().peers(self) {
             peer.request_room(bytes);
         }
-        budget.try_reserve(bytes).ok_or(NoReservation::NoRoom)
+        budget.try_reserve(bytes, Some(ticket)).ok_or(NoReservation::NoRoom)
     }
 
     /// The refusal of a load of `key` that found no room: the bytes it needed, the cap, and what

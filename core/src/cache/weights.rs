@@ -142,7 +142,7 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             drop(weights);
             return Ok((live, true));
         }
-        match self.budget.reserve_or_why(bytes) {
+        match self.budget.reserve_or_why(bytes, None) {
             Ok(mut reservation) => self.insert_reserved(key, weights, bytes, Some(&mut reservation), None),
             // Switched on since it was read.
             Err(NoReservation::Overflow) => self.insert_reserved(key, weights, bytes, None, None),

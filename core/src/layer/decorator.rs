@@ -4,7 +4,7 @@
 use crate::deadline::Deadline;
 use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
-use crate::manager::{Added, Eviction, Lease, LifecycleGuard, Manager, Replaced, Snapshot};
+use crate::manager::{Added, Designation, Eviction, Lease, LifecycleGuard, Manager, Replaced, Snapshot};
 use crate::runtime::Signal;
 
 /// The models of the layer below `D`.
@@ -164,6 +164,11 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().is_pinned(id)
     }
 
+    /// See [`Manager::designate`] (never block).
+    fn designate(&self, id: &str) -> Option<Designation<RuntimeOf<Self>>> {
+        self.inner().designate(id)
+    }
+
     /// See [`Manager::ids`].
     fn ids(&self) -> Vec<ModelId> {
         self.inner().ids()
@@ -269,6 +274,10 @@ impl<D: Decorator> Manager for D {
 
     fn is_pinned(&self, id: &str) -> bool {
         Decorator::is_pinned(self, id)
+    }
+
+    fn designate(&self, id: &str) -> Option<Designation<RuntimeOf<D>>> {
+        Decorator::designate(self, id)
     }
 
     fn ids(&self) -> Vec<ModelId> {

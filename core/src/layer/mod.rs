@@ -32,6 +32,10 @@ macro_rules! forward_reads {
             self.inner.is_locked(id)
         }
 
+        fn designate(&self, id: &str) -> Option<$crate::Designation<Self::Runtime>> {
+            self.inner.designate(id)
+        }
+
         fn ids(&self) -> Vec<$crate::ModelId> {
             self.inner.ids()
         }

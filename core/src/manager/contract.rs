@@ -10,7 +10,7 @@
 //! unloads, a model's methods). Every other method is called with no layer monitor held.
 
 use super::removal::{self, RemovalReport};
-use super::{Added, Lease, LifecycleGuard, Model, Replaced, Snapshot};
+use super::{Added, Designation, Lease, LifecycleGuard, Model, Replaced, Snapshot};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
@@ -162,6 +162,18 @@ pub trait Manager: Send + Sync + 'static {
     /// nothing). Called under a layer's bookkeeping lock (see the module docs): answer at once,
     /// never block.
     fn is_pinned(&self, id: &str) -> bool;
+
+    /// Designates the model registered under the resolved id `id` as the victim of an add
+    /// waiting for capacity (SPEC 2.14): while the returned [`Designation`] lives, the model's
+    /// last lease closes it for eviction in the same step as its count reaches zero. `None` if
+    /// nothing is registered under `id`, or if this manager cannot designate (the provided
+    /// default: such a stack is fair only as far as its waiters win their races). Called under
+    /// a layer's bookkeeping lock (see the module docs): answer at once, never block, run no user
+    /// code. Decorators forward it.
+    fn designate(&self, id: &str) -> Option<Designation<Self::Runtime>> {
+        let _ = id;
+        None
+    }
 
     /// The registered resolved ids, in order.
     fn ids(&self) -> Vec<ModelId>;

@@ -11,6 +11,17 @@
 //! lease that looked the old one up and finds it retired looks the id up again, so it gets the
 //! new version, never `NotFound`. An in-place replace closes the slot as swapping: a lease that
 //! finds it so looks the id up again, and waits there for the swap to settle (`swap`).
+//!
+//! # Designated victims (SPEC 2.14)
+//! A cold add that waits for capacity while every victim is in use must not lose each lease's
+//! end to a lease that starts before it runs again (a stream of leases starves it). So it
+//! *designates* its victim ([`Designation`]): the victim's last lease closes the slot for
+//! eviction in the same step as its count reaches zero, and a lease that starts after that close
+//! waits for the eviction's outcome exactly as it would after an eviction's own close (`NotFound`
+//! if the model goes, the lease if it stays). Leases that started before the close finish
+//! normally, and nothing waits for them: what changes is only *when* the close happens. If the
+//! waiter lets go of the designation before it evicts (served otherwise, out of time, the
+//! victim pinned), a closed slot reopens and the leases waiting on it go ahead.
 
 use std::fmt;
 use std::ops::Deref;
@@ -25,6 +36,8 @@ use crate::telemetry;
 struct UseState {
     leases: usize,
     closing: Option<Closing>,
+    /// Live [`Designation`]s of the slot: its last lease closes it for their eviction.
+    designated: usize,
 }
 
 /// Why a slot refuses new leases.
@@ -34,6 +47,10 @@ enum Closing {
     Draining,
     /// An eviction closed an idle slot and is unloading: new leases wait for its outcome.
     Evicting,
+    /// A waiter for capacity designated the slot and its last lease ended: closed for that
+    /// eviction, new leases wait for its outcome as for `Evicting` (the slot reopens if the
+    /// designation goes first).
+    Designated,
     /// The eviction unloaded the model: new leases find it gone (`NotFound`).
     Evicted,
     /// A replace switched the registry to a new version: new leases look the id up again.
@@ -47,14 +64,14 @@ enum Closing {
 pub(crate) struct ModelSlot<M, R: Runtime> {
     pub(crate) id: ModelId,
     pub(crate) model: M,
-    state: R::Monitor<UseState>,
+    state: Arc<R::Monitor<UseState>>,
     /// The stack's change signal: the end of the last lease may make room for a waiting add.
     changes: Arc<Signal<R>>,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     pub(crate) fn new(id: ModelId, model: M, changes: &Arc<Signal<R>>) -> Self {
-        let state = changes.runtime().monitor(UseState { leases: 0, closing: None });
+        let state = Arc::new(changes.runtime().monitor(UseState { leases: 0, closing: None, designated: 0 }));
         Self { id, model, state, changes: Arc::clone(changes) }
     }
 
@@ -75,8 +92,10 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
             }
             Some(Closing::Draining) => Some(Err(ManagerError::Removing { id: self.id.clone() })),
             Some(Closing::Evicted) => Some(Err(ManagerError::NotFound { id: self.id.clone() })),
-            Some(Closing::Evicting) if refuse => Some(Err(ManagerError::NotFound { id: self.id.clone() })),
-            Some(Closing::Evicting) => None,
+            Some(Closing::Evicting | Closing::Designated) if refuse => {
+                Some(Err(ManagerError::NotFound { id: self.id.clone() }))
+            }
+            Some(Closing::Evicting | Closing::Designated) => None,
             Some(Closing::Replaced) if replaced_gone => {
                 Some(Err(ManagerError::NotFound { id: self.id.clone() }))
             }
@@ -159,7 +178,8 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// of an eviction. `None` if the model is in use.
     pub(crate) fn try_close(&self) -> Option<Closed<'_, M, R>> {
         let closed = self.state.with(|s| {
-            let idle = s.leases == 0 && s.closing.is_none();
+            // A slot its designation closed is idle and waits for exactly this eviction.
+            let idle = s.leases == 0 && matches!(s.closing, None | Some(Closing::Designated));
             if idle {
                 s.closing = Some(Closing::Evicting);
             }
@@ -168,11 +188,26 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         closed.then_some(Closed { slot: self, committed: false })
     }
 
+    /// Designates the slot as a waiting add's victim: closed for its eviction at once if idle,
+    /// else by its last lease's release (see the module docs). Takes only the slot's leaf
+    /// monitor and keeps no reference to the model.
+    pub(crate) fn designate(&self) -> Designation<R> {
+        let rt = self.changes.runtime();
+        let close_now = !rt.mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
+        self.state.with(|s| {
+            s.designated += 1;
+            if close_now && s.leases == 0 && s.closing.is_none() {
+                s.closing = Some(Closing::Designated);
+            }
+        });
+        Designation { state: Arc::clone(&self.state), runtime: rt.clone() }
+    }
+
     /// Ends a close: reopened (`None`), or for good (`Some`); wakes the leases waiting for an
     /// eviction's outcome.
     fn settle(&self, closing: Option<Closing>) {
         let waited = self.state.with(|s| {
-            let evicting = s.closing == Some(Closing::Evicting);
+            let evicting = matches!(s.closing, Some(Closing::Evicting | Closing::Designated));
             s.closing = closing;
             evicting
         });
@@ -232,17 +267,62 @@ impl<M: Send + Sync + 'static, R: Runtime> Deref for Lease<M, R> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
     fn drop(&mut self) {
-        let (idle, draining) = self.slot.state.with(|s| {
-            s.leases -= 1;
-            (s.leases == 0, s.leases == 0 && s.closing.is_some())
-        });
         let slot = &self.slot;
+        // The last lease of a designated victim closes it for the waiting add in this step: a
+        // lease that starts after it cannot take the victim back before the add runs.
+        let hand_over = !slot.changes.runtime().mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
+        let (idle, draining) = slot.state.with(|s| {
+            s.leases -= 1;
+            let idle = s.leases == 0;
+            let draining = idle && s.closing.is_some();
+            if idle && hand_over && s.designated > 0 && s.closing.is_none() {
+                s.closing = Some(Closing::Designated);
+            }
+            (idle, draining)
+        });
         if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
             slot.state.notify_all();
         }
         if idle {
             slot.changes.bump_at(Mutant::LOST_WAKEUP_LEASE_END);
         }
+    }
+}
+
+/// A waiting add's claim on its victim (SPEC 2.14): while it lives, the victim's last lease
+/// closes it for eviction in the same step as its count reaches zero (or it is closed at once if
+/// idle). Dropping it before the eviction reopens a slot it closed, and the leases waiting on
+/// that slot go ahead. It holds no reference to the model, so it never keeps one alive.
+///
+/// Made by [`Manager::designate`](super::Manager::designate); [`FixedSizeCache`] designates the
+/// least recently used victim that only leases keep, for the first add waiting for capacity.
+///
+/// [`FixedSizeCache`]: crate::FixedSizeCache
+#[must_use = "a designation lasts only while it lives"]
+pub struct Designation<R: Runtime = StdRuntime> {
+    state: Arc<R::Monitor<UseState>>,
+    runtime: R,
+}
+
+impl<R: Runtime> Drop for Designation<R> {
+    fn drop(&mut self) {
+        let reopened = self.state.with(|s| {
+            s.designated -= 1;
+            let reopen = s.designated == 0 && s.closing == Some(Closing::Designated);
+            if reopen {
+                s.closing = None;
+            }
+            reopen
+        });
+        if reopened && !self.runtime.mutant(Mutant::LOST_WAKEUP_DESIGNATION_DROPPED) {
+            self.state.notify_all();
+        }
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Designation<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Designation").finish_non_exhaustive()
     }
 }
 

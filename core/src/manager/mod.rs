@@ -31,7 +31,7 @@ use std::fmt;
 pub use config::ManagerConfig;
 pub(crate) use contract::resolve;
 pub use contract::{Eviction, Manager};
-pub use lease::Lease;
+pub use lease::{Designation, Lease};
 pub use lifecycle::LifecycleGuard;
 pub use model::{Loader, Model};
 pub use outcome::{Added, LifecycleInfo, Replaced, Snapshot};
@@ -411,6 +411,12 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     /// The base pins nothing: pins live in the layers above it.
     fn is_pinned(&self, _id: &str) -> bool {
         false
+    }
+
+    /// Under the table monitor (table → slot use-state, as for [`Manager::in_use`]); the
+    /// designation keeps no reference to the model.
+    fn designate(&self, id: &str) -> Option<Designation<R>> {
+        self.table.with(|t| t.registry.get(id).map(|slot| slot.designate()))
     }
 
     fn is_locked(&self, id: &str) -> bool {

@@ -17,6 +17,7 @@ mod instrumentation;
 mod keep_alive;
 pub mod layers;
 mod manager;
+mod overload;
 mod panics;
 mod placement;
 mod register;
@@ -81,6 +82,9 @@ const TRY_LOCK_NEVER_FAILS: &str = "the race needs a try_lock to fail inside ano
 
 /// Why loom cannot run a scenario whose user code panics while another panic unwinds.
 const PANIC_IN_UNWIND_ABORTS_LOOM: &str = "its user code panics while its thread unwinds another panic, and loom's threads share one OS thread: a context switch inside the unwind lets another loom thread see the unwind as its own, which aborts the process";
+
+/// Why the RAM-line scenarios run under shuttle only.
+const TWO_ROOM_WAITERS_OUTGROW_LOOM: &str = "two loads under a hard budget, both waiting for room, give loom at a preemption bound of one more than 460,000 executions without finishing in two minutes (probed, also with the third thread folded into the main one); shuttle's random and PCT schedulers explore it";
 
 /// Why loom runs a keep-alive timer scenario's correct code only.
 const TIMER_DEADLOCK_ABORTS_LOOM: &str = "its mutant leaves the main thread and the keep-alive timer blocked for good, and loom aborts the process on that deadlock (a non-unwinding panic; probed) instead of reporting it";
@@ -353,6 +357,18 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_LOWERED, ROOM_WAIT_READS_LIMITS_ONCE], resize::lowering_the_cap_below_a_waiting_load),
     scenario!("S-Z3", "switching the overflow policy on wakes the load waiting for room, which goes ahead (3.11)",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_OVERFLOW_ON, ROOM_WAIT_READS_LIMITS_ONCE], resize::switching_overflow_on_while_a_load_waits),
+    scenario!("S-O1", "a stream of leases on the only victim: the add waiting for capacity is handed it at a lease's end, never starved (2.14)",
+        time: Auto, loom: 1, targets: [CAPACITY_WAITER_LOSES_RACE], overload::a_stream_of_leases_does_not_starve_a_waiting_add::<_, layers::ThreeDeep>),
+    scenario!("S-O1b", "two adds waiting for capacity: the one that came first is served first (2.14)",
+        time: Auto, loom: 1, targets: [CAPACITY_WAITERS_BARGE, PARTIAL_EVICTION_CLAIMS], overload::waiting_adds_are_served_in_arrival_order::<_, layers::ThreeDeep>),
+    scenario!("S-O1c", "the first add waiting for capacity is served and wakes the next, served while the first still loads (2.14)",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_CAPACITY_WAITER_LEFT], overload::the_first_waiter_served_wakes_the_next::<_, layers::ThreeDeep>),
+    scenario!("S-O1d", "a pin lands on a designated victim: the waiter gives it up and the lease waiting on it goes ahead (2.10, 2.14)",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_DESIGNATION_DROPPED], overload::a_designation_given_up_reopens_the_victim::<_, layers::ThreeDeep>),
+    scenario!("S-O1r", "two loads waiting for RAM room: the one that came first is served first (2.14, 3.11)",
+        time: Auto, no_loom: TWO_ROOM_WAITERS_OUTGROW_LOOM, targets: [ROOM_SEEKERS_BARGE], overload::loads_waiting_for_room_are_served_in_arrival_order),
+    scenario!("S-O1s", "the first load waiting for RAM room is served and wakes the next, served while the first still loads (2.14, 3.11)",
+        time: Auto, no_loom: TWO_ROOM_WAITERS_OUTGROW_LOOM, targets: [LOST_WAKEUP_ROOM_SEEKER_LEFT], overload::the_first_load_served_wakes_the_next),
     scenario!("S-Z4", "a cap lowered below a resident key: get_or_put of it is still a hit, and a closed group refuses with ShutDown first (4, X-4)",
         time: Off, loom: 1, targets: [TOO_LARGE_BEFORE_HIT], resize::a_hit_after_the_cap_dropped_below_it),
     scenario!("S-Z1d", "lowering a device budget while a lock ends and a placement runs: offloaded down to it (1.12)",

@@ -19,7 +19,7 @@ use crate::trace;
 use crate::world::traced;
 
 /// Scheduling points T1 passes before it releases the victim.
-const RELEASE_AFTER: usize = 12;
+const RELEASE_AFTER: usize = 24;
 
 /// Scheduling points a thread that changes what another one waits for passes first (see
 /// [`give_way`]).

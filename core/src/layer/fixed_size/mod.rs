@@ -15,6 +15,16 @@
 //! - Eviction is atomic with respect to pins and leases: it holds the victim's lifecycle lock
 //!   from its last pin check to the unload (and `pin` takes that lock), and the base closes the
 //!   victim without waiting, only if no lease is live (SPEC 2.10).
+//! - No starvation under overload (SPEC 2.14). Adds that wait for capacity stand in line and
+//!   are served in arrival order: while one waits, a later add does not take the room that
+//!   appears. The first in line designates the least recently used victim that only leases
+//!   keep ([`Manager::designate`]): its last lease closes it for eviction in the same step as
+//!   its count reaches zero, so a stream of overlapping leases cannot take it back between the
+//!   lease's end and the waiter's next plan (the race that starved waiters until their
+//!   deadline). Leases that started before that close finish normally and nothing waits for
+//!   them; one that starts after it waits for the eviction's outcome, as after any eviction's
+//!   close (SPEC 2.10). The designation is given up (the victim reopens) when the waiter is
+//!   served otherwise, runs out of time, or finds the victim pinned.
 //! - A layer learns of removals below it: after every inner call that can evict (a cold add
 //!   through an inner cache), queued ids that are no longer registered are dropped, so I4 holds
 //!   at every depth of nesting (SPEC 2.11).
@@ -41,7 +51,7 @@ use queue::{Bookkeeping, PinnedBelow};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{InvalidConfig, ManagerError, RegisterError};
 use crate::id::ModelId;
-use crate::manager::{Added, Lease, LifecycleGuard, Model, Replaced};
+use crate::manager::{Added, Designation, Lease, LifecycleGuard, Model, Replaced};
 use crate::manager::{Eviction, Manager, RemovalReport, clear_each, resolve};
 use crate::mutants::Mutant;
 use crate::runtime::{Monitor, Runtime};
@@ -91,6 +101,21 @@ impl<M: Manager> CapacityClaim<'_, M> {
             b.loading -= 1;
             b.push(id);
         });
+    }
+}
+
+/// An add's place among the adds waiting for capacity: it leaves the line when dropped (served,
+/// refused, out of time, or unwinding), and wakes the next add if it was first.
+struct Waiting<'a, M: Manager> {
+    cache: &'a FixedSizeCache<M>,
+    ticket: u64,
+}
+
+impl<M: Manager> Drop for Waiting<'_, M> {
+    fn drop(&mut self) {
+        if self.cache.book.with(|b| b.leave_line(self.ticket)) {
+            self.cache.inner.changes().bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
+        }
     }
 }
 
@@ -341,6 +366,12 @@ impl<M: Manager> FixedSizeCache<M> {
         self.book.with(|b| b.pinned.iter().cloned().collect())
     }
 
+    /// Adds waiting for capacity right now, in line (a hint: SPEC 2.14 serves them in arrival
+    /// order).
+    pub fn waiting(&self) -> usize {
+        self.book.with(|b| b.waiters.len())
+    }
+
     /// Cold loads in flight.
     pub fn loading(&self) -> usize {
         self.book.with(|b| b.loading)
@@ -397,6 +428,12 @@ impl<M: Manager> FixedSizeCache<M> {
         // own: a racing add cannot take it and force a second eviction for this one.
         let mut claimed: Option<CapacityClaim<'_, M>> = None;
         let refuse_after_shutdown = !self.mutant(Mutant::ADD_AFTER_SHUTDOWN);
+        // Adds that wait for capacity are served in arrival order (SPEC 2.14): this add's place
+        // in line while it has none, and the victim it designated as the first in line.
+        let in_line = self.config.policy() != CapacityPolicy::Overflow;
+        let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
+        let mut waiting: Option<Waiting<'_, M>> = None;
+        let mut designated: Option<(ModelId, Designation<M::Runtime>)> = None;
         loop {
             // Read before planning: any change after this read ends the wait below at once.
             let epoch = changes.epoch();
@@ -406,29 +443,64 @@ impl<M: Manager> FixedSizeCache<M> {
                 return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
             }
             let mine = claimed.is_some();
-            let (plan, seen, claim) = self.book.with(|b| {
+            let ticket = waiting.as_ref().map(|w| w.ticket);
+            let held = designated.as_ref().map(|(victim, _)| victim);
+            let (plan, seen, claim, joined, redesignated) = self.book.with(|b| {
                 let (seen, max) = (b.version, b.max_size);
                 pinned_below.refresh(seen);
                 let queued = b.queue.iter().filter(|q| *q != id).count() + usize::from(beside);
                 let others = b.loading - usize::from(mine);
                 let occupied = queued + if count_inflight { others } else { 0 };
+                let full = EvictionPlan::Full { registered: queued, loading: b.loading };
+                // Behind the adds that came earlier and still wait (an add that holds its slot
+                // was served already).
+                if in_line && !barge && !mine && b.waiters_ahead(ticket) {
+                    let joined = ticket.is_none().then(|| b.wait_in_line());
+                    return (full, seen, false, joined, None);
+                }
                 if occupied < max {
                     b.loading += usize::from(!mine);
-                    return (EvictionPlan::Admit, seen, !mine);
+                    return (EvictionPlan::Admit, seen, !mine, None, None);
                 }
-                let victims = b.victims(occupied + 1 - max, Some(id), |v| {
+                let needed = occupied + 1 - max;
+                let victims = b.victims(needed, Some(id), |v| {
                     !pinned_below.contains(v)
                         && (evict_leased || !self.inner.in_use(v))
                         && !self.inner.is_locked(v)
                 });
-                if victims.is_empty() {
-                    return (EvictionPlan::Full { registered: queued, loading: b.loading }, seen, false);
+                // Too few to admit it: evicting them would only take room that another add
+                // needs (two adds each evicting a share of what both need, then waiting for
+                // each other's slot until their deadlines).
+                if victims.is_empty()
+                    || (victims.len() < needed && !self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS))
+                {
+                    let joined = (in_line && !mine && ticket.is_none()).then(|| b.wait_in_line());
+                    // First in line: designate the least recently used victim that only
+                    // leases keep, so that its last lease hands it over (in this monitor, so
+                    // that no lease can end unseen between the plan and the designation).
+                    let short = needed - victims.len();
+                    let redesignated = in_line
+                        .then(|| self.designation_for(b, id, held, short, &victims, &pinned_below))
+                        .flatten();
+                    return (full, seen, false, joined, redesignated);
                 }
                 b.loading += usize::from(!mine);
-                (EvictionPlan::Evict(victims), seen, !mine)
+                (EvictionPlan::Evict(victims), seen, !mine, None, None)
             });
+            if let Some(ticket) = joined {
+                waiting = Some(Waiting { cache: self, ticket });
+            }
+            // A designation replaced or given up is dropped here, outside the monitor.
+            if let Some(redesignated) = redesignated {
+                designated = redesignated;
+            }
             if claim {
                 claimed = Some(CapacityClaim { cache: self, committed: false });
+                // Served: out of the line, which wakes the next in it.
+                waiting = None;
+            }
+            if matches!(plan, EvictionPlan::Admit) {
+                designated = None;
             }
             if !reconciled && !matches!(plan, EvictionPlan::Admit) {
                 reconciled = true;
@@ -438,6 +510,8 @@ impl<M: Manager> FixedSizeCache<M> {
             match plan {
                 EvictionPlan::Admit => return Ok(claimed.expect("an admitted add holds its slot")),
                 EvictionPlan::Evict(victims) => {
+                    // The designated victim may be among them: its designation keeps it closed
+                    // through the round (a busy lock skips it, and it stays closed for the next).
                     let Some(pinned) = self.evict_all(&victims)? else { continue };
                     let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
                     pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
@@ -474,6 +548,39 @@ impl<M: Manager> FixedSizeCache<M> {
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
             let _ = changes.wait_past(epoch, left);
         }
+    }
+
+    /// For the first add in line, planned under the book's monitor while it is `short` of
+    /// victims beyond `victims` (the evictable ones): `None` keeps the designation it `held`,
+    /// `Some` replaces it (with `None`, gives it up). Only one victim short is a designation
+    /// worth its close (a victim closed while the add still waits for others would keep its
+    /// leases waiting for nothing). It keeps its victim while that is queued, not pinned here
+    /// nor found pinned below; a new one is the least recently used such model that is not
+    /// evictable already and whose lifecycle lock is free (a lock holder may lease it).
+    fn designation_for(
+        &self,
+        b: &Bookkeeping,
+        id: &ModelId,
+        held: Option<&ModelId>,
+        short: usize,
+        victims: &[ModelId],
+        pinned_below: &PinnedBelow,
+    ) -> Option<Option<(ModelId, Designation<M::Runtime>)>> {
+        if short != 1 {
+            return held.map(|_| None);
+        }
+        let keeps = |v: &ModelId| {
+            b.queue.contains(v) && !b.pinned.contains(v) && !pinned_below.contains(v) && v != id
+        };
+        if held.is_some_and(keeps) {
+            return None;
+        }
+        let candidate = b
+            .victims(1, Some(id), |v| {
+                !victims.contains(v) && !pinned_below.contains(v) && !self.inner.is_locked(v)
+            })
+            .pop();
+        Some(candidate.and_then(|victim| self.inner.designate(victim.as_str()).map(|d| (victim, d))))
     }
 
     /// Evicts `victims` in order: `None` if at least one went, else the skipped victims that

@@ -18,6 +18,11 @@ pub(crate) struct Bookkeeping {
     /// Bumped whenever the queue gains or loses an id or a pin is lifted: a cold add whose
     /// victims were all skipped waits for a change, not for the same victims again.
     pub(crate) version: u64,
+    /// Adds waiting for capacity, by ticket in arrival order: only the first plans evictions
+    /// and takes room that appears; the others wait behind it (SPEC 2.14).
+    pub(crate) waiters: VecDeque<u64>,
+    /// The next waiter's ticket.
+    pub(crate) tickets: u64,
 }
 
 impl Bookkeeping {
@@ -63,6 +68,26 @@ impl Bookkeeping {
     /// Bytes of the queued models, saturating: a sum past `u64::MAX` is over any byte budget.
     pub(crate) fn bytes(&self) -> u64 {
         self.sizes.values().fold(0, |sum, b| sum.saturating_add(*b))
+    }
+
+    /// Queues an add waiting for capacity; its ticket.
+    pub(crate) fn wait_in_line(&mut self) -> u64 {
+        let ticket = self.tickets;
+        self.tickets += 1;
+        self.waiters.push_back(ticket);
+        ticket
+    }
+
+    /// Takes `ticket` out of the line; whether it was first (the next may plan now).
+    pub(crate) fn leave_line(&mut self, ticket: u64) -> bool {
+        let first = self.waiters.front() == Some(&ticket);
+        self.waiters.retain(|t| *t != ticket);
+        first
+    }
+
+    /// Whether an add holding `ticket` (`None`: not in line) has waiters ahead of it.
+    pub(crate) fn waiters_ahead(&self, ticket: Option<u64>) -> bool {
+        self.waiters.front().is_some_and(|first| Some(*first) != ticket)
     }
 
     /// Up to `n` eviction candidates in LRU order: queued, not pinned, not `except`, and
@@ -150,6 +175,19 @@ mod tests {
         b.set_size(&id("a"), u64::MAX / 2 + 1);
         b.set_size(&id("b"), u64::MAX / 2 + 1);
         assert_eq!(b.bytes(), u64::MAX);
+    }
+
+    #[test]
+    fn waiters_leave_the_line_in_any_order_and_only_the_first_is_served() {
+        let mut b = Bookkeeping::default();
+        assert!(!b.waiters_ahead(None), "an empty line");
+        let (first, second, third) = (b.wait_in_line(), b.wait_in_line(), b.wait_in_line());
+        assert!(!b.waiters_ahead(Some(first)));
+        assert!(b.waiters_ahead(Some(second)) && b.waiters_ahead(None));
+        assert!(!b.leave_line(second), "not first");
+        assert!(b.leave_line(first), "first");
+        assert!(!b.waiters_ahead(Some(third)), "next in line");
+        assert!(b.leave_line(third) && b.waiters.is_empty());
     }
 
     #[test]

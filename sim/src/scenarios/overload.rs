@@ -1,0 +1,275 @@
+//! Overload scenarios (SPEC 2.14, `S-O1*`): more models in demand than slots. The first add
+//! waiting for capacity designates its victim, whose last lease hands it over in the same step
+//! as its count reaches zero; adds waiting for capacity, and loads waiting for RAM room, are
+//! served in arrival order, and the first served wakes the next.
+
+use resident::runtime::Arc;
+use resident::{Added, CallOptions, Manager, ManagerError};
+
+use super::cache::{Cache, finish as finish_cache};
+use super::layers::{Depth, cache, finish, join};
+use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
+use crate::cache_world::{CacheWorld, Weights};
+use crate::latch::Latch;
+use crate::manager_world::ManagerWorld;
+use crate::runtime::SimRuntime;
+use crate::world::traced;
+use crate::{ensure, trace};
+
+/// Leases T2 ends and starts again on the victim.
+const STREAM: usize = 2;
+
+/// S-O1: A fills a cache of one and the main thread leases it. T1 adds B: nothing is
+/// evictable, so it waits first in line and designates A. T2 is a stream of leases on A: it
+/// ends the lease it holds and leases A again, twice. A lease T2 starts after ending one while
+/// T1 was in line must not get A back (it waits for T1's eviction and finds A gone), and T1 is
+/// served, woken by the lease's end, before any deadline.
+pub(super) fn a_stream_of_leases_does_not_starve_a_waiting_add<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let first = world.manager.lease("A").expect("preloaded");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let t2 = world.spawn("T2", move |m, t| {
+        let mut held = Some(first);
+        for _ in 0..STREAM {
+            give_way::<R>(HEAD_START);
+            // Read before the lease ends: T1 designated A in the step that put it in line.
+            let in_line = m.manager.waiting() > 0;
+            trace::record(t, format!("drop(lease A), T1 in line: {in_line}"));
+            drop(held.take());
+            match traced(t, "lease(A)", || m.lease("A")) {
+                Ok(_) if in_line => return Err("a lease started after the designated A's last lease ended"),
+                Ok(lease) => held = Some(lease),
+                Err(ManagerError::NotFound { .. }) => return Ok(()),
+                Err(_) => return Err("lease(A) failed other than NotFound"),
+            }
+        }
+        Ok(())
+    });
+    let added = join::<R, _>(t1);
+    let stream = join::<R, _>(t2);
+    ensure!(
+        stream.is_ok(),
+        "S-O1",
+        "{}: the add waiting for capacity lost A to a new lease",
+        stream.unwrap_err()
+    );
+    ensure!(matches!(added, Ok(Added::Loaded)), "S-O1", "add(B) waiting for capacity gave {added:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}
+
+/// S-O1b: A fills a cache of one and the main thread leases it. T1 adds B and waits first in
+/// line; T2 adds C, and finds T1 in line or not; T3 ends the lease. An add that found another
+/// waiting before it is served after it: when T2's add returns, B was loaded first.
+pub(super) fn waiting_adds_are_served_in_arrival_order<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let lease = world.manager.lease("A").expect("preloaded");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let t2 = world.spawn("T2", |m, t| {
+        give_way::<R>(HEAD_START);
+        let behind = m.manager.waiting() > 0;
+        trace::record(t, format!("T1 in line: {behind}"));
+        let added = traced(t, "add(C)", || m.add_model("C", None));
+        (behind, added, m.probe.load_calls("B"))
+    });
+    let t3 = world.rt.spawn("T3", move || {
+        give_way::<R>(2 * HEAD_START);
+        drop(lease);
+    });
+    let first = join::<R, _>(t1);
+    let (behind, second, b_loads) = join::<R, _>(t2);
+    join::<R, _>(t3);
+    ensure!(matches!(first, Ok(Added::Loaded)), "contract", "add(B) gave {first:?}");
+    ensure!(matches!(second, Ok(Added::Loaded)), "contract", "add(C) gave {second:?}");
+    ensure!(
+        !behind || b_loads == 1,
+        "S-O1b",
+        "add(C) found add(B) waiting for capacity, yet was served before B was loaded"
+    );
+    finish(&world);
+}
+
+/// S-O1c: A fills a cache of one and the main thread leases it for good. T1 adds B (its load
+/// waits for the world's gate) and T2 adds C; both wait for capacity, T1 first if T2 finds it
+/// in line. T3 raises `max_size` to three: T1 is served first and leaves the line, which must
+/// wake T2 — served too, while B still loads (the main thread opens the gate only once T2 is
+/// done).
+pub(super) fn the_first_waiter_served_wakes_the_next<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt)
+        .model("A", &[], &[])
+        .model("B", &[], &[])
+        .model("C", &[], &[])
+        .gate_loads(&["B"]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let lease = world.manager.lease("A").expect("preloaded");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let t2 = world.spawn("T2", |m, t| {
+        give_way::<R>(HEAD_START);
+        traced(t, "add(C)", || m.add_model("C", None))
+    });
+    let t3 = world.spawn("T3", |m, t| {
+        give_way::<R>(2 * HEAD_START);
+        traced(t, "set_max_size(3)", || m.manager.set_max_size(3, CallOptions::new()))
+    });
+    let second = join::<R, _>(t2);
+    world.probe.open_gate();
+    let first = join::<R, _>(t1);
+    let raised = join::<R, _>(t3);
+    drop(lease);
+    ensure!(
+        matches!(second, Ok(Added::Loaded)),
+        "S-O1c",
+        "add(C), next in line while B loads, gave {second:?}"
+    );
+    ensure!(matches!(first, Ok(Added::Loaded)), "contract", "add(B) gave {first:?}");
+    ensure!(raised.is_ok(), "contract", "raising max_size gave {raised:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}
+
+/// S-O1d: A fills a cache of one and the main thread leases it. T1 adds B and designates A
+/// while it waits; T2 ends the lease (which closes A for T1, once T1 is in line) and leases A
+/// again, waiting for the eviction's outcome; T3 pins A. A pin that lands before the eviction
+/// makes T1 give its designation up, which reopens A: T2's lease must then go ahead (never a
+/// lock timeout), and A stays.
+pub(super) fn a_designation_given_up_reopens_the_victim<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
+    let world = cache::<R, D>(builder, 1, &["A"], &[]);
+    let lease = world.manager.lease("A").expect("preloaded");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let t2 = world.spawn("T2", move |m, t| {
+        give_way::<R>(HEAD_START);
+        trace::record(t, "drop(lease A)");
+        drop(lease);
+        traced(t, "lease(A)", || m.lease("A").map(drop))
+    });
+    let t3 = world.spawn("T3", |m, t| {
+        give_way::<R>(HEAD_START);
+        traced(t, "pin(A)", || m.pin("A"))
+    });
+    let added = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    let pinned = join::<R, _>(t3);
+    ensure!(pinned.is_ok(), "contract", "pin(A) gave {pinned:?}");
+    // A pin of an unregistered id is allowed: whether A stayed says which came first.
+    if world.manager.contains("A") {
+        ensure!(
+            leased.is_ok(),
+            "S-O1d",
+            "lease(A) of a pinned A whose designation was given up gave {leased:?}"
+        );
+        ensure!(
+            matches!(added, Err(ManagerError::CapacityExhausted { .. })),
+            "contract",
+            "add(B) beside a pinned A in a cache of one gave {added:?}"
+        );
+    } else {
+        ensure!(
+            matches!(leased, Ok(()) | Err(ManagerError::NotFound { .. })),
+            "contract",
+            "lease(A) racing its eviction gave {leased:?}"
+        );
+        ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(B) gave {added:?}");
+    }
+    let unpinned = world.manager.unpin("A");
+    ensure!(unpinned.is_ok(), "contract", "unpin(A) gave {unpinned:?}");
+    finish(&world);
+}
+
+/// S-O1r: `a` (60) is locked by the main thread under a hard cap of 100. T1 loads `b` (60) and
+/// waits for room, first in line; T2 loads `c` (60), and finds T1 looking for room or not; the
+/// main thread then ends its lock on `a`. A load that found another looking for room before it
+/// is served after it: when T2's load returns, `b` was loaded first.
+pub(super) fn loads_waiting_for_room_are_served_in_arrival_order<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 1);
+    let a =
+        world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
+    let b_loaded = Arc::new(Latch::new(&world.rt));
+    let t1 = {
+        let (c0, b_loaded): (Cache<R>, _) = (Arc::clone(&world.caches[0]), Arc::clone(&b_loaded));
+        world.rt.spawn("T1", move || {
+            traced("T1", "get_or_put(b)", || {
+                c0.get_or_put("b", 60, || {
+                    b_loaded.add(1);
+                    Ok::<_, &str>(Weights::plain(60))
+                })
+                .map(drop)
+            })
+        })
+    };
+    let t2 = {
+        let (group, c0, b_loaded): (_, Cache<R>, _) =
+            (Arc::clone(&world.group), Arc::clone(&world.caches[0]), Arc::clone(&b_loaded));
+        world.rt.spawn("T2", move || {
+            give_way::<R>(HEAD_START);
+            let behind = group.budget().waiting() > 0;
+            trace::record("T2", format!("T1 in line: {behind}"));
+            let loaded = traced("T2", "get_or_put(c)", || {
+                c0.get_or_put("c", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)
+            });
+            (behind, loaded, b_loaded.get())
+        })
+    };
+    // The main thread ends the lock itself: a third spawned thread grows loom's space past
+    // what a bound of one explores in minutes.
+    give_way::<R>(2 * HEAD_START);
+    trace::record("main", "drop(lock a)");
+    drop(a);
+    let first = join::<R, _>(t1);
+    let (behind, second, b_loads) = join::<R, _>(t2);
+    ensure!(first.is_ok(), "contract", "T1's load of b gave {first:?}");
+    ensure!(second.is_ok(), "contract", "T2's load of c gave {second:?}");
+    ensure!(
+        !behind || b_loads == 1,
+        "S-O1r",
+        "the load of c found b's looking for room, yet was served first"
+    );
+    finish_cache(&world);
+}
+
+/// S-O1s: `a` (60) is locked by the main thread under a hard cap of 100. T1 loads `b` (60, its
+/// load waits for the main thread's gate) and T2 loads `c` (60): both wait for room, T1 first
+/// if T2 finds it looking. The main thread raises the cap to 200: T1 reserves first and leaves the line,
+/// which must wake T2 — served too, while `b` still loads (the gate opens once T2 is done).
+pub(super) fn the_first_load_served_wakes_the_next<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 1);
+    let a =
+        world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
+    let gate = Arc::new(Latch::new(&world.rt));
+    let t1 = {
+        let (c0, gate): (Cache<R>, _) = (Arc::clone(&world.caches[0]), Arc::clone(&gate));
+        world.rt.spawn("T1", move || {
+            traced("T1", "get_or_put(b)", || {
+                c0.get_or_put("b", 60, || {
+                    gate.wait_for(1);
+                    Ok::<_, &str>(Weights::plain(60))
+                })
+                .map(drop)
+            })
+        })
+    };
+    let t2 = {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn("T2", move || {
+            give_way::<R>(HEAD_START);
+            traced("T2", "get_or_put(c)", || {
+                c0.get_or_put("c", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)
+            })
+        })
+    };
+    // The main thread raises the cap itself: a third spawned thread grows loom's space past
+    // what a bound of one explores in minutes.
+    give_way::<R>(2 * HEAD_START);
+    let raised = traced("main", "budget.set_cap(200)", || world.group.budget().set_cap(200));
+    let second = join::<R, _>(t2);
+    gate.add(1);
+    let first = join::<R, _>(t1);
+    drop(a);
+    ensure!(second.is_ok(), "S-O1s", "T2's load of c, next in line while b loads, gave {second:?}");
+    ensure!(first.is_ok(), "contract", "T1's load of b gave {first:?}");
+    ensure!(raised.is_ok(), "contract", "raising the cap gave {raised:?}");
+    no_deadline_passed(&world.rt);
+    finish_cache(&world);
+}
