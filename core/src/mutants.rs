@@ -155,6 +155,10 @@ mutants! {
     /// S-O1c: dropping a designation that closed its victim reopens it without waking the
     /// leases waiting on it (they wait out their timeout).
     LOST_WAKEUP_DESIGNATION_DROPPED = "lost-wakeup-designation-dropped",
+    /// S-O1e: a remove, replace or in-place replace closes a slot its designation had closed
+    /// without waking the leases waiting on that close (they wait out their timeout instead
+    /// of finding the new reason).
+    LOST_WAKEUP_DESIGNATED_RECLOSED = "lost-wakeup-designated-reclosed",
     /// S-O1b: the first add waiting for capacity leaves the queue (served, or out of time)
     /// without waking the next, which waits for some other change.
     LOST_WAKEUP_CAPACITY_WAITER_LEFT = "lost-wakeup-capacity-waiter-left",

@@ -258,6 +258,12 @@ impl<R: Runtime> RamBudget<R> {
         self.counters.with(|c| !c.line.is_empty())
     }
 
+    /// Whether the load in line with `ticket` is the first in it: only that one may take the
+    /// room a debit makes, so only that one evicts or asks the peers for it.
+    pub(crate) fn first_in_line(&self, ticket: u64) -> bool {
+        self.counters.with(|c| c.line.front() == Some(&ticket))
+    }
+
     /// Loads looking for room right now, in line (a hint: SPEC 2.14 serves them in arrival
     /// order).
     pub fn waiting(&self) -> usize {

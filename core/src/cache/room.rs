@@ -107,6 +107,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             decided => return decided,
         }
         let ticket = seeking.get_or_insert_with(|| budget.seek_room()).ticket();
+        // Behind another: the room it would make is the first one's to take (this one asks
+        // once it is first, woken when the one before it leaves the line).
+        if !budget.first_in_line(ticket) {
+            return Err(NoReservation::NoRoom);
+        }
         self.make_room_here(bytes);
         if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {
             return Ok(reservation);

@@ -133,7 +133,10 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     ///
     /// Under a hard budget (no overflow policy) new weights must fit the budget now — the store
     /// makes no room and does not wait (a [`DeviceCache`](super::DeviceCache) does) — or they
-    /// come back, nothing charged.
+    /// come back, nothing charged. While loads wait for room ([`RamBudget::waiting`]) the room
+    /// that appears is theirs, in arrival order (SPEC 2.14): the weights come back then too.
+    ///
+    /// [`RamBudget::waiting`]: super::RamBudget::waiting
     pub fn insert(&self, key: &str, weights: W, bytes: u64) -> Result<(Arc<Canonical<W, R>>, bool), W> {
         if self.budget.overflow() {
             return self.insert_reserved(key, weights, bytes, None, None);

@@ -133,7 +133,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// Switched out by a replace: refuses new leases (they look the id up again) and waits at
     /// most `timeout` for the live ones to end; `Err` with how many are left if they do not.
     pub(crate) fn retire(&self, timeout: Duration) -> Result<(), usize> {
-        self.state.with(|s| s.closing = Some(Closing::Replaced));
+        self.close_with(Closing::Replaced);
         if self.changes.runtime().mutant(Mutant::REPLACE_SKIPS_DRAIN) {
             return Ok(());
         }
@@ -155,14 +155,14 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// the table's swap makes them wait) instead of being refused.
     pub(crate) fn close_for_swap(&self, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
         if self.changes.runtime().mutant(Mutant::SWAP_SKIPS_DRAIN) {
-            self.state.with(|s| s.closing = Some(Closing::Swapping));
+            self.close_with(Closing::Swapping);
             return Ok(Closed { slot: self, committed: false });
         }
         self.close_as(Closing::Swapping, timeout)
     }
 
     fn close_as(&self, closing: Closing, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
-        self.state.with(|s| s.closing = Some(closing));
+        self.close_with(closing);
         let closed = Closed { slot: self, committed: false };
         match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())) {
             Ok(()) => Ok(closed),
@@ -171,6 +171,16 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
                 leases: self.leases(),
                 waited: timeout,
             })),
+        }
+    }
+
+    /// Closes the slot as `closing` (under the caller's lifecycle lock). A slot its designation
+    /// had closed has leases waiting for that eviction's outcome, which will not come now: they
+    /// are woken to find the new reason (`Removing`, or the id looked up again).
+    fn close_with(&self, closing: Closing) {
+        let was_designated = self.state.with(|s| s.closing.replace(closing) == Some(Closing::Designated));
+        if was_designated && !self.changes.runtime().mutant(Mutant::LOST_WAKEUP_DESIGNATED_RECLOSED) {
+            self.state.notify_all();
         }
     }
 

@@ -365,6 +365,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAPACITY_WAITER_LEFT], overload::the_first_waiter_served_wakes_the_next::<_, layers::ThreeDeep>),
     scenario!("S-O1d", "a pin lands on a designated victim: the waiter gives it up and the lease waiting on it goes ahead (2.10, 2.14)",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_DESIGNATION_DROPPED], overload::a_designation_given_up_reopens_the_victim::<_, layers::ThreeDeep>),
+    scenario!("S-O1e", "a remove takes over a designated victim: the lease waiting on its close finds it removing or gone at once (2.10, 2.14)",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_DESIGNATED_RECLOSED], overload::a_designated_victim_removed_wakes_its_leases::<_, layers::ThreeDeep>),
     scenario!("S-O1r", "two loads waiting for RAM room: the one that came first is served first (2.14, 3.11)",
         time: Auto, no_loom: TWO_ROOM_WAITERS_OUTGROW_LOOM, targets: [ROOM_SEEKERS_BARGE], overload::loads_waiting_for_room_are_served_in_arrival_order),
     scenario!("S-O1s", "the first load waiting for RAM room is served and wakes the next, served while the first still loads (2.14, 3.11)",

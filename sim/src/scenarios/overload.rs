@@ -7,11 +7,11 @@ use resident::runtime::Arc;
 use resident::{Added, CallOptions, Manager, ManagerError};
 
 use super::cache::{Cache, finish as finish_cache};
-use super::layers::{Depth, cache, finish, join};
+use super::layers::{Depth, Stack, cache, finish, join};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::cache_world::{CacheWorld, Weights};
 use crate::latch::Latch;
-use crate::manager_world::ManagerWorld;
+use crate::manager_world::{Managed, ManagerWorld};
 use crate::runtime::SimRuntime;
 use crate::world::traced;
 use crate::{ensure, trace};
@@ -129,12 +129,20 @@ pub(super) fn the_first_waiter_served_wakes_the_next<R: SimRuntime, D: Depth>(rt
     finish(&world);
 }
 
-/// S-O1d: A fills a cache of one and the main thread leases it. T1 adds B and designates A
-/// while it waits; T2 ends the lease (which closes A for T1, once T1 is in line) and leases A
-/// again, waiting for the eviction's outcome; T3 pins A. A pin that lands before the eviction
-/// makes T1 give its designation up, which reopens A: T2's lease must then go ahead (never a
-/// lock timeout), and A stays.
-pub(super) fn a_designation_given_up_reopens_the_victim<R: SimRuntime, D: Depth>(rt: R) {
+/// What [`race_on_a_designated_victim`] returns.
+type Race<R, D, T> = (ManagerWorld<R, Stack<R, D>>, Result<Added, ManagerError>, Result<(), ManagerError>, T);
+
+/// T3's call on the victim in [`race_on_a_designated_victim`].
+type OnVictim<R, D, T> = fn(&Managed<R, Stack<R, D>>, &'static str) -> T;
+
+/// The race on a designated victim (S-O1d, S-O1e): A fills a cache of one and the main thread
+/// leases it. T1 adds B and designates A while it waits; T2 ends the lease (which closes A for
+/// T1, once T1 is in line) and leases A again, waiting for the eviction's outcome; T3 runs
+/// `third` on A. The world, T1's add, T2's lease and T3's outcome.
+fn race_on_a_designated_victim<R: SimRuntime, D: Depth, T: Send + 'static>(
+    rt: R,
+    third: OnVictim<R, D, T>,
+) -> Race<R, D, T> {
     let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
     let world = cache::<R, D>(builder, 1, &["A"], &[]);
     let lease = world.manager.lease("A").expect("preloaded");
@@ -145,13 +153,22 @@ pub(super) fn a_designation_given_up_reopens_the_victim<R: SimRuntime, D: Depth>
         drop(lease);
         traced(t, "lease(A)", || m.lease("A").map(drop))
     });
-    let t3 = world.spawn("T3", |m, t| {
+    let t3 = world.spawn("T3", move |m, t| {
         give_way::<R>(HEAD_START);
-        traced(t, "pin(A)", || m.pin("A"))
+        third(m, t)
     });
-    let added = join::<R, _>(t1);
-    let leased = join::<R, _>(t2);
-    let pinned = join::<R, _>(t3);
+    let (added, leased, third) = (join::<R, _>(t1), join::<R, _>(t2), join::<R, _>(t3));
+    (world, added, leased, third)
+}
+
+/// S-O1d: A fills a cache of one and the main thread leases it. T1 adds B and designates A
+/// while it waits; T2 ends the lease (which closes A for T1, once T1 is in line) and leases A
+/// again, waiting for the eviction's outcome; T3 pins A. A pin that lands before the eviction
+/// makes T1 give its designation up, which reopens A: T2's lease must then go ahead (never a
+/// lock timeout), and A stays.
+pub(super) fn a_designation_given_up_reopens_the_victim<R: SimRuntime, D: Depth>(rt: R) {
+    let (world, added, leased, pinned) =
+        race_on_a_designated_victim::<R, D, _>(rt, |m, t| traced(t, "pin(A)", || m.pin("A")));
     ensure!(pinned.is_ok(), "contract", "pin(A) gave {pinned:?}");
     // A pin of an unregistered id is allowed: whether A stayed says which came first.
     if world.manager.contains("A") {
@@ -175,6 +192,29 @@ pub(super) fn a_designation_given_up_reopens_the_victim<R: SimRuntime, D: Depth>
     }
     let unpinned = world.manager.unpin("A");
     ensure!(unpinned.is_ok(), "contract", "unpin(A) gave {unpinned:?}");
+    finish(&world);
+}
+
+/// S-O1e: A fills a cache of one and the main thread leases it. T1 adds B and designates A
+/// while it waits; T2 ends the lease (which closes A for T1, once T1 is in line) and leases A
+/// again, waiting for the eviction's outcome; T3 removes A. A remove that takes A over before
+/// T1 evicts it must wake the lease waiting on the designated close: it finds A removing or
+/// gone at once, never sleeping out its timeout.
+pub(super) fn a_designated_victim_removed_wakes_its_leases<R: SimRuntime, D: Depth>(rt: R) {
+    let (world, added, leased, removed) =
+        race_on_a_designated_victim::<R, D, _>(rt, |m, t| traced(t, "remove(A)", || m.remove("A")));
+    ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(B) gave {added:?}");
+    ensure!(
+        matches!(leased, Ok(()) | Err(ManagerError::Removing { .. } | ManagerError::NotFound { .. })),
+        "contract",
+        "lease(A) racing its removal and eviction gave {leased:?}"
+    );
+    ensure!(
+        matches!(removed, Ok(_) | Err(ManagerError::NotFound { .. })),
+        "contract",
+        "remove(A) racing its eviction gave {removed:?}"
+    );
+    no_deadline_passed(&world.rt);
     finish(&world);
 }
 

@@ -551,12 +551,12 @@ impl<M: Manager> FixedSizeCache<M> {
     }
 
     /// For the first add in line, planned under the book's monitor while it is `short` of
-    /// victims beyond `victims` (the evictable ones): `None` keeps the designation it `held`,
-    /// `Some` replaces it (with `None`, gives it up). Only one victim short is a designation
-    /// worth its close (a victim closed while the add still waits for others would keep its
-    /// leases waiting for nothing). It keeps its victim while that is queued, not pinned here
-    /// nor found pinned below; a new one is the least recently used such model that is not
-    /// evictable already and whose lifecycle lock is free (a lock holder may lease it).
+    /// victims beyond `victims` (the evictable ones): `None` keeps no designation (it held
+    /// none), `Some` replaces the one it `held` (with `None`, gives it up). Only one victim
+    /// short is a designation worth its close (a victim closed while the add still waits for
+    /// others would keep its leases waiting for nothing). It keeps its victim while that is
+    /// queued, not pinned here nor found pinned below, not evictable already and its lifecycle
+    /// lock free; a new one is the least recently used such model.
     fn designation_for(
         &self,
         b: &Bookkeeping,
@@ -569,18 +569,19 @@ impl<M: Manager> FixedSizeCache<M> {
         if short != 1 {
             return held.map(|_| None);
         }
-        let keeps = |v: &ModelId| {
-            b.queue.contains(v) && !b.pinned.contains(v) && !pinned_below.contains(v) && v != id
+        // Not evictable already (closed for nothing while the add still waits for another),
+        // and its lifecycle lock free (a holder, such as a replace waiting behind this add, may
+        // need its leases meanwhile).
+        let open =
+            |v: &ModelId| !victims.contains(v) && !pinned_below.contains(v) && !self.inner.is_locked(v);
+        let keeps = |v: &ModelId| b.queue.contains(v) && !b.pinned.contains(v) && v != id && open(v);
+        let victim = match held.filter(|v| keeps(v)) {
+            Some(held) => Some(held.clone()),
+            None => b.victims(1, Some(id), open).pop(),
         };
-        if held.is_some_and(keeps) {
-            return None;
-        }
-        let candidate = b
-            .victims(1, Some(id), |v| {
-                !victims.contains(v) && !pinned_below.contains(v) && !self.inner.is_locked(v)
-            })
-            .pop();
-        Some(candidate.and_then(|victim| self.inner.designate(victim.as_str()).map(|d| (victim, d))))
+        // A kept victim is designated again: if it was replaced, or removed and added again,
+        // since, the slot now registered is the one designated (the old designation goes after).
+        Some(victim.and_then(|victim| self.inner.designate(victim.as_str()).map(|d| (victim, d))))
     }
 
     /// Evicts `victims` in order: `None` if at least one went, else the skipped victims that
