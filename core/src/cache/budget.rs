@@ -196,7 +196,9 @@ impl<R: Runtime> RamBudget<R> {
     /// look at the counters, the cap and the policy (so a wait for room re-reads all three on
     /// every round, in one step). Loads that look for room are served in arrival order (SPEC
     /// 2.14): while one with a ticket before `ticket` (any, for `None`) still looks, there is
-    /// no room for this one, so the room a debit makes goes to the first in line.
+    /// no room for this one, so the room a debit makes goes to the first in line. The order is
+    /// strict: a first load that no eviction can serve (the rest pinned or reserved) holds the
+    /// loads behind it, smaller ones too, until its own room wait ends.
     pub(crate) fn reserve_or_why(
         self: &Arc<Self>,
         bytes: u64,
