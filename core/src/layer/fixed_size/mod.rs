@@ -24,7 +24,10 @@
 //!   deadline). Leases that started before that close finish normally and nothing waits for
 //!   them; one that starts after it waits for the eviction's outcome, as after any eviction's
 //!   close (SPEC 2.10). The designation is given up (the victim reopens) when the waiter is
-//!   served otherwise, runs out of time, or finds the victim pinned.
+//!   served otherwise, runs out of time, finds the victim pinned or locked, or finds it
+//!   evictable already while it still needs another. Only the first in line waits for the
+//!   stack to change; the adds behind it wait for the line to move (the first leaving it wakes
+//!   the next), so a lease's end wakes one waiter, not all of them.
 //! - A layer learns of removals below it: after every inner call that can evict (a cold add
 //!   through an inner cache), queued ids that are no longer registered are dropped, so I4 holds
 //!   at every depth of nesting (SPEC 2.11).
@@ -54,7 +57,7 @@ use crate::id::ModelId;
 use crate::manager::{Added, Designation, Lease, LifecycleGuard, Model, Replaced};
 use crate::manager::{Eviction, Manager, RemovalReport, clear_each, resolve};
 use crate::mutants::Mutant;
-use crate::runtime::{Monitor, Runtime};
+use crate::runtime::{Monitor, Runtime, Signal};
 use crate::telemetry;
 
 type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping>;
@@ -78,6 +81,10 @@ pub struct FixedSizeCache<M: Manager> {
     inner: M,
     config: FixedSizeConfig,
     book: Book<M>,
+    /// Bumped when the first add in line leaves it: the adds behind it wait on this, not on
+    /// the stack's change signal, since only the first in line can use a change of the stack
+    /// (every lease's end would otherwise wake them all, to wait again).
+    line: Signal<M::Runtime>,
 }
 
 enum EvictionPlan {
@@ -114,7 +121,7 @@ struct Waiting<'a, M: Manager> {
 impl<M: Manager> Drop for Waiting<'_, M> {
     fn drop(&mut self) {
         if self.cache.book.with(|b| b.leave_line(self.ticket)) {
-            self.cache.inner.changes().bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
+            self.cache.line.bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
         }
     }
 }
@@ -174,7 +181,8 @@ impl<M: Manager> FixedSizeCache<M> {
             book.set_size(&id, bytes);
         }
         let book = inner.runtime().monitor(book);
-        Ok(Self { inner, config, book })
+        let line = Signal::new(inner.runtime());
+        Ok(Self { inner, config, book, line })
     }
 
     /// The wrapped manager.
@@ -436,7 +444,7 @@ impl<M: Manager> FixedSizeCache<M> {
         let mut designated: Option<(ModelId, Designation<M::Runtime>)> = None;
         loop {
             // Read before planning: any change after this read ends the wait below at once.
-            let epoch = changes.epoch();
+            let (epoch, line_epoch) = (changes.epoch(), self.line.epoch());
             // A shut-down stack refuses the add before it evicts anything (the shutdown's
             // start wakes this wait).
             if refuse_after_shutdown && self.inner.is_shut_down() {
@@ -445,7 +453,7 @@ impl<M: Manager> FixedSizeCache<M> {
             let mine = claimed.is_some();
             let ticket = waiting.as_ref().map(|w| w.ticket);
             let held = designated.as_ref().map(|(victim, _)| victim);
-            let (plan, seen, claim, joined, redesignated) = self.book.with(|b| {
+            let (plan, seen, claim, joined, redesignated, behind) = self.book.with(|b| {
                 let (seen, max) = (b.version, b.max_size);
                 pinned_below.refresh(seen);
                 let queued = b.queue.iter().filter(|q| *q != id).count() + usize::from(beside);
@@ -456,11 +464,11 @@ impl<M: Manager> FixedSizeCache<M> {
                 // was served already).
                 if in_line && !barge && !mine && b.waiters_ahead(ticket) {
                     let joined = ticket.is_none().then(|| b.wait_in_line());
-                    return (full, seen, false, joined, None);
+                    return (full, seen, false, joined, None, true);
                 }
                 if occupied < max {
                     b.loading += usize::from(!mine);
-                    return (EvictionPlan::Admit, seen, !mine, None, None);
+                    return (EvictionPlan::Admit, seen, !mine, None, None, false);
                 }
                 let needed = occupied + 1 - max;
                 let victims = b.victims(needed, Some(id), |v| {
@@ -482,10 +490,10 @@ impl<M: Manager> FixedSizeCache<M> {
                     let redesignated = in_line
                         .then(|| self.designation_for(b, id, held, short, &victims, &pinned_below))
                         .flatten();
-                    return (full, seen, false, joined, redesignated);
+                    return (full, seen, false, joined, redesignated, false);
                 }
                 b.loading += usize::from(!mine);
-                (EvictionPlan::Evict(victims), seen, !mine, None, None)
+                (EvictionPlan::Evict(victims), seen, !mine, None, None, false)
             });
             if let Some(ticket) = joined {
                 waiting = Some(Waiting { cache: self, ticket });
@@ -546,7 +554,13 @@ impl<M: Manager> FixedSizeCache<M> {
             // until the deadline. Victims that a layer below pins stay out of the plans until
             // this layer's queue or pins change, so a wake-up never re-tries them in a loop.
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
-            let _ = changes.wait_past(epoch, left);
+            // Behind another add: only its leaving the line can let this one go (a shutdown or
+            // a raised limit reaches the first, whose leaving wakes the next, and so on).
+            if behind {
+                let _ = self.line.wait_past(line_epoch, left);
+            } else {
+                let _ = changes.wait_past(epoch, left);
+            }
         }
     }
 
