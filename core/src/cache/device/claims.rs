@@ -1,0 +1,184 @@
+//! Claims: a record's protection counters (admission, hold, lock, move) — counted in one
+//! critical section, with the handle that releases each built right after ([`DeviceCache::hand_out`])
+//! — `get`, conversions between claims, and their release.
+
+use super::*;
+
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// Builds the handle of a claim just counted, then honours pending reconcile requests (which
+    /// may run user code: eviction callbacks, weights' `Drop`) — in that order, so that a panic
+    /// there drops the handle and so releases the claim. The C-D4 mutant runs them first.
+    pub(crate) fn hand_out<T>(&self, handle: impl FnOnce() -> T) -> T {
+        self.hand_out_then(handle, || {})
+    }
+
+    /// [`DeviceCache::hand_out`], running `after` (user code too: dropping spare weights) once the
+    /// handle exists.
+    pub(super) fn hand_out_then<T>(&self, handle: impl FnOnce() -> T, after: impl FnOnce()) -> T {
+        if self.mutant(Mutant::CLAIM_BEFORE_HANDLE) {
+            after();
+            self.drain_requests();
+            return handle();
+        }
+        let handle = handle();
+        after();
+        self.drain_requests();
+        handle
+    }
+
+    /// The model resident under `key`, with its first-use hold armed in the same critical
+    /// section as the lookup (so no eviction path can take it before its first lock). A stale
+    /// occupant (dropped by `drop_model` or shut down while in use) is a miss: its weights are
+    /// never handed out again.
+    pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
+        self.expire_idle();
+        if self.mutant(Mutant::HOLD_AFTER_LOOKUP) {
+            let record = self.with_state(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
+            self.with_state(|s| {
+                if let Some(slot) = Self::occupant(s, &record, false) {
+                    slot.holds += 1;
+                }
+            });
+            return Some(LoadedModel { cache: Arc::clone(self), record: Some(record) });
+        }
+        let serve_stale = self.mutant(Mutant::GET_SERVES_STALE);
+        let record = self.state.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            match s.slots.get_mut(key).filter(|slot| serve_stale || !slot.stale) {
+                Some(slot) => {
+                    slot.holds += 1;
+                    slot.last_used = clock;
+                    s.stats.hits += 1;
+                    Some(Arc::clone(&slot.record))
+                }
+                None => {
+                    s.stats.misses += 1;
+                    None
+                }
+            }
+        });
+        let hit = record.is_some();
+        let report = || tracing::debug!(device = %self.device, key, hit, "get");
+        if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            report();
+            return self.hand_out(|| {
+                record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) })
+            });
+        }
+        self.hand_out_then(
+            || record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) }),
+            report,
+        )
+    }
+
+    /// Turns one claim on `record` into another, in one critical section, and hands out the new
+    /// claim's handle (`build`): the report of the conversion (user code) comes once the
+    /// handle exists, then reconcile requests are honoured ([`DeviceCache::hand_out`]).
+    pub(crate) fn convert<T>(
+        &self,
+        record: Arc<Record<W, R>>,
+        from: Claim,
+        to: Claim,
+        build: impl FnOnce(Arc<Record<W, R>>) -> T,
+    ) -> T {
+        let report = |record: &Record<W, R>| {
+            tracing::debug!(device = %self.device, key = %record.key, ?from, ?to, "claim converted");
+        };
+        if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            report(&record);
+        }
+        let now = self.group.runtime.now();
+        self.state.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            if let Some(slot) = Self::occupant(s, &record, self.mutant(Mutant::KEY_MATCH_RELEASE)) {
+                decrement(Self::counter(slot, from));
+                *Self::counter(slot, to) += 1;
+                slot.last_used = clock;
+                slot.idle_since = now;
+            }
+        });
+        let reported = Arc::clone(&record);
+        let after = || {
+            if !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+                report(&reported);
+            }
+        };
+        self.hand_out_then(|| build(record), after)
+    }
+
+    /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
+    /// and now free; then, if the budget is over its cap, evicts this cache's free records
+    /// (the excess may be this cache's own, C-R22).
+    ///
+    /// It runs in the `Drop` of handles: what it reports comes last (a subscriber is user code,
+    /// and a panic of its must find the claim released and every waiter woken), and not at
+    /// all while the thread unwinds.
+    pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
+        if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
+        }
+        let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
+        let now = self.group.runtime.now();
+        let (evicted, freed, expires, copy_unlocked) = self.with_state(|s| {
+            let keep_alive = s.keep_alive;
+            let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE)) else {
+                return (None, false, None, false);
+            };
+            decrement(Self::counter(slot, claim));
+            slot.idle_since = now;
+            let copy_unlocked = slot.locks == 0 && slot.device.resident_bytes() > 0;
+            let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
+            let evicted = (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten();
+            let expires = keep_alive.filter(|_| free && evicted.is_none()).map(|k| now.saturating_add(k));
+            (evicted, free, expires, copy_unlocked && matches!(claim, Claim::Lock))
+        });
+        // An unlocked copy can be offloaded: room for a locker waiting for the device.
+        if copy_unlocked {
+            self.device_budget.copy_unlocked();
+        }
+        // A record that became evictable may be the room a load is waiting for, and an idle
+        // record a deadline earlier than the one the keep-alive timer sleeps to.
+        if freed {
+            self.group.budget.room_changed(Mutant::LOST_WAKEUP_ROOM_RELEASE);
+        }
+        if let Some(deadline) = expires {
+            self.group.timer.poke(Some(deadline), Mutant::LOST_WAKEUP_KEEP_ALIVE_RELEASE);
+        }
+        if let Some(gone) = evicted.as_ref().filter(|gone| gone.record.shared().is_some())
+            && self.mutant(Mutant::MIS_DEBIT_SHARED)
+            && self.is_shut_down()
+        {
+            self.group.budget.mis_debit(self.id, gone.record.bytes);
+        }
+        self.finish_evictions(evicted.into_iter().collect(), "dropped");
+        let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
+            .into_iter()
+            .any(|m| self.mutant(m));
+        if !skip && self.group.budget.excess() > 0 {
+            self.make_room_here(0);
+        }
+        if !crate::runtime::panicking() && !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+            tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
+        }
+    }
+
+    pub(super) fn counter(slot: &mut RecordSlot<W, R>, claim: Claim) -> &mut usize {
+        match claim {
+            Claim::Admitting => &mut slot.admitting,
+            Claim::Hold => &mut slot.holds,
+            Claim::Lock => &mut slot.locks,
+        }
+    }
+
+    /// The slot of `record` if `record` is still the occupant of its key (identity, not key;
+    /// `by_key` is the mutant that matches by key).
+    pub(super) fn occupant<'s>(
+        s: &'s mut State<W, R>,
+        record: &Arc<Record<W, R>>,
+        by_key: bool,
+    ) -> Option<&'s mut RecordSlot<W, R>> {
+        s.slots.get_mut(&record.key).filter(|slot| by_key || Arc::ptr_eq(&slot.record, record))
+    }
+}

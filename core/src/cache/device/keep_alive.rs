@@ -1,0 +1,64 @@
+//! Keep-alive: how long an idle record stays, and expiring the ones past it.
+
+use super::*;
+
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// Evicts records that stayed unprotected for `keep_alive` on the runtime's clock, without
+    /// any other call: the group's timer thread (started by the first keep-alive of the group,
+    /// ended when no cache has one) sleeps to the earliest deadline. `None` turns expiry off.
+    /// Refused (returns `false`) after [`DeviceCache::shutdown`], which cancels keep-alive for
+    /// good.
+    pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
+        let set = self.with_state(|s| {
+            if s.shut_down {
+                return false;
+            }
+            s.keep_alive = keep_alive;
+            true
+        });
+        if set && keep_alive.is_some() {
+            self.group.timer.start(&self.group);
+        } else if set {
+            // The timer may exit now, if no other cache has a keep-alive.
+            self.group.timer.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
+        }
+        set
+    }
+
+    /// The keep-alive in force (`None` after shutdown).
+    pub fn keep_alive(&self) -> Option<Duration> {
+        self.with_state(|s| s.keep_alive)
+    }
+
+    /// Evicts the records idle (unlocked, unheld, not admitting) for at least the keep-alive, on
+    /// the runtime's clock, now. The group's keep-alive timer thread calls it when the earliest
+    /// deadline passes, so nobody has to; every `put`, `get` and `make_room` runs it first too.
+    /// Returns how many went.
+    pub fn expire_idle(&self) -> usize {
+        let now = self.group.runtime.now();
+        let ignore_holds = self.mutant(Mutant::KEEP_ALIVE_EVICTS_HELD);
+        let evicted = self.with_state(|s| {
+            let Some(keep_alive) = s.keep_alive else { return Vec::new() };
+            let expired: Vec<String> = s
+                .slots
+                .iter()
+                .filter(|(_, v)| v.free() || (ignore_holds && v.locks == 0 && v.admitting == 0))
+                .filter(|(_, v)| now.saturating_sub(v.idle_since) >= keep_alive)
+                .map(|(k, _)| k.clone())
+                .collect();
+            expired.iter().filter_map(|k| Self::remove(s, k)).collect()
+        });
+        self.finish_evictions(evicted, "idle")
+    }
+
+    /// The keep-alive in force and the earliest deadline on the runtime's clock at which one of
+    /// this cache's idle records expires: `None` without a keep-alive; `Some(None)` when no
+    /// record is idle.
+    pub(crate) fn next_expiry(&self) -> Option<Option<Duration>> {
+        self.with_state(|s| {
+            let keep_alive = s.keep_alive?;
+            let idle = s.slots.values().filter(|v| v.free()).map(|v| v.idle_since).min();
+            Some(idle.map(|since| since.saturating_add(keep_alive)))
+        })
+    }
+}

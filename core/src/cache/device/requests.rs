@@ -1,0 +1,81 @@
+//! Requests between peers: a room or reconcile request left with a peer whose state lock is
+//! busy, honoured by that peer at its next release (see the parent module's reconcile flag).
+
+use super::*;
+
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
+    /// without waiting. If the cache is busy, the holder of its lock honours the flag.
+    pub(crate) fn request_reconcile(&self) {
+        self.request_room(0);
+    }
+
+    /// Like [`DeviceCache::request_reconcile`], evicting until `bytes` more fit: now if it can
+    /// get the cache's lock right away, else at the holder's release (the request keeps the
+    /// largest room asked for).
+    pub(crate) fn request_room(&self, bytes: u64) {
+        let set_after_try = self.mutant(Mutant::FLAG_SET_AFTER_TRY);
+        if !set_after_try {
+            self.set_pending(bytes);
+        }
+        match self.reconcile_now(bytes) {
+            Some(evicted) => {
+                self.finish_evictions(evicted, "room");
+                self.drain_requests();
+            }
+            None if set_after_try => self.set_pending(bytes),
+            None => {}
+        }
+    }
+
+    /// One reconcile if the lock is free right now: clears the request and evicts until `room`
+    /// (or the room the request asked for, if more) fits, in one critical section. `None` if the
+    /// lock is held.
+    pub(super) fn reconcile_now(&self, room: u64) -> Option<Evicted<W, R>> {
+        let (admitting, clear_late) =
+            (self.mutant(Mutant::ADMISSION_UNPROTECTED), self.mutant(Mutant::FLAG_CLEARED_LATE));
+        let evicted = self.state.try_with(|s| {
+            let requested = if clear_late {
+                self.reconcile_pending.with(|p| *p)
+            } else {
+                self.reconcile_pending.with(Option::take)
+            };
+            // Room a load asked for while this cache was busy is made only while a load still
+            // looks for room (it may not wait yet: it may be asking other peers, C-B4): one
+            // that got it elsewhere, or gave up, needs no more evictions. Without one the
+            // request is a plain reconcile, down to the cap.
+            let deferred = requested.unwrap_or(0);
+            let looking = if self.mutant(Mutant::DEFERRED_ROOM_NEEDS_WAITER) {
+                self.group.budget.room_waiters()
+            } else {
+                self.group.budget.room_seekers()
+            };
+            let deferred = if looking { deferred } else { 0 };
+            Self::evict_lru_while(s, room.max(deferred), &self.group, admitting)
+        })?;
+        if clear_late {
+            self.reconcile_pending.with(|p| *p = None);
+        }
+        Some(evicted)
+    }
+
+    /// Honours the pending flag after this thread released the state lock: reconciles while the
+    /// flag reads set and the lock is free. When the lock is held, its holder checks after its
+    /// own release.
+    pub(crate) fn drain_requests(&self) {
+        // A reconcile runs user code (weights' `Drop`, callbacks): never while unwinding, where a
+        // second panic aborts. The flag stays set for the next holder.
+        if self.mutant(Mutant::DEFERRED_RECONCILE_SKIPPED) || crate::runtime::panicking() {
+            return;
+        }
+        while self.reconcile_pending.with(|p| p.is_some()) {
+            let Some(evicted) = self.reconcile_now(0) else { return };
+            self.finish_evictions(evicted, "room");
+        }
+    }
+
+    /// Records a request for `room` bytes (merged with one already pending: the larger wins).
+    pub(super) fn set_pending(&self, room: u64) {
+        self.reconcile_pending.with(|p| *p = Some(p.unwrap_or(0).max(room)));
+    }
+}

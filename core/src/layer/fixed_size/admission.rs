@@ -1,0 +1,306 @@
+//! Admission: how a cold add gets its slot against `max_size` — evicting the least recently
+//! used victims, or waiting in line for capacity (SPEC 2.14: arrival order, the first in line
+//! designating its victim) — and the cold path that loads into that slot.
+
+use super::queue::{Bookkeeping, PinnedBelow};
+use super::{CapacityPolicy, FixedSizeCache, Settle, Settling};
+use crate::deadline::Deadline;
+use crate::error::ManagerError;
+use crate::id::ModelId;
+use crate::manager::{Added, Designation, LifecycleGuard, Manager};
+use crate::mutants::Mutant;
+use crate::runtime::{Monitor, Runtime};
+use crate::telemetry;
+
+enum EvictionPlan {
+    Admit,
+    Evict(Vec<ModelId>),
+    Full { registered: usize, loading: usize },
+}
+
+/// A slot counted against `max_size` while a cold load runs; released unless committed.
+pub(super) struct CapacityClaim<'a, M: Manager> {
+    cache: &'a FixedSizeCache<M>,
+    committed: bool,
+}
+
+impl<M: Manager> CapacityClaim<'_, M> {
+    /// The load succeeded: the id takes its slot in the queue (its size is recorded apart, as
+    /// asking it runs user code).
+    pub(super) fn commit(mut self, id: &ModelId) {
+        self.committed = true;
+        self.cache.book.with(|b| {
+            b.loading -= 1;
+            b.push(id);
+        });
+    }
+}
+
+impl<M: Manager> Drop for CapacityClaim<'_, M> {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.cache.book.with(|b| b.loading -= 1);
+        }
+    }
+}
+
+/// An add's place among the adds waiting for capacity: it leaves the line when dropped (served,
+/// refused, out of time, or unwinding), and wakes the next add if it was first.
+struct Waiting<'a, M: Manager> {
+    cache: &'a FixedSizeCache<M>,
+    ticket: u64,
+}
+
+impl<M: Manager> Drop for Waiting<'_, M> {
+    fn drop(&mut self) {
+        if self.cache.book.with(|b| b.leave_line(self.ticket)) {
+            self.cache.line.bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
+        }
+    }
+}
+
+impl<M: Manager> FixedSizeCache<M> {
+    /// Counts a cold load of `id` against the capacity, evicting what it must; waits (bounded
+    /// by the capacity wait and the call's `call` deadline) when nothing is evictable. With
+    /// `beside`, `id` is registered and stays while its new version loads (a replace): it
+    /// counts too.
+    pub(super) fn admit(
+        &self,
+        id: &ModelId,
+        call: Deadline,
+        beside: bool,
+    ) -> Result<CapacityClaim<'_, M>, ManagerError> {
+        let rt = self.inner.runtime();
+        let wait = call.bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
+        // A wait too long to represent as a deadline is unbounded (as for every timeout).
+        let deadline = rt.now().checked_add(wait);
+        let expired = || deadline.is_some_and(|d| rt.now() >= d);
+        let exhausted = |registered, loading| {
+            telemetry::refused(ManagerError::CapacityExhausted {
+                id: id.clone(),
+                registered,
+                loading,
+                max_size: self.max_size(),
+                waited: wait,
+            })
+        };
+        let evict_leased = self.mutant(Mutant::EVICT_LEASED);
+        let count_inflight = !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT);
+        if self.mutant(Mutant::APPEND_BEFORE_EVICT) {
+            self.book.with(|b| b.push(id));
+        }
+        let mut pinned_below = PinnedBelow::default();
+        // When full, ids a layer below removed are dropped from the queue once before evicting.
+        let mut reconciled = false;
+        let changes = self.inner.changes();
+        // The slot this add counts against `max_size`. It is claimed as soon as the add decides
+        // to evict (in the same critical section), so the room its evictions make stays its
+        // own: a racing add cannot take it and force a second eviction for this one.
+        let mut claimed: Option<CapacityClaim<'_, M>> = None;
+        let refuse_after_shutdown = !self.mutant(Mutant::ADD_AFTER_SHUTDOWN);
+        // Adds that wait for capacity are served in arrival order (SPEC 2.14): this add's place
+        // in line while it has none, and the victim it designated as the first in line.
+        let in_line = self.config.policy() != CapacityPolicy::Overflow;
+        let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
+        let mut waiting: Option<Waiting<'_, M>> = None;
+        let mut designated: Option<(ModelId, Designation<M::Runtime>)> = None;
+        loop {
+            // Read before planning: any change after this read ends the wait below at once.
+            let (epoch, line_epoch) = (changes.epoch(), self.line.epoch());
+            // A shut-down stack refuses the add before it evicts anything (the shutdown's
+            // start wakes this wait).
+            if refuse_after_shutdown && self.inner.is_shut_down() {
+                return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
+            }
+            let mine = claimed.is_some();
+            let ticket = waiting.as_ref().map(|w| w.ticket);
+            let held = designated.as_ref().map(|(victim, _)| victim);
+            let (plan, seen, claim, joined, redesignated, behind) = self.book.with(|b| {
+                let (seen, max) = (b.version, b.max_size);
+                pinned_below.refresh(seen);
+                let queued = b.queue.iter().filter(|q| *q != id).count() + usize::from(beside);
+                let others = b.loading - usize::from(mine);
+                let occupied = queued + if count_inflight { others } else { 0 };
+                let full = EvictionPlan::Full { registered: queued, loading: b.loading };
+                // Behind the adds that came earlier and still wait (an add that holds its slot
+                // was served already).
+                if in_line && !barge && !mine && b.waiters_ahead(ticket) {
+                    let joined = ticket.is_none().then(|| b.wait_in_line());
+                    return (full, seen, false, joined, None, true);
+                }
+                if occupied < max {
+                    b.loading += usize::from(!mine);
+                    return (EvictionPlan::Admit, seen, !mine, None, None, false);
+                }
+                let needed = occupied + 1 - max;
+                let victims = b.victims(needed, Some(id), |v| {
+                    !pinned_below.contains(v)
+                        && (evict_leased || !self.inner.in_use(v))
+                        && !self.inner.is_locked(v)
+                });
+                // Too few to admit it: evicting them would only take room that another add
+                // needs (two adds each evicting a share of what both need, then waiting for
+                // each other's slot until their deadlines).
+                if victims.is_empty()
+                    || (victims.len() < needed && !self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS))
+                {
+                    let joined = (in_line && !mine && ticket.is_none()).then(|| b.wait_in_line());
+                    // First in line: designate the least recently used victim that only
+                    // leases keep, so that its last lease hands it over (in this monitor, so
+                    // that no lease can end unseen between the plan and the designation).
+                    let short = needed - victims.len();
+                    let redesignated = in_line
+                        .then(|| self.designation_for(b, id, held, short, &victims, &pinned_below))
+                        .flatten();
+                    return (full, seen, false, joined, redesignated, false);
+                }
+                b.loading += usize::from(!mine);
+                (EvictionPlan::Evict(victims), seen, !mine, None, None, false)
+            });
+            if let Some(ticket) = joined {
+                waiting = Some(Waiting { cache: self, ticket });
+            }
+            // A designation replaced or given up is dropped here, outside the monitor.
+            if let Some(redesignated) = redesignated {
+                designated = redesignated;
+            }
+            if claim {
+                claimed = Some(CapacityClaim { cache: self, committed: false });
+                // Served: out of the line, which wakes the next in it.
+                waiting = None;
+            }
+            if matches!(plan, EvictionPlan::Admit) {
+                designated = None;
+            }
+            if !reconciled && !matches!(plan, EvictionPlan::Admit) {
+                reconciled = true;
+                self.reconcile_below(id);
+                continue;
+            }
+            match plan {
+                EvictionPlan::Admit => return Ok(claimed.expect("an admitted add holds its slot")),
+                EvictionPlan::Evict(victims) => {
+                    // The designated victim may be among them: its designation keeps it closed
+                    // through the round (a busy lock skips it, and it stays closed for the next).
+                    let Some(pinned) = self.evict_all(&victims)? else { continue };
+                    let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
+                    pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
+                    // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
+                    if !self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && expired() {
+                        let (registered, loading) =
+                            self.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
+                        return Err(exhausted(registered, loading));
+                    }
+                    // Victims pinned only below are left out of the next plan: re-plan at once.
+                    if !pinned_below.is_empty() {
+                        continue;
+                    }
+                }
+                EvictionPlan::Full { registered, loading } => {
+                    if self.config.policy() == CapacityPolicy::Overflow {
+                        let max = self.max_size();
+                        tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
+                        if let Some(claimed) = claimed {
+                            return Ok(claimed);
+                        }
+                        self.book.with(|b| b.loading += 1);
+                        return Ok(CapacityClaim { cache: self, committed: false });
+                    }
+                    if expired() {
+                        return Err(exhausted(registered, loading));
+                    }
+                }
+            }
+            // Nothing to evict right now (all in use, pinned or busy): wait for the stack to
+            // change since the plan (a lease ending, a lock released, a pin lifted), at most
+            // until the deadline. Victims that a layer below pins stay out of the plans until
+            // this layer's queue or pins change, so a wake-up never re-tries them in a loop.
+            let left = deadline.map(|d| d.saturating_sub(rt.now()));
+            // Behind another add: only its leaving the line can let this one go (a shutdown or
+            // a raised limit reaches the first, whose leaving wakes the next, and so on).
+            if behind {
+                let _ = self.line.wait_past(line_epoch, left);
+            } else {
+                let _ = changes.wait_past(epoch, left);
+            }
+        }
+    }
+
+    /// For the first add in line, planned under the book's monitor while it is `short` of
+    /// victims beyond `victims` (the evictable ones): `None` keeps no designation (it held
+    /// none), `Some` replaces the one it `held` (with `None`, gives it up). Only one victim
+    /// short is a designation worth its close (a victim closed while the add still waits for
+    /// others would keep its leases waiting for nothing). It keeps its victim while that is
+    /// queued, not pinned here nor found pinned below, not evictable already and its lifecycle
+    /// lock free; a new one is the least recently used such model.
+    pub(super) fn designation_for(
+        &self,
+        b: &Bookkeeping,
+        id: &ModelId,
+        held: Option<&ModelId>,
+        short: usize,
+        victims: &[ModelId],
+        pinned_below: &PinnedBelow,
+    ) -> Option<Option<(ModelId, Designation<M::Runtime>)>> {
+        if short != 1 {
+            return held.map(|_| None);
+        }
+        // Not evictable already (closed for nothing while the add still waits for another),
+        // and its lifecycle lock free (a holder, such as a replace waiting behind this add, may
+        // need its leases meanwhile).
+        let open =
+            |v: &ModelId| !victims.contains(v) && !pinned_below.contains(v) && !self.inner.is_locked(v);
+        let keeps = |v: &ModelId| b.queue.contains(v) && !b.pinned.contains(v) && v != id && open(v);
+        let victim = match held.filter(|v| keeps(v)) {
+            Some(held) => Some(held.clone()),
+            None => b.victims(1, Some(id), open).pop(),
+        };
+        // A kept victim is designated again: if it was replaced, or removed and added again,
+        // since, the slot now registered is the one designated (the old designation goes after).
+        Some(victim.and_then(|victim| self.inner.designate(victim.as_str()).map(|d| (victim, d))))
+    }
+
+    /// The cold path of an add (or a register) under `guard`, whose id is not registered:
+    /// admission (evicting or waiting for room), then `register` (the inner call that loads or
+    /// registers), then the queue. With `canonical` (a load), callers of a failed load of it
+    /// that they waited for get its error before any room is made.
+    pub(super) fn add_cold(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: Option<&ModelId>,
+        register: impl FnOnce() -> Result<Added, ManagerError>,
+    ) -> Result<Added, ManagerError> {
+        let id = guard.id();
+        // Settles the id's entry on every exit, a failed or panicking admission included: an
+        // entry of this id that a layer below evicted is this lock holder's to drop. (Mutant
+        // S11 queues the id inside `admit` and must not be rolled back: it settles only after.)
+        let early = !self.mutant(Mutant::APPEND_BEFORE_EVICT);
+        let settle = early.then(|| Settle { cache: self, id, way: Settling::Add });
+        // A shut-down stack refuses before anything else.
+        if self.inner.is_shut_down() && !self.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
+            return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
+        }
+        // Callers of a load that failed while they waited get its error before making room.
+        if let Some(error) = canonical.and_then(|canonical| guard.shared_failure(canonical)) {
+            return Err(error);
+        }
+        let admission = self.admit(id, guard.deadline(), false)?;
+        let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
+        if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
+            // The historical bug queues by hand, after asking the size.
+            drop(settle);
+            let added = register()?;
+            let bytes = self.size_of(id);
+            admission.commit(id);
+            self.book.with(|b| b.set_size(id, bytes));
+            return Ok(added);
+        }
+        let added = register()?;
+        admission.commit(id);
+        let bytes = self.size_of(id);
+        self.book.with(|b| b.set_size(id, bytes));
+        drop(settle);
+        self.enforce_bytes(id);
+        Ok(added)
+    }
+}

@@ -1,0 +1,163 @@
+//! Eviction: taking victims out of the stack for room (each under its own lifecycle lock,
+//! taken with `try_lock`), and the byte budget enforced after a load.
+
+use super::{FixedSizeCache, Settle, Settling};
+use crate::error::ManagerError;
+use crate::id::ModelId;
+use crate::manager::{Eviction, LifecycleGuard, Manager};
+use crate::mutants::Mutant;
+use crate::runtime::Monitor;
+use crate::telemetry;
+
+impl<M: Manager> FixedSizeCache<M> {
+    /// Evicts `victims` in order: `None` if at least one went, else the skipped victims that
+    /// some layer pins. A busy, pinned or in-use victim is skipped; a failed unload ends the
+    /// round with its error (completed evictions stay done; the failed victim keeps its place).
+    pub(super) fn evict_all(&self, victims: &[ModelId]) -> Result<Option<Vec<ModelId>>, ManagerError> {
+        if self.mutant(Mutant::QUEUE_LOCK_DURING_EVICTION) {
+            return self.evict_holding_the_queue(victims).map(|evicted| (!evicted).then(Vec::new));
+        }
+        let popped_pins = self.pop_for_eviction(victims);
+        let (mut evicted, mut pinned) = (false, Vec::new());
+        for victim in victims {
+            match self.evict(victim, "max_size")? {
+                Some(Eviction::Evicted | Eviction::NotRegistered) => evicted = true,
+                Some(Eviction::Pinned) => pinned.push(victim.clone()),
+                Some(Eviction::InUse) | None => {}
+            }
+        }
+        if let Some(pins) = popped_pins {
+            self.book.with(|b| pins.into_iter().rev().for_each(|p| b.queue.push_front(p)));
+        }
+        Ok((!evicted).then_some(pinned))
+    }
+
+    /// Mutant S5: pop skipped pins and the victims off the queue before evicting (upstream).
+    pub(super) fn pop_for_eviction(&self, victims: &[ModelId]) -> Option<Vec<ModelId>> {
+        if !self.mutant(Mutant::NO_EVICTION_RESTORE) {
+            return None;
+        }
+        Some(self.book.with(|b| {
+            let (mut pins, mut kept, mut left) = (Vec::new(), Vec::new(), victims.to_vec());
+            while let Some(front) = b.queue.pop_front().filter(|_| !left.is_empty()) {
+                if b.pinned.contains(&front) {
+                    pins.push(front);
+                } else if let Some(at) = left.iter().position(|v| *v == front) {
+                    left.remove(at);
+                } else {
+                    kept.push(front);
+                }
+            }
+            kept.into_iter().rev().for_each(|k| b.queue.push_front(k));
+            pins
+        }))
+    }
+
+    /// Mutant S13: hold the queue lock while waiting for each victim's lifecycle lock.
+    pub(super) fn evict_holding_the_queue(&self, victims: &[ModelId]) -> Result<bool, ManagerError> {
+        self.book.with(|b| {
+            for victim in victims {
+                let guard = self.inner.lock(victim)?;
+                self.inner.remove_locked(&guard)?;
+                b.forget(victim);
+            }
+            Ok(!victims.is_empty())
+        })
+    }
+
+    /// Evicts one victim; `None` if its lifecycle lock is busy (skipped).
+    pub(super) fn evict(&self, victim: &ModelId, by: &'static str) -> Result<Option<Eviction>, ManagerError> {
+        let Some(guard) = self.inner.try_lock(victim) else {
+            tracing::debug!(%victim, "evict: busy, skipped");
+            return Ok(None);
+        };
+        if !self.inner.contains(victim.as_str()) {
+            self.book.with(|b| b.forget(victim));
+            return Ok(Some(Eviction::NotRegistered));
+        }
+        if self.mutant(Mutant::EVICT_LEASED) {
+            return self.evict_in_use(&guard).map(Some);
+        }
+        let evicted = self.evict_sized(&guard);
+        match &evicted {
+            Ok((outcome, bytes)) => {
+                tracing::debug!(%victim, ?outcome, "evict");
+                if *outcome == Eviction::Evicted {
+                    telemetry::evicted(by, *bytes);
+                }
+            }
+            Err(error) => tracing::debug!(%victim, %error, "eviction failed"),
+        }
+        evicted.map(|(outcome, _)| Some(outcome))
+    }
+
+    /// Mutant L2: removes the victim whatever its leases (remove's drain, then `Busy`).
+    pub(super) fn evict_in_use(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+    ) -> Result<Eviction, ManagerError> {
+        if self.book.with(|b| b.pinned.contains(guard.id())) {
+            return Ok(Eviction::Pinned);
+        }
+        self.inner.remove_locked(guard)?;
+        self.book.with(|b| b.forget(guard.id()));
+        Ok(Eviction::Evicted)
+    }
+
+    /// After a load: evict LRU models until the byte budget holds again. Failures only warn:
+    /// the load itself succeeded.
+    pub(super) fn enforce_bytes(&self, keep: &ModelId) {
+        let Some(max_bytes) = self.config.max_bytes() else { return };
+        loop {
+            let (bytes, victim) = self.book.with(|b| {
+                let bytes = b.bytes();
+                let victim = (bytes > max_bytes)
+                    .then(|| b.victims(1, Some(keep), |v| !self.inner.in_use(v)).pop())
+                    .flatten();
+                (bytes, victim)
+            });
+            let Some(victim) = victim else {
+                if bytes > max_bytes {
+                    tracing::warn!(bytes, max_bytes, "over the byte budget, nothing evictable");
+                }
+                return;
+            };
+            match self.evict(&victim, "max_bytes") {
+                Ok(Some(Eviction::Evicted | Eviction::NotRegistered)) => {}
+                Ok(Some(Eviction::Pinned | Eviction::InUse) | None) => return,
+                Err(error) => {
+                    tracing::warn!(%victim, %error, "byte-budget eviction failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// [`Manager::evict_locked`], with the bytes this layer had recorded for the evicted model
+    /// (0 if it was not evicted).
+    pub(super) fn evict_sized(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+    ) -> Result<(Eviction, u64), ManagerError> {
+        let id = guard.id();
+        if self.book.with(|b| b.pinned.contains(id)) {
+            return Ok((Eviction::Pinned, 0));
+        }
+        let settle = (!self.mutant(Mutant::QUEUE_SKIPPED_ON_PANIC)).then_some(Settle {
+            cache: self,
+            id,
+            way: Settling::Remove,
+        });
+        let evicted = self.inner.evict_locked(guard)?;
+        let mut bytes = 0;
+        if evicted == Eviction::Evicted {
+            bytes = self.book.with(|b| {
+                let bytes = b.sizes.get(id).copied().unwrap_or(0);
+                b.forget(id);
+                bytes
+            });
+        }
+        drop(settle);
+        Ok((evicted, bytes))
+    }
+}
