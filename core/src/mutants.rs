@@ -152,6 +152,9 @@ mutants! {
     /// S-O1r: the first load looking for room leaves the line (served, refused or out of time)
     /// without waking the next.
     LOST_WAKEUP_ROOM_SEEKER_LEFT = "lost-wakeup-room-seeker-left",
+    /// S-Z2b: lowering the RAM cap wakes the first load looking for room but not the loads in
+    /// line behind it: one now too large for the cap sleeps out its room wait.
+    LOST_WAKEUP_CAP_LOWERED_BEHIND = "lost-wakeup-cap-lowered-behind",
     /// S-O1c: dropping a designation that closed its victim reopens it without waking the
     /// leases waiting on it (they wait out their timeout).
     LOST_WAKEUP_DESIGNATION_DROPPED = "lost-wakeup-designation-dropped",

@@ -209,6 +209,13 @@ fn the_campaign_finds_canonical_warm_check() {
     finds(Mutant::CANONICAL_WARM_CHECK);
 }
 
+/// The fairness property (SPEC 2.14, `F1`): a waiting add whose designated victim became idle
+/// loses it to a lease that started after that, before the add ran again.
+#[test]
+fn the_campaign_finds_capacity_waiter_loses_race() {
+    finds(Mutant::CAPACITY_WAITER_LOSES_RACE);
+}
+
 /// Teeth: switches on every mutant of `resident`, one at a time, and reports which the campaign
 /// finds without being told where. Not a pass/fail test (the campaign covers the manager stack
 /// only so far); run it with `cargo test --release -p resident-proptests --test concurrent --
@@ -274,5 +281,5 @@ fn stored_failing_programs_replay() {
         }
         replayed += 1;
     }
-    assert!(replayed >= 35, "expected the stored programs of thirty-five mutants, found {replayed}");
+    assert!(replayed >= 36, "expected the stored programs of thirty-six mutants, found {replayed}");
 }

@@ -9,6 +9,7 @@
 pub mod cache_world;
 pub mod composition;
 pub mod explore;
+mod fairness;
 pub mod instrumentation;
 pub mod kill;
 pub mod latch;

@@ -60,6 +60,7 @@ scenario_tests! {
     s_r2i => "S-R2i",
     m_pn1 => "M-PN1",
     s_z2 => "S-Z2",
+    s_z2b => "S-Z2b",
     s_f2 => "S-F2",
     s_f1d => "S-F1d",
     c_b4 => "C-B4",

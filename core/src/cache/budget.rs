@@ -107,7 +107,7 @@ impl<R: Runtime> Drop for Seeking<R> {
             first
         });
         if first {
-            self.budget.room.bump_at(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
+            self.budget.line.bump_at(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
         }
     }
 }
@@ -124,6 +124,8 @@ pub(crate) enum NoReservation {
     },
     /// The bytes do not fit next to what is in use and reserved.
     NoRoom,
+    /// Loads that came earlier still look for room: theirs is the room that appears first.
+    Behind,
 }
 
 /// A charge would overflow the budget's byte sums; nothing was charged.
@@ -133,9 +135,14 @@ pub(crate) struct Overflow;
 /// The global RAM cap, and what is counted against it right now.
 pub struct RamBudget<R: Runtime = StdRuntime> {
     counters: R::Monitor<Counters>,
-    /// Bumped by every debit and every [`RamBudget::room_changed`]: what a waiter for room
-    /// waits to see move.
+    /// Bumped by every debit and every [`RamBudget::room_changed`]: what the first load in
+    /// line (and any other waiter for room) waits to see move.
     room: Signal<R>,
+    /// Bumped when the first load in line leaves it, and when the cap is lowered: what a load
+    /// behind another waits to see move. A debit cannot serve it (the room is the first one's),
+    /// so it does not wake it; a raised cap or the overflow policy switched on wakes the first,
+    /// whose leaving wakes the next, and so on; a lowered cap may refuse it at once.
+    line: Signal<R>,
 }
 
 impl<R: Runtime> RamBudget<R> {
@@ -145,7 +152,11 @@ impl<R: Runtime> RamBudget<R> {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
         let counters = Counters { room_wait: DEFAULT_ROOM_WAIT, cap, ..Counters::default() };
-        Ok(Arc::new(Self { counters: runtime.monitor(counters), room: Signal::new(runtime) }))
+        Ok(Arc::new(Self {
+            counters: runtime.monitor(counters),
+            room: Signal::new(runtime),
+            line: Signal::new(runtime),
+        }))
     }
 
     /// Lets admissions overshoot the cap (`true`), as before budgets were hard: a load that
@@ -212,8 +223,10 @@ impl<R: Runtime> RamBudget<R> {
             if bytes > c.cap {
                 return Err(NoReservation::TooLarge { cap: c.cap });
             }
-            let behind = !barge && c.line.front().is_some_and(|first| Some(*first) != ticket);
-            if behind || c.committed().checked_add(bytes).is_none_or(|after| after > c.cap) {
+            if !barge && c.line.front().is_some_and(|first| Some(*first) != ticket) {
+                return Err(NoReservation::Behind);
+            }
+            if c.committed().checked_add(bytes).is_none_or(|after| after > c.cap) {
                 return Err(NoReservation::NoRoom);
             }
             c.reserved += bytes;
@@ -235,6 +248,18 @@ impl<R: Runtime> RamBudget<R> {
     /// most `timeout`.
     pub(crate) fn wait_for_room(&self, seen: u64, timeout: Duration) -> Result<(), TimedOut> {
         self.room.wait_past(seen, Some(timeout))
+    }
+
+    /// The line epoch: read it *before* looking for room, then [`RamBudget::wait_in_line`]
+    /// past it.
+    pub(crate) fn line_epoch(&self) -> u64 {
+        self.line.epoch()
+    }
+
+    /// For a load behind another in line: waits until the first left the line or the cap was
+    /// lowered since `seen` was read, at most `timeout`.
+    pub(crate) fn wait_in_line(&self, seen: u64, timeout: Duration) -> Result<(), TimedOut> {
+        self.line.wait_past(seen, Some(timeout))
     }
 
     /// Whether some load is waiting for room now.
@@ -308,6 +333,10 @@ impl<R: Runtime> RamBudget<R> {
         } else {
             Mutant::LOST_WAKEUP_CAP_RAISED
         });
+        // The loads behind the first hear a lowering too: one may be too large now.
+        if lowered {
+            self.line.bump_at(Mutant::LOST_WAKEUP_CAP_LOWERED_BEHIND);
+        }
         Ok(lowered)
     }
 

@@ -3,7 +3,9 @@
 //! Loads looking for room stand in line, from their first refusal until they return, and only
 //! the first may reserve (SPEC 2.14): room that a debit makes goes to the load that has waited
 //! longest, never to one that came later (a stream of later loads cannot starve it), and the
-//! first leaving the line wakes the next.
+//! first leaving the line wakes the next. A load behind another waits for just that (or a
+//! lowered cap, which may make it too large): the debits that wake the first are not its to
+//! use, so they do not wake it.
 //!
 //! In order, until the bytes fit: reserve if they fit now; evict this cache's idle records
 //! (least recently used first); ask every peer to evict its own, without ever waiting for a
@@ -48,8 +50,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let mut first = true;
         let mut seeking = None;
         loop {
-            let seen = budget.room_epoch();
+            // Both read before looking: a change that lands while it looks ends the wait.
+            let (seen, line_seen) = (budget.room_epoch(), budget.line_epoch());
             let round = self.try_reserve_making_room(bytes, &mut seeking);
+            let behind = matches!(round, Err(NoReservation::Behind));
             match round {
                 Ok(reservation) => return Ok(Some(reservation)),
                 Err(NoReservation::Overflow) if first || !once => {
@@ -70,8 +74,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             if left.is_zero() {
                 return Err(self.no_room(key, bytes, wait));
             }
-            // A timeout goes round once more: the last look decides.
-            let _ = budget.wait_for_room(seen, left);
+            // A timeout goes round once more: the last look decides. Behind another load, only
+            // its leaving the line (or a lowered cap) can change this one's answer.
+            let _ =
+                if behind { budget.wait_in_line(line_seen, left) } else { budget.wait_for_room(seen, left) };
         }
     }
 
@@ -103,14 +109,16 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     ) -> Result<Reservation<R>, NoReservation> {
         let budget = self.group().budget();
         match budget.reserve_or_why(bytes, seeking.as_ref().map(Seeking::ticket)) {
-            Err(NoReservation::NoRoom) => {}
+            Err(NoReservation::NoRoom | NoReservation::Behind) => {}
             decided => return decided,
         }
         let ticket = seeking.get_or_insert_with(|| budget.seek_room()).ticket();
         // Behind another: the room it would make is the first one's to take (this one asks
-        // once it is first, woken when the one before it leaves the line).
+        // once it is first, woken when the one before it leaves the line). The historical
+        // policy waits for every debit instead, and races the first for it.
         if !budget.first_in_line(ticket) {
-            return Err(NoReservation::NoRoom);
+            let barge = self.runtime().mutant(Mutant::ROOM_SEEKERS_BARGE);
+            return Err(if barge { NoReservation::NoRoom } else { NoReservation::Behind });
         }
         self.make_room_here(bytes);
         if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {

@@ -149,7 +149,9 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             Ok(mut reservation) => self.insert_reserved(key, weights, bytes, Some(&mut reservation), None),
             // Switched on since it was read.
             Err(NoReservation::Overflow) => self.insert_reserved(key, weights, bytes, None, None),
-            Err(NoReservation::TooLarge { .. } | NoReservation::NoRoom) => Err(weights),
+            Err(NoReservation::TooLarge { .. } | NoReservation::NoRoom | NoReservation::Behind) => {
+                Err(weights)
+            }
         }
     }
 

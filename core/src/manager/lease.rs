@@ -30,7 +30,7 @@ use std::time::Duration;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
+use crate::runtime::{Arc, Monitor, Runtime, Signal, SlotStep, StdRuntime};
 use crate::telemetry;
 
 struct UseState {
@@ -38,6 +38,12 @@ struct UseState {
     closing: Option<Closing>,
     /// Live [`Designation`]s of the slot: its last lease closes it for their eviction.
     designated: usize,
+}
+
+/// The key a slot's steps are observed under: its use state's address, unique among live
+/// slots.
+fn key<T>(state: &Arc<T>) -> usize {
+    Arc::as_ptr(state).addr()
 }
 
 /// Why a slot refuses new leases.
@@ -71,8 +77,16 @@ pub(crate) struct ModelSlot<M, R: Runtime> {
 
 impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     pub(crate) fn new(id: ModelId, model: M, changes: &Arc<Signal<R>>) -> Self {
-        let state = Arc::new(changes.runtime().monitor(UseState { leases: 0, closing: None, designated: 0 }));
+        let rt = changes.runtime();
+        let state = Arc::new(rt.monitor(UseState { leases: 0, closing: None, designated: 0 }));
+        // Not shared yet: no monitor needed to be in order.
+        rt.observe(key(&state), SlotStep::Created);
         Self { id, model, state, changes: Arc::clone(changes) }
+    }
+
+    /// Tells the runtime of `step` (under the use-state monitor, see [`Runtime::observe`]).
+    fn observe(&self, step: SlotStep) {
+        self.changes.runtime().observe(key(&self.state), step);
     }
 
     /// A lease; while an eviction is unloading the model, waits at most `timeout()` (asked
@@ -88,6 +102,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         let take = |s: &mut UseState| match s.closing {
             None => {
                 s.leases += 1;
+                self.observe(SlotStep::Leased);
                 Some(Ok(true))
             }
             Some(Closing::Draining) => Some(Err(ManagerError::Removing { id: self.id.clone() })),
@@ -178,7 +193,10 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// had closed has leases waiting for that eviction's outcome, which will not come now: they
     /// are woken to find the new reason (`Removing`, or the id looked up again).
     fn close_with(&self, closing: Closing) {
-        let was_designated = self.state.with(|s| s.closing.replace(closing) == Some(Closing::Designated));
+        let was_designated = self.state.with(|s| {
+            self.observe(SlotStep::Closed);
+            s.closing.replace(closing) == Some(Closing::Designated)
+        });
         if was_designated && !self.changes.runtime().mutant(Mutant::LOST_WAKEUP_DESIGNATED_RECLOSED) {
             self.state.notify_all();
         }
@@ -192,6 +210,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
             let idle = s.leases == 0 && matches!(s.closing, None | Some(Closing::Designated));
             if idle {
                 s.closing = Some(Closing::Evicting);
+                self.observe(SlotStep::Closed);
             }
             idle
         });
@@ -206,7 +225,9 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         let close_now = !rt.mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
         self.state.with(|s| {
             s.designated += 1;
-            if close_now && s.leases == 0 && s.closing.is_none() {
+            let idle = s.leases == 0 && s.closing.is_none();
+            self.observe(SlotStep::Designated { idle });
+            if close_now && idle {
                 s.closing = Some(Closing::Designated);
             }
         });
@@ -285,8 +306,11 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
             s.leases -= 1;
             let idle = s.leases == 0;
             let draining = idle && s.closing.is_some();
-            if idle && hand_over && s.designated > 0 && s.closing.is_none() {
-                s.closing = Some(Closing::Designated);
+            if idle && s.designated > 0 && s.closing.is_none() {
+                slot.observe(SlotStep::IdleWhileDesignated);
+                if hand_over {
+                    s.closing = Some(Closing::Designated);
+                }
             }
             (idle, draining)
         });
@@ -318,6 +342,7 @@ impl<R: Runtime> Drop for Designation<R> {
     fn drop(&mut self) {
         let reopened = self.state.with(|s| {
             s.designated -= 1;
+            self.runtime.observe(key(&self.state), SlotStep::Undesignated);
             let reopen = s.designated == 0 && s.closing == Some(Closing::Designated);
             if reopen {
                 s.closing = None;

@@ -13,6 +13,7 @@
 //! Closures passed to a monitor run with its mutex held; they must be short and must never call
 //! user code, wait, or take another monitor.
 
+mod observe;
 mod signal;
 mod std_runtime;
 mod timed_lock;
@@ -23,6 +24,7 @@ use std::time::Duration;
 pub use std::sync::{Arc, Weak};
 
 use crate::mutants::Mutant;
+pub use observe::SlotStep;
 pub use signal::Signal;
 pub use std_runtime::StdRuntime;
 pub(crate) use timed_lock::TimedLock;
@@ -77,6 +79,19 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
     fn defect(&self, what: &'static str) {
         tracing::error!(defect = what, "internal invariant broken");
         debug_assert!(false, "internal invariant broken: {what}");
+    }
+
+    /// Observes `step` of the model slot named `slot` (unique among live slots; a key may be
+    /// reused after [`SlotStep::Created`]), so that a checker can verify the designation
+    /// protocol's fairness (SPEC 2.14) at the exact point each step happens.
+    ///
+    /// Called under the slot's use-state monitor: an implementation must not block, wait or
+    /// use this runtime's primitives. The default, which [`StdRuntime`] keeps, does nothing and
+    /// is removed by the optimizer; model-checking runtimes keep ghost state and record a
+    /// violation of the running execution.
+    #[inline(always)]
+    fn observe(&self, slot: usize, step: SlotStep) {
+        let _ = (slot, step);
     }
 
     /// Lets a caught panic of user code go on unwinding ([`std::panic::resume_unwind`]).

@@ -10,7 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 use resident::mutants::Mutant;
-use resident::runtime::{Arc, Monitor, Runtime, TimedOut};
+use resident::runtime::{Arc, Monitor, Runtime, SlotStep, TimedOut};
 
 use super::checker::Checker;
 use super::clock::{Clock, Deadline, Expire, Time};
@@ -153,6 +153,10 @@ impl<C: Checker> Runtime for Sim<C> {
 
     fn defect(&self, what: &'static str) {
         crate::violation::Violation::record("defect", what.to_owned());
+    }
+
+    fn observe(&self, slot: usize, step: SlotStep) {
+        crate::fairness::observe(slot, step);
     }
 
     fn resume_unwind(&self, payload: Box<dyn std::any::Any + Send>) {

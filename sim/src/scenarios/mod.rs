@@ -69,6 +69,7 @@ pub fn execute_with<R: SimRuntime>(time: Time, mutants: &MutantSet, body: impl F
     crate::trace::set_thread_namer(R::thread_name);
     crate::violation::begin_execution(R::yield_now);
     crate::instrumentation::begin_execution(R::monitors_held);
+    crate::fairness::begin_execution();
     let rt = R::for_execution(time, mutants.clone());
     let main = rt.clone();
     let recorder = crate::instrumentation::ScriptedRecorder;
@@ -355,6 +356,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_RAISED], resize::raising_the_ram_cap_wakes_the_load),
     scenario!("S-Z2", "a cap lowered below a load waiting for room refuses it at once with TooLarge (1.12, 4)",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_LOWERED, ROOM_WAIT_READS_LIMITS_ONCE], resize::lowering_the_cap_below_a_waiting_load),
+    scenario!("S-Z2b", "a cap lowered below a load waiting behind another for room refuses it at once, while the first stays in line (1.12, 2.14, 4)",
+        time: Auto, no_loom: TWO_ROOM_WAITERS_OUTGROW_LOOM, targets: [LOST_WAKEUP_CAP_LOWERED_BEHIND], resize::lowering_the_cap_below_a_load_behind_another),
     scenario!("S-Z3", "switching the overflow policy on wakes the load waiting for room, which goes ahead (3.11)",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_OVERFLOW_ON, ROOM_WAIT_READS_LIMITS_ONCE], resize::switching_overflow_on_while_a_load_waits),
     scenario!("S-O1", "a stream of leases on the only victim: the add waiting for capacity is handed it at a lease's end, never starved (2.14)",

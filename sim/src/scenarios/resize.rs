@@ -1,4 +1,4 @@
-//! Runtime resizing (SPEC 1.12; `S-Z1`–`S-Z4`, `S-Z1c`, `S-Z1d`, `W-17`, `W-18`, `W-19`): `max_size`,
+//! Runtime resizing (SPEC 1.12; `S-Z1`–`S-Z4`, `S-Z1c`, `S-Z2b`, `S-Z1d`, `W-17`, `W-18`, `W-19`): `max_size`,
 //! the RAM cap and a device budget change while serving. Lowering one evicts idle models down to it and waits for the ones in
 //! use; raising one wakes the calls that wait for room.
 
@@ -240,6 +240,42 @@ pub(super) fn lowering_the_cap_below_a_waiting_load<R: SimRuntime>(rt: R) {
     });
     let too_large = matches!(loaded, Err(resident::CacheError::TooLarge { bytes: 60, cap: 50, .. }));
     ensure!(too_large, "S-Z2", "T1's load of b (60) under a cap of 50 gave {loaded:?}");
+}
+
+/// S-Z2b: `a` (60) is locked by the main thread under a hard cap of 100. T1 loads `b` (45) and
+/// waits for room, first in line; T2 loads `c` (50) and waits behind it (or first, if it finds
+/// nobody looking). The main thread lowers the cap to 48: T2's `c` no longer fits any room, and
+/// T2 is refused at once with `TooLarge` (no deadline passes), though T1, still first and still
+/// fitting, stays in line; then the main thread ends its lock and T1 is served.
+pub(super) fn lowering_the_cap_below_a_load_behind_another<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 1);
+    let a =
+        world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
+    let load = |name: &'static str, key: &'static str, bytes: u64| {
+        let c0: Cache<R> = Arc::clone(&world.caches[0]);
+        world.rt.spawn(name, move || {
+            if name == "T2" {
+                give_way::<R>(HEAD_START);
+            }
+            traced(name, &format!("get_or_put({key})"), || {
+                c0.get_or_put(key, bytes, || Ok::<_, &str>(Weights::plain(bytes))).map(drop)
+            })
+        })
+    };
+    let (t1, t2) = (load("T1", "b", 45), load("T2", "c", 50));
+    // The main thread lowers the cap itself: a third spawned thread grows the space.
+    give_way::<R>(2 * HEAD_START);
+    let lowered = traced("main", "budget.set_cap(48)", || world.group.budget().set_cap(48));
+    ensure!(lowered == Ok(true), "contract", "lowering the cap gave {lowered:?}");
+    let second = join::<R, _>(t2);
+    let too_large = matches!(second, Err(resident::CacheError::TooLarge { bytes: 50, cap: 48, .. }));
+    ensure!(too_large, "S-Z2b", "T2's load of c (50) under a cap of 48 gave {second:?}");
+    no_deadline_passed(&world.rt);
+    trace::record("main", "drop(lock a)");
+    drop(a);
+    let first = join::<R, _>(t1);
+    ensure!(first.is_ok(), "contract", "T1's load of b (45) under a cap of 48 gave {first:?}");
+    finish_cache(&world);
 }
 
 /// S-Z3: while T1's load of `b` (60) waits for room, T2 switches the overflow policy on: T1
