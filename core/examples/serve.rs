@@ -2,7 +2,7 @@
 //! caches in one `CacheGroup` (one weight store, one hard RAM budget), client threads sending
 //! inference requests over a skewed mix of more models than a device keeps.
 //!
-//! `cargo run --release --example serve [-- --clients N --requests N --devices a,b --lock-all --overflow --sweep]`
+//! `cargo run --release --example serve [-- --clients N --requests N --devices a,b --lock-all --overflow --sweep --loads-at-once N]`
 //! (`--help` lists them)
 //! runs on ndarray (devices `cpu:0,cpu:1`); with `--features cuda` the device copies are CUDA
 //! tensors (devices `cuda:0,cuda:0` by default: two caches on one GPU).
@@ -102,6 +102,10 @@ struct Options {
     /// row per run: throughput, p50, p99 and loads refused for room.
     #[arg(long, conflicts_with = "lock_all")]
     sweep: bool,
+    /// How many loads' peaks the RAM cap leaves room for beside the models the devices keep.
+    /// With one (the default), the loads run one at a time: the budget's line serializes them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    loads_at_once: u64,
 }
 
 /// What one run measured.
@@ -264,9 +268,10 @@ fn serve(options: &Options, clients: usize) -> Result<Row, BoxError> {
     // The RAM budget fits what the devices can lock at once while one of them loads: every
     // device's models but the one its cache evicts to make room, plus one load's peak (about
     // three models' bytes, see `measure_load`). Any less, and a device whose peers hold the rest
-    // could wait for room until they evict. Six of the eight models' weights here.
+    // could wait for room until they evict. Six of the eight models' weights here. With
+    // `--loads-at-once N`, room for N loads' peaks.
     let locked_while_loading = (options.devices.len() * PER_DEVICE - 1) as u64 * model_bytes;
-    let group = Group::new(locked_while_loading + load_reserved)?;
+    let group = Group::new(locked_while_loading + options.loads_at_once * load_reserved)?;
     group.budget().set_room_wait(ROOM_WAIT);
     group.budget().set_overflow(options.overflow);
     let per_device = if options.lock_all { MODELS } else { PER_DEVICE };

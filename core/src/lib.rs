@@ -121,6 +121,7 @@ mod deadline;
 mod error;
 mod id;
 pub mod layer;
+mod line;
 mod manager;
 pub mod metrics;
 pub mod runtime;

@@ -155,6 +155,10 @@ mutants! {
     /// S-Z2b: lowering the RAM cap wakes the first load looking for room but not the loads in
     /// line behind it: one now too large for the cap sleeps out its room wait.
     LOST_WAKEUP_CAP_LOWERED_BEHIND = "lost-wakeup-cap-lowered-behind",
+    /// W-20: a warm add's quiet release of a lifecycle lock does not tell the stack, though an
+    /// add waiting for capacity found the model locked and skipped it as a victim: it sleeps
+    /// out its capacity wait.
+    LOST_WAKEUP_QUIET_RELEASE_WANTED = "lost-wakeup-quiet-release-wanted",
     /// S-O1c: dropping a designation that closed its victim reopens it without waking the
     /// leases waiting on it (they wait out their timeout).
     LOST_WAKEUP_DESIGNATION_DROPPED = "lost-wakeup-designation-dropped",

@@ -61,6 +61,7 @@ scenario_tests! {
     m_pn1 => "M-PN1",
     s_z2 => "S-Z2",
     s_z2b => "S-Z2b",
+    w_20 => "W-20",
     s_f2 => "S-F2",
     s_f1d => "S-F1d",
     c_b4 => "C-B4",

@@ -16,11 +16,12 @@
 //! every [`RamBudget::room_changed`] notifies the threads waiting for room, with no extra
 //! critical section when nobody waits.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use crate::error::InvalidConfig;
+use crate::line::Line;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut};
 
@@ -32,8 +33,9 @@ pub use charges::{NonSharedCharge, Reservation, SharedCharge};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CacheId(u64);
 
-#[derive(Debug, Default)]
-struct Counters {
+/// What the budget counts, and the loads in line for room (each with its waker `W`).
+#[derive(Debug)]
+struct Counters<W> {
     /// `shared` plus every `non_shared` count; every charge is checked against it, so no
     /// partial sum can overflow and no debit can underflow.
     total: u64,
@@ -50,18 +52,33 @@ struct Counters {
     room_wait: Duration,
     /// The cap ([`RamBudget::set_cap`] changes it while serving).
     cap: u64,
-    /// Loads looking for room right now, by ticket in arrival order, from their first refusal
-    /// until they return (waiting or not): only the first may reserve, and a room request
-    /// deferred to a busy peer is honoured while any looks (C-B4, SPEC 2.14).
-    line: VecDeque<u64>,
-    /// The next seeker's ticket.
-    tickets: u64,
+    /// Loads looking for room right now, in arrival order, from their first refusal until
+    /// they return (waiting or not), each with the signal it waits on behind the first: only
+    /// the first may reserve, and a room request deferred to a busy peer is honoured while any
+    /// looks (C-B4, SPEC 2.14).
+    line: Line<W>,
 }
 
 /// The default bound on a wait for room.
 const DEFAULT_ROOM_WAIT: Duration = Duration::from_secs(10);
 
-impl Counters {
+impl<W> Counters<W> {
+    /// An empty count under `cap`.
+    fn new(cap: u64) -> Self {
+        Self {
+            total: 0,
+            shared: 0,
+            non_shared: BTreeMap::new(),
+            reserved: 0,
+            high_water: 0,
+            caches: 0,
+            overflow: false,
+            room_wait: DEFAULT_ROOM_WAIT,
+            cap,
+            line: Line::default(),
+        }
+    }
+
     fn in_use(&self) -> u64 {
         self.total
     }
@@ -86,10 +103,15 @@ impl Counters {
 }
 
 /// A load looking for room, in line ([`RamBudget::seek_room`]); dropping it ends the search
-/// and, if it was first, wakes the next.
+/// and, if it was first, wakes the next (only that one).
 pub(crate) struct Seeking<R: Runtime> {
     budget: Arc<RamBudget<R>>,
     ticket: u64,
+    /// Bumped when this load becomes first, and when the cap is lowered while it is behind:
+    /// what it waits on behind the first. A debit cannot serve it (the room is the first
+    /// one's), so it does not wake it; a raised cap or the overflow policy switched on wakes
+    /// the first, whose leaving wakes the next, and so on; a lowered cap may refuse it at once.
+    wake: Arc<Signal<R>>,
 }
 
 impl<R: Runtime> Seeking<R> {
@@ -97,17 +119,25 @@ impl<R: Runtime> Seeking<R> {
     pub(crate) fn ticket(&self) -> u64 {
         self.ticket
     }
+
+    /// The epoch of its wake-up: read it *before* looking for room, then
+    /// [`Seeking::wait_for_turn`] past it.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.wake.epoch()
+    }
+
+    /// Behind another load: waits until this one became first or the cap was lowered since
+    /// `seen` was read, at most `timeout`.
+    pub(crate) fn wait_for_turn(&self, seen: u64, timeout: Duration) -> Result<(), TimedOut> {
+        self.wake.wait_past(seen, Some(timeout))
+    }
 }
 
 impl<R: Runtime> Drop for Seeking<R> {
     fn drop(&mut self) {
-        let first = self.budget.counters.with(|c| {
-            let first = c.line.front() == Some(&self.ticket);
-            c.line.retain(|t| *t != self.ticket);
-            first
-        });
-        if first {
-            self.budget.line.bump_at(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
+        let next = self.budget.counters.with(|c| c.line.leave(self.ticket).map(Arc::clone));
+        if let Some(next) = next {
+            next.bump_at(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
         }
     }
 }
@@ -134,15 +164,10 @@ pub(crate) struct Overflow;
 
 /// The global RAM cap, and what is counted against it right now.
 pub struct RamBudget<R: Runtime = StdRuntime> {
-    counters: R::Monitor<Counters>,
+    counters: R::Monitor<Counters<Arc<Signal<R>>>>,
     /// Bumped by every debit and every [`RamBudget::room_changed`]: what the first load in
     /// line (and any other waiter for room) waits to see move.
     room: Signal<R>,
-    /// Bumped when the first load in line leaves it, and when the cap is lowered: what a load
-    /// behind another waits to see move. A debit cannot serve it (the room is the first one's),
-    /// so it does not wake it; a raised cap or the overflow policy switched on wakes the first,
-    /// whose leaving wakes the next, and so on; a lowered cap may refuse it at once.
-    line: Signal<R>,
 }
 
 impl<R: Runtime> RamBudget<R> {
@@ -151,12 +176,8 @@ impl<R: Runtime> RamBudget<R> {
         if cap == 0 {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
-        let counters = Counters { room_wait: DEFAULT_ROOM_WAIT, cap, ..Counters::default() };
-        Ok(Arc::new(Self {
-            counters: runtime.monitor(counters),
-            room: Signal::new(runtime),
-            line: Signal::new(runtime),
-        }))
+        let counters = Counters::new(cap);
+        Ok(Arc::new(Self { counters: runtime.monitor(counters), room: Signal::new(runtime) }))
     }
 
     /// Lets admissions overshoot the cap (`true`), as before budgets were hard: a load that
@@ -223,7 +244,7 @@ impl<R: Runtime> RamBudget<R> {
             if bytes > c.cap {
                 return Err(NoReservation::TooLarge { cap: c.cap });
             }
-            if !barge && c.line.front().is_some_and(|first| Some(*first) != ticket) {
+            if !barge && c.line.ahead(ticket) {
                 return Err(NoReservation::Behind);
             }
             if c.committed().checked_add(bytes).is_none_or(|after| after > c.cap) {
@@ -250,18 +271,6 @@ impl<R: Runtime> RamBudget<R> {
         self.room.wait_past(seen, Some(timeout))
     }
 
-    /// The line epoch: read it *before* looking for room, then [`RamBudget::wait_in_line`]
-    /// past it.
-    pub(crate) fn line_epoch(&self) -> u64 {
-        self.line.epoch()
-    }
-
-    /// For a load behind another in line: waits until the first left the line or the cap was
-    /// lowered since `seen` was read, at most `timeout`.
-    pub(crate) fn wait_in_line(&self, seen: u64, timeout: Duration) -> Result<(), TimedOut> {
-        self.line.wait_past(seen, Some(timeout))
-    }
-
     /// Whether some load is waiting for room now.
     pub(crate) fn room_waiters(&self) -> bool {
         self.room.has_waiters()
@@ -271,13 +280,9 @@ impl<R: Runtime> RamBudget<R> {
     /// A room request it leaves with a busy peer is honoured at that peer's release while it
     /// looks, even before it waits (it may still be asking other peers).
     pub(crate) fn seek_room(self: &Arc<Self>) -> Seeking<R> {
-        let ticket = self.counters.with(|c| {
-            let ticket = c.tickets;
-            c.tickets += 1;
-            c.line.push_back(ticket);
-            ticket
-        });
-        Seeking { budget: Arc::clone(self), ticket }
+        let wake = Arc::new(Signal::new(self.room.runtime()));
+        let ticket = self.counters.with(|c| c.line.join(Arc::clone(&wake)));
+        Seeking { budget: Arc::clone(self), ticket, wake }
     }
 
     /// Whether some load is looking for room now (a hint: one may start or stop at once).
@@ -288,7 +293,7 @@ impl<R: Runtime> RamBudget<R> {
     /// Whether the load in line with `ticket` is the first in it: only that one may take the
     /// room a debit makes, so only that one evicts or asks the peers for it.
     pub(crate) fn first_in_line(&self, ticket: u64) -> bool {
-        self.counters.with(|c| c.line.front() == Some(&ticket))
+        self.counters.with(|c| c.line.is_first(ticket))
     }
 
     /// Loads looking for room right now, in line (a hint: SPEC 2.14 serves them in arrival
@@ -305,7 +310,7 @@ impl<R: Runtime> RamBudget<R> {
 
     /// Runs a debit, then wakes the waiters for room (the
     /// [`Mutant::LOST_WAKEUP_BUDGET_DEBIT`] mutant forgets to).
-    fn debit<T>(&self, f: impl FnOnce(&mut Counters) -> T) -> T {
+    fn debit<T>(&self, f: impl FnOnce(&mut Counters<Arc<Signal<R>>>) -> T) -> T {
         let out = self.counters.with(f);
         self.room.bump_at(Mutant::LOST_WAKEUP_BUDGET_DEBIT);
         out
@@ -325,7 +330,14 @@ impl<R: Runtime> RamBudget<R> {
         if cap == 0 {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
-        let lowered = self.counters.with(|c| std::mem::replace(&mut c.cap, cap) > cap);
+        // The loads behind the first are told of a lowering too (one may be too large now),
+        // each through its own signal, read with the change.
+        let (lowered, behind) = self.counters.with(|c| {
+            let lowered = std::mem::replace(&mut c.cap, cap) > cap;
+            let behind: Vec<Arc<Signal<R>>> =
+                if lowered { c.line.behind_first().map(Arc::clone).collect() } else { Vec::new() };
+            (lowered, behind)
+        });
         // Both ways wake the loads waiting for room: a raise may let them in, a lowering may
         // make them too large for the budget, which they must hear at once (S-Z2).
         self.room.bump_at(if lowered {
@@ -333,9 +345,8 @@ impl<R: Runtime> RamBudget<R> {
         } else {
             Mutant::LOST_WAKEUP_CAP_RAISED
         });
-        // The loads behind the first hear a lowering too: one may be too large now.
-        if lowered {
-            self.line.bump_at(Mutant::LOST_WAKEUP_CAP_LOWERED_BEHIND);
+        for seeker in behind {
+            seeker.bump_at(Mutant::LOST_WAKEUP_CAP_LOWERED_BEHIND);
         }
         Ok(lowered)
     }
@@ -419,7 +430,7 @@ impl<R: Runtime> RamBudget<R> {
     }
 
     /// Moves up to `bytes` of `reservation` out of the reserved count (the caller charges them).
-    fn settle(c: &mut Counters, reservation: Option<&mut Reservation<R>>, bytes: u64) {
+    fn settle(c: &mut Counters<Arc<Signal<R>>>, reservation: Option<&mut Reservation<R>>, bytes: u64) {
         if let Some(reservation) = reservation {
             let moved = reservation.bytes.min(bytes);
             reservation.bytes -= moved;

@@ -50,8 +50,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let mut first = true;
         let mut seeking = None;
         loop {
-            // Both read before looking: a change that lands while it looks ends the wait.
-            let (seen, line_seen) = (budget.room_epoch(), budget.line_epoch());
+            // Both read before looking: a change that lands while it looks ends the wait. (A
+            // load that joins the line in this round starts its own signal at epoch zero.)
+            let (seen, turn) = (budget.room_epoch(), seeking.as_ref().map_or(0, Seeking::epoch));
             let round = self.try_reserve_making_room(bytes, &mut seeking);
             let behind = matches!(round, Err(NoReservation::Behind));
             match round {
@@ -76,8 +77,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
             // A timeout goes round once more: the last look decides. Behind another load, only
             // its leaving the line (or a lowered cap) can change this one's answer.
-            let _ =
-                if behind { budget.wait_in_line(line_seen, left) } else { budget.wait_for_room(seen, left) };
+            let _ = match seeking.as_ref().filter(|_| behind) {
+                Some(seeking) => seeking.wait_for_turn(turn, left),
+                None => budget.wait_for_room(seen, left),
+            };
         }
     }
 
@@ -108,17 +111,25 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         seeking: &mut Option<Seeking<R>>,
     ) -> Result<Reservation<R>, NoReservation> {
         let budget = self.group().budget();
-        match budget.reserve_or_why(bytes, seeking.as_ref().map(Seeking::ticket)) {
-            Err(NoReservation::NoRoom | NoReservation::Behind) => {}
+        if seeking.is_none() {
+            match budget.reserve_or_why(bytes, None) {
+                Err(NoReservation::NoRoom | NoReservation::Behind) => {}
+                decided => return decided,
+            }
+            *seeking = Some(budget.seek_room());
+        }
+        let ticket = seeking.as_ref().map(Seeking::ticket).expect("in line");
+        // In line, it looks (again) in one step with the cap and the policy: a change made
+        // before it joined is seen here, one made after reaches it through its signal. Behind
+        // another, the room it would make is the first one's to take (this one asks once it is
+        // first, woken when the one before it leaves the line).
+        match budget.reserve_or_why(bytes, Some(ticket)) {
+            Err(NoReservation::NoRoom) => {}
             decided => return decided,
         }
-        let ticket = seeking.get_or_insert_with(|| budget.seek_room()).ticket();
-        // Behind another: the room it would make is the first one's to take (this one asks
-        // once it is first, woken when the one before it leaves the line). The historical
-        // policy waits for every debit instead, and races the first for it.
-        if !budget.first_in_line(ticket) {
-            let barge = self.runtime().mutant(Mutant::ROOM_SEEKERS_BARGE);
-            return Err(if barge { NoReservation::NoRoom } else { NoReservation::Behind });
+        // The historical policy waits for every debit instead, and races the first for it.
+        if self.runtime().mutant(Mutant::ROOM_SEEKERS_BARGE) && !budget.first_in_line(ticket) {
+            return Err(NoReservation::NoRoom);
         }
         self.make_room_here(bytes);
         if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {

@@ -75,7 +75,8 @@ pub trait Manager: Send + Sync + 'static {
 
     /// Like [`Manager::lock`], but only if nobody holds the lock right now (never waits);
     /// `None` for an id that is not a valid [`ModelId`] too (nothing can be registered under
-    /// it).
+    /// it). A `None` for a held lock is noted as for [`Manager::is_locked`]: its release bumps
+    /// the stack's change signal.
     fn try_lock(&self, id: &str) -> Option<LifecycleGuard<Self::Model, Self::Runtime>>;
 
     /// [`Manager::add_model`] for a caller that already holds `guard` (the resolved id's lock).
@@ -155,7 +156,10 @@ pub trait Manager: Send + Sync + 'static {
     fn in_use(&self, id: &str) -> bool;
 
     /// Whether some caller holds the lifecycle lock of `id` right now (a hint). Called under a
-    /// layer's bookkeeping lock (see the module docs): answer at once, never block.
+    /// layer's bookkeeping lock (see the module docs): answer at once, never block. A layer
+    /// asks it of the victims it may skip: the lock's release, when it answered `true`, bumps
+    /// the stack's change signal even if its holder changed nothing (a warm add, whose release
+    /// is otherwise quiet).
     fn is_locked(&self, id: &str) -> bool;
 
     /// Whether some layer of the stack pins `id` (a hint: it may change at once; the base pins
@@ -281,8 +285,12 @@ pub trait Manager: Send + Sync + 'static {
         options: CallOptions,
     ) -> Result<Added, ManagerError> {
         let (canonical, resolved) = resolve(id, alias)?;
-        let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
-        self.add_locked(&guard, &canonical)
+        let mut guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
+        let added = self.add_locked(&guard, &canonical);
+        if matches!(added, Ok(Added::Warm)) {
+            guard.changed_nothing();
+        }
+        added
     }
 
     /// Replaces the model registered under the resolved id (`alias` if given, else `id`) by a

@@ -72,7 +72,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         }
         match acquired {
             Ok(_) => {
-                let guard = LifecycleGuard { reservation: self, locked: true, deadline };
+                let guard = LifecycleGuard { reservation: self, locked: true, quiet: false, deadline };
                 if !rt.mutant(Mutant::REPORT_BEFORE_HANDLE) {
                     report_wait(&rt);
                 }
@@ -95,7 +95,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
     /// Takes the generation's lock only if it is free right now.
     pub(crate) fn try_acquire(self) -> Option<LifecycleGuard<M, R>> {
         self.entry.lock.try_acquire().then(|| {
-            let guard = LifecycleGuard { reservation: self, locked: true, deadline: Deadline::NONE };
+            let guard =
+                LifecycleGuard { reservation: self, locked: true, quiet: false, deadline: Deadline::NONE };
             tracing::trace!(id = %guard.id(), generation = guard.generation(), "lifecycle lock taken (try)");
             guard
         })
@@ -122,6 +123,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
 pub struct LifecycleGuard<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
     reservation: Reservation<M, R>,
     locked: bool,
+    /// Its holder changed nothing a waiter could use ([`LifecycleGuard::changed_nothing`]).
+    quiet: bool,
     deadline: Deadline,
 }
 
@@ -185,12 +188,27 @@ impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
         Arc::ptr_eq(&self.reservation.table, table)
     }
 
+    /// Says that its holder changed nothing that a waiter could use (a warm add): its release
+    /// tells the stack only if a layer found the lock held meanwhile ([`Manager::is_locked`]),
+    /// having skipped the model as a victim for it. A warm add per request would otherwise
+    /// wake every add waiting for capacity, each to find what it found before.
+    ///
+    /// [`Manager::is_locked`]: crate::Manager::is_locked
+    pub(crate) fn changed_nothing(&mut self) {
+        self.quiet = true;
+    }
+
     /// Releases the lock and tells the stack: an add, remove or eviction under it is complete,
-    /// which may make room for an add waiting in a layer.
+    /// which may make room for an add waiting in a layer; so is the model's lock, which may
+    /// make it a victim for one that skipped it.
     fn release_lock(&mut self) {
         if std::mem::take(&mut self.locked) {
-            self.reservation.entry.lock.release();
-            self.reservation.changes.bump_at(Mutant::LOST_WAKEUP_GUARD_RELEASE);
+            let wanted = self.reservation.entry.lock.release();
+            if !self.quiet {
+                self.reservation.changes.bump_at(Mutant::LOST_WAKEUP_GUARD_RELEASE);
+            } else if wanted {
+                self.reservation.changes.bump_at(Mutant::LOST_WAKEUP_QUIET_RELEASE_WANTED);
+            }
         }
     }
 }

@@ -181,13 +181,15 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         if shut_down && !self.runtime.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
             return Err(telemetry::refused(ManagerError::ShutDown { id: resolved.clone() }));
         }
-        if registered {
-            tracing::debug!(id = %resolved, "add: warm");
-            return Ok(Added::Warm);
-        }
+        // A caller that waited for a load that failed gets its error, even if a later caller
+        // loaded the model afresh before this one got the lock (S-F1): it waited for that load.
         if let Some(error) = guard.shared_failure(canonical) {
             tracing::debug!(id = %resolved, %error, "add: shares a failed load");
             return Err(error);
+        }
+        if registered {
+            tracing::debug!(id = %resolved, "add: warm");
+            return Ok(Added::Warm);
         }
         tracing::debug!(id = %resolved, %canonical, generation = guard.generation(), "add: loading");
         let started = self.runtime.now();
@@ -420,7 +422,8 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     fn is_locked(&self, id: &str) -> bool {
-        self.table.with(|t| t.entry(id)).is_some_and(|entry| entry.lock.is_held())
+        // A layer that skips a victim for its lock hears of its release, even a quiet one.
+        self.table.with(|t| t.entry(id)).is_some_and(|entry| entry.lock.is_held_noting())
     }
 
     fn ids(&self) -> Vec<ModelId> {

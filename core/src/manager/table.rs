@@ -172,14 +172,11 @@ impl<M, R: Runtime> Table<M, R> {
         shared.map(|f| f.error.clone()).or_else(|| recent().map(|r| r.error.clone()))
     }
 
-    /// A load of `id` succeeded: its generation and the negative cache forget its failures.
+    /// A load of `id` succeeded: the negative cache forgets its failure. The generation keeps
+    /// the last failure for the callers that reserved before it and have not had the lock
+    /// yet (they waited for that load: they get its error, S-F1); later callers never see it.
     pub(crate) fn loaded(&mut self, id: &ModelId) -> Displaced {
-        let mut displaced = Displaced(Vec::new());
-        if let Some(record) = self.lifecycle.get_mut(id) {
-            displaced.push(record.failure.take().map(|f| f.error));
-        }
-        displaced.push(self.recent.remove(id).map(|r| r.error));
-        displaced
+        Displaced(self.recent.remove(id).map(|r| r.error).into_iter().collect())
     }
 
     /// Releases one reservation of `entry`, retiring it if that was the last one and the id is

@@ -122,6 +122,15 @@ pub trait Monitor<T>: Send + Sync {
     /// Wakes every thread waiting in [`Monitor::wait_until`] so that it re-checks its condition.
     fn notify_all(&self);
 
+    /// Wakes one thread waiting in [`Monitor::wait_until`], if any: for a monitor whose waiters
+    /// all wait for the same condition, so that whichever wakes can use the change, and one
+    /// that finds it used already waits again for the next change, which notifies again. (A
+    /// waiter whose timeout ends as it is woken still looks once more, so the wake-up is never
+    /// lost to it.) The provided default wakes every waiter, which is correct but costlier.
+    fn notify_one(&self) {
+        self.notify_all();
+    }
+
     /// Waits until `f` returns `Some`, re-running it after every notification (and possibly
     /// spuriously), each time with exclusive access to the value. `f` runs once on entry and
     /// once per look after that: a second run means the first look failed (callers count

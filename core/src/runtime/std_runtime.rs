@@ -75,6 +75,10 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
         self.changed.notify_all();
     }
 
+    fn notify_one(&self) {
+        self.changed.notify_one();
+    }
+
     fn wait_until<U>(
         &self,
         timeout: Option<Duration>,

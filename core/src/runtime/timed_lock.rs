@@ -11,46 +11,73 @@ use crate::mutants::Mutant;
 /// Unlike a mutex guard, holding it is a plain state: [`TimedLock::release`] must be called by
 /// the holder exactly once, which the callers in this crate do from RAII guards.
 pub(crate) struct TimedLock<R: Runtime> {
-    held: R::Monitor<bool>,
+    held: R::Monitor<Held>,
     runtime: R,
+}
+
+/// The lock's state.
+#[derive(Debug, Default)]
+struct Held {
+    held: bool,
+    /// Someone found it held and wants to hear of its release ([`TimedLock::is_held_noting`]).
+    wanted: bool,
 }
 
 impl<R: Runtime> TimedLock<R> {
     /// Creates an unlocked lock on `runtime`.
     pub(crate) fn new(runtime: &R) -> Self {
-        Self { held: runtime.monitor(false), runtime: runtime.clone() }
+        Self { held: runtime.monitor(Held::default()), runtime: runtime.clone() }
     }
 
     /// Acquires the lock, waiting at most `timeout`; `Ok(true)` if it had to wait (it was
     /// held when first tried).
     pub(crate) fn acquire(&self, timeout: Duration) -> Result<bool, TimedOut> {
         let mut tries = 0u32;
-        let acquired = self.held.wait_until(Some(timeout), |held| {
+        let acquired = self.held.wait_until(Some(timeout), |s| {
             tries += 1;
-            (!*held).then(|| *held = true)
+            (!s.held).then(|| s.held = true)
         });
         acquired.map(|()| tries > 1)
     }
 
-    /// Acquires the lock if it is free right now.
+    /// Acquires the lock if it is free right now. A caller that finds it held is noted as
+    /// wanting to hear of its release, as by [`TimedLock::is_held_noting`] (it may wait for the
+    /// stack to change before it tries again).
     pub(crate) fn try_acquire(&self) -> bool {
-        self.held.with(|held| !std::mem::replace(held, true))
+        self.held.with(|s| {
+            s.wanted |= s.held;
+            !std::mem::replace(&mut s.held, true)
+        })
     }
 
-    /// Releases the lock and wakes the waiters. Only the holder may call it.
-    pub(crate) fn release(&self) {
-        self.held.with(|held| {
-            debug_assert!(*held, "released a TimedLock that was not held");
-            *held = false;
+    /// Releases the lock and wakes one waiter (they all wait for the lock to be free: the one
+    /// woken takes it, or finds it taken by a caller that did not wait, whose release wakes the
+    /// next). Only the holder may call it. Returns whether someone found it held with
+    /// [`TimedLock::is_held_noting`] since it was taken.
+    pub(crate) fn release(&self) -> bool {
+        let wanted = self.held.with(|s| {
+            debug_assert!(s.held, "released a TimedLock that was not held");
+            s.held = false;
+            std::mem::take(&mut s.wanted)
         });
         if !self.runtime.mutant(Mutant::LOST_WAKEUP_LOCK_RELEASE) {
-            self.held.notify_all();
+            self.held.notify_one();
         }
+        wanted
     }
 
     /// Whether some thread holds the lock right now (a hint: it may change at once).
     pub(crate) fn is_held(&self) -> bool {
-        self.held.with(|held| *held)
+        self.held.with(|s| s.held)
+    }
+
+    /// [`TimedLock::is_held`], noting that the caller wants to hear of the release if it is:
+    /// the holder's [`TimedLock::release`] then says so, in the same step as it frees the lock.
+    pub(crate) fn is_held_noting(&self) -> bool {
+        self.held.with(|s| {
+            s.wanted |= s.held;
+            s.held
+        })
     }
 }
 

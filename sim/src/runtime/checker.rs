@@ -36,6 +36,8 @@ pub trait Checker: Send + Sync + 'static {
     fn wait<'a, T: Send + 'static>(condvar: &Self::Condvar, guard: Self::Guard<'a, T>) -> Self::Guard<'a, T>;
     /// Wakes every current waiter of `condvar`.
     fn notify_all(condvar: &Self::Condvar);
+    /// Wakes one current waiter of `condvar`, if any.
+    fn notify_one(condvar: &Self::Condvar);
     /// Whether this wait wakes spuriously, as the facade allows (a recorded, replayable data
     /// choice under shuttle; never under loom, which has no data choices).
     fn spurious_wakeup() -> bool;
@@ -125,6 +127,10 @@ macro_rules! checker {
 
             fn notify_all(condvar: &Self::Condvar) {
                 condvar.notify_all();
+            }
+
+            fn notify_one(condvar: &Self::Condvar) {
+                condvar.notify_one();
             }
 
             fn spurious_wakeup() -> bool {

@@ -256,6 +256,18 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
         self.inner.wake_all(&mut cell);
     }
 
+    /// Counts the one waiter woken under the monitor's mutex, as [`Monitor::notify_all`] does.
+    fn notify_one(&self) {
+        let mut cell = C::lock(&self.inner.cell);
+        self.inner.rt.clock().touch();
+        cell.notifies += 1;
+        if cell.waiting > 0 {
+            cell.waiting -= 1;
+            self.inner.rt.clock().woke(1);
+            C::notify_one(&self.inner.changed);
+        }
+    }
+
     fn wait_until<U>(
         &self,
         timeout: Option<Duration>,

@@ -286,6 +286,8 @@ pub const CATALOGUE: &[Scenario] = &[
         time: Auto, loom: 2, targets: [LOST_WAKEUP_LEASE_END], wakeups::room_after_lease::<_, layers::ThreeDeep>),
     scenario!("W-4", "the release of the victim's lifecycle lock wakes the add waiting for room",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_GUARD_RELEASE], wakeups::room_after_lock::<_, layers::ThreeDeep>),
+    scenario!("W-20", "the quiet release of a warm add's lock wakes the add waiting for room that found the victim locked",
+        time: Auto, loom: 2, targets: [LOST_WAKEUP_QUIET_RELEASE_WANTED], wakeups::room_after_warm_add::<_, layers::ThreeDeep>),
     scenario!("W-5", "an unpin of the victim wakes the add waiting for room (through the release of the lock it takes)",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_GUARD_RELEASE], wakeups::room_after_unpin::<_, layers::ThreeDeep>),
     scenario!("W-7", "an eviction that ends wakes the lease waiting for its outcome",

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Manager, ModelId};
+use resident::{Added, Manager, ModelId};
 
 use super::cache::{Cache, finish as finish_cache};
 use super::layers::{self, Depth, join};
@@ -111,6 +111,30 @@ pub(super) fn room_after_lock<R: SimRuntime, D: Depth>(rt: R) {
     let world = full_cache::<R, D>(rt);
     let guard = world.manager.lock(&ModelId::new("A").expect("valid id")).expect("free lock");
     room_after::<R, D, _>(world, guard, |_, guard| drop(guard));
+}
+
+/// Warm adds T1 makes in W-20: each hold of A's lock is a window in which T2 may find it held.
+const WARM_ADDS: usize = 4;
+
+/// W-20: the only victim A is added again by T1, a few times (warm; loaded again if T2
+/// evicted it first), while T2 adds B. A warm add changes nothing a waiter could use, so its
+/// release is quiet; but if T2 planned while T1 held A's lock, it skipped A for it, and the
+/// release must wake it.
+pub(super) fn room_after_warm_add<R: SimRuntime, D: Depth>(rt: R) {
+    let world = full_cache::<R, D>(rt);
+    let t1 = world.spawn("T1", |m, t| {
+        (0..WARM_ADDS)
+            .map(|_| traced(t, "add(A)", || m.add_model("A", None)))
+            .find(Result::is_err)
+            .unwrap_or(Ok(Added::Warm))
+    });
+    let t2 = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let warm = join::<R, _>(t1);
+    let added = join::<R, _>(t2);
+    ensure!(warm.is_ok(), "contract", "add(A) gave {warm:?}");
+    ensure!(added.is_ok(), "contract", "add(B) gave {added:?}");
+    no_deadline_passed(&world.rt);
+    layers::finish(&world);
 }
 
 /// W-5: A is pinned while B is added; T1 unpins it.

@@ -9,7 +9,7 @@ use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::manager::{Added, Designation, LifecycleGuard, Manager};
 use crate::mutants::Mutant;
-use crate::runtime::{Monitor, Runtime};
+use crate::runtime::{Arc, Monitor, Runtime, Signal};
 use crate::telemetry;
 
 enum EvictionPlan {
@@ -45,7 +45,7 @@ impl<M: Manager> Drop for CapacityClaim<'_, M> {
 }
 
 /// An add's place among the adds waiting for capacity: it leaves the line when dropped (served,
-/// refused, out of time, or unwinding), and wakes the next add if it was first.
+/// refused, out of time, or unwinding), and wakes the next add (only that one) if it was first.
 struct Waiting<'a, M: Manager> {
     cache: &'a FixedSizeCache<M>,
     ticket: u64,
@@ -53,8 +53,9 @@ struct Waiting<'a, M: Manager> {
 
 impl<M: Manager> Drop for Waiting<'_, M> {
     fn drop(&mut self) {
-        if self.cache.book.with(|b| b.leave_line(self.ticket)) {
-            self.cache.line.bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
+        let next = self.cache.book.with(|b| b.waiters.leave(self.ticket).map(Arc::clone));
+        if let Some(next) = next {
+            next.bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
         }
     }
 }
@@ -104,9 +105,11 @@ impl<M: Manager> FixedSizeCache<M> {
         let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
         let mut waiting: Option<Waiting<'_, M>> = None;
         let mut designated: Option<(ModelId, Designation<M::Runtime>)> = None;
+        // What wakes this add when it waits behind another: bumped only when it becomes first.
+        let wake = Arc::new(Signal::new(rt));
         loop {
             // Read before planning: any change after this read ends the wait below at once.
-            let (epoch, line_epoch) = (changes.epoch(), self.line.epoch());
+            let (epoch, line_epoch) = (changes.epoch(), wake.epoch());
             // A shut-down stack refuses the add before it evicts anything (the shutdown's
             // start wakes this wait).
             if refuse_after_shutdown && self.inner.is_shut_down() {
@@ -124,8 +127,8 @@ impl<M: Manager> FixedSizeCache<M> {
                 let full = EvictionPlan::Full { registered: queued, loading: b.loading };
                 // Behind the adds that came earlier and still wait (an add that holds its slot
                 // was served already).
-                if in_line && !barge && !mine && b.waiters_ahead(ticket) {
-                    let joined = ticket.is_none().then(|| b.wait_in_line());
+                if in_line && !barge && !mine && b.waiters.ahead(ticket) {
+                    let joined = ticket.is_none().then(|| b.waiters.join(Arc::clone(&wake)));
                     return (full, seen, false, joined, None, true);
                 }
                 if occupied < max {
@@ -144,7 +147,8 @@ impl<M: Manager> FixedSizeCache<M> {
                 if victims.is_empty()
                     || (victims.len() < needed && !self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS))
                 {
-                    let joined = (in_line && !mine && ticket.is_none()).then(|| b.wait_in_line());
+                    let joined =
+                        (in_line && !mine && ticket.is_none()).then(|| b.waiters.join(Arc::clone(&wake)));
                     // First in line: designate the least recently used victim that only
                     // leases keep, so that its last lease hands it over (in this monitor, so
                     // that no lease can end unseen between the plan and the designation).
@@ -219,7 +223,7 @@ impl<M: Manager> FixedSizeCache<M> {
             // Behind another add: only its leaving the line can let this one go (a shutdown or
             // a raised limit reaches the first, whose leaving wakes the next, and so on).
             if behind {
-                let _ = self.line.wait_past(line_epoch, left);
+                let _ = wake.wait_past(line_epoch, left);
             } else {
                 let _ = changes.wait_past(epoch, left);
             }
@@ -235,7 +239,7 @@ impl<M: Manager> FixedSizeCache<M> {
     /// lock free; a new one is the least recently used such model.
     pub(super) fn designation_for(
         &self,
-        b: &Bookkeeping,
+        b: &Bookkeeping<super::Wake<M>>,
         id: &ModelId,
         held: Option<&ModelId>,
         short: usize,

@@ -26,8 +26,10 @@
 //!   close (SPEC 2.10). The designation is given up (the victim reopens) when the waiter is
 //!   served otherwise, runs out of time, finds the victim pinned or locked, or finds it
 //!   evictable already while it still needs another. Only the first in line waits for the
-//!   stack to change; the adds behind it wait for the line to move (the first leaving it wakes
-//!   the next), so a lease's end wakes one waiter, not all of them.
+//!   stack to change; each add behind it waits on a signal of its own for its turn (the first
+//!   leaving the line wakes only the next), so a lease's end wakes one waiter, and a line of n
+//!   costs n wake-ups, not n². A warm add changes nothing a waiter could use: its lock's
+//!   release wakes no one, unless a waiter found the model locked and skipped it for that.
 //! - A layer learns of removals below it: after every inner call that can evict (a cold add
 //!   through an inner cache), queued ids that are no longer registered are dropped, so I4 holds
 //!   at every depth of nesting (SPEC 2.11).
@@ -60,9 +62,13 @@ use crate::id::ModelId;
 use crate::manager::{Added, Lease, LifecycleGuard, Model, Replaced};
 use crate::manager::{Eviction, Manager, RemovalReport, clear_each, resolve};
 use crate::mutants::Mutant;
-use crate::runtime::{Monitor, Runtime, Signal};
+use crate::runtime::{Arc, Monitor, Runtime, Signal};
 
-type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping>;
+/// What wakes an add waiting for capacity behind another: its own signal, bumped when it
+/// becomes first.
+type Wake<M> = Arc<Signal<<M as Manager>::Runtime>>;
+
+type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping<Wake<M>>>;
 
 /// An LRU cache over any [`Manager`]: evicts least-recently-used models to stay within
 /// `max_size` models (and `max_bytes`, if set).
@@ -83,10 +89,6 @@ pub struct FixedSizeCache<M: Manager> {
     inner: M,
     config: FixedSizeConfig,
     book: Book<M>,
-    /// Bumped when the first add in line leaves it: the adds behind it wait on this, not on
-    /// the stack's change signal, since only the first in line can use a change of the stack
-    /// (every lease's end would otherwise wake them all, to wait again).
-    line: Signal<M::Runtime>,
 }
 
 /// Which way a [`Settle`] guard brings an id's queue entry in line with the registry.
@@ -136,8 +138,7 @@ impl<M: Manager> FixedSizeCache<M> {
             book.set_size(&id, bytes);
         }
         let book = inner.runtime().monitor(book);
-        let line = Signal::new(inner.runtime());
-        Ok(Self { inner, config, book, line })
+        Ok(Self { inner, config, book })
     }
 
     /// The wrapped manager.
@@ -312,8 +313,11 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
             self.book.with(|b| b.queue.push_back(resolved.clone()));
         }
         let deadline = options.deadline(self.inner.runtime());
-        let result = self.lock_until(&resolved, deadline).and_then(|guard| {
+        let result = self.lock_until(&resolved, deadline).and_then(|mut guard| {
             let result = self.add_locked(&guard, &canonical);
+            if matches!(result, Ok(Added::Warm)) {
+                guard.changed_nothing();
+            }
             drop(guard);
             if self.mutant(Mutant::WARM_TOUCH_OUTSIDE_LOCK) && matches!(result, Ok(Added::Warm)) {
                 self.book.with(|b| b.touch_appending(&resolved));

@@ -4,10 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::id::ModelId;
+use crate::line::Line;
 
-/// LRU queue (front = least recently used), pins, loads in flight, byte sizes.
-#[derive(Debug, Default)]
-pub(crate) struct Bookkeeping {
+/// LRU queue (front = least recently used), pins, loads in flight, byte sizes, and the adds
+/// waiting for capacity (each with its waker `W`).
+#[derive(Debug)]
+pub(crate) struct Bookkeeping<W = ()> {
     pub(crate) queue: VecDeque<ModelId>,
     pub(crate) pinned: BTreeSet<ModelId>,
     pub(crate) loading: usize,
@@ -18,14 +20,26 @@ pub(crate) struct Bookkeeping {
     /// Bumped whenever the queue gains or loses an id or a pin is lifted: a cold add whose
     /// victims were all skipped waits for a change, not for the same victims again.
     pub(crate) version: u64,
-    /// Adds waiting for capacity, by ticket in arrival order: only the first plans evictions
-    /// and takes room that appears; the others wait behind it (SPEC 2.14).
-    pub(crate) waiters: VecDeque<u64>,
-    /// The next waiter's ticket.
-    pub(crate) tickets: u64,
+    /// Adds waiting for capacity, in arrival order: only the first plans evictions and takes
+    /// room that appears; the others wait behind it (SPEC 2.14), each for its turn.
+    pub(crate) waiters: Line<W>,
 }
 
-impl Bookkeeping {
+impl<W> Default for Bookkeeping<W> {
+    fn default() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            pinned: BTreeSet::new(),
+            loading: 0,
+            sizes: BTreeMap::new(),
+            max_size: 0,
+            version: 0,
+            waiters: Line::default(),
+        }
+    }
+}
+
+impl<W> Bookkeeping<W> {
     /// Moves `id` to the MRU end if it is queued; an unqueued id is left alone (no phantoms).
     pub(crate) fn touch(&mut self, id: &ModelId) {
         if let Some(at) = self.queue.iter().position(|q| q == id) {
@@ -68,26 +82,6 @@ impl Bookkeeping {
     /// Bytes of the queued models, saturating: a sum past `u64::MAX` is over any byte budget.
     pub(crate) fn bytes(&self) -> u64 {
         self.sizes.values().fold(0, |sum, b| sum.saturating_add(*b))
-    }
-
-    /// Queues an add waiting for capacity; its ticket.
-    pub(crate) fn wait_in_line(&mut self) -> u64 {
-        let ticket = self.tickets;
-        self.tickets += 1;
-        self.waiters.push_back(ticket);
-        ticket
-    }
-
-    /// Takes `ticket` out of the line; whether it was first (the next may plan now).
-    pub(crate) fn leave_line(&mut self, ticket: u64) -> bool {
-        let first = self.waiters.front() == Some(&ticket);
-        self.waiters.retain(|t| *t != ticket);
-        first
-    }
-
-    /// Whether an add holding `ticket` (`None`: not in line) has waiters ahead of it.
-    pub(crate) fn waiters_ahead(&self, ticket: Option<u64>) -> bool {
-        self.waiters.front().is_some_and(|first| Some(*first) != ticket)
     }
 
     /// Up to `n` eviction candidates in LRU order: queued, not pinned, not `except`, and
@@ -157,7 +151,7 @@ mod tests {
 
     #[test]
     fn touch_moves_queued_ids_and_ignores_unknown_ones() {
-        let mut b = Bookkeeping::default();
+        let mut b: Bookkeeping = Bookkeeping::default();
         for s in ["a", "b", "c"] {
             b.push(&id(s));
         }
@@ -171,28 +165,15 @@ mod tests {
 
     #[test]
     fn the_byte_sum_saturates_instead_of_wrapping() {
-        let mut b = Bookkeeping::default();
+        let mut b: Bookkeeping = Bookkeeping::default();
         b.set_size(&id("a"), u64::MAX / 2 + 1);
         b.set_size(&id("b"), u64::MAX / 2 + 1);
         assert_eq!(b.bytes(), u64::MAX);
     }
 
     #[test]
-    fn waiters_leave_the_line_in_any_order_and_only_the_first_is_served() {
-        let mut b = Bookkeeping::default();
-        assert!(!b.waiters_ahead(None), "an empty line");
-        let (first, second, third) = (b.wait_in_line(), b.wait_in_line(), b.wait_in_line());
-        assert!(!b.waiters_ahead(Some(first)));
-        assert!(b.waiters_ahead(Some(second)) && b.waiters_ahead(None));
-        assert!(!b.leave_line(second), "not first");
-        assert!(b.leave_line(first), "first");
-        assert!(!b.waiters_ahead(Some(third)), "next in line");
-        assert!(b.leave_line(third) && b.waiters.is_empty());
-    }
-
-    #[test]
     fn victims_skip_pins_and_the_new_id_in_lru_order() {
-        let mut b = Bookkeeping::default();
+        let mut b: Bookkeeping = Bookkeeping::default();
         for s in ["p", "a", "n", "b"] {
             b.push(&id(s));
         }
