@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// A broken guarantee, named by its invariant id (`I1`, `L1`, `contract`, ...).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violation {
-    /// The invariant id, as in SPEC.md (or `deadlock`, `panic` for checker-detected failures).
+    /// The invariant id, as `docs/spec.md` §7 defines it (or a catalogue id, or a spec item).
     pub invariant: String,
     /// What was observed.
     pub message: String,

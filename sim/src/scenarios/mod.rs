@@ -1,4 +1,5 @@
-//! The scenario catalogue: one named scenario per schedule id of SPEC.md §5.
+//! The scenario catalogue: one named scenario per schedule id of SPEC §5 (`docs/catalogue.md`
+//! lists them).
 //!
 //! A scenario is a small concurrent program over `resident` (two to four threads), generic over
 //! the checker runtime. It raises a [`Violation`](crate::violation::Violation) when an
