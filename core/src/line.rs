@@ -61,6 +61,14 @@ impl<W> Line<W> {
         self.waiters.iter().skip(1).map(|(_, wake)| wake)
     }
 
+    /// The key its steps are observed under ([`Runtime::observe_line`]): its address, unique
+    /// among live lines (each sits in a monitor that does not move while it has waiters).
+    ///
+    /// [`Runtime::observe_line`]: crate::runtime::Runtime::observe_line
+    pub(crate) fn key(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
+
     /// How many wait.
     pub(crate) fn len(&self) -> usize {
         self.waiters.len()

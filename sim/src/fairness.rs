@@ -5,13 +5,18 @@
 //! or before every designation of it ends is a violation (`F1`): the waiter lost its victim
 //! to a lease that started after the victim became idle, and starves under a stream of them.
 //!
-//! The steps arrive under the slot's monitor, in their true order; every checker thread of an
-//! execution runs on one OS thread, so the ghost table is that execution's alone.
+//! The lines too ([`LineStep`]): whoever takes what a line waits for (a `FixedSizeCache`'s slot,
+//! the RAM budget's room) is its first waiter, or a caller not in line while nobody waits; any
+//! other is served out of arrival order (`F2`).
+//!
+//! The steps arrive under the monitor that keeps the slot or the line, in their true order;
+//! every checker thread of an execution runs on one OS thread, so the ghost tables are that
+//! execution's alone.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
-use resident::runtime::SlotStep;
+use resident::runtime::{LineStep, SlotStep};
 
 use crate::violation::Violation;
 
@@ -26,11 +31,46 @@ struct Ghost {
 
 thread_local! {
     static SLOTS: RefCell<HashMap<usize, Ghost>> = RefCell::new(HashMap::new());
+    /// Every line's waiters by ticket, in the order they joined.
+    static LINES: RefCell<HashMap<usize, VecDeque<u64>>> = RefCell::new(HashMap::new());
 }
 
-/// Starts an execution: forgets every slot.
+/// Starts an execution: forgets every slot and every line.
 pub(crate) fn begin_execution() {
     SLOTS.with(|s| s.borrow_mut().clear());
+    LINES.with(|l| l.borrow_mut().clear());
+}
+
+/// Applies `step` of the line `key` (see [`resident::runtime::Runtime::observe_line`]).
+pub(crate) fn observe_line(key: usize, step: LineStep) {
+    let barged = LINES.with(|lines| {
+        let mut lines = lines.borrow_mut();
+        let line = lines.entry(key).or_default();
+        match step {
+            LineStep::Joined { ticket } => line.push_back(ticket),
+            LineStep::Left { ticket } => line.retain(|t| *t != ticket),
+            LineStep::Served { ticket } => {
+                return line
+                    .front()
+                    .is_some_and(|first| Some(*first) != ticket)
+                    .then(|| (ticket, line.clone()));
+            }
+            // A step this checker does not know yet changes nothing it tracks.
+            _ => {}
+        }
+        if line.is_empty() {
+            lines.remove(&key);
+        }
+        None
+    });
+    if let Some((ticket, line)) = barged {
+        // Recorded, not raised: the step runs under the line's monitor.
+        let who = ticket.map_or_else(|| "a caller not in line".to_owned(), |t| format!("ticket {t}"));
+        Violation::record(
+            "F2",
+            format!("{who} was served while the line {line:?} waited before it (SPEC 2.14: arrival order)"),
+        );
+    }
 }
 
 /// Applies `step` of the slot `key` (see [`resident::runtime::Runtime::observe`]).

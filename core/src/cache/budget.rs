@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::error::InvalidConfig;
 use crate::line::Line;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut};
+use crate::runtime::{Arc, LineStep, Monitor, Runtime, Signal, StdRuntime, TimedOut};
 
 mod charges;
 
@@ -135,7 +135,11 @@ impl<R: Runtime> Seeking<R> {
 
 impl<R: Runtime> Drop for Seeking<R> {
     fn drop(&mut self) {
-        let next = self.budget.counters.with(|c| c.line.leave(self.ticket).map(Arc::clone));
+        let rt = self.budget.room.runtime();
+        let next = self.budget.counters.with(|c| {
+            rt.observe_line(c.line.key(), LineStep::Left { ticket: self.ticket });
+            c.line.leave(self.ticket).map(Arc::clone)
+        });
         if let Some(next) = next {
             next.bump_at(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
         }
@@ -252,6 +256,7 @@ impl<R: Runtime> RamBudget<R> {
             }
             c.reserved += bytes;
             c.raise_high_water();
+            self.room.runtime().observe_line(c.line.key(), LineStep::Served { ticket });
             Ok(c.committed())
         })?;
         let reservation = Reservation { budget: Arc::clone(self), bytes };
@@ -281,7 +286,11 @@ impl<R: Runtime> RamBudget<R> {
     /// looks, even before it waits (it may still be asking other peers).
     pub(crate) fn seek_room(self: &Arc<Self>) -> Seeking<R> {
         let wake = Arc::new(Signal::new(self.room.runtime()));
-        let ticket = self.counters.with(|c| c.line.join(Arc::clone(&wake)));
+        let ticket = self.counters.with(|c| {
+            let ticket = c.line.join(Arc::clone(&wake));
+            self.room.runtime().observe_line(c.line.key(), LineStep::Joined { ticket });
+            ticket
+        });
         Seeking { budget: Arc::clone(self), ticket, wake }
     }
 

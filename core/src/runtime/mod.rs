@@ -24,7 +24,7 @@ use std::time::Duration;
 pub use std::sync::{Arc, Weak};
 
 use crate::mutants::Mutant;
-pub use observe::SlotStep;
+pub use observe::{LineStep, SlotStep};
 pub use signal::Signal;
 pub use std_runtime::StdRuntime;
 pub(crate) use timed_lock::TimedLock;
@@ -92,6 +92,14 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
     #[inline(always)]
     fn observe(&self, slot: usize, step: SlotStep) {
         let _ = (slot, step);
+    }
+
+    /// Observes `step` of the waiting line named `line` (unique among live lines), so that a
+    /// checker can verify that lines serve in arrival order (SPEC 2.14). Called under the
+    /// monitor that keeps the line, with the same rules and default as [`Runtime::observe`].
+    #[inline(always)]
+    fn observe_line(&self, line: usize, step: LineStep) {
+        let _ = (line, step);
     }
 
     /// Lets a caught panic of user code go on unwinding ([`std::panic::resume_unwind`]).

@@ -29,3 +29,30 @@ pub enum SlotStep {
     /// The slot was closed by an eviction, a remove or a replace acting on it.
     Closed,
 }
+
+/// A step of a waiting line (SPEC 2.14: the adds waiting for a `FixedSizeCache`'s capacity, the
+/// loads waiting for the RAM budget's room), reported to
+/// [`Runtime::observe_line`](super::Runtime::observe_line) under the monitor that keeps the
+/// line, in the same critical section as the change it describes.
+///
+/// The line's rule: whoever takes what the line waits for (a slot, room) is its first waiter,
+/// or, with nobody waiting, a caller that holds no place in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LineStep {
+    /// `ticket` joined the line at its back.
+    Joined {
+        /// Its place.
+        ticket: u64,
+    },
+    /// `ticket` left the line (served, refused, out of time or unwinding).
+    Left {
+        /// Its place.
+        ticket: u64,
+    },
+    /// A caller took what the line waits for: the holder of `ticket`, or one not in line.
+    Served {
+        /// Its place, if it holds one.
+        ticket: Option<u64>,
+    },
+}

@@ -10,7 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 use resident::mutants::Mutant;
-use resident::runtime::{Arc, Monitor, Runtime, SlotStep, TimedOut};
+use resident::runtime::{Arc, LineStep, Monitor, Runtime, SlotStep, TimedOut};
 
 use super::checker::Checker;
 use super::clock::{Clock, Deadline, Expire, Time};
@@ -157,6 +157,10 @@ impl<C: Checker> Runtime for Sim<C> {
 
     fn observe(&self, slot: usize, step: SlotStep) {
         crate::fairness::observe(slot, step);
+    }
+
+    fn observe_line(&self, line: usize, step: LineStep) {
+        crate::fairness::observe_line(line, step);
     }
 
     fn resume_unwind(&self, payload: Box<dyn std::any::Any + Send>) {

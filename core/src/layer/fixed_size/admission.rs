@@ -9,7 +9,7 @@ use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::manager::{Added, Designation, LifecycleGuard, Manager};
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Signal};
+use crate::runtime::{Arc, LineStep, Monitor, Runtime, Signal};
 use crate::telemetry;
 
 enum EvictionPlan {
@@ -53,7 +53,11 @@ struct Waiting<'a, M: Manager> {
 
 impl<M: Manager> Drop for Waiting<'_, M> {
     fn drop(&mut self) {
-        let next = self.cache.book.with(|b| b.waiters.leave(self.ticket).map(Arc::clone));
+        let rt = self.cache.inner.runtime();
+        let next = self.cache.book.with(|b| {
+            rt.observe_line(b.waiters.key(), LineStep::Left { ticket: self.ticket });
+            b.waiters.leave(self.ticket).map(Arc::clone)
+        });
         if let Some(next) = next {
             next.bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
         }
@@ -128,11 +132,11 @@ impl<M: Manager> FixedSizeCache<M> {
                 // Behind the adds that came earlier and still wait (an add that holds its slot
                 // was served already).
                 if in_line && !barge && !mine && b.waiters.ahead(ticket) {
-                    let joined = ticket.is_none().then(|| b.waiters.join(Arc::clone(&wake)));
+                    let joined = ticket.is_none().then(|| self.join_line(b, &wake));
                     return (full, seen, false, joined, None, true);
                 }
                 if occupied < max {
-                    b.loading += usize::from(!mine);
+                    self.serve(b, mine, ticket);
                     return (EvictionPlan::Admit, seen, !mine, None, None, false);
                 }
                 let needed = occupied + 1 - max;
@@ -147,8 +151,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 if victims.is_empty()
                     || (victims.len() < needed && !self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS))
                 {
-                    let joined =
-                        (in_line && !mine && ticket.is_none()).then(|| b.waiters.join(Arc::clone(&wake)));
+                    let joined = (in_line && !mine && ticket.is_none()).then(|| self.join_line(b, &wake));
                     // First in line: designate the least recently used victim that only
                     // leases keep, so that its last lease hands it over (in this monitor, so
                     // that no lease can end unseen between the plan and the designation).
@@ -158,7 +161,7 @@ impl<M: Manager> FixedSizeCache<M> {
                         .flatten();
                     return (full, seen, false, joined, redesignated, false);
                 }
-                b.loading += usize::from(!mine);
+                self.serve(b, mine, ticket);
                 (EvictionPlan::Evict(victims), seen, !mine, None, None, false)
             });
             if let Some(ticket) = joined {
@@ -227,6 +230,21 @@ impl<M: Manager> FixedSizeCache<M> {
             } else {
                 let _ = changes.wait_past(epoch, left);
             }
+        }
+    }
+
+    /// Puts an add in line (under the book's monitor), to be woken through `wake`; its ticket.
+    fn join_line(&self, b: &mut Bookkeeping<super::Wake<M>>, wake: &super::Wake<M>) -> u64 {
+        let ticket = b.waiters.join(Arc::clone(wake));
+        self.inner.runtime().observe_line(b.waiters.key(), LineStep::Joined { ticket });
+        ticket
+    }
+
+    /// Counts an add's slot (under the book's monitor), unless it holds one already (`mine`).
+    fn serve(&self, b: &mut Bookkeeping<super::Wake<M>>, mine: bool, ticket: Option<u64>) {
+        if !mine {
+            b.loading += 1;
+            self.inner.runtime().observe_line(b.waiters.key(), LineStep::Served { ticket });
         }
     }
 
