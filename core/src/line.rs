@@ -10,6 +10,8 @@
 use std::collections::VecDeque;
 use std::fmt;
 
+use crate::runtime::{LineStep, Runtime};
+
 /// Waiters by ticket in arrival order, each with its waker.
 pub(crate) struct Line<W> {
     waiters: VecDeque<(u64, W)>,
@@ -38,6 +40,23 @@ impl<W> Line<W> {
         ticket
     }
 
+    /// [`Line::join`], told to `rt` ([`Runtime::observe_line`]).
+    pub(crate) fn join_observed<R: Runtime>(&mut self, wake: W, rt: &R) -> u64 {
+        let ticket = self.join(wake);
+        rt.observe_line(self.key(), LineStep::Joined { ticket });
+        ticket
+    }
+
+    /// [`Line::leave`], told to `rt` ([`Runtime::observe_line`]); the new first's waker, cloned
+    /// to be woken outside the caller's monitor.
+    pub(crate) fn leave_observed<R: Runtime>(&mut self, ticket: u64, rt: &R) -> Option<W>
+    where
+        W: Clone,
+    {
+        rt.observe_line(self.key(), LineStep::Left { ticket });
+        self.leave(ticket).cloned()
+    }
+
     /// Takes `ticket` out of the line. If it was first, the waker of the new first, which
     /// may go now (`None` if it was not first, or nobody is left).
     pub(crate) fn leave(&mut self, ticket: u64) -> Option<&W> {
@@ -63,8 +82,6 @@ impl<W> Line<W> {
 
     /// The key its steps are observed under ([`Runtime::observe_line`]): its address, unique
     /// among live lines (each sits in a monitor that does not move while it has waiters).
-    ///
-    /// [`Runtime::observe_line`]: crate::runtime::Runtime::observe_line
     pub(crate) fn key(&self) -> usize {
         std::ptr::from_ref(self).addr()
     }

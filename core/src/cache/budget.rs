@@ -136,10 +136,7 @@ impl<R: Runtime> Seeking<R> {
 impl<R: Runtime> Drop for Seeking<R> {
     fn drop(&mut self) {
         let rt = self.budget.room.runtime();
-        let next = self.budget.counters.with(|c| {
-            rt.observe_line(c.line.key(), LineStep::Left { ticket: self.ticket });
-            c.line.leave(self.ticket).map(Arc::clone)
-        });
+        let next = self.budget.counters.with(|c| c.line.leave_observed(self.ticket, rt));
         if let Some(next) = next {
             next.bump_at(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
         }
@@ -286,11 +283,7 @@ impl<R: Runtime> RamBudget<R> {
     /// looks, even before it waits (it may still be asking other peers).
     pub(crate) fn seek_room(self: &Arc<Self>) -> Seeking<R> {
         let wake = Arc::new(Signal::new(self.room.runtime()));
-        let ticket = self.counters.with(|c| {
-            let ticket = c.line.join(Arc::clone(&wake));
-            self.room.runtime().observe_line(c.line.key(), LineStep::Joined { ticket });
-            ticket
-        });
+        let ticket = self.counters.with(|c| c.line.join_observed(Arc::clone(&wake), self.room.runtime()));
         Seeking { budget: Arc::clone(self), ticket, wake }
     }
 

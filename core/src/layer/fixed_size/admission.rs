@@ -54,10 +54,7 @@ struct Waiting<'a, M: Manager> {
 impl<M: Manager> Drop for Waiting<'_, M> {
     fn drop(&mut self) {
         let rt = self.cache.inner.runtime();
-        let next = self.cache.book.with(|b| {
-            rt.observe_line(b.waiters.key(), LineStep::Left { ticket: self.ticket });
-            b.waiters.leave(self.ticket).map(Arc::clone)
-        });
+        let next = self.cache.book.with(|b| b.waiters.leave_observed(self.ticket, rt));
         if let Some(next) = next {
             next.bump_at(Mutant::LOST_WAKEUP_CAPACITY_WAITER_LEFT);
         }
@@ -235,9 +232,7 @@ impl<M: Manager> FixedSizeCache<M> {
 
     /// Puts an add in line (under the book's monitor), to be woken through `wake`; its ticket.
     fn join_line(&self, b: &mut Bookkeeping<super::Wake<M>>, wake: &super::Wake<M>) -> u64 {
-        let ticket = b.waiters.join(Arc::clone(wake));
-        self.inner.runtime().observe_line(b.waiters.key(), LineStep::Joined { ticket });
-        ticket
+        b.waiters.join_observed(Arc::clone(wake), self.inner.runtime())
     }
 
     /// Counts an add's slot (under the book's monitor), unless it holds one already (`mine`).
