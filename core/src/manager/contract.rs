@@ -10,25 +10,12 @@
 //! unloads, a model's methods). Every other method is called with no layer monitor held.
 
 use super::removal::{self, RemovalReport};
-use super::{Added, Designation, Lease, LifecycleGuard, Model, Replaced, Snapshot};
+use super::{Added, Designation, Eviction, Lease, LifecycleGuard, Model, Replaced, Snapshot};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::Runtime;
-
-/// What [`Manager::evict_locked`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Eviction {
-    /// Unloaded and unregistered.
-    Evicted,
-    /// Skipped: some layer pins the id.
-    Pinned,
-    /// Skipped: a lease was live at the point of no return.
-    InUse,
-    /// Skipped: nothing is registered under the id.
-    NotRegistered,
-}
 
 /// Splits `(id, alias)` into the canonical id and the resolved id.
 pub(crate) fn resolve(id: &str, alias: Option<&str>) -> Result<(ModelId, ModelId), ManagerError> {

@@ -29,12 +29,12 @@ mod table;
 use std::fmt;
 
 pub use config::ManagerConfig;
+pub use contract::Manager;
 pub(crate) use contract::resolve;
-pub use contract::{Eviction, Manager};
 pub use lease::{Designation, Lease};
 pub use lifecycle::LifecycleGuard;
 pub use model::{Loader, Model};
-pub use outcome::{Added, LifecycleInfo, Replaced, Snapshot};
+pub use outcome::{Added, Eviction, LifecycleInfo, Replaced, Snapshot};
 pub use removal::RemovalReport;
 pub(crate) use removal::clear as clear_each;
 

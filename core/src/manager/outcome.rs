@@ -47,3 +47,16 @@ pub struct Snapshot {
     /// Live lifecycle entries, in id order.
     pub lifecycle: Vec<LifecycleInfo>,
 }
+
+/// What [`Manager::evict_locked`](crate::Manager::evict_locked) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Unloaded and unregistered.
+    Evicted,
+    /// Skipped: some layer pins the id.
+    Pinned,
+    /// Skipped: a lease was live at the point of no return.
+    InUse,
+    /// Skipped: nothing is registered under the id.
+    NotRegistered,
+}

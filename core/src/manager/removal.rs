@@ -4,7 +4,8 @@
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use super::contract::{Eviction, Manager};
+use super::Eviction;
+use super::contract::Manager;
 use super::lease::{self, ModelSlot};
 use super::{LifecycleGuard, Loader, Model, ModelManager};
 use crate::deadline::{CallOptions, Deadline};

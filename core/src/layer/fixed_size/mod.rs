@@ -48,13 +48,14 @@ mod config;
 mod eviction;
 mod queue;
 mod resize;
+mod settle;
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 pub use config::{CapacityPolicy, FixedSizeConfig};
 
 use queue::Bookkeeping;
+use settle::{Settle, Settling};
 
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{InvalidConfig, ManagerError, RegisterError};
@@ -89,42 +90,6 @@ pub struct FixedSizeCache<M: Manager> {
     inner: M,
     config: FixedSizeConfig,
     book: Book<M>,
-}
-
-/// Which way a [`Settle`] guard brings an id's queue entry in line with the registry.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Settling {
-    /// After a cold add: a registered id is queued, an unregistered one is not (an entry a
-    /// reconcile left to this lock's holder included), and ids a layer below evicted meanwhile
-    /// leave the queue.
-    Add,
-    /// After a removal: an unregistered id is not queued.
-    Remove,
-}
-
-/// Held with an id's lifecycle lock (so its registration is stable) across inner calls that
-/// run user code: on every exit, a panic included, it settles the id's queue entry from the
-/// registry and wakes the adds waiting for room.
-struct Settle<'a, M: Manager> {
-    cache: &'a FixedSizeCache<M>,
-    id: &'a ModelId,
-    way: Settling,
-}
-
-impl<M: Manager> Drop for Settle<'_, M> {
-    fn drop(&mut self) {
-        let registered = self.cache.inner.contains(self.id.as_str());
-        let keeps_stale =
-            self.way == Settling::Add && self.cache.mutant(Mutant::FAILED_ADD_KEEPS_STALE_ENTRY);
-        self.cache.book.with(|b| match self.way {
-            Settling::Add if registered && !b.queue.contains(self.id) => b.push(self.id),
-            Settling::Add | Settling::Remove if !registered && !keeps_stale => b.forget(self.id),
-            Settling::Add | Settling::Remove => {}
-        });
-        if self.way == Settling::Add {
-            self.cache.reconcile_below(self.id);
-        }
-    }
 }
 
 impl<M: Manager> FixedSizeCache<M> {
@@ -250,26 +215,6 @@ impl<M: Manager> FixedSizeCache<M> {
             self.book.with(|b| b.queue.push_back(id.clone()));
         } else {
             self.book.with(|b| b.touch(id));
-        }
-    }
-
-    /// Drops queued ids (other than `except`) that a layer below removed — an inner cache's
-    /// evictions — so that this layer's queue equals the registry again (I4 at every depth). An
-    /// id whose lifecycle lock is busy is left to its holder, who settles it.
-    fn reconcile_below(&self, except: &ModelId) {
-        if self.mutant(Mutant::NESTED_QUEUE_STALE) {
-            return;
-        }
-        let registered: BTreeSet<ModelId> = self.inner.ids().into_iter().collect();
-        let gone: Vec<ModelId> = self
-            .book
-            .with(|b| b.queue.iter().filter(|q| *q != except && !registered.contains(*q)).cloned().collect());
-        for id in &gone {
-            let Some(guard) = self.inner.try_lock(id) else { continue };
-            if !self.inner.contains(id.as_str()) {
-                self.book.with(|b| b.forget(id));
-            }
-            drop(guard);
         }
     }
 
