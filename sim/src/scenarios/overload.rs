@@ -218,6 +218,23 @@ pub(super) fn a_designated_victim_removed_wakes_its_leases<R: SimRuntime, D: Dep
     finish(&world);
 }
 
+/// T1 of S-O1r and S-O1s: loads `b` (60) into cache 0, running `inside` in its load.
+fn load_b_in_t1<R: SimRuntime>(
+    world: &CacheWorld<R>,
+    inside: impl FnOnce() + Send + 'static,
+) -> R::Handle<Result<(), resident::CacheError>> {
+    let c0: Cache<R> = Arc::clone(&world.caches[0]);
+    world.rt.spawn("T1", move || {
+        traced("T1", "get_or_put(b)", || {
+            c0.get_or_put("b", 60, || {
+                inside();
+                Ok::<_, &str>(Weights::plain(60))
+            })
+            .map(drop)
+        })
+    })
+}
+
 /// S-O1r: `a` (60) is locked by the main thread under a hard cap of 100. T1 loads `b` (60) and
 /// waits for room, first in line; T2 loads `c` (60), and finds T1 looking for room or not; the
 /// main thread then ends its lock on `a`. A load that found another looking for room before it
@@ -228,16 +245,8 @@ pub(super) fn loads_waiting_for_room_are_served_in_arrival_order<R: SimRuntime>(
         world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
     let b_loaded = Arc::new(Latch::new(&world.rt));
     let t1 = {
-        let (c0, b_loaded): (Cache<R>, _) = (Arc::clone(&world.caches[0]), Arc::clone(&b_loaded));
-        world.rt.spawn("T1", move || {
-            traced("T1", "get_or_put(b)", || {
-                c0.get_or_put("b", 60, || {
-                    b_loaded.add(1);
-                    Ok::<_, &str>(Weights::plain(60))
-                })
-                .map(drop)
-            })
-        })
+        let b_loaded = Arc::clone(&b_loaded);
+        load_b_in_t1(&world, move || b_loaded.add(1))
     };
     let t2 = {
         let (group, c0, b_loaded): (_, Cache<R>, _) =
@@ -279,16 +288,8 @@ pub(super) fn the_first_load_served_wakes_the_next<R: SimRuntime>(rt: R) {
         world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
     let gate = Arc::new(Latch::new(&world.rt));
     let t1 = {
-        let (c0, gate): (Cache<R>, _) = (Arc::clone(&world.caches[0]), Arc::clone(&gate));
-        world.rt.spawn("T1", move || {
-            traced("T1", "get_or_put(b)", || {
-                c0.get_or_put("b", 60, || {
-                    gate.wait_for(1);
-                    Ok::<_, &str>(Weights::plain(60))
-                })
-                .map(drop)
-            })
-        })
+        let gate = Arc::clone(&gate);
+        load_b_in_t1(&world, move || gate.wait_for(1))
     };
     let t2 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
