@@ -111,14 +111,16 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         seeking: &mut Option<Seeking<R>>,
     ) -> Result<Reservation<R>, NoReservation> {
         let budget = self.group().budget();
-        if seeking.is_none() {
-            match budget.reserve_or_why(bytes, None) {
-                Err(NoReservation::NoRoom | NoReservation::Behind) => {}
-                decided => return decided,
+        let ticket = match seeking {
+            Some(seeking) => seeking.ticket(),
+            None => {
+                match budget.reserve_or_why(bytes, None) {
+                    Err(NoReservation::NoRoom | NoReservation::Behind) => {}
+                    decided => return decided,
+                }
+                seeking.insert(budget.seek_room()).ticket()
             }
-            *seeking = Some(budget.seek_room());
-        }
-        let ticket = seeking.as_ref().map(Seeking::ticket).expect("in line");
+        };
         // In line, it looks (again) in one step with the cap and the policy: a change made
         // before it joined is seen here, one made after reaches it through its signal. Behind
         // another, the room it would make is the first one's to take (this one asks once it is
