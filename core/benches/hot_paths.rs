@@ -6,7 +6,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use resident::cache::{CacheGroup, PutOptions};
-use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerExt, Model, ModelId, ModelManager};
 
 struct Tiny;
 

@@ -26,7 +26,7 @@ use resident::burn::{BurnWeights, Cpu, SharedLoader, SharedWeights, load_peak, s
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
 use resident::{
-    BoxError, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError,
+    BoxError, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, ManagerError, ManagerExt,
     ModelId, ModelManager,
 };
 

@@ -22,7 +22,7 @@ use crate::runtime::Runtime;
 ///
 /// ```
 /// use std::time::Duration;
-/// use resident::{BoxError, CallOptions, Loader, Manager, Model, ModelId, ModelManager};
+/// use resident::{BoxError, CallOptions, Loader, Manager, ManagerExt, Model, ModelId, ModelManager};
 /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
 /// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
 /// let manager = ModelManager::new(L);

@@ -11,7 +11,7 @@
 //!   request.
 //!
 //!   ```
-//!   use resident::{BoxError, Loader, Manager, Model, ModelId, ModelManager};
+//!   use resident::{BoxError, Loader, Manager, ManagerExt, Model, ModelId, ModelManager};
 //!   struct Echo(String);
 //!   impl Model for Echo { fn size_bytes(&self) -> u64 { self.0.len() as u64 } }
 //!   struct EchoLoader;
@@ -36,7 +36,7 @@
 //!   #     type Model = Echo;
 //!   #     fn load(&self, id: &ModelId) -> Result<Echo, BoxError> { Ok(Echo(id.to_string())) }
 //!   # }
-//!   use resident::{FixedSizeCache, FixedSizeConfig, Manager, ModelManager};
+//!   use resident::{FixedSizeCache, FixedSizeConfig, Manager, ManagerExt, ModelManager};
 //!   let cache = FixedSizeCache::new(ModelManager::new(EchoLoader), FixedSizeConfig::new(2))?;
 //!   for id in ["a", "b", "c"] {
 //!       cache.add_model(id, None)?;
@@ -69,7 +69,7 @@
 //!   of this workspace serves them to Prometheus over HTTP.
 //!
 //!   ```
-//!   # use resident::{BoxError, Loader, Manager, Model, ModelId, ModelManager};
+//!   # use resident::{BoxError, Loader, Manager, ManagerExt, Model, ModelId, ModelManager};
 //!   # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
 //!   # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
 //!   let manager = ModelManager::new(L);
@@ -135,5 +135,5 @@ pub use id::{InvalidId, ModelId};
 pub use layer::{CapacityPolicy, FixedSizeCache, FixedSizeConfig, Traced};
 pub use manager::{
     Added, Designation, Eviction, Lease, LifecycleGuard, LifecycleInfo, Loader, Manager, ManagerConfig,
-    Model, ModelManager, RemovalReport, Replaced, Snapshot,
+    ManagerExt, Model, ModelManager, RemovalReport, Replaced, Snapshot,
 };

@@ -30,7 +30,7 @@
 //! same names for a [`DeviceCache`]'s device budget, `device` its device).
 //!
 //! ```
-//! use resident::{BoxError, Loader, Manager, Model, ModelId, ModelManager};
+//! use resident::{BoxError, Loader, Manager, ManagerExt, Model, ModelId, ModelManager};
 //! # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
 //! # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
 //! let manager = ModelManager::new(L);
@@ -41,7 +41,7 @@
 //! ```
 
 use crate::cache::{DeviceCache, RamBudget};
-use crate::manager::Manager;
+use crate::manager::{Manager, ManagerExt};
 use crate::runtime::Runtime;
 
 /// Sets `resident_models{device}` to the models `manager` has registered.

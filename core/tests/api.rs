@@ -2,7 +2,8 @@
 //! coerces to one), `ModelId` compares with strings, and `Manager` stays dyn-compatible.
 
 use resident::{
-    BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, Model, ModelId, ModelManager,
+    BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, ManagerExt, Model, ModelId,
+    ModelManager,
 };
 
 struct Named(String);
@@ -87,7 +88,7 @@ fn a_registered_model_serves_and_every_refusal_hands_it_back() {
         assert!(matches!(refused.error, ManagerError::AlreadyRegistered { .. }));
         assert_eq!(refused.model.0, "twice");
         assert!(std::error::Error::source(&refused).is_some(), "the error is the source");
-        stack.shutdown(resident::CallOptions::new());
+        stack.shutdown_with(resident::CallOptions::new());
         let refused = stack.register("late", Named("late".into())).unwrap_err();
         assert!(matches!(refused.error, ManagerError::ShutDown { .. }), "{:?}", refused.error);
         assert_eq!(refused.model.0, "late");

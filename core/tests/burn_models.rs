@@ -8,7 +8,7 @@ use resident::burn::zoo::{CnnSpec, MlpSpec};
 use resident::burn::{Architecture, BurnError, Cpu, FileLoader, SharedLoader, SharedWeights, copy_to};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
-use resident::{FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, ModelManager};
+use resident::{FixedSizeCache, FixedSizeConfig, Loader, ManagerError, ManagerExt, ModelManager};
 
 #[derive(serde::Deserialize)]
 struct Expected {

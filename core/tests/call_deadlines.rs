@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use resident::cache::{CacheGroup, DeviceWeights, PutOptions};
 use resident::{
-    BoxError, CacheError, CallOptions, Loader, Manager, ManagerConfig, ManagerError, Model, ModelId,
+    BoxError, CacheError, CallOptions, Loader, Manager, ManagerConfig, ManagerError, ManagerExt, Model,
+    ModelId,
 };
 use resident::{FixedSizeCache, FixedSizeConfig, ModelManager};
 

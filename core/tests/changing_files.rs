@@ -11,7 +11,7 @@ use resident::burn::zoo::MlpSpec;
 use resident::burn::{BurnError, Cpu, FileIdentity, FileLoader, SharedLoader, SharedWeights, save};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
-use resident::{CacheError, CallOptions, Manager, ManagerError, ModelManager};
+use resident::{CacheError, Manager, ManagerError, ManagerExt, ModelManager};
 
 const SPEC: MlpSpec = MlpSpec { d_in: 4, hidden: 8, d_out: 2 };
 const INPUT: &[f32] = &[0.5, -1.0, 2.0, 0.25];
@@ -98,7 +98,7 @@ fn a_file_rewritten_between_loads_is_read_again_by_a_replace_and_after_a_remove(
     let after = FileIdentity::of_path(&dir.join("m.safetensors")).expect("the file is there");
     assert_eq!(before.len, after.len, "one length");
     assert_ne!(before, after, "a rewrite in place changes the file's identity");
-    cpu0.replace("m", None, CallOptions::new()).expect("replaces");
+    cpu0.replace("m", None).expect("replaces");
     assert_eq!(served(&cpu0), second_out, "a replace reads the rewritten file");
     assert_eq!(served(&cpu1), first_out, "device 1's registered model serves on until replaced");
     // Removed, its record may stay cached: a later add still reads the file as it is.
@@ -106,8 +106,8 @@ fn a_file_rewritten_between_loads_is_read_again_by_a_replace_and_after_a_remove(
     cpu1.remove("m").expect("removes");
     cpu1.add_model("m", None).expect("loads again");
     assert_eq!(served(&cpu1), third_out, "an add after a rewrite reads the new file");
-    cpu0.shutdown(CallOptions::new());
-    cpu1.shutdown(CallOptions::new());
+    cpu0.shutdown();
+    cpu1.shutdown();
     group.shutdown();
     assert_eq!(group.budget().in_use(), 0, "nothing stays counted");
     std::fs::remove_dir_all(&dir).expect("scratch removed");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use resident::{
     Added, BoxError, CapacityPolicy, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig,
-    ManagerError, Model, ModelId, ModelManager, Traced,
+    ManagerError, ManagerExt, Model, ModelId, ModelManager, Traced,
 };
 
 #[derive(Default)]
@@ -205,7 +205,7 @@ fn clear_removes_pinned_models_keeps_pins_and_reports_the_rest<M: Manager>(
     cache.pin("B").unwrap();
     knobs.failing_unloads.lock().unwrap().insert("C".into());
     let lease = cache.lease("D").unwrap();
-    let report = cache.clear(resident::CallOptions::new());
+    let report = cache.clear_with(resident::CallOptions::new());
     let ids = |ids: &[ModelId]| ids.iter().map(ModelId::to_string).collect::<Vec<_>>();
     assert_eq!(ids(&report.removed), ["A", "B"], "the pinned B went too");
     let failed: Vec<_> = report.failed.iter().map(|(id, e)| (id.to_string(), e.clone())).collect();
@@ -220,7 +220,7 @@ fn clear_removes_pinned_models_keeps_pins_and_reports_the_rest<M: Manager>(
 
     drop(lease);
     knobs.failing_unloads.lock().unwrap().clear();
-    let report = cache.clear(resident::CallOptions::new());
+    let report = cache.clear_with(resident::CallOptions::new());
     assert!(report.is_complete() && cache.is_empty() && queue(&cache).is_empty(), "{report:?}");
     assert_eq!(cache.pinned(), [ModelId::new("B").unwrap()]);
 }
@@ -345,7 +345,7 @@ fn a_users_own_decorator_composes_through_the_traits_defaults() {
     assert_eq!(*cache.get_ref().adds.lock().unwrap(), 4, "every add went through the user's layer");
 
     // A shutdown through the user's layer: the cache's queue learns of every unload.
-    let report = cache.shutdown(resident::CallOptions::new());
+    let report = cache.shutdown_with(resident::CallOptions::new());
     assert!(report.is_complete(), "{report:?}");
     assert_eq!(report.removed, [ModelId::new("C").unwrap()]);
     assert!(cache.queue().is_empty() && cache.is_empty() && cache.is_shut_down());

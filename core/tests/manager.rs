@@ -8,7 +8,8 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Duration;
 
 use resident::{
-    Added, BoxError, InvalidId, Loader, Manager, ManagerConfig, ManagerError, Model, ModelId, ModelManager,
+    Added, BoxError, InvalidId, Loader, Manager, ManagerConfig, ManagerError, ManagerExt, Model, ModelId,
+    ModelManager,
 };
 
 #[derive(Debug)]

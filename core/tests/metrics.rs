@@ -8,8 +8,8 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use resident::cache::CacheGroup;
 use resident::{
-    BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig, ManagerError, Model, ModelId,
-    ModelManager,
+    BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, ManagerError, ManagerExt, Model,
+    ModelId, ModelManager,
 };
 
 struct Sized;

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use resident::{
-    Added, BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, Model, ModelId,
+    Added, BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerError, ManagerExt, Model, ModelId,
     ModelManager,
 };
 

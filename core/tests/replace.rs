@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use resident::runtime::Arc;
 use resident::{
-    BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, Model, ModelId,
-    ModelManager, Replaced,
+    BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, ManagerExt, Model,
+    ModelId, ModelManager, Replaced,
 };
 
 /// One loaded version; counts its unloads.
@@ -86,7 +86,7 @@ fn replaces_under_concurrent_infers_show_no_not_found() {
         })
         .collect();
     for _ in 0..REPLACES {
-        let replaced = manager.replace("m", None, CallOptions::new()).expect("replaces");
+        let replaced = manager.replace("m", None).expect("replaces");
         assert!(matches!(replaced, Replaced::Unloaded), "{replaced:?}");
     }
     done.store(true, Ordering::SeqCst);
@@ -105,7 +105,7 @@ fn a_failed_load_leaves_the_old_version_serving() {
     let manager = ModelManager::new(Handle(Arc::clone(&versions)));
     manager.add_model("m", None).expect("loads");
     versions.broken.store(true, Ordering::SeqCst);
-    let failed = manager.replace("m", None, CallOptions::new());
+    let failed = manager.replace("m", None);
     assert!(matches!(failed, Err(ManagerError::Load { .. })), "{failed:?}");
     assert_eq!(manager.infer("m", |v| v.number).expect("still serving"), 0);
     assert_eq!(versions.unloads.load(Ordering::SeqCst), 0);
@@ -123,12 +123,12 @@ fn through_a_cache_the_id_keeps_its_place_and_its_pin() {
     cache.pin("a").expect("registered");
     // A full cache makes room for the new version beside the old one: the least recently used
     // unpinned id other than `a` goes.
-    assert!(matches!(cache.replace("a", None, CallOptions::new()), Ok(Replaced::Unloaded)));
+    assert!(matches!(cache.replace("a", None), Ok(Replaced::Unloaded)));
     assert_eq!(cache.queue(), [id("a"), id("c")], "a kept its place; b made room");
     assert_eq!(cache.pinned(), [id("a")]);
     assert_eq!(cache.infer("a", |v| v.number).expect("served"), 3);
     // A replace of an id that is not registered adds it.
-    assert!(matches!(cache.replace("d", None, CallOptions::new()), Ok(Replaced::Added)));
+    assert!(matches!(cache.replace("d", None), Ok(Replaced::Added)));
     assert_eq!(cache.queue(), [id("c"), id("a"), id("d")], "the infer made a the most recently used");
 }
 
@@ -162,9 +162,9 @@ fn in_place_replaces_through_a_cache_of_one_show_no_not_found() {
         })
         .collect();
     for _ in 0..REPLACES {
-        let beside = cache.replace("m", None, CallOptions::new());
+        let beside = cache.replace("m", None);
         assert!(matches!(beside, Err(ManagerError::NoSlotBeside { .. })), "{beside:?}");
-        let swapped = cache.replace_in_place("m", None, CallOptions::new()).expect("swaps");
+        let swapped = cache.replace_in_place("m", None).expect("swaps");
         assert!(matches!(swapped, Replaced::Unloaded), "{swapped:?}");
     }
     done.store(true, Ordering::SeqCst);
@@ -182,13 +182,13 @@ fn in_place_is_refused_while_a_lease_outlives_the_drain() {
     manager.add_model("m", None).expect("loads");
     let serving = manager.lease("m").expect("registered");
     let within = CallOptions::new().with_timeout(std::time::Duration::from_millis(10));
-    let refused = manager.replace_in_place("m", None, within);
+    let refused = manager.replace_in_place_with("m", None, within);
     assert!(matches!(refused, Err(ManagerError::Busy { leases: 1, .. })), "{refused:?}");
     // Nothing changed: the old version serves on, to new leases too.
     assert_eq!(manager.infer("m", |v| v.number).expect("still serving"), 0);
     assert_eq!(versions.unloads.load(Ordering::SeqCst), 0);
     drop(serving);
-    assert!(matches!(manager.replace_in_place("m", None, CallOptions::new()), Ok(Replaced::Unloaded)));
+    assert!(matches!(manager.replace_in_place("m", None), Ok(Replaced::Unloaded)));
     assert_eq!(manager.infer("m", |v| v.number).expect("v1 serves"), 1);
 }
 
@@ -201,7 +201,7 @@ fn in_place_a_failed_load_leaves_the_id_unregistered() {
     cache.add_model("m", None).expect("loads");
     cache.pin("m").expect("registered");
     versions.broken.store(true, Ordering::SeqCst);
-    let failed = cache.replace_in_place("m", None, CallOptions::new());
+    let failed = cache.replace_in_place("m", None);
     assert!(matches!(failed, Err(ManagerError::Load { .. })), "{failed:?}");
     // The old version was unloaded before the load: it cannot come back.
     assert_eq!(versions.unloads.load(Ordering::SeqCst), 1);
@@ -211,5 +211,5 @@ fn in_place_a_failed_load_leaves_the_id_unregistered() {
     assert_eq!(cache.pinned(), [id("m")], "the pin stays, as after a remove");
     // Not registered: a replace in place adds.
     versions.broken.store(false, Ordering::SeqCst);
-    assert!(matches!(cache.replace_in_place("m", None, CallOptions::new()), Ok(Replaced::Added)));
+    assert!(matches!(cache.replace_in_place("m", None), Ok(Replaced::Added)));
 }

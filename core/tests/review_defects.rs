@@ -11,7 +11,7 @@ use std::time::Duration;
 use resident::cache::{CacheGroup, DeviceWeights, PutOptions};
 use resident::{
     BoxError, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig,
-    ManagerError, Model, ModelId, ModelManager,
+    ManagerError, ManagerExt, Model, ModelId, ModelManager,
 };
 
 /// Scripted models: which ids panic in `size_bytes`, and in `Drop` after an unload.

@@ -10,8 +10,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use resident::runtime::{Arc, Runtime, StdRuntime};
 use resident::{
-    Added, BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig, ManagerError, Model,
-    ModelId, ModelManager,
+    Added, BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig, ManagerError,
+    ManagerExt, Model, ModelId, ModelManager,
 };
 
 struct Weights;

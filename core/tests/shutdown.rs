@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{
-    BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, Model, ModelId,
-    ModelManager,
+    BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerError, ManagerExt, Model,
+    ModelId, ModelManager,
 };
 
 struct Weights;
@@ -46,7 +46,7 @@ fn a_shutdown_drains_the_live_lease_then_unloads_everything() {
         let cache = Arc::clone(&cache);
         std::thread::spawn(move || {
             started.send(()).expect("the test waits");
-            cache.shutdown(CallOptions::new())
+            cache.shutdown()
         })
     };
     shutting.recv().expect("the thread started");
@@ -70,7 +70,7 @@ fn what_cannot_drain_by_the_deadline_is_reported_and_a_second_shutdown_settles_i
     manager.add_model("kept", None).expect("loads");
     manager.add_model("idle", None).expect("loads");
     let lease = manager.lease("kept").expect("registered");
-    let report = manager.shutdown(CallOptions::new().with_timeout(Duration::from_millis(20)));
+    let report = manager.shutdown_with(CallOptions::new().with_timeout(Duration::from_millis(20)));
     assert_eq!(report.removed, [id("idle")]);
     assert!(
         matches!(report.failed.as_slice(), [(kept, ManagerError::Busy { leases: 1, .. })] if *kept == id("kept")),
@@ -79,8 +79,8 @@ fn what_cannot_drain_by_the_deadline_is_reported_and_a_second_shutdown_settles_i
     assert_eq!(manager.ids(), [id("kept")], "still registered, as reported");
     assert!(matches!(manager.lease("kept"), Err(ManagerError::ShutDown { .. })));
     drop(lease);
-    let again = manager.shutdown(CallOptions::new());
+    let again = manager.shutdown();
     assert!(again.is_complete() && again.removed == [id("kept")], "{again:?}");
     assert!(manager.is_empty());
-    assert!(manager.shutdown(CallOptions::new()).removed.is_empty(), "idempotent");
+    assert!(manager.shutdown().removed.is_empty(), "idempotent");
 }

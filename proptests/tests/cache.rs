@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ModelManager, Traced};
+use resident::{
+    Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, ModelManager, Traced,
+};
 use resident_proptests::{CacheOp, CacheOutcome, CacheReference, IDS, KnobLoader, Op, Outcome};
 
 const MAX_SIZE: usize = 3;

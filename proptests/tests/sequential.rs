@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use resident::{Added, Manager, ManagerError, ModelManager};
+use resident::{Added, Manager, ManagerError, ManagerExt, ModelManager};
 use resident_proptests::{IDS, KnobLoader, Op, Outcome, Reference};
 
 fn op() -> impl Strategy<Value = Op> {

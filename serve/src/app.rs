@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use metrics_exporter_prometheus::PrometheusHandle;
 use resident::burn::BurnError;
 use resident::runtime::Arc;
-use resident::{CallOptions, FixedSizeCache, FixedSizeConfig, InvalidConfig, Loader, Manager, ModelManager};
+use resident::{
+    CallOptions, FixedSizeCache, FixedSizeConfig, InvalidConfig, Loader, ManagerExt, ModelManager,
+};
 
 use crate::catalogue::{Catalogue, CatalogueError, CatalogueLoader, Group};
 use crate::config::ServeConfig;
@@ -147,7 +149,8 @@ where
     }
 
     fn shutdown_blocking(&self) -> ShutdownSummary {
-        let report = self.stack().shutdown(CallOptions::new().with_timeout(self.config().shutdown_timeout));
+        let report =
+            self.stack().shutdown_with(CallOptions::new().with_timeout(self.config().shutdown_timeout));
         let failed: Vec<(String, String)> =
             report.failed.iter().map(|(id, error)| (id.to_string(), error.to_string())).collect();
         let unloaded = report.removed.iter().map(ToString::to_string).collect();

@@ -157,7 +157,7 @@ fn burn_failure(error: &BurnError) -> (StatusCode, &'static str) {
 mod tests {
     use std::time::Duration;
 
-    use resident::{BoxError, Loader, Manager, ModelId, ModelManager};
+    use resident::{BoxError, Loader, ManagerExt, ModelId, ModelManager};
 
     use super::*;
 

@@ -51,7 +51,7 @@ use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, put};
-use resident::{Added, Loader, Manager, ModelId, Replaced};
+use resident::{Added, Loader, Manager, ManagerExt, ModelId, Replaced};
 use serde::de::DeserializeOwned;
 
 use crate::app::App;
@@ -196,7 +196,9 @@ where
     let (call_source, call_alias) = (source.clone(), alias.clone());
     if request.replace {
         let replaced = app
-            .run(started, move |stack, options| stack.replace(&call_source, call_alias.as_deref(), options))
+            .run(started, move |stack, options| {
+                stack.replace_with(&call_source, call_alias.as_deref(), options)
+            })
             .await??;
         Ok(match replaced {
             Replaced::Added => reply(StatusCode::CREATED, "loaded", None),

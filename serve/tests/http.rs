@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use resident::burn::BurnError;
-use resident::{BoxError, Deadline, Loader, Manager, ManagerError, Model, ModelId};
+use resident::{BoxError, Deadline, Loader, Manager, ManagerError, ManagerExt, Model, ModelId};
 use resident_serve::{App, CatalogueLoader, ServeConfig, ServeModel, ShutdownSummary, serve};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

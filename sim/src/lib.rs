@@ -6,6 +6,7 @@
 //! bugs switchable back on as mutants. A failing execution yields a replay file
 //! ([`replay_file::ReplayFile`]) that reproduces it exactly.
 
+pub mod bypass;
 pub mod cache_world;
 pub mod composition;
 pub mod explore;

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, Model, ModelId, ModelManager};
+use resident::{
+    BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, ManagerExt, Model, ModelId, ModelManager,
+};
 
 use crate::cache_world::ensure_outside_monitors;
 use crate::ensure;

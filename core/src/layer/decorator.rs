@@ -16,8 +16,9 @@ type GuardOf<D> = LifecycleGuard<ModelOf<D>, RuntimeOf<D>>;
 
 /// A layer over another [`Manager`] that overrides only what it changes: every method has a
 /// default that forwards to [`Decorator::inner`], and every `Decorator` is a [`Manager`] (the
-/// trait's provided methods — `add_model`, `remove`, `pin`, `clear`, `shutdown`, ... — go
-/// through the `*_locked` methods here, so an override of `add_locked` sees every add).
+/// calls users make — [`ManagerExt`](crate::ManagerExt)'s `add_model`, `remove`, `pin`,
+/// `clear`, `shutdown`, ... — go through the `*_locked` methods here, so an override of
+/// `add_locked` sees every add, and no layer can answer a call around them).
 ///
 /// Where both traits are in scope, a method they share needs its trait named
 /// (`Manager::ids(&layer)`); implementing `Decorator` by its path keeps it out of scope.
@@ -33,7 +34,7 @@ type GuardOf<D> = LifecycleGuard<ModelOf<D>, RuntimeOf<D>>;
 /// ```
 /// use resident::{
 ///     Added, BoxError, FixedSizeCache, FixedSizeConfig, LifecycleGuard, Loader, Manager,
-///     ManagerError, Model, ModelId, ModelManager,
+///     ManagerError, ManagerExt, Model, ModelId, ModelManager,
 /// };
 /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
 /// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }

@@ -51,7 +51,7 @@ impl ManagerConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use resident::{BoxError, Loader, Manager, ManagerConfig, ManagerError, Model, ModelId, ModelManager};
+    /// use resident::{BoxError, Loader, Manager, ManagerExt, ManagerConfig, ManagerError, Model, ModelId, ModelManager};
     /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
     /// struct Corrupt;
     /// impl Loader for Corrupt {

@@ -18,6 +18,7 @@
 
 mod config;
 mod contract;
+mod ext;
 mod lease;
 mod lifecycle;
 mod model;
@@ -30,20 +31,19 @@ use std::fmt;
 
 pub use config::ManagerConfig;
 pub use contract::Manager;
-pub(crate) use contract::resolve;
+pub use ext::ManagerExt;
 pub use lease::{Designation, Lease};
 pub use lifecycle::LifecycleGuard;
 pub use model::{Loader, Model};
 pub use outcome::{Added, Eviction, LifecycleInfo, Replaced, Snapshot};
 pub use removal::RemovalReport;
-pub(crate) use removal::clear as clear_each;
 
 use lease::ModelSlot;
 use lifecycle::{Reservation, SharedTable};
 use swap::Found;
 use table::Table;
 
-use crate::deadline::{CallOptions, Deadline};
+use crate::deadline::Deadline;
 use crate::error::{InvalidConfig, ManagerError, RegisterError, SourceError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -54,7 +54,7 @@ use crate::telemetry;
 /// leases, and unloads it only when no lease is left.
 ///
 /// ```
-/// use resident::{BoxError, Loader, Manager, Model, ModelId, ModelManager};
+/// use resident::{BoxError, Loader, Manager, ManagerExt, Model, ModelId, ModelManager};
 ///
 /// struct Echo(String);
 /// impl Model for Echo {
@@ -443,10 +443,6 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         ids
     }
 
-    fn len(&self) -> usize {
-        self.table.with(|t| t.registry.len())
-    }
-
     fn snapshot(&self) -> Snapshot {
         let (registered, entries) =
             self.table.with(|t| (t.registry.keys().cloned().collect(), t.lifecycle()));
@@ -462,21 +458,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         Snapshot { registered, lifecycle }
     }
 
-    /// The base keeps no pins (it never evicts); it only validates the id.
-    fn pin_with(&self, id: &str, _options: CallOptions) -> Result<(), ManagerError> {
-        ModelId::new(id)?;
-        Ok(())
-    }
-
     /// The base keeps no pins; it only checks the guard.
     fn pin_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
         self.check_guard(guard)
-    }
-
-    /// The base keeps no pins (it takes no lock for them); it only validates the id.
-    fn unpin_with(&self, id: &str, _options: CallOptions) -> Result<(), ManagerError> {
-        ModelId::new(id)?;
-        Ok(())
     }
 
     /// The base keeps no pins; it only checks the guard.

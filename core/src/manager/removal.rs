@@ -1,5 +1,6 @@
-//! Removing many models at once: [`Manager::shutdown`] (SPEC 1.13) and [`Manager::clear`], and
-//! the [`RemovalReport`] both return.
+//! Removing many models at once — [`ManagerExt::shutdown`](super::ManagerExt::shutdown)
+//! (SPEC 1.13) and [`ManagerExt::clear`](super::ManagerExt::clear), and the [`RemovalReport`]
+//! both return — and the base's unload of one model.
 
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -14,7 +15,8 @@ use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime};
 
-/// What a [`Manager::shutdown`] or a [`Manager::clear`] did, id by id.
+/// What a [`ManagerExt::shutdown`](crate::ManagerExt::shutdown) or a
+/// [`ManagerExt::clear`](crate::ManagerExt::clear) did, id by id.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct RemovalReport {
@@ -45,7 +47,7 @@ pub(super) fn shut_down<M: Manager + ?Sized>(manager: &M, options: CallOptions) 
 }
 
 /// Removes every model registered when it starts, pinned ones included, through every layer.
-pub(crate) fn clear<M: Manager + ?Sized>(manager: &M, options: CallOptions) -> RemovalReport {
+pub(super) fn clear<M: Manager + ?Sized>(manager: &M, options: CallOptions) -> RemovalReport {
     let deadline = options.deadline(manager.runtime());
     let rt = manager.runtime();
     let stop_at_failure = rt.mutant(Mutant::CLEAR_STOPS_AT_FIRST_FAILURE);

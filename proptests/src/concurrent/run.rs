@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{
-    Added, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError, Replaced,
+    Added, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError,
+    ManagerExt, Replaced,
 };
+use resident_sim::bypass::Calls;
 use resident_sim::cache_world::ensure_outside_monitors;
 use resident_sim::manager_world::{CallObserver, ManagerWorld, Probe, SimModel, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
@@ -210,7 +212,7 @@ fn lease<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize, option
 }
 
 /// `add_model(IDS[c], alias)` as call of `thread`.
-fn add<M: Manager>(
+fn add<M: Calls>(
     m: &M,
     recorder: &Recorder,
     thread: usize,
@@ -220,7 +222,7 @@ fn add<M: Manager>(
 ) {
     let r = alias.map_or(c, |_| IDS.len());
     recorder.call(thread, Op::Add { r, c, built: false }, || {
-        let ret = match m.add_model_with(IDS[c], alias, options) {
+        let ret = match m.call_add(IDS[c], alias, options) {
             Ok(Added::Loaded) => Ret::Loaded,
             Ok(Added::Warm) => Ret::Warm,
             Err(e) => error(e),
@@ -240,7 +242,7 @@ fn run_thread<M>(
     mut held: Held<FixedSizeCache<M>>,
     reports_panic: bool,
 ) where
-    M: Manager<Runtime: SimRuntime, Model = SimModel<<M as Manager>::Runtime>>,
+    M: Calls<Runtime: SimRuntime, Model = SimModel<<M as Manager>::Runtime>>,
 {
     let now = CallOptions::new().with_timeout(Duration::ZERO);
     for op in ops {
@@ -253,7 +255,7 @@ fn run_thread<M>(
             }
             ThreadOp::Replace(i) => {
                 recorder.call(thread, Op::Replace(i), || {
-                    let ret = match m.replace(IDS[i], None, CallOptions::new()) {
+                    let ret = match m.replace(IDS[i], None) {
                         Ok(Replaced::Added) => Ret::Loaded,
                         Ok(Replaced::Unloaded) => Ret::Done,
                         Ok(Replaced::Detached(detached)) => error(detached),
@@ -264,7 +266,7 @@ fn run_thread<M>(
             }
             ThreadOp::ReplaceInPlace(i) => {
                 recorder.call(thread, Op::Swap(i), || {
-                    let ret = match m.replace_in_place(IDS[i], None, CallOptions::new()) {
+                    let ret = match m.replace_in_place(IDS[i], None) {
                         Ok(Replaced::Added) => Ret::Loaded,
                         Ok(Replaced::Unloaded) => Ret::Done,
                         Ok(Replaced::Detached(detached)) => Ret::Unexpected(format!("detached: {detached}")),
@@ -275,7 +277,7 @@ fn run_thread<M>(
             }
             ThreadOp::Shutdown => {
                 recorder.call(thread, Op::Shutdown, || {
-                    let report = never_panics(reports_panic, "shutdown", || m.shutdown(CallOptions::new()));
+                    let report = never_panics(reports_panic, "shutdown", || m.shutdown());
                     // Whatever stays registered was reported as not unloaded (no half state).
                     let failed: Vec<_> = report.failed.iter().map(|(id, _)| id.clone()).collect();
                     let stray: Vec<_> = m.ids().into_iter().filter(|id| !failed.contains(id)).collect();
@@ -297,7 +299,7 @@ fn run_thread<M>(
             }
             ThreadOp::Clear => {
                 recorder.call(thread, Op::Clear, || {
-                    let report = never_panics(reports_panic, "clear", || m.clear(CallOptions::new()));
+                    let report = never_panics(reports_panic, "clear", || m.call_clear(CallOptions::new()));
                     let failed = report.failed.iter().filter_map(|(id, _)| index(id));
                     let ret = if report.is_complete() {
                         Ret::Done
@@ -325,7 +327,7 @@ fn run_thread<M>(
             ThreadOp::Lease(i) => held.extend(lease(m, recorder, thread, i, CallOptions::new())),
             ThreadOp::LeaseNow(i) => held.extend(recorder.now(op, || lease(m, recorder, thread, i, now))),
             ThreadOp::PinNow(i) => recorder.now(op, || {
-                recorder.call(thread, Op::Pin(i), || (done(m.pin_with(RESOLVED[i], now)), ()));
+                recorder.call(thread, Op::Pin(i), || (done(m.call_pin(RESOLVED[i], now)), ()));
             }),
             ThreadOp::EndLease(k) if !held.is_empty() => {
                 let (i, lease) = held.remove(k % held.len());
@@ -333,10 +335,11 @@ fn run_thread<M>(
             }
             ThreadOp::EndLease(_) => {}
             ThreadOp::Pin(i) => {
-                recorder.call(thread, Op::Pin(i), || (done(m.pin(RESOLVED[i])), ()));
+                recorder.call(thread, Op::Pin(i), || (done(m.call_pin(RESOLVED[i], CallOptions::new())), ()));
             }
             ThreadOp::Unpin(i) => {
-                recorder.call(thread, Op::Unpin(i), || (done(m.unpin(RESOLVED[i])), ()));
+                recorder
+                    .call(thread, Op::Unpin(i), || (done(m.call_unpin(RESOLVED[i], CallOptions::new())), ()));
             }
             ThreadOp::Infer(i, panics) => {
                 recorder.call(thread, Op::Infer(i), || {
@@ -394,7 +397,7 @@ fn run_once<R: SimRuntime>(rt: R, program: &Program) {
 fn run_stack<R, M>(world: &ManagerWorld<R, FixedSizeCache<M>>, recorder: &Arc<Recorder>, program: &Program)
 where
     R: SimRuntime,
-    M: Manager<Model = SimModel<R>, Runtime = R>,
+    M: Calls<Model = SimModel<R>, Runtime = R>,
 {
     let main = program.threads.len();
     let adds = program.prefix.iter().map(|&i| ThreadOp::Add(i));

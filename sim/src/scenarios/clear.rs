@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use resident::{CallOptions, Manager, ModelId};
+use resident::{Manager, ManagerExt, ModelId};
 
 use super::cache::join;
 use super::layers::{Depth, cache, finish};
@@ -25,7 +25,7 @@ pub(super) fn clear_races_an_add_and_a_lease<R: SimRuntime, D: Depth>(rt: R) {
         .model("D", &[], &[]);
     let world = cache::<R, D>(builder, 3, &["A", "B", "D"], &["A", "B", "D"]);
     world.manager.pin("A").expect("setup pin");
-    let t1 = world.spawn("T1", |m, t| traced(t, "clear()", || m.clear(CallOptions::new())));
+    let t1 = world.spawn("T1", |m, t| traced(t, "clear()", || m.clear()));
     let t2 = world.spawn("T2", |m, t| traced(t, "add(C)", || m.add_model("C", None)));
     let t3 = world.spawn("T3", |m, t| traced(t, "lease(A)", || m.lease("A").map(|lease| lease.serve(t))));
     let report = join::<R, _>(t1);

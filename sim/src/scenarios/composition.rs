@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use resident::cache::CanonicalId;
 use resident::runtime::Arc;
-use resident::{Added, CacheError, CallOptions, Manager, ManagerError};
+use resident::{Added, CacheError, Manager, ManagerError, ManagerExt};
 
 use super::layers::join;
 use crate::composition::Composition;
@@ -210,7 +210,7 @@ pub(super) fn source_changes_between_loads<R: SimRuntime>(rt: R) {
     let setup = setup.and_then(|_| c.devices[0].add_model("m", None).map(drop));
     ensure!(setup.is_ok(), "contract", "setup gave {setup:?}");
     let reads = c.files.reads("m");
-    let t1 = c.spawn("T1", 0, |m, t| traced(t, "replace(m)", || m.replace("m", None, CallOptions::new())));
+    let t1 = c.spawn("T1", 0, |m, t| traced(t, "replace(m)", || m.replace("m", None)));
     let t2 = c.spawn("T2", 0, |m, t| {
         let lease = traced(t, "lease(m)", || m.lease("m").map(|lease| lease.serve(t)));
         ensure!(lease.is_ok(), "contract", "lease(m) during a replace gave {lease:?}");
@@ -226,9 +226,7 @@ pub(super) fn source_changes_between_loads<R: SimRuntime>(rt: R) {
     );
     trace::record("main", "rewrite m's file");
     c.files.rewrite("m");
-    let t3 = c.spawn("T3", 0, |m, t| {
-        traced(t, "replace(m)", || m.replace("m", None, CallOptions::new()).map(drop))
-    });
+    let t3 = c.spawn("T3", 0, |m, t| traced(t, "replace(m)", || m.replace("m", None).map(drop)));
     let added = traced("main", "add(m) on device 1", || c.devices[1].add_model("m", None).map(drop));
     let replaced = join::<R, _>(t3);
     ensure!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use resident::cache::PutOptions;
 use resident::runtime::{Arc, Runtime};
-use resident::{CacheError, CallOptions, Manager, ManagerError, ModelId};
+use resident::{CacheError, CallOptions, Manager, ManagerError, ManagerExt, ModelId};
 
 use super::cache::{Cache, finish as finish_cache, join};
 use super::layers::{Depth, cache, finish};

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError};
+use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt};
 
 use super::layers::{Depth, Stack, cache, finish, join};
 use crate::ensure;

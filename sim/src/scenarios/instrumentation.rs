@@ -5,6 +5,7 @@
 //! ([`crate::instrumentation`]).
 
 use resident::Manager;
+use resident::ManagerExt;
 use resident::runtime::Arc;
 
 use super::cache::{finish as finish_cache, join, load, preload};

@@ -5,7 +5,7 @@
 use std::panic::resume_unwind;
 use std::time::Duration;
 
-use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ModelId, Traced};
+use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, ModelId, Traced};
 
 use crate::ensure;
 use crate::manager_world::{Base, ManagerWorld, SimModel, Step, WorldBuilder, check_queue};
@@ -15,7 +15,7 @@ use crate::world::traced;
 /// What sits under the cache in a scenario's stack.
 pub trait Depth: 'static {
     /// The stack under the cache.
-    type Inner<R: SimRuntime>: Manager<Model = SimModel<R>, Runtime = R>;
+    type Inner<R: SimRuntime>: Manager<Model = SimModel<R>, Runtime = R> + crate::bypass::Calls;
     /// Wraps the base.
     fn wrap<R: SimRuntime>(base: Base<R>) -> Self::Inner<R>;
 }

@@ -3,7 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use resident::runtime::Arc;
-use resident::{Added, Manager, ManagerError, ModelId, ModelManager};
+use resident::{Added, Manager, ManagerError, ManagerExt, ModelId, ModelManager};
 
 use crate::ensure;
 use crate::latch::Latch;

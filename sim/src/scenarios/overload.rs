@@ -4,7 +4,7 @@
 //! served in arrival order, and the first served wakes the next.
 
 use resident::runtime::Arc;
-use resident::{Added, CallOptions, Manager, ManagerError};
+use resident::{Added, CallOptions, Manager, ManagerError, ManagerExt};
 
 use super::cache::{Cache, finish as finish_cache};
 use super::layers::{Depth, Stack, cache, finish, join};

@@ -2,7 +2,7 @@
 //! and a model's `Drop` after a successful remove. A model is either registered and queued, or
 //! neither, whatever panics.
 
-use resident::{CallOptions, Manager, ManagerError, RemovalReport, UserPanic};
+use resident::{Manager, ManagerError, ManagerExt, RemovalReport, UserPanic};
 
 use super::layers::{Depth, cache, finish, join};
 use crate::ensure;
@@ -49,7 +49,7 @@ pub(super) fn panicking_unload_inside_clear_and_shutdown<R: SimRuntime, D: Depth
         .model("B", &[], &[Step::Panic, Step::Panic])
         .model("C", &[], &[]);
     let world = cache::<R, D>(builder, 3, &["A", "B", "C"], &["A", "B", "C"]);
-    let t1 = world.spawn("T1", |m, t| traced(t, "clear()", || catching(|| m.clear(CallOptions::new()))));
+    let t1 = world.spawn("T1", |m, t| traced(t, "clear()", || catching(|| m.clear())));
     let t2 = world.spawn("T2", |m, t| traced(t, "lease(C)", || m.lease("C").map(|lease| lease.serve(t))));
     let cleared = join::<R, _>(t1);
     let _ = join::<R, _>(t2);
@@ -57,7 +57,7 @@ pub(super) fn panicking_unload_inside_clear_and_shutdown<R: SimRuntime, D: Depth
         crate::violation::Violation::raise("M-P3", "B's panicking unload escaped clear()".to_owned())
     };
     panicked_b_only(&world, "clear", &cleared);
-    let shut = catching(|| world.manager.shutdown(CallOptions::new()));
+    let shut = catching(|| world.manager.shutdown());
     let Some(shut) = shut else {
         crate::violation::Violation::raise("M-P3", "B's panicking unload escaped shutdown()".to_owned())
     };
@@ -93,8 +93,7 @@ pub(super) fn panicking_report_while_shutdown_waits<R: SimRuntime, D: Depth>(rt:
     let world = cache::<R, D>(builder, 2, &[], &[]);
     crate::instrumentation::panic_at(&["resident_lock_wait_seconds"]);
     let t1 = world.spawn("T1", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
-    let t2 =
-        world.spawn("T2", |m, t| traced(t, "shutdown()", || catching(|| m.shutdown(CallOptions::new()))));
+    let t2 = world.spawn("T2", |m, t| traced(t, "shutdown()", || catching(|| m.shutdown())));
     let _ = join::<R, _>(t1);
     let shut = join::<R, _>(t2);
     crate::instrumentation::disarm();

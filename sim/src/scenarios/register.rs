@@ -1,7 +1,7 @@
 //! `register` of a model built elsewhere (`S-RG1`): it goes through the cache's admission, and
 //! of a register and a load of the same id exactly one registers its model.
 
-use resident::{Added, Manager, ManagerError};
+use resident::{Added, ManagerError, ManagerExt};
 
 use super::cache::join;
 use super::layers::{Depth, cache, finish};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{
-    CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, Model, ModelId, Replaced,
+    CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, Model, ModelId, Replaced,
 };
 
 use super::cache::join;
@@ -26,7 +26,7 @@ pub(super) fn replace_races_leases_and_a_remove<R: SimRuntime, D: Depth>(rt: R) 
     let builder = ManagerWorld::builder(rt).model("X", &[], &[]).model("Y", &[], &[]);
     let world = cache::<R, D>(builder, 3, &["X", "Y"], &[]);
     world.manager.pin("X").expect("registered");
-    let t1 = world.spawn("T1", |m, t| traced(t, "replace(X)", || m.replace("X", None, CallOptions::new())));
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace(X)", || m.replace("X", None)));
     let t2 = {
         let leased = Arc::clone(&leased);
         world.spawn("T2", move |m, t| {
@@ -55,8 +55,11 @@ pub(super) fn replace_races_leases_and_a_remove<R: SimRuntime, D: Depth>(rt: R) 
     }
     let pinned = world.manager.pinned().contains(&ModelId::new("X").expect("valid"));
     ensure!(pinned, "S-R1", "the replace or the remove lost X's pin: {:?}", world.manager.pinned());
-    let refused =
-        world.manager.replace("Y", Some("X"), CallOptions::new().with_timeout(std::time::Duration::ZERO));
+    let refused = world.manager.replace_with(
+        "Y",
+        Some("X"),
+        CallOptions::new().with_timeout(std::time::Duration::ZERO),
+    );
     ensure!(
         !matches!(refused, Err(ManagerError::NotFound { .. })),
         "contract",
@@ -78,7 +81,7 @@ pub(super) fn replace_that_grows_enforces_max_bytes<R: SimRuntime, D: Depth>(rt:
     let config = FixedSizeConfig::new(3).with_capacity_wait(Duration::from_millis(30)).with_max_bytes(100);
     let world =
         builder.preloaded(&["A", "X"], |base| FixedSizeCache::new(D::wrap(base), config).expect("valid"));
-    let t1 = world.spawn("T1", |m, t| traced(t, "replace(X)", || m.replace("X", None, CallOptions::new())));
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace(X)", || m.replace("X", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t))));
     let replaced = join::<R, _>(t1);
     let leased = join::<R, _>(t2);
@@ -110,13 +113,9 @@ pub(super) fn replace_with_no_slot_beside<R: SimRuntime, D: Depth>(rt: R) {
         &[],
     );
     beside_a_pin.manager.pin("P").expect("registered");
-    let t1 = alone.spawn("T1", |m, t| {
-        traced(t, "replace(X) in a cache of one", || m.replace("X", None, CallOptions::new()))
-    });
+    let t1 = alone.spawn("T1", |m, t| traced(t, "replace(X) in a cache of one", || m.replace("X", None)));
     let t2 = alone.spawn("T2", |m, t| traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t))));
-    let pinned = traced("main", "replace(X) beside pinned P", || {
-        beside_a_pin.manager.replace("X", None, CallOptions::new())
-    });
+    let pinned = traced("main", "replace(X) beside pinned P", || beside_a_pin.manager.replace("X", None));
     let replaced = join::<R, _>(t1);
     let leased = join::<R, _>(t2);
     for (what, result) in [("a cache of one", &replaced), ("beside a pinned model", &pinned)] {
@@ -141,9 +140,7 @@ pub(super) fn replace_with_no_slot_beside<R: SimRuntime, D: Depth>(rt: R) {
 pub(super) fn replace_in_place_through_a_cache_of_one<R: SimRuntime, D: Depth>(rt: R) {
     let builder = ManagerWorld::builder(rt.clone()).model("X", &[], &[]).capacity(1);
     let world = cache::<R, D>(builder, 1, &["X"], &["X"]);
-    let t1 = world.spawn("T1", |m, t| {
-        traced(t, "replace_in_place(X)", || m.replace_in_place("X", None, CallOptions::new()))
-    });
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace_in_place(X)", || m.replace_in_place("X", None)));
     let t2 = world.spawn("T2", |m, t| {
         (0..2).map(|_| traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t)))).collect::<Vec<_>>()
     });
@@ -168,7 +165,7 @@ pub(super) fn replace_in_place_through_a_cache_of_one<R: SimRuntime, D: Depth>(r
         &["Y"],
         &["Y"],
     );
-    let swapped = failing.manager.replace_in_place("Y", None, CallOptions::new());
+    let swapped = failing.manager.replace_in_place("Y", None);
     ensure!(
         matches!(swapped, Err(ManagerError::Load { .. })),
         "S-R2i",

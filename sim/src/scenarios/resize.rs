@@ -3,7 +3,7 @@
 //! use; raising one wakes the calls that wait for room.
 
 use resident::runtime::Arc;
-use resident::{Added, CallOptions, Manager, ManagerError};
+use resident::{Added, CallOptions, Manager, ManagerError, ManagerExt};
 
 use super::cache::{Cache, finish as finish_cache, join};
 use super::layers::{Depth, cache, finish};

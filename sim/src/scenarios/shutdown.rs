@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use resident::{CallOptions, Manager, ManagerError, ModelId, RemovalReport};
+use resident::{Manager, ManagerError, ManagerExt, ModelId, RemovalReport};
 
 use super::cache::join;
 use super::layers::{Depth, cache, finish};
@@ -44,7 +44,7 @@ pub(super) fn shutdown_races_adds_and_leases<R: SimRuntime, D: Depth>(rt: R) {
         // So that uniform random schedules often start the shutdown while T1 loads; every
         // order is explored.
         give_way::<R>(HEAD_START / 16);
-        traced(t, "shutdown()", || m.shutdown(CallOptions::new()))
+        traced(t, "shutdown()", || m.shutdown())
     });
     let added = join::<R, _>(t1);
     let leased = join::<R, _>(t2);
@@ -81,7 +81,7 @@ pub(super) fn shutdown_races_adds_and_leases<R: SimRuntime, D: Depth>(rt: R) {
         "S-G1",
         "lease(A) after shutdown gave {lease:?}"
     );
-    let second = traced("main", "shutdown() again", || world.manager.shutdown(CallOptions::new()));
+    let second = traced("main", "shutdown() again", || world.manager.shutdown());
     registered_as_reported(&world.manager, &second);
     finish(&world);
 }
@@ -96,7 +96,7 @@ pub(super) fn shutdown_wakes_the_add_waiting_for_room<R: SimRuntime, D: Depth>(r
     let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
     let t2 = world.spawn("T2", |m, t| {
         give_way::<R>(HEAD_START);
-        traced(t, "shutdown()", || m.shutdown(CallOptions::new()))
+        traced(t, "shutdown()", || m.shutdown())
     });
     let added = join::<R, _>(t1);
     ensure!(matches!(added, Err(ManagerError::ShutDown { .. })), "contract", "add(B) gave {added:?}");

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Added, Manager, ModelId};
+use resident::{Added, Manager, ManagerExt, ModelId};
 
 use super::cache::{Cache, finish as finish_cache};
 use super::layers::{self, Depth, join};

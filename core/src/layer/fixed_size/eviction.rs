@@ -4,7 +4,7 @@
 use super::{FixedSizeCache, Settle, Settling};
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::manager::{Eviction, LifecycleGuard, Manager};
+use crate::manager::{Eviction, LifecycleGuard, Manager, ManagerExt};
 use crate::mutants::Mutant;
 use crate::runtime::Monitor;
 use crate::telemetry;

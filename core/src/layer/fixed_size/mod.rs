@@ -44,6 +44,7 @@
 //! loading or unloading.
 
 mod admission;
+mod bugs;
 mod config;
 mod eviction;
 mod queue;
@@ -57,11 +58,10 @@ pub use config::{CapacityPolicy, FixedSizeConfig};
 use queue::Bookkeeping;
 use settle::{Settle, Settling};
 
-use crate::deadline::{CallOptions, Deadline};
+use crate::deadline::Deadline;
 use crate::error::{InvalidConfig, ManagerError, RegisterError};
 use crate::id::ModelId;
-use crate::manager::{Added, Lease, LifecycleGuard, Model, Replaced};
-use crate::manager::{Eviction, Manager, RemovalReport, clear_each, resolve};
+use crate::manager::{Added, Eviction, Lease, LifecycleGuard, Manager, ManagerExt, Model, Replaced};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal};
 
@@ -75,7 +75,7 @@ type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping<Wake<M>
 /// `max_size` models (and `max_bytes`, if set).
 ///
 /// ```
-/// use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+/// use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerExt, Model, ModelId, ModelManager};
 /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
 /// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
 /// let cache = FixedSizeCache::new(ModelManager::new(L), FixedSizeConfig::new(2))?;
@@ -224,55 +224,13 @@ impl<M: Manager> FixedSizeCache<M> {
     }
 }
 
-impl<M: Manager> Manager for FixedSizeCache<M> {
-    type Model = M::Model;
-    type Runtime = M::Runtime;
+/// Implemented by its path, so that inside this folder the methods it shares with
+/// [`Manager`] need no qualification.
+impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
+    type Inner = M;
 
-    forward_reads!();
-
-    fn lock_until(
-        &self,
-        id: &str,
-        deadline: Deadline,
-    ) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
-        self.inner.lock_until(id, deadline)
-    }
-
-    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
-        self.inner.try_lock(id)
-    }
-
-    fn add_model_with(
-        &self,
-        id: &str,
-        alias: Option<&str>,
-        options: CallOptions,
-    ) -> Result<Added, ManagerError> {
-        let (canonical, resolved) = resolve(id, alias)?;
-        if self.mutant(Mutant::UNLOCKED_WARM_PATH) && self.inner.contains(resolved.as_str()) {
-            self.book.with(|b| b.touch(&resolved));
-            return Ok(Added::Warm);
-        }
-        let queued_early = self.mutant(Mutant::ROLLBACK_REMOVES_ALL);
-        if queued_early {
-            self.book.with(|b| b.queue.push_back(resolved.clone()));
-        }
-        let deadline = options.deadline(self.inner.runtime());
-        let result = self.lock_until(&resolved, deadline).and_then(|mut guard| {
-            let result = self.add_locked(&guard, &canonical);
-            if matches!(result, Ok(Added::Warm)) {
-                guard.changed_nothing();
-            }
-            drop(guard);
-            if self.mutant(Mutant::WARM_TOUCH_OUTSIDE_LOCK) && matches!(result, Ok(Added::Warm)) {
-                self.book.with(|b| b.touch_appending(&resolved));
-            }
-            result
-        });
-        if queued_early && result.is_err() {
-            self.book.with(|b| b.queue.retain(|q| *q != resolved));
-        }
-        result
+    fn inner(&self) -> &M {
+        &self.inner
     }
 
     fn add_locked(
@@ -372,18 +330,6 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         }
     }
 
-    /// Removes through this layer (its queue follows), keeping its pins.
-    fn clear(&self, options: CallOptions) -> RemovalReport {
-        if self.mutant(Mutant::CLEAR_BYPASSES_LAYERS) {
-            return self.inner.clear(options);
-        }
-        let report = clear_each(self, options);
-        if self.mutant(Mutant::CLEAR_DROPS_PINS) {
-            self.book.with(|b| b.pinned.clear());
-        }
-        report
-    }
-
     fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
         if self.mutant(Mutant::TOUCH_UNKNOWN) {
             let resolved = ModelId::new(id)?;
@@ -393,19 +339,6 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
         let lease = self.inner.lease_until(id, deadline)?;
         self.book.with(|b| b.touch(lease.id()));
         Ok(lease)
-    }
-
-    fn pin_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
-        let resolved = ModelId::new(id)?;
-        if self.mutant(Mutant::PIN_UNORDERED) {
-            self.inner.pin_with(id, options)?;
-            self.book.with(|b| b.pinned.insert(resolved));
-            return Ok(());
-        }
-        let deadline = options.deadline(self.runtime());
-        let deadline = if self.mutant(Mutant::DEADLINE_SKIPS_PIN) { Deadline::NONE } else { deadline };
-        let guard = self.lock_until(&resolved, deadline)?;
-        self.pin_locked(&guard)
     }
 
     /// Holding the id's lifecycle lock, it also drops a stale queue entry of it (one that a
@@ -422,18 +355,6 @@ impl<M: Manager> Manager for FixedSizeCache<M> {
     /// Pinned here, or in a layer below.
     fn is_pinned(&self, id: &str) -> bool {
         self.book.with(|b| b.pinned.contains(id)) || self.inner.is_pinned(id)
-    }
-
-    fn unpin_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
-        let resolved = ModelId::new(id)?;
-        if self.mutant(Mutant::UNPIN_UNORDERED) {
-            self.inner.unpin_with(id, options)?;
-            self.book.with(|b| b.unpin(&resolved));
-            self.inner.changes().bump();
-            return Ok(());
-        }
-        let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
-        self.unpin_locked(&guard)
     }
 
     /// Under the id's lifecycle lock, like the pin it undoes: every layer sees the pin and the

@@ -22,7 +22,7 @@ impl<M: Manager> FixedSizeCache<M> {
     /// Zero is [`ManagerError::InvalidConfig`], and nothing changes.
     ///
     /// ```
-    /// use resident::{BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, Model, ModelId, ModelManager};
+    /// use resident::{BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerExt, Model, ModelId, ModelManager};
     /// # struct M; impl Model for M { fn size_bytes(&self) -> u64 { 1 } }
     /// # struct L; impl Loader for L { type Model = M; fn load(&self, _: &ModelId) -> Result<M, BoxError> { Ok(M) } }
     /// let cache = FixedSizeCache::new(ModelManager::new(L), FixedSizeConfig::new(3))?;
