@@ -55,8 +55,8 @@ impl std::error::Error for SourceError {
 }
 
 /// User code panicked where the library reports the panic instead of letting it unwind (an
-/// `unload` inside [`Manager::shutdown`](crate::Manager::shutdown) or
-/// [`Manager::clear`](crate::Manager::clear)): the source of the error that reports it.
+/// `unload` inside [`ManagerExt::shutdown`](crate::ManagerExt::shutdown) or
+/// [`ManagerExt::clear`](crate::ManagerExt::clear)): the source of the error that reports it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("user code panicked: {message}")]
 pub struct UserPanic {
@@ -148,7 +148,7 @@ pub enum ManagerError {
         /// The configured wait.
         waited: Duration,
     },
-    /// The manager is shut down ([`Manager::shutdown`](crate::Manager::shutdown)): it refuses
+    /// The manager is shut down ([`ManagerExt::shutdown`](crate::ManagerExt::shutdown)): it refuses
     /// new adds and leases. Nothing changed.
     #[error("the manager is shut down: `{id}` was refused")]
     ShutDown {
@@ -171,7 +171,7 @@ pub enum ManagerError {
         /// The bound the wait had.
         waited: Duration,
     },
-    /// A [`Manager::replace`](crate::Manager::replace) through a `FixedSizeCache` that can
+    /// A [`ManagerExt::replace`](crate::ManagerExt::replace) through a `FixedSizeCache` that can
     /// never hold the new version beside the old one: `max_size` leaves no slot once the old
     /// version and the pinned models are counted (a cache of one, or every other model
     /// pinned). Refused at once; nothing changed, the old version serves on. Unpin a model or
@@ -187,7 +187,7 @@ pub enum ManagerError {
         /// The other models pinned in the cache (or below it).
         pinned: Vec<ModelId>,
     },
-    /// [`Manager::register`](crate::Manager::register) of an id that is already registered:
+    /// [`ManagerExt::register`](crate::ManagerExt::register) of an id that is already registered:
     /// nothing changed (the model comes back in the [`RegisterError`]).
     #[error("model `{id}` is already registered")]
     AlreadyRegistered {
@@ -202,7 +202,7 @@ pub enum ManagerError {
     InvalidId(#[from] InvalidId),
 }
 
-/// A [`Manager::register`](crate::Manager::register) that was refused: why, and the model,
+/// A [`ManagerExt::register`](crate::ManagerExt::register) that was refused: why, and the model,
 /// handed back unregistered (nothing changed). `?` turns it into its [`ManagerError`],
 /// dropping the model.
 #[derive(thiserror::Error)]

@@ -99,17 +99,17 @@
 //!   error instead of loading again; [`ManagerConfig::with_failure_cache`] remembers a failure
 //!   for new callers for a while.
 //! - *Per-call deadlines* (SPEC 1.10): [`CallOptions`] bound every wait inside
-//!   [`Manager::add_model_with`], [`Manager::remove_with`], [`Manager::lease_with`],
-//!   [`Manager::infer_with`] and [`DeviceCache::get_or_put_with`](cache::DeviceCache::get_or_put_with);
+//!   [`ManagerExt::add_model_with`], [`ManagerExt::remove_with`], [`ManagerExt::lease_with`],
+//!   [`ManagerExt::infer_with`] and [`DeviceCache::get_or_put_with`](cache::DeviceCache::get_or_put_with);
 //!   expiry is that wait's own typed error.
-//! - *Atomic replacement* (SPEC 1.11): [`Manager::replace`] loads the new version beside the
+//! - *Atomic replacement* (SPEC 1.11): [`ManagerExt::replace`] loads the new version beside the
 //!   old one and switches in one step; no request sees `NotFound`.
 //! - *Runtime resizing* (SPEC 1.12): [`FixedSizeCache::set_max_size`],
 //!   [`CacheGroup::set_cap`](cache::CacheGroup::set_cap) and
 //!   [`DeviceCache::set_device_budget`](cache::DeviceCache::set_device_budget) evict down to a
 //!   lowered limit (idle least recently used first, a bounded wait for the rest, then a typed
 //!   error naming what is still over) and wake the waiters of a raised one.
-//! - *Graceful shutdown* (SPEC 1.13): [`Manager::shutdown`] refuses new adds and leases, drains
+//! - *Graceful shutdown* (SPEC 1.13): [`ManagerExt::shutdown`] refuses new adds and leases, drains
 //!   live leases and unloads every model through every layer, reporting what could not go.
 #![cfg_attr(feature = "burn", doc = include_str!("burn_example.md"))]
 #![forbid(unsafe_code)]

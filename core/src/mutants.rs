@@ -8,9 +8,13 @@
 //! switches a scenario turned on. A user's own stack can name switches of its own with
 //! [`Mutant::named`] and ask its runtime the same way.
 //!
-//! Every historical-bug body sits beside the code it alters, in one recognisable form:
-//! `if runtime.mutant(Mutant::SOME_BUG) { /* the historical body */ }` (or a `let` binding of
-//! that test, used as a condition).
+//! A switch site is one recognisable line in the protocol:
+//! `if runtime.mutant(Mutant::SOME_BUG) { .. }` (or a `let` binding of that test, used as a
+//! condition), with at most three lines of historical body in place. A longer body is a
+//! function in its file's `// Historical bugs:` section, after the code it alters, called from
+//! the switch in one line (a test holds every file to it). The bugs of a caller going around
+//! the lock protocol — which [`ManagerExt`](crate::ManagerExt) no longer allows — live in
+//! `resident-sim`, over the real stack, under the same names.
 //!
 //! [`StdRuntime`]: crate::runtime::StdRuntime
 

@@ -1,5 +1,5 @@
 //! A call's own deadline bounds every wait of its deadline forms (SPEC 1.10), on the production
-//! runtime: `Manager::pin_with`, `DeviceCache::put_with` and `LoadedModel::lock_on_device_with`
+//! runtime: `ManagerExt::pin_with` and `register_with`, `DeviceCache::put_with` and `LoadedModel::lock_on_device_with`
 //! each give up at the call's bound, far below the configured wait, with the typed expiry that
 //! names the bound it waited. (The schedules where the wait races its wake-up are the sim's
 //! `S-D2` and `S-D2p`; the generated programs check that a zero timeout never blocks.)
@@ -57,6 +57,24 @@ fn pin_with_gives_up_at_the_calls_bound_while_the_lock_is_held() {
     drop(held);
     manager.pin_with("m", within()).expect("a free lock pins at once");
     assert!(manager.is_pinned("m"));
+}
+
+#[test]
+fn register_with_gives_up_at_the_calls_bound_and_hands_the_model_back() {
+    let config = ManagerConfig::default().with_lock_timeout(CONFIGURED);
+    let base = ModelManager::with_config(Loads, config).unwrap();
+    let manager = FixedSizeCache::new(base, FixedSizeConfig::new(2)).unwrap();
+    let held = manager.lock("m").unwrap();
+    let refused = manager.register_with("m", Named, within()).unwrap_err();
+    assert!(
+        matches!(&refused.error, ManagerError::LockTimeout { waited, .. } if *waited <= BOUND),
+        "{:?}",
+        refused.error
+    );
+    assert!(!manager.contains("m") && manager.queue().is_empty(), "a refused registration changes nothing");
+    drop(held);
+    manager.register_with("m", refused.model, within()).expect("a free lock registers at once");
+    assert_eq!(manager.ids(), [ModelId::new("m").unwrap()]);
 }
 
 #[test]

@@ -135,7 +135,7 @@ where
         .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string()))
     }
 
-    /// Shuts the stack down ([`Manager::shutdown`], bounded by the shutdown timeout: refuses
+    /// Shuts the stack down ([`ManagerExt::shutdown`], bounded by the shutdown timeout: refuses
     /// new adds and leases, drains live leases, unloads every model), then the cache group
     /// (evicts the released records). Runs on the blocking pool; logs and returns what it did.
     /// Idempotent: a second call finds nothing left (or retries what failed).

@@ -41,7 +41,7 @@
 //! ## Shutdown
 //! [`serve`] stops accepting connections when its shutdown future completes (the binary's is
 //! [`shutdown_signal`]: Ctrl-C or SIGTERM), lets the requests in flight finish, then calls
-//! [`App::shutdown`]: [`Manager::shutdown`](resident::Manager::shutdown) unloads every model
+//! [`App::shutdown`]: [`ManagerExt::shutdown`](resident::ManagerExt::shutdown) unloads every model
 //! (refusing new adds and leases, draining the live ones), then the group's shutdown evicts
 //! the released weights. The summary is logged and returned.
 //!

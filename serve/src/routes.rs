@@ -2,10 +2,10 @@
 //!
 //! | Route | Resident call | Answer |
 //! |---|---|---|
-//! | `PUT /models/{id}` | [`Manager::replace`] (or [`Manager::add_model_with`] with `"replace": false`) | 201 `loaded`, 200 `replaced` / `present` |
-//! | `DELETE /models/{id}` | [`Manager::remove_with`] | 204, no body |
+//! | `PUT /models/{id}` | [`ManagerExt::replace`] (or [`ManagerExt::add_model_with`] with `"replace": false`) | 201 `loaded`, 200 `replaced` / `present` |
+//! | `DELETE /models/{id}` | [`ManagerExt::remove_with`] | 204, no body |
 //! | `GET /models` | [`Manager::ids`] | 200 `{"models": [ids]}` |
-//! | `POST /models/{id}/infer` | [`Manager::infer_with`] | 200 `{"output": [f32]}` |
+//! | `POST /models/{id}/infer` | [`ManagerExt::infer_with`] | 200 `{"output": [f32]}` |
 //! | `GET /metrics` | | 200, Prometheus text |
 //!
 //! An id may contain `/` (`coco/3`); it is percent-decoded, then validated by resident
@@ -19,12 +19,12 @@
 //! `<id>.safetensors`); another source makes `id` an alias of it (resident's `alias`). The
 //! source must be in the catalogue (else 404 `unknown_model`).
 //!
-//! - `"replace": true` (the default): an atomic replacement ([`Manager::replace`]): the new
+//! - `"replace": true` (the default): an atomic replacement ([`ManagerExt::replace`]): the new
 //!   version is loaded beside the one served, if any, and switched in, so no request sees the
 //!   id missing. 201 `{"id", "source", "status": "loaded"}` if nothing was served under `id`,
 //!   else 200 `"status": "replaced"` (with a `"warning"` if the old version's leases outlived
 //!   the drain and it was detached rather than unloaded). Every such PUT loads.
-//! - `"replace": false`: add if absent ([`Manager::add_model_with`]): 201 `"loaded"` if this
+//! - `"replace": false`: add if absent ([`ManagerExt::add_model_with`]): 201 `"loaded"` if this
 //!   request loaded the model, 200 `"present"` if it was already served (nothing loaded).
 //!   Concurrent PUTs of one new id load it once: one answers 201, the others wait for that
 //!   load and answer 200 `present`.

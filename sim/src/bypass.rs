@@ -6,7 +6,7 @@
 //! that answered without the id's lifecycle lock, a rollback that dropped every queue entry of
 //! an id, a warm touch after the lock's release, a pin or unpin that updated a cache outside
 //! the lock, a clear that went straight to the base or dropped the pins, a pin whose wait
-//! ignored the call's deadline — live here, over the real stack: each is the body a layer used
+//! ignored the call's deadline, a registration forwarded without admission — live here, over the real stack: each is the body a layer used
 //! to override its call with, switched on by the same [`Mutant`] name as ever, and reaching a
 //! cache's bookkeeping only through its one hidden door
 //! ([`FixedSizeCache::around_the_protocol`]). With no such switch on, every call is exactly
@@ -15,8 +15,8 @@
 use resident::mutants::Mutant;
 use resident::runtime::Runtime;
 use resident::{
-    Added, CallOptions, Deadline, FixedSizeCache, Loader, Manager, ManagerError, ManagerExt, ModelId,
-    ModelManager, RemovalReport, Traced,
+    Added, CallOptions, Deadline, FixedSizeCache, LifecycleGuard, Loader, Manager, ManagerError, ManagerExt,
+    ModelId, ModelManager, RegisterError, RemovalReport, Traced,
 };
 
 use crate::manager_world::Managed;
@@ -42,6 +42,32 @@ pub trait Calls: Manager {
     /// [`ManagerExt::clear_with`], or a layer's historical clear.
     fn call_clear(&self, options: CallOptions) -> RemovalReport {
         self.clear_with(options)
+    }
+
+    /// [`ManagerExt::register_with`], each layer's step by [`Calls::call_register_locked`].
+    fn call_register(
+        &self,
+        id: &str,
+        model: Self::Model,
+        options: CallOptions,
+    ) -> Result<(), RegisterError<Self::Model>> {
+        let id = match ModelId::new(id) {
+            Ok(id) => id,
+            Err(error) => return Err(RegisterError { error: error.into(), model }),
+        };
+        match self.lock_until(&id, options.deadline(self.runtime())) {
+            Ok(guard) => self.call_register_locked(&guard, model),
+            Err(error) => Err(RegisterError { error, model }),
+        }
+    }
+
+    /// [`Manager::register_locked`], or a layer's historical shortcut around its admission.
+    fn call_register_locked(
+        &self,
+        guard: &LifecycleGuard<Self::Model, Self::Runtime>,
+        model: Self::Model,
+    ) -> Result<(), RegisterError<Self::Model>> {
+        self.register_locked(guard, model)
     }
 }
 
@@ -117,6 +143,23 @@ impl<M: Calls> Calls for FixedSizeCache<M> {
         self.unpin_with(id, options)
     }
 
+    /// `register-unadmitted` (S-RG1): the cache forwards the registration without admission
+    /// (`max_size` does not hold) and queues what got registered.
+    fn call_register_locked(
+        &self,
+        guard: &LifecycleGuard<Self::Model, Self::Runtime>,
+        model: Self::Model,
+    ) -> Result<(), RegisterError<Self::Model>> {
+        if !self.runtime().mutant(Mutant::REGISTER_UNADMITTED) {
+            return self.register_locked(guard, model);
+        }
+        let registered = self.get_ref().call_register_locked(guard, model);
+        if registered.is_ok() {
+            self.around_the_protocol().push(guard.id());
+        }
+        registered
+    }
+
     fn call_clear(&self, options: CallOptions) -> RemovalReport {
         if self.runtime().mutant(Mutant::CLEAR_BYPASSES_LAYERS) {
             return self.get_ref().call_clear(options);
@@ -175,5 +218,20 @@ impl<R: SimRuntime, S: Calls> Managed<R, S> {
     /// [`ManagerExt::clear_with`].
     pub fn clear_with(&self, options: CallOptions) -> RemovalReport {
         self.manager.call_clear(options)
+    }
+
+    /// [`ManagerExt::register`].
+    pub fn register(&self, id: &str, model: S::Model) -> Result<(), RegisterError<S::Model>> {
+        self.manager.call_register(id, model, CallOptions::new())
+    }
+
+    /// [`ManagerExt::register_with`].
+    pub fn register_with(
+        &self,
+        id: &str,
+        model: S::Model,
+        options: CallOptions,
+    ) -> Result<(), RegisterError<S::Model>> {
+        self.manager.call_register(id, model, options)
     }
 }

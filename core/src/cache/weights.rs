@@ -194,26 +194,6 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
         }
     }
 
-    /// Mutant C-R28: registers `weights` without re-checking for a live canonical (the peek
-    /// that preceded it may be stale), overwriting the key's entry.
-    pub(crate) fn insert_unchecked(
-        &self,
-        key: &str,
-        weights: W,
-        bytes: u64,
-    ) -> Result<Arc<Canonical<W, R>>, W> {
-        let mut spare = Some(weights);
-        let canonical = self.map.with(|m| {
-            let charge = self.budget.charge_shared(bytes, None).ok()?;
-            let weights = spare.take().expect("weights are used once");
-            let id = m.next_id();
-            let canonical = Arc::new(Canonical { id, key: key.to_owned(), bytes, weights, _charge: charge });
-            m.insert(key.to_owned(), Arc::downgrade(&canonical));
-            Some(canonical)
-        });
-        canonical.ok_or_else(|| spare.take().expect("refused weights come back"))
-    }
-
     /// Forgets `key`: the next load builds fresh weights. Live holders keep the old canonical
     /// (and its bytes stay counted) until they let go.
     pub fn invalidate(&self, key: &str) {
@@ -265,6 +245,29 @@ pub(crate) fn is_model_or_submodel(candidate: &str, model: &str) -> bool {
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for WeightStore<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WeightStore").field("budget", &self.budget).finish_non_exhaustive()
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
+    /// Mutant C-R28: registers `weights` without re-checking for a live canonical (the peek
+    /// that preceded it may be stale), overwriting the key's entry.
+    pub(crate) fn insert_unchecked(
+        &self,
+        key: &str,
+        weights: W,
+        bytes: u64,
+    ) -> Result<Arc<Canonical<W, R>>, W> {
+        let mut spare = Some(weights);
+        let canonical = self.map.with(|m| {
+            let charge = self.budget.charge_shared(bytes, None).ok()?;
+            let weights = spare.take().expect("weights are used once");
+            let id = m.next_id();
+            let canonical = Arc::new(Canonical { id, key: key.to_owned(), bytes, weights, _charge: charge });
+            m.insert(key.to_owned(), Arc::downgrade(&canonical));
+            Some(canonical)
+        });
+        canonical.ok_or_else(|| spare.take().expect("refused weights come back"))
     }
 }
 

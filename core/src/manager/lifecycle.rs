@@ -118,7 +118,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
 
 /// The held lifecycle lock of one resolved id (one generation of it), with its reservation.
 ///
-/// Obtained from [`Manager::lock`](crate::Manager::lock); while it lives no other caller can
+/// Obtained from [`ManagerExt::lock`](crate::ManagerExt::lock); while it lives no other caller can
 /// add or remove that id, and the generation cannot be retired. Dropping it releases both.
 pub struct LifecycleGuard<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
     reservation: Reservation<M, R>,
@@ -218,14 +218,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for LifecycleGuard<M, R> {
         // The lock goes first; the reservation (a field) is released after this body.
         self.release_lock();
         if self.reservation.changes.runtime().mutant(Mutant::RETIRE_AFTER_RELEASE) {
-            // The naive fix of S1: once released, an unregistered id's entry is retired
-            // without looking at the reservations other callers hold.
-            let id = &self.reservation.id;
-            self.reservation.table.with(|t| {
-                if !t.registry.contains_key(id) {
-                    t.forget(id);
-                }
-            });
+            self.retire_after_release();
         }
     }
 }
@@ -236,5 +229,19 @@ impl<M: Send + Sync + 'static, R: Runtime> fmt::Debug for LifecycleGuard<M, R> {
             .field("id", self.id())
             .field("generation", &self.generation())
             .finish()
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
+    /// S1b (`retire-after-release`), the naive fix of S1: once released, an unregistered id's
+    /// entry is retired without looking at the reservations other callers hold.
+    fn retire_after_release(&self) {
+        let id = &self.reservation.id;
+        self.reservation.table.with(|t| {
+            if !t.registry.contains_key(id) {
+                t.forget(id);
+            }
+        });
     }
 }

@@ -162,7 +162,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         Reservation::new(&self.table, id, &self.changes).try_acquire()
     }
 
-    /// Waits at most [`ManagerConfig::lock_timeout`] (in [`Manager::lock`]) for another
+    /// Waits at most [`ManagerConfig::lock_timeout`] (in [`ManagerExt::lock`]) for another
     /// mutation of the same resolved id. A loader panic registers nothing and goes back to this
     /// caller only. A loader error registers nothing either, and is shared (SPEC 1.9): the
     /// callers that were waiting for this load of the same model (they reserved the id before
@@ -282,12 +282,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     fn evict_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<Eviction, ManagerError> {
         self.check_guard(guard)?;
         if self.runtime.mutant(Mutant::EVICT_DRAINS_LEASES) {
-            return match self.remove_locked(guard) {
-                Ok(()) => Ok(Eviction::Evicted),
-                Err(ManagerError::Busy { .. }) => Ok(Eviction::InUse),
-                Err(ManagerError::NotFound { .. }) => Ok(Eviction::NotRegistered),
-                Err(error) => Err(error),
-            };
+            return self.evict_draining_leases(guard);
         }
         let Some(slot) = self.table.with(|t| t.registry.get(guard.id()).cloned()) else {
             return Ok(Eviction::NotRegistered);
@@ -384,7 +379,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     /// Drains the old version's leases (new leases wait for the new version), unloads and drops
-    /// it, then loads the new version into its slot (see [`Manager::replace_in_place`]).
+    /// it, then loads the new version into its slot (see [`ManagerExt::replace_in_place`]).
     fn replace_in_place_locked(
         &self,
         guard: &LifecycleGuard<L::Model, R>,
@@ -475,5 +470,19 @@ impl<L: Loader, R: Runtime> fmt::Debug for ModelManager<L, R> {
             .field("registered", &Manager::ids(self))
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<L: Loader, R: Runtime> ModelManager<L, R> {
+    /// M-E2 (`evict-drains-leases`): an eviction closes its victim with remove's blocking
+    /// drain, refusing leases (`Removing`, then `Busy`) on a model it then keeps.
+    fn evict_draining_leases(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<Eviction, ManagerError> {
+        match self.remove_locked(guard) {
+            Ok(()) => Ok(Eviction::Evicted),
+            Err(ManagerError::Busy { .. }) => Ok(Eviction::InUse),
+            Err(ManagerError::NotFound { .. }) => Ok(Eviction::NotRegistered),
+            Err(error) => Err(error),
+        }
     }
 }

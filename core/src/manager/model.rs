@@ -41,7 +41,7 @@ pub trait Loader: Send + Sync + 'static {
         self.load(id)
     }
 
-    /// Builds the model named by `id` afresh, for a [`replace`](crate::Manager::replace): from
+    /// Builds the model named by `id` afresh, for a [`replace`](crate::ManagerExt::replace): from
     /// its source as it is now, never from weights kept since an earlier load, not even
     /// unchanged ones (SPEC 1.11). A loader that keeps nothing between loads has nothing to
     /// forget: the default calls [`Loader::load_until`]. One that caches (a cache-backed

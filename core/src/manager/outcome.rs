@@ -4,7 +4,7 @@
 use crate::error::ManagerError;
 use crate::id::ModelId;
 
-/// How a successful [`Manager::add_model`](crate::Manager::add_model) went.
+/// How a successful [`ManagerExt::add_model`](crate::ManagerExt::add_model) went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Added {
     /// The model was already registered; nothing was loaded.
@@ -13,7 +13,7 @@ pub enum Added {
     Loaded,
 }
 
-/// How a successful [`Manager::replace`](crate::Manager::replace) went.
+/// How a successful [`ManagerExt::replace`](crate::ManagerExt::replace) went.
 #[derive(Debug, Clone)]
 pub enum Replaced {
     /// Nothing was registered under the id: the new version was added.

@@ -1,4 +1,4 @@
-//! In-place replaces ([`Manager::replace_in_place`](crate::Manager::replace_in_place)).
+//! In-place replaces ([`ManagerExt::replace_in_place`](crate::ManagerExt::replace_in_place)).
 //!
 //! A replace normally loads the new version beside the old one. In place, the old version's
 //! leases are drained first, it is unloaded and dropped, and only then is the new version loaded

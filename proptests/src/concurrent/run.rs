@@ -314,7 +314,7 @@ fn run_thread<M>(
                 let model = probe.prebuilt(IDS[i]);
                 recorder.call(thread, Op::Add { r: i, c: i, built: true }, || {
                     (
-                        m.register(IDS[i], model)
+                        m.call_register(IDS[i], model, CallOptions::new())
                             .map_err(|refused| refused.error)
                             .map_or_else(error, |()| Ret::Done),
                         (),

@@ -335,18 +335,6 @@ impl<R: Runtime> RamBudget<R> {
         })
     }
 
-    /// Mutant C-R2 only: subtracts `bytes` from `cache`'s non-shared count with no charge behind
-    /// it (the historical mis-debit).
-    pub(crate) fn mis_debit(&self, cache: CacheId, bytes: u64) {
-        self.counters.with(|c| {
-            if let Some(charged) = c.non_shared.get_mut(&cache) {
-                let debit = bytes.min(*charged);
-                *charged -= debit;
-                c.total -= debit;
-            }
-        });
-    }
-
     /// Counts `bytes` of canonical weights until the returned charge is dropped; refused if the
     /// budget's sums would overflow. With a `reservation`, the charge takes its place in the
     /// same critical section (up to its bytes; what the reservation holds beyond is released
@@ -400,6 +388,21 @@ impl<R: Runtime> RamBudget<R> {
 impl<R: Runtime> fmt::Debug for RamBudget<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RamBudget").field("cap", &self.cap()).field("in_use", &self.in_use()).finish()
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<R: Runtime> RamBudget<R> {
+    /// Mutant C-R2 only: subtracts `bytes` from `cache`'s non-shared count with no charge behind
+    /// it (the historical mis-debit).
+    pub(crate) fn mis_debit(&self, cache: CacheId, bytes: u64) {
+        self.counters.with(|c| {
+            if let Some(charged) = c.non_shared.get_mut(&cache) {
+                let debit = bytes.min(*charged);
+                *charged -= debit;
+                c.total -= debit;
+            }
+        });
     }
 }
 

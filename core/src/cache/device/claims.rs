@@ -33,13 +33,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
         self.expire_idle();
         if self.mutant(Mutant::HOLD_AFTER_LOOKUP) {
-            let record = self.with_state(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
-            self.with_state(|s| {
-                if let Some(slot) = Self::occupant(s, &record, false) {
-                    slot.holds += 1;
-                }
-            });
-            return Some(LoadedModel { cache: Arc::clone(self), record: Some(record) });
+            return self.get_holding_after_lookup(key);
         }
         let serve_stale = self.mutant(Mutant::GET_SERVES_STALE);
         let record = self.state.with(|s| {
@@ -60,16 +54,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         });
         let hit = record.is_some();
         let report = || tracing::debug!(device = %self.device, key, hit, "get");
+        let handle = || record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) });
         if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
             report();
-            return self.hand_out(|| {
-                record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) })
-            });
+            return self.hand_out(handle);
         }
-        self.hand_out_then(
-            || record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) }),
-            report,
-        )
+        self.hand_out_then(handle, report)
     }
 
     /// Turns one claim on `record` into another, in one critical section, and hands out the new
@@ -180,5 +170,20 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         by_key: bool,
     ) -> Option<&'s mut RecordSlot<W, R>> {
         s.slots.get_mut(&record.key).filter(|slot| by_key || Arc::ptr_eq(&slot.record, record))
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// C-R5/C-R14 (`hold-after-lookup`): `get` arms the first-use hold in a second critical
+    /// section after the lookup, and an eviction in between takes the record it hands out.
+    fn get_holding_after_lookup(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
+        let record = self.with_state(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
+        self.with_state(|s| {
+            if let Some(slot) = Self::occupant(s, &record, false) {
+                slot.holds += 1;
+            }
+        });
+        Some(LoadedModel { cache: Arc::clone(self), record: Some(record) })
     }
 }

@@ -293,13 +293,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// letting go meanwhile still drops the record itself.
     pub fn resident(&self) -> Vec<Resident> {
         if self.mutant(Mutant::INSPECTION_UPGRADES_DETACHED) {
-            let (mut out, detached) = self.with_state(|s| {
-                s.detached.retain(|(w, _)| w.strong_count() > 0);
-                let out: Vec<Resident> = s.slots.values().map(|v| describe(&v.record, false)).collect();
-                (out, s.detached.iter().filter_map(|(w, _)| w.upgrade()).collect::<Vec<_>>())
-            });
-            out.extend(detached.iter().map(|record| describe(record, true)));
-            return out;
+            return self.resident_upgrading_detached();
         }
         self.with_state(|s| {
             s.detached.retain(|(w, _)| w.strong_count() > 0);
@@ -436,4 +430,19 @@ fn decrement(counter: &mut usize) {
 /// every live copy).
 pub(crate) fn slot_device_bytes<W, R: Runtime>(s: &State<W, R>) -> u64 {
     s.slots.values().fold(0, |sum, v| sum.saturating_add(v.device.resident_bytes()))
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// `inspection-upgrades-detached`: the inspection takes strong references to detached
+    /// records, so a holder letting go meanwhile leaves their drop (user code) to it.
+    fn resident_upgrading_detached(&self) -> Vec<Resident> {
+        let (mut out, detached) = self.with_state(|s| {
+            s.detached.retain(|(w, _)| w.strong_count() > 0);
+            let out: Vec<Resident> = s.slots.values().map(|v| describe(&v.record, false)).collect();
+            (out, s.detached.iter().filter_map(|(w, _)| w.upgrade()).collect::<Vec<_>>())
+        });
+        out.extend(detached.iter().map(|record| describe(record, true)));
+        out
+    }
 }

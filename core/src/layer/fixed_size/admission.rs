@@ -304,13 +304,7 @@ impl<M: Manager> FixedSizeCache<M> {
         let admission = self.admit(id, guard.deadline(), false)?;
         let settle = settle.unwrap_or_else(|| Settle { cache: self, id, way: Settling::Add });
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
-            // The historical bug queues by hand, after asking the size.
-            drop(settle);
-            let added = register()?;
-            let bytes = self.size_of(id);
-            admission.commit(id);
-            self.book.with(|b| b.set_size(id, bytes));
-            return Ok(added);
+            return self.size_before_queue(id, admission, settle, register);
         }
         let added = register()?;
         admission.commit(id);
@@ -318,6 +312,26 @@ impl<M: Manager> FixedSizeCache<M> {
         self.book.with(|b| b.set_size(id, bytes));
         drop(settle);
         self.enforce_bytes(id);
+        Ok(added)
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<M: Manager> FixedSizeCache<M> {
+    /// M-P1 (`size-before-queue`): the cache asks the new model its size (user code, which may
+    /// panic) before queueing it, by hand, with no settle guard left to queue it on the way out.
+    fn size_before_queue<'a>(
+        &'a self,
+        id: &'a ModelId,
+        admission: CapacityClaim<'a, M>,
+        settle: Settle<'a, M>,
+        register: impl FnOnce() -> Result<Added, ManagerError>,
+    ) -> Result<Added, ManagerError> {
+        drop(settle);
+        let added = register()?;
+        let bytes = self.size_of(id);
+        admission.commit(id);
+        self.book.with(|b| b.set_size(id, bytes));
         Ok(added)
     }
 }

@@ -40,6 +40,11 @@ impl<M: Manager> AroundTheProtocol<'_, M> {
         self.0.book.with(|b| b.queue.push_back(id.clone()));
     }
 
+    /// Queues `id` once, at the back (as an admitted add does).
+    pub fn push(&self, id: &ModelId) {
+        self.0.book.with(|b| b.push(id));
+    }
+
     /// Drops every queue entry of `id`.
     pub fn dequeue_all(&self, id: &ModelId) {
         self.0.book.with(|b| b.queue.retain(|q| q != id));

@@ -305,9 +305,9 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
         model: M::Model,
     ) -> Result<(), RegisterError<M::Model>> {
         let id = guard.id();
-        if self.mutant(Mutant::REGISTER_UNADMITTED) || self.inner.contains(id.as_str()) {
-            // Registered already: the layers below refuse it and hand the model back. (The
-            // mutant's fast path registers without admission, and queues what it registered.)
+        if self.inner.contains(id.as_str()) {
+            // Registered already (and kept so by the lock): the layers below refuse it and
+            // hand the model back. Whatever they register anyway is queued (I4).
             let registered = self.inner.register_locked(guard, model);
             if registered.is_ok() {
                 self.book.with(|b| b.push(id));

@@ -48,12 +48,6 @@ impl<W> Bookkeeping<W> {
         }
     }
 
-    /// Upstream's touch: drop every occurrence and append, queued or not (mutants only).
-    pub(crate) fn touch_appending(&mut self, id: &ModelId) {
-        self.queue.retain(|q| q != id);
-        self.queue.push_back(id.clone());
-    }
-
     /// Queues `id` at the MRU end, once.
     pub(crate) fn push(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
@@ -134,6 +128,15 @@ impl PinnedBelow {
             *self = Self { version, ids: Vec::new() };
         }
         self.ids.extend(ids);
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W> Bookkeeping<W> {
+    /// Upstream's touch: drop every occurrence and append, queued or not (mutants only).
+    pub(crate) fn touch_appending(&mut self, id: &ModelId) {
+        self.queue.retain(|q| q != id);
+        self.queue.push_back(id.clone());
     }
 }
 
