@@ -73,3 +73,8 @@ cuda-smoke:
 lint:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
+
+# The public API's changes against a baseline commit, judged as a minor release so that every
+# break is listed (needs `cargo install cargo-semver-checks`; never in CI).
+semver base="bc90572":
+    cargo semver-checks -p resident --baseline-rev {{base}} --release-type minor
