@@ -13,7 +13,7 @@ use resident::burn::zoo::{CnnSpec, MlpSpec};
 use resident::burn::{Architecture, BurnError, Gpu, SharedLoader, SharedWeights, cuda_driver_present};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
-use resident::{BoxError, Manager, ModelManager};
+use resident::{BoxError, ManagerExt, ModelManager};
 
 #[derive(serde::Deserialize)]
 struct Expected {

@@ -117,6 +117,7 @@
 #[cfg(feature = "burn")]
 pub mod burn;
 pub mod cache;
+pub mod composition;
 mod deadline;
 mod error;
 mod id;

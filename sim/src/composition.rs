@@ -1,13 +1,15 @@
-//! The production composition in the sim: one `FixedSizeCache<ModelManager<cache loader>>` per
-//! device, every loader a user of its device's cache in one [`CacheGroup`](resident::cache::CacheGroup)
-//! through [`DeviceCache::get_or_load_current`], device budgets on (what `burn::SharedLoader`
-//! does with real weights and files).
+//! The production composition in the sim: one `FixedSizeCache<ModelManager<loader>>` per
+//! device, every loader the production [`CacheLoader`] (what `burn::SharedLoader` uses with real
+//! weights and files) over scripted files, on its device's cache in one
+//! [`CacheGroup`](resident::cache::CacheGroup), device budgets on. The checker runs the loader
+//! that ships; its own wrapper only checks A5 on each model handed out.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use resident::cache::{CanonicalId, DeviceCache, DeviceGuard};
-use resident::runtime::Arc;
+use resident::cache::{CanonicalId, Declared, DeviceCache};
+use resident::composition::{CacheLoader, DeviceModel, WeightFiles};
+use resident::runtime::{Arc, Runtime};
 use resident::{
     BoxError, Deadline, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
 };
@@ -53,49 +55,65 @@ impl<R: SimRuntime> Files<R> {
     }
 }
 
-/// One device's loader: `get_or_put` on the device's cache, then a lock on the device.
-pub struct CacheLoader<R: SimRuntime> {
-    cache: Arc<DeviceCache<Weights<R>, R>>,
+/// One device's scripted files: [`WeightFiles`] for the production [`resident::composition::CacheLoader`].
+pub struct DeviceFiles<R: SimRuntime> {
     files: Arc<Files<R>>,
     script: Arc<Script<R>>,
 }
 
-impl<R: SimRuntime> CacheLoader<R> {
-    /// `burn::SharedLoader`'s steps over scripted files: the group's weights if they were read
-    /// from the file as it is now (and not `fresh`), else the file read again, through
-    /// [`DeviceCache::get_or_load_current`] with the add's deadline; then a lock on the device
-    /// by that deadline too.
-    fn load_from_file(&self, id: &ModelId, fresh: bool, deadline: Deadline) -> Result<Served<R>, BoxError> {
+impl<R: SimRuntime> WeightFiles for DeviceFiles<R> {
+    type Weights = Weights<R>;
+    type Plan = ();
+
+    /// Every file declares its bytes; nothing is refused before a read.
+    fn plan<C: Runtime>(
+        &self,
+        _: &ModelId,
+        _: &DeviceCache<Weights<R>, C>,
+    ) -> Result<(Declared, ()), BoxError> {
         ensure_outside_monitors::<R>("a cache loader's load");
-        let (files, script) = (&self.files, &self.script);
-        let current = || {
-            ensure_outside_monitors::<R>("a file's stat");
-            files.version(id.as_str())
-        };
-        let read = || {
-            ensure_outside_monitors::<R>("a file read");
-            let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
-            let version = files.version(id.as_str())?;
-            reads.add(1);
-            files.started.add(1);
-            // Reading takes a while: other threads run meanwhile.
-            for _ in 0..files.read_yields.load(std::sync::atomic::Ordering::Relaxed) {
-                R::yield_now();
-            }
-            Ok::<_, BoxError>(
-                Weights::scripted(files.bytes, Behaviour::default(), script).of_version(version),
-            )
-        };
-        let loaded =
-            self.cache.get_or_load_current(id.as_str(), files.bytes, current, read, fresh, deadline)?;
-        let guard = loaded.lock_on_device_until(deadline)?;
-        let served = Served { guard, cache: Arc::clone(&self.cache), bytes: files.bytes };
-        served.check_resident("a cache loader");
-        Ok(served)
+        Ok((Declared::new(self.files.bytes), ()))
+    }
+
+    fn current(&self, id: &ModelId) -> Result<u64, BoxError> {
+        ensure_outside_monitors::<R>("a file's stat");
+        self.files.version(id.as_str())
+    }
+
+    fn read(&self, id: &ModelId, (): &()) -> Result<Weights<R>, BoxError> {
+        ensure_outside_monitors::<R>("a file read");
+        let files = &self.files;
+        let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
+        let version = files.version(id.as_str())?;
+        reads.add(1);
+        files.started.add(1);
+        // Reading takes a while: other threads run meanwhile.
+        for _ in 0..files.read_yields.load(std::sync::atomic::Ordering::Relaxed) {
+            R::yield_now();
+        }
+        Ok(Weights::scripted(files.bytes, Behaviour::default(), &self.script).of_version(version))
+    }
+
+    fn size_bytes(&self, _: &Weights<R>) -> u64 {
+        self.files.bytes
     }
 }
 
-impl<R: SimRuntime> Loader for CacheLoader<R> {
+/// One device's loader: the production [`CacheLoader`] over scripted files, each model it hands
+/// out checked for A5 at once.
+pub struct CheckedLoader<R: SimRuntime> {
+    loader: CacheLoader<DeviceFiles<R>, R>,
+}
+
+impl<R: SimRuntime> CheckedLoader<R> {
+    fn served(&self, model: DeviceModel<Weights<R>, R>) -> Served<R> {
+        let served = Served { model, cache: Arc::clone(self.loader.cache()) };
+        served.check_resident("a cache loader");
+        served
+    }
+}
+
+impl<R: SimRuntime> Loader for CheckedLoader<R> {
     type Model = Served<R>;
 
     fn load(&self, id: &ModelId) -> Result<Served<R>, BoxError> {
@@ -103,37 +121,36 @@ impl<R: SimRuntime> Loader for CacheLoader<R> {
     }
 
     fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<R>, BoxError> {
-        self.load_from_file(id, false, deadline)
+        self.loader.load_until(id, deadline).map(|model| self.served(model))
     }
 
     fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<R>, BoxError> {
-        self.load_from_file(id, true, deadline)
+        self.loader.reload_until(id, deadline).map(|model| self.served(model))
     }
 }
 
 /// A model served from a device: its record locked and placed until the manager unloads it.
 pub struct Served<R: SimRuntime> {
-    guard: DeviceGuard<Weights<R>, R>,
+    model: DeviceModel<Weights<R>, R>,
     cache: Arc<DeviceCache<Weights<R>, R>>,
-    bytes: u64,
 }
 
 impl<R: SimRuntime> Served<R> {
     /// The version of its file its weights were read from.
     pub fn version(&self) -> u64 {
-        self.guard.cpu().version
+        self.model.guard().cpu().version
     }
 
     /// Identity of the canonical weights it serves.
     pub fn canonical(&self) -> Option<CanonicalId> {
-        self.guard.cpu().canonical_id()
+        self.model.guard().cpu().canonical_id()
     }
 
     /// A5: the locked record is still in its device's cache (no eviction path, a `drop_model`
     /// included, took it while in use); a replace may have detached it (a newer version took
     /// its key), which is not an eviction.
     pub fn check_resident(&self, thread: &str) {
-        ensure_not_evicted(&self.cache, self.guard.cpu(), thread);
+        ensure_not_evicted(&self.cache, self.model.guard().cpu(), thread);
     }
 
     /// Serves across a few scheduling points, checking A5 at each.
@@ -148,12 +165,12 @@ impl<R: SimRuntime> Served<R> {
 
 impl<R: SimRuntime> Model for Served<R> {
     fn size_bytes(&self) -> u64 {
-        self.bytes
+        self.model.size_bytes()
     }
 }
 
 /// One device's stack.
-pub type Device<R> = FixedSizeCache<ModelManager<CacheLoader<R>, R>>;
+pub type Device<R> = FixedSizeCache<ModelManager<CheckedLoader<R>, R>>;
 
 /// Devices over one cache group.
 pub struct Composition<R: SimRuntime> {
@@ -194,7 +211,8 @@ impl<R: SimRuntime> Composition<R> {
             .iter()
             .map(|cache| {
                 let script = Arc::clone(&script);
-                let loader = CacheLoader { cache: Arc::clone(cache), files: Arc::clone(&files), script };
+                let files = DeviceFiles { files: Arc::clone(&files), script };
+                let loader = CheckedLoader { loader: CacheLoader::new(files, Arc::clone(cache)) };
                 let base =
                     ModelManager::with_runtime(loader, config, world.rt.clone()).expect("valid config");
                 let fixed = FixedSizeConfig::new(max_size).with_capacity_wait(Duration::from_secs(1));

@@ -27,7 +27,7 @@ pub use architecture::Architecture;
 pub use backend::{Cpu, ServeBackend, copy_to, cuda_driver_present};
 pub use error::BurnError;
 pub use file::{BurnModel, FileLoader};
-pub use shared::{Served, SharedLoader, SharedWeights, load_peak};
+pub use shared::{FilePlan, ModelFiles, Served, SharedLoader, SharedWeights, load_peak};
 pub use source::FileIdentity;
 pub use weights::{BurnWeights, LoadStats, OnDevice, load, param_bytes, save};
 

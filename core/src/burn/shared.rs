@@ -11,11 +11,12 @@ use super::file::{infer, model_path};
 use super::source::FileIdentity;
 use super::weights::{BurnWeights, file_len, header_tensor_bytes, header_tensors};
 use crate::cache::{CacheGroup, Declared, DeviceCache, DeviceGuard};
+use crate::composition::{CacheLoader, DeviceModel, WeightFiles};
 use crate::deadline::Deadline;
 use crate::error::BoxError;
 use crate::id::ModelId;
 use crate::manager::{Loader, Model};
-use crate::runtime::Arc;
+use crate::runtime::{Arc, Runtime};
 
 /// The weights a [`SharedLoader`] keeps in its cache group.
 pub type SharedWeights<A, T> = BurnWeights<A, T>;
@@ -23,12 +24,10 @@ pub type SharedWeights<A, T> = BurnWeights<A, T>;
 /// Loads models for one device: the CPU weights come from the group (a record already in this
 /// device's cache, or a canonical alive in a peer's, adopted as it is) or else from
 /// `<dir>/<id>.safetensors`; the model is then locked on the device until the manager unloads
-/// it.
+/// it. A thin user of the production composition's [`CacheLoader`] over [`ModelFiles`].
 pub struct SharedLoader<A: Architecture, T: ServeBackend = Cpu> {
     arch: Arc<A>,
-    dir: PathBuf,
-    group: Arc<CacheGroup<SharedWeights<A, T>>>,
-    cache: Arc<DeviceCache<SharedWeights<A, T>>>,
+    loader: CacheLoader<ModelFiles<A, T>>,
 }
 
 impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
@@ -41,66 +40,17 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
         device: &str,
     ) -> Result<Self, BurnError> {
         T::device(device)?;
-        Ok(Self { arch, dir: dir.to_owned(), group: Arc::clone(group), cache: group.cache(device) })
+        let files = ModelFiles { arch: Arc::clone(&arch), dir: dir.to_owned(), group: Arc::clone(group) };
+        Ok(Self { arch, loader: CacheLoader::new(files, group.cache(device)) })
     }
 
     /// This device's cache.
     pub fn cache(&self) -> &Arc<DeviceCache<SharedWeights<A, T>>> {
-        &self.cache
+        self.loader.cache()
     }
 
-    /// The model `id` from the group if it holds weights of the file as it is now (and not
-    /// `fresh`), else from the file (after the budget checks), locked on this device.
-    fn load_from_file(
-        &self,
-        id: &ModelId,
-        fresh: bool,
-        deadline: Deadline,
-    ) -> Result<Served<A, T>, BoxError> {
-        let key = id.as_str();
-        let path = model_path(&self.dir, key)?;
-        let (declared, largest) = self.check_budgets(&path)?;
-        let len = file_len(&path)?;
-        let peak = load_peak(declared, largest, len);
-        let current = || FileIdentity::of_path(&path);
-        let load = || {
-            // The file may have grown since its length was checked and reserved for.
-            let weights = BurnWeights::load_checked(Arc::clone(&self.arch), &path, Some(len))?;
-            match weights.stats().bytes {
-                actual if actual > declared => {
-                    Err(BurnError::OverDeclared { path: path.clone(), declared, actual })
-                }
-                _ => Ok(weights),
-            }
-        };
-        let declared = Declared::new(declared).with_peak(peak);
-        let loaded = self.cache.get_or_load_current(key, declared, current, load, fresh, deadline)?;
-        Ok(Served { arch: Arc::clone(&self.arch), guard: loaded.lock_on_device_until(deadline)? })
-    }
-
-    /// Refuses a file that cannot fit, before any module or tensor is built: its length
-    /// against the RAM budget, then the bytes its header declares for the architecture's
-    /// tensors ([`Architecture::tensor_names`]; every tensor of the file if it does not say)
-    /// against the RAM budget and (for a backend whose device copies cost device memory) this
-    /// cache's device budget. Returns those declared bytes, and the largest tensor's.
-    fn check_budgets(&self, path: &Path) -> Result<(u64, u64), BurnError> {
-        let too_large =
-            |bytes, budget, cap| BurnError::TooLarge { path: path.to_owned(), bytes, budget, cap };
-        let cap = self.group.budget().cap();
-        let len = file_len(path)?;
-        if len > cap {
-            return Err(too_large(len, "RAM budget", cap));
-        }
-        let (tensors, largest) = header_tensors(path, self.arch.tensor_names().as_deref())?;
-        if tensors > cap {
-            return Err(too_large(tensors, "RAM budget", cap));
-        }
-        match self.cache.device_budget_cap() {
-            Some(device) if !T::SHARES_CPU_TENSORS && tensors > device => {
-                Err(too_large(tensors, "device budget", device))
-            }
-            _ => Ok((tensors, largest)),
-        }
+    fn serve(&self, model: DeviceModel<SharedWeights<A, T>>) -> Served<A, T> {
+        Served { arch: Arc::clone(&self.arch), model }
     }
 }
 
@@ -125,21 +75,114 @@ impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
     ///
     /// [`LoadedModel::lock_on_device_until`]: crate::cache::LoadedModel::lock_on_device_until
     fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<A, T>, BoxError> {
-        self.load_from_file(id, false, deadline)
+        self.loader.load_until(id, deadline).map(|model| self.serve(model))
     }
 
     /// A replace's load: the file is read again whatever the group holds for `id` (the old
     /// version's weights are dropped from it; their holders keep them until they let go).
     fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Served<A, T>, BoxError> {
-        self.load_from_file(id, true, deadline)
+        self.loader.reload_until(id, deadline).map(|model| self.serve(model))
     }
 
     /// The bytes of the architecture's tensors as `<dir>/<id>.safetensors` declares them in
     /// its header (read without loading them; every tensor of the file if the architecture does
     /// not name its own).
     fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
+        self.loader.declared_bytes(id)
+    }
+}
+
+/// The model files of a [`SharedLoader`]: `<dir>/<id>.safetensors`, checked against the group's
+/// RAM budget and the device's budget before a read, read with the architecture.
+pub struct ModelFiles<A: Architecture, T: ServeBackend = Cpu> {
+    arch: Arc<A>,
+    dir: PathBuf,
+    group: Arc<CacheGroup<SharedWeights<A, T>>>,
+}
+
+/// What [`ModelFiles::plan`] found: the file, its length and the bytes its header declares.
+#[derive(Debug)]
+pub struct FilePlan {
+    path: PathBuf,
+    len: u64,
+    declared: u64,
+}
+
+impl<A: Architecture, T: ServeBackend> ModelFiles<A, T> {
+    /// Refuses a file that cannot fit, before any module or tensor is built: its length
+    /// against the RAM budget, then the bytes its header declares for the architecture's
+    /// tensors ([`Architecture::tensor_names`]; every tensor of the file if it does not say)
+    /// against the RAM budget and (for a backend whose device copies cost device memory) the
+    /// device budget `device`. Returns those declared bytes, and the largest tensor's.
+    fn check_budgets(&self, path: &Path, device: Option<u64>) -> Result<(u64, u64), BurnError> {
+        let too_large =
+            |bytes, budget, cap| BurnError::TooLarge { path: path.to_owned(), bytes, budget, cap };
+        let cap = self.group.budget().cap();
+        let len = file_len(path)?;
+        if len > cap {
+            return Err(too_large(len, "RAM budget", cap));
+        }
+        let (tensors, largest) = header_tensors(path, self.arch.tensor_names().as_deref())?;
+        if tensors > cap {
+            return Err(too_large(tensors, "RAM budget", cap));
+        }
+        match device {
+            Some(device) if !T::SHARES_CPU_TENSORS && tensors > device => {
+                Err(too_large(tensors, "device budget", device))
+            }
+            _ => Ok((tensors, largest)),
+        }
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> WeightFiles for ModelFiles<A, T> {
+    type Weights = SharedWeights<A, T>;
+    type Plan = FilePlan;
+
+    /// The budget checks ([`ModelFiles::check_budgets`]), then the header's bytes declared
+    /// with the load's peak ([`load_peak`]).
+    fn plan<R: Runtime>(
+        &self,
+        id: &ModelId,
+        cache: &DeviceCache<Self::Weights, R>,
+    ) -> Result<(Declared, FilePlan), BoxError> {
+        let path = model_path(&self.dir, id.as_str())?;
+        let (declared, largest) = self.check_budgets(&path, cache.device_budget_cap())?;
+        let len = file_len(&path)?;
+        let peak = load_peak(declared, largest, len);
+        Ok((Declared::new(declared).with_peak(peak), FilePlan { path, len, declared }))
+    }
+
+    fn current(&self, id: &ModelId) -> Result<FileIdentity, BoxError> {
+        Ok(FileIdentity::of_path(&model_path(&self.dir, id.as_str())?)?)
+    }
+
+    /// The file read as planned: no further than its planned length (it may have grown since),
+    /// and refused if its module holds more than the header declared.
+    fn read(&self, _id: &ModelId, plan: &FilePlan) -> Result<Self::Weights, BoxError> {
+        let weights = BurnWeights::load_checked(Arc::clone(&self.arch), &plan.path, Some(plan.len))?;
+        match weights.stats().bytes {
+            actual if actual > plan.declared => {
+                Err(BurnError::OverDeclared { path: plan.path.clone(), declared: plan.declared, actual }
+                    .into())
+            }
+            _ => Ok(weights),
+        }
+    }
+
+    fn size_bytes(&self, weights: &Self::Weights) -> u64 {
+        weights.stats().bytes
+    }
+
+    fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
         let path = model_path(&self.dir, id.as_str())?;
         Ok(Some(header_tensor_bytes(&path, self.arch.tensor_names().as_deref())?))
+    }
+}
+
+impl<A: Architecture, T: ServeBackend> fmt::Debug for ModelFiles<A, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelFiles").field("dir", &self.dir).finish_non_exhaustive()
     }
 }
 
@@ -154,7 +197,7 @@ pub fn load_peak(tensors: u64, largest: u64, file: u64) -> u64 {
 
 impl<A: Architecture, T: ServeBackend> fmt::Debug for SharedLoader<A, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SharedLoader").field("dir", &self.dir).field("device", &self.cache.device()).finish()
+        f.debug_struct("SharedLoader").field("loader", &self.loader).finish()
     }
 }
 
@@ -165,29 +208,30 @@ impl<A: Architecture, T: ServeBackend> fmt::Debug for SharedLoader<A, T> {
 /// lock: set one to bound device memory by more than the RAM budget.
 pub struct Served<A: Architecture, T: ServeBackend = Cpu> {
     arch: Arc<A>,
-    guard: DeviceGuard<SharedWeights<A, T>>,
+    model: DeviceModel<SharedWeights<A, T>>,
 }
 
 impl<A: Architecture, T: ServeBackend> Served<A, T> {
     /// The record lock and device copy.
     pub fn guard(&self) -> &DeviceGuard<SharedWeights<A, T>> {
-        &self.guard
+        self.model.guard()
     }
 
     /// Runs whole rows of `input` through the device copy; returns the output rows, flat.
     pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
-        infer(&*self.arch, &self.guard.module, &self.guard.device, input)
+        let guard = self.model.guard();
+        infer(&*self.arch, &guard.module, &guard.device, input)
     }
 }
 
 impl<A: Architecture, T: ServeBackend> Model for Served<A, T> {
     fn size_bytes(&self) -> u64 {
-        self.guard.cpu().stats().bytes
+        self.model.size_bytes()
     }
 }
 
 impl<A: Architecture, T: ServeBackend> fmt::Debug for Served<A, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Served").field("key", &self.guard.cpu().key()).finish()
+        f.debug_struct("Served").field("key", &self.guard().cpu().key()).finish()
     }
 }
