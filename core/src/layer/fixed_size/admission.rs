@@ -3,20 +3,15 @@
 //! designating its victim) — and the cold path that loads into that slot.
 
 use super::queue::{Bookkeeping, PinnedBelow};
+use super::round::{Admitting, EvictionPlan, Standing};
 use super::{CapacityPolicy, FixedSizeCache, Settle, Settling};
 use crate::deadline::Deadline;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::manager::{Added, Designation, LifecycleGuard, Manager};
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, LineStep, Monitor, Runtime, Signal};
+use crate::runtime::{Arc, Monitor, Runtime, Signal};
 use crate::telemetry;
-
-enum EvictionPlan {
-    Admit,
-    Evict(Vec<ModelId>),
-    Full { registered: usize, loading: usize },
-}
 
 /// A slot counted against `max_size` while a cold load runs; released unless committed.
 pub(super) struct CapacityClaim<'a, M: Manager> {
@@ -77,17 +72,9 @@ impl<M: Manager> FixedSizeCache<M> {
         // A wait too long to represent as a deadline is unbounded (as for every timeout).
         let deadline = rt.now().checked_add(wait);
         let expired = || deadline.is_some_and(|d| rt.now() >= d);
-        let exhausted = |registered, loading| {
-            telemetry::refused(ManagerError::CapacityExhausted {
-                id: id.clone(),
-                registered,
-                loading,
-                max_size: self.max_size(),
-                waited: wait,
-            })
-        };
-        let evict_leased = self.mutant(Mutant::EVICT_LEASED);
-        let count_inflight = !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT);
+        let exhausted = |(registered, loading)| self.exhausted(id, registered, loading, wait);
+        let (evict_leased, count_inflight) =
+            (self.mutant(Mutant::EVICT_LEASED), !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT));
         if self.mutant(Mutant::APPEND_BEFORE_EVICT) {
             self.book.with(|b| b.push(id));
         }
@@ -104,96 +91,57 @@ impl<M: Manager> FixedSizeCache<M> {
         // in line while it has none, and the victim it designated as the first in line.
         let in_line = self.config.policy() != CapacityPolicy::Overflow;
         let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
-        let mut waiting: Option<Waiting<'_, M>> = None;
-        let mut designated: Option<(ModelId, Designation<M::Runtime>)> = None;
-        // What wakes this add when it waits behind another: bumped only when it becomes first.
+        let (mut waiting, mut designated) = (None, None);
         let wake = Arc::new(Signal::new(rt));
+        let a = Admitting { id, beside, count_inflight, evict_leased, in_line, barge, wake };
         loop {
             // Read before planning: any change after this read ends the wait below at once.
-            let (epoch, line_epoch) = (changes.epoch(), wake.epoch());
+            let (epoch, line_epoch) = (changes.epoch(), a.wake.epoch());
             // A shut-down stack refuses the add before it evicts anything (the shutdown's
             // start wakes this wait).
             if refuse_after_shutdown && self.inner.is_shut_down() {
                 return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
             }
-            let mine = claimed.is_some();
-            let ticket = waiting.as_ref().map(|w| w.ticket);
-            let held = designated.as_ref().map(|(victim, _)| victim);
-            let (plan, seen, claim, joined, redesignated, behind) = self.book.with(|b| {
-                let (seen, max) = (b.version, b.max_size);
-                pinned_below.refresh(seen);
-                let queued = b.queue.iter().filter(|q| *q != id).count() + usize::from(beside);
-                let others = b.loading - usize::from(mine);
-                let occupied = queued + if count_inflight { others } else { 0 };
-                let full = EvictionPlan::Full { registered: queued, loading: b.loading };
-                // Behind the adds that came earlier and still wait (an add that holds its slot
-                // was served already).
-                if in_line && !barge && !mine && b.waiters.ahead(ticket) {
-                    let joined = ticket.is_none().then(|| self.join_line(b, &wake));
-                    return (full, seen, false, joined, None, true);
-                }
-                if occupied < max {
-                    self.serve(b, mine, ticket);
-                    return (EvictionPlan::Admit, seen, !mine, None, None, false);
-                }
-                let needed = occupied + 1 - max;
-                let victims = b.victims(needed, Some(id), |v| {
-                    !pinned_below.contains(v)
-                        && (evict_leased || !self.inner.in_use(v))
-                        && !self.inner.is_locked(v)
-                });
-                // Too few to admit it: evicting them would only take room that another add
-                // needs (two adds each evicting a share of what both need, then waiting for
-                // each other's slot until their deadlines).
-                if victims.is_empty()
-                    || (victims.len() < needed && !self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS))
-                {
-                    let joined = (in_line && !mine && ticket.is_none()).then(|| self.join_line(b, &wake));
-                    // First in line: designate the least recently used victim that only
-                    // leases keep, so that its last lease hands it over (in this monitor, so
-                    // that no lease can end unseen between the plan and the designation).
-                    let short = needed - victims.len();
-                    let redesignated = in_line
-                        .then(|| self.designation_for(b, id, held, short, &victims, &pinned_below))
-                        .flatten();
-                    return (full, seen, false, joined, redesignated, false);
-                }
-                self.serve(b, mine, ticket);
-                (EvictionPlan::Evict(victims), seen, !mine, None, None, false)
-            });
-            if let Some(ticket) = joined {
+            let held = designated.as_ref().map(|(victim, _): &(ModelId, _)| victim);
+            let s = Standing {
+                mine: claimed.is_some(),
+                ticket: waiting.as_ref().map(|w: &Waiting<'_, M>| w.ticket),
+                held,
+            };
+            let round = self.book.with(|b| self.plan_round(b, &a, &s, &mut pinned_below));
+            if let Some(ticket) = round.joined {
                 waiting = Some(Waiting { cache: self, ticket });
             }
             // A designation replaced or given up is dropped here, outside the monitor.
-            if let Some(redesignated) = redesignated {
+            if let Some(redesignated) = round.redesignated {
                 designated = redesignated;
             }
-            if claim {
+            if round.claim {
                 claimed = Some(CapacityClaim { cache: self, committed: false });
                 // Served: out of the line, which wakes the next in it.
                 waiting = None;
             }
-            if matches!(plan, EvictionPlan::Admit) {
+            if matches!(round.plan, EvictionPlan::Admit) {
                 designated = None;
             }
-            if !reconciled && !matches!(plan, EvictionPlan::Admit) {
+            if !reconciled && !matches!(round.plan, EvictionPlan::Admit) {
                 reconciled = true;
                 self.reconcile_below(id);
                 continue;
             }
-            match plan {
+            match round.plan {
                 EvictionPlan::Admit => return Ok(claimed.expect("an admitted add holds its slot")),
                 EvictionPlan::Evict(victims) => {
                     // The designated victim may be among them: its designation keeps it closed
                     // through the round (a busy lock skips it, and it stays closed for the next).
                     let Some(pinned) = self.evict_all(&victims)? else { continue };
                     let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
-                    pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
+                    pinned_below.remember(round.seen, pinned.into_iter().filter(|_| !spin));
                     // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
                     if !self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && expired() {
-                        let (registered, loading) =
-                            self.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
-                        return Err(exhausted(registered, loading));
+                        return Err(exhausted(
+                            self.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading)),
+                        ));
                     }
                     // Victims pinned only below are left out of the next plan: re-plan at once.
                     if !pinned_below.is_empty() {
@@ -202,16 +150,10 @@ impl<M: Manager> FixedSizeCache<M> {
                 }
                 EvictionPlan::Full { registered, loading } => {
                     if self.config.policy() == CapacityPolicy::Overflow {
-                        let max = self.max_size();
-                        tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
-                        if let Some(claimed) = claimed {
-                            return Ok(claimed);
-                        }
-                        self.book.with(|b| b.loading += 1);
-                        return Ok(CapacityClaim { cache: self, committed: false });
+                        return Ok(self.overflow(id, registered, loading, claimed));
                     }
                     if expired() {
-                        return Err(exhausted(registered, loading));
+                        return Err(exhausted((registered, loading)));
                     }
                 }
             }
@@ -222,25 +164,47 @@ impl<M: Manager> FixedSizeCache<M> {
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
             // Behind another add: only its leaving the line can let this one go (a shutdown or
             // a raised limit reaches the first, whose leaving wakes the next, and so on).
-            if behind {
-                let _ = wake.wait_past(line_epoch, left);
+            if round.behind {
+                let _ = a.wake.wait_past(line_epoch, left);
             } else {
                 let _ = changes.wait_past(epoch, left);
             }
         }
     }
 
-    /// Puts an add in line (under the book's monitor), to be woken through `wake`; its ticket.
-    fn join_line(&self, b: &mut Bookkeeping<super::Wake<M>>, wake: &super::Wake<M>) -> u64 {
-        b.waiters.join_observed(Arc::clone(wake), self.inner.runtime())
+    /// The refusal of an add that found no room within `wait`.
+    fn exhausted(
+        &self,
+        id: &ModelId,
+        registered: usize,
+        loading: usize,
+        wait: std::time::Duration,
+    ) -> ManagerError {
+        telemetry::refused(ManagerError::CapacityExhausted {
+            id: id.clone(),
+            registered,
+            loading,
+            max_size: self.max_size(),
+            waited: wait,
+        })
     }
 
-    /// Counts an add's slot (under the book's monitor), unless it holds one already (`mine`).
-    fn serve(&self, b: &mut Bookkeeping<super::Wake<M>>, mine: bool, ticket: Option<u64>) {
-        if !mine {
-            b.loading += 1;
-            self.inner.runtime().observe_line(b.waiters.key(), LineStep::Served { ticket });
+    /// The `Overflow` policy's way out of a full cache: the add loads anyway, in the slot it
+    /// holds or in one counted now.
+    fn overflow<'a>(
+        &'a self,
+        id: &ModelId,
+        registered: usize,
+        loading: usize,
+        claimed: Option<CapacityClaim<'a, M>>,
+    ) -> CapacityClaim<'a, M> {
+        let max = self.max_size();
+        tracing::warn!(%id, registered, loading, max, "cache full, nothing evictable: overflowing");
+        if let Some(claimed) = claimed {
+            return claimed;
         }
+        self.book.with(|b| b.loading += 1);
+        CapacityClaim { cache: self, committed: false }
     }
 
     /// For the first add in line, planned under the book's monitor while it is `short` of

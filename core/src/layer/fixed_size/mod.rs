@@ -49,6 +49,7 @@ mod config;
 mod eviction;
 mod queue;
 mod resize;
+mod round;
 mod settle;
 
 use std::fmt;
