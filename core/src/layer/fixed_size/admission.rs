@@ -3,8 +3,10 @@
 //! designating its victim) — and the cold path that loads into that slot.
 
 use super::queue::{Bookkeeping, PinnedBelow};
-use super::round::{Admitting, EvictionPlan, Standing};
+use super::round::{Admitting, EvictionPlan, Round, Standing};
 use super::{CapacityPolicy, FixedSizeCache, Settle, Settling};
+use std::time::Duration;
+
 use crate::deadline::Deadline;
 use crate::error::ManagerError;
 use crate::id::ModelId;
@@ -71,92 +73,33 @@ impl<M: Manager> FixedSizeCache<M> {
         let wait = call.bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
         // A wait too long to represent as a deadline is unbounded (as for every timeout).
         let deadline = rt.now().checked_add(wait);
-        let expired = || deadline.is_some_and(|d| rt.now() >= d);
-        let exhausted = |(registered, loading)| self.exhausted(id, registered, loading, wait);
         let (evict_leased, count_inflight) =
             (self.mutant(Mutant::EVICT_LEASED), !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT));
         if self.mutant(Mutant::APPEND_BEFORE_EVICT) {
             self.book.with(|b| b.push(id));
         }
-        let mut pinned_below = PinnedBelow::default();
-        // When full, ids a layer below removed are dropped from the queue once before evicting.
-        let mut reconciled = false;
         let changes = self.inner.changes();
-        // The slot this add counts against `max_size`. It is claimed as soon as the add decides
-        // to evict (in the same critical section), so the room its evictions make stays its
-        // own: a racing add cannot take it and force a second eviction for this one.
-        let mut claimed: Option<CapacityClaim<'_, M>> = None;
         let refuse_after_shutdown = !self.mutant(Mutant::ADD_AFTER_SHUTDOWN);
-        // Adds that wait for capacity are served in arrival order (SPEC 2.14): this add's place
-        // in line while it has none, and the victim it designated as the first in line.
+        // Adds that wait for capacity are served in arrival order (SPEC 2.14).
         let in_line = self.config.policy() != CapacityPolicy::Overflow;
         let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
-        let (mut waiting, mut designated) = (None, None);
         let wake = Arc::new(Signal::new(rt));
         let a = Admitting { id, beside, count_inflight, evict_leased, in_line, barge, wake };
+        let mut attempt = Attempt::new(self, a, wait, deadline);
         loop {
             // Read before planning: any change after this read ends the wait below at once.
-            let (epoch, line_epoch) = (changes.epoch(), a.wake.epoch());
+            let (epoch, line_epoch) = (changes.epoch(), attempt.a.wake.epoch());
             // A shut-down stack refuses the add before it evicts anything (the shutdown's
             // start wakes this wait).
             if refuse_after_shutdown && self.inner.is_shut_down() {
                 return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
             }
-            let held = designated.as_ref().map(|(victim, _): &(ModelId, _)| victim);
-            let s = Standing {
-                mine: claimed.is_some(),
-                ticket: waiting.as_ref().map(|w: &Waiting<'_, M>| w.ticket),
-                held,
+            let round = attempt.plan();
+            let behind = match attempt.act(round)? {
+                Next::Admitted(claim) => return Ok(claim),
+                Next::Replan => continue,
+                Next::Wait { behind } => behind,
             };
-            let round = self.book.with(|b| self.plan_round(b, &a, &s, &mut pinned_below));
-            if let Some(ticket) = round.joined {
-                waiting = Some(Waiting { cache: self, ticket });
-            }
-            // A designation replaced or given up is dropped here, outside the monitor.
-            if let Some(redesignated) = round.redesignated {
-                designated = redesignated;
-            }
-            if round.claim {
-                claimed = Some(CapacityClaim { cache: self, committed: false });
-                // Served: out of the line, which wakes the next in it.
-                waiting = None;
-            }
-            if matches!(round.plan, EvictionPlan::Admit) {
-                designated = None;
-            }
-            if !reconciled && !matches!(round.plan, EvictionPlan::Admit) {
-                reconciled = true;
-                self.reconcile_below(id);
-                continue;
-            }
-            match round.plan {
-                EvictionPlan::Admit => return Ok(claimed.expect("an admitted add holds its slot")),
-                EvictionPlan::Evict(victims) => {
-                    // The designated victim may be among them: its designation keeps it closed
-                    // through the round (a busy lock skips it, and it stays closed for the next).
-                    let Some(pinned) = self.evict_all(&victims)? else { continue };
-                    let spin = self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
-                    pinned_below.remember(round.seen, pinned.into_iter().filter(|_| !spin));
-                    // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
-                    if !self.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && expired() {
-                        return Err(exhausted(
-                            self.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading)),
-                        ));
-                    }
-                    // Victims pinned only below are left out of the next plan: re-plan at once.
-                    if !pinned_below.is_empty() {
-                        continue;
-                    }
-                }
-                EvictionPlan::Full { registered, loading } => {
-                    if self.config.policy() == CapacityPolicy::Overflow {
-                        return Ok(self.overflow(id, registered, loading, claimed));
-                    }
-                    if expired() {
-                        return Err(exhausted((registered, loading)));
-                    }
-                }
-            }
             // Nothing to evict right now (all in use, pinned or busy): wait for the stack to
             // change since the plan (a lease ending, a lock released, a pin lifted), at most
             // until the deadline. Victims that a layer below pins stay out of the plans until
@@ -164,8 +107,8 @@ impl<M: Manager> FixedSizeCache<M> {
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
             // Behind another add: only its leaving the line can let this one go (a shutdown or
             // a raised limit reaches the first, whose leaving wakes the next, and so on).
-            if round.behind {
-                let _ = a.wake.wait_past(line_epoch, left);
+            if behind {
+                let _ = attempt.a.wake.wait_past(line_epoch, left);
             } else {
                 let _ = changes.wait_past(epoch, left);
             }
@@ -277,6 +220,126 @@ impl<M: Manager> FixedSizeCache<M> {
         drop(settle);
         self.enforce_bytes(id);
         Ok(added)
+    }
+}
+
+/// What an add's admission does next, after a round.
+enum Next<'a, M: Manager> {
+    /// It holds its slot: done.
+    Admitted(CapacityClaim<'a, M>),
+    /// Plan again at once.
+    Replan,
+    /// Wait for the stack to change (`behind`: for the line to move).
+    Wait { behind: bool },
+}
+
+/// A cold add's admission under way: what it holds between rounds. Its fields drop in this
+/// order when the add gives up (its designation, then its place in line, then its slot).
+struct Attempt<'a, 'i, M: Manager> {
+    /// The victim it designated as the first in line.
+    designated: Option<(ModelId, Designation<M::Runtime>)>,
+    /// Its place in line while it waits for capacity.
+    waiting: Option<Waiting<'a, M>>,
+    /// The slot it counts against `max_size`, claimed as soon as it decides to evict (in the
+    /// same critical section), so the room its evictions make stays its own: a racing add
+    /// cannot take it and force a second eviction for this one.
+    claimed: Option<CapacityClaim<'a, M>>,
+    cache: &'a FixedSizeCache<M>,
+    a: Admitting<'i, M>,
+    /// Victims found pinned in a layer below, left out of the plans until the book changes.
+    pinned_below: PinnedBelow,
+    /// When full, ids a layer below removed are dropped from the queue once before evicting.
+    reconciled: bool,
+    /// How long the add may wait, and until when.
+    wait: Duration,
+    deadline: Option<Duration>,
+}
+
+impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
+    fn new(
+        cache: &'a FixedSizeCache<M>,
+        a: Admitting<'i, M>,
+        wait: Duration,
+        deadline: Option<Duration>,
+    ) -> Self {
+        let (designated, waiting, claimed) = (None, None, None);
+        let (pinned_below, reconciled) = (PinnedBelow::default(), false);
+        Self { designated, waiting, claimed, cache, a, pinned_below, reconciled, wait, deadline }
+    }
+
+    /// Plans a round under the book's monitor and takes what it decided there: a place in
+    /// line, a designation (one replaced or given up is dropped here, outside the monitor),
+    /// the slot.
+    fn plan(&mut self) -> Round<M::Runtime> {
+        let cache = self.cache;
+        let held = self.designated.as_ref().map(|(victim, _)| victim);
+        let s =
+            Standing { mine: self.claimed.is_some(), ticket: self.waiting.as_ref().map(|w| w.ticket), held };
+        let (a, pinned_below) = (&self.a, &mut self.pinned_below);
+        let mut round = cache.book.with(|b| cache.plan_round(b, a, &s, pinned_below));
+        if let Some(ticket) = round.joined {
+            self.waiting = Some(Waiting { cache, ticket });
+        }
+        if let Some(redesignated) = round.redesignated.take() {
+            self.designated = redesignated;
+        }
+        if round.claim {
+            self.claimed = Some(CapacityClaim { cache, committed: false });
+            // Served: out of the line, which wakes the next in it.
+            self.waiting = None;
+        }
+        if matches!(round.plan, EvictionPlan::Admit) {
+            self.designated = None;
+        }
+        round
+    }
+
+    /// Acts on `round` outside the monitor: reconciles with the layers below once, evicts
+    /// the planned victims, or says to wait; refuses once the deadline has passed.
+    fn act(&mut self, round: Round<M::Runtime>) -> Result<Next<'a, M>, ManagerError> {
+        let (cache, id) = (self.cache, self.a.id);
+        if !self.reconciled && !matches!(round.plan, EvictionPlan::Admit) {
+            self.reconciled = true;
+            cache.reconcile_below(id);
+            return Ok(Next::Replan);
+        }
+        match round.plan {
+            EvictionPlan::Admit => {
+                Ok(Next::Admitted(self.claimed.take().expect("an admitted add holds its slot")))
+            }
+            EvictionPlan::Evict(victims) => {
+                // The designated victim may be among them: its designation keeps it closed
+                // through the round (a busy lock skips it, and it stays closed for the next).
+                let Some(pinned) = cache.evict_all(&victims)? else { return Ok(Next::Replan) };
+                let spin = cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
+                self.pinned_below.remember(round.seen, pinned.into_iter().filter(|_| !spin));
+                // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
+                if !cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && self.expired() {
+                    let (registered, loading) =
+                        cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
+                    return Err(cache.exhausted(id, registered, loading, self.wait));
+                }
+                // Victims pinned only below are left out of the next plan: re-plan at once.
+                Ok(if self.pinned_below.is_empty() {
+                    Next::Wait { behind: round.behind }
+                } else {
+                    Next::Replan
+                })
+            }
+            EvictionPlan::Full { registered, loading } => {
+                if cache.config.policy() == CapacityPolicy::Overflow {
+                    return Ok(Next::Admitted(cache.overflow(id, registered, loading, self.claimed.take())));
+                }
+                if self.expired() {
+                    return Err(cache.exhausted(id, registered, loading, self.wait));
+                }
+                Ok(Next::Wait { behind: round.behind })
+            }
+        }
+    }
+
+    fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| self.cache.inner.runtime().now() >= d)
     }
 }
 
