@@ -6,15 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
-    if path.is_dir() {
-        for entry in std::fs::read_dir(path).expect("readable source folder") {
-            rust_files(&entry.expect("readable entry").path(), out);
-        }
-    } else if path.extension().is_some_and(|e| e == "rs") {
-        out.push(path.to_owned());
-    }
-}
+mod source;
+
+use source::rust_files;
 
 /// The top-level modules (a file or a folder under `src/`, `lib.rs` aside) and their files.
 fn modules(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {

@@ -3,20 +3,14 @@
 //! sits in its file's `// Historical bugs:` section, after the code it alters, and is called
 //! from the switch in one line (see `resident::mutants`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod source;
+
+use source::rust_files;
 
 const SECTION: &str = "// Historical bugs:";
 const MAX_INLINE: usize = 3;
-
-fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
-    if path.is_dir() {
-        for entry in std::fs::read_dir(path).expect("readable source folder") {
-            rust_files(&entry.expect("readable entry").path(), out);
-        }
-    } else if path.extension().is_some_and(|e| e == "rs") {
-        out.push(path.to_owned());
-    }
-}
 
 /// Whether `line` opens a block switched on a mutant: `if runtime.mutant(..) {`, negated or
 /// not, as a statement, a `let .. = if`, or a match guard.

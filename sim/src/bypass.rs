@@ -44,21 +44,14 @@ pub trait Calls: Manager {
         self.clear_with(options)
     }
 
-    /// [`ManagerExt::register_with`], each layer's step by [`Calls::call_register_locked`].
+    /// [`ManagerExt::register_with`], or a layer's historical registration.
     fn call_register(
         &self,
         id: &str,
         model: Self::Model,
         options: CallOptions,
     ) -> Result<(), RegisterError<Self::Model>> {
-        let id = match ModelId::new(id) {
-            Ok(id) => id,
-            Err(error) => return Err(RegisterError { error: error.into(), model }),
-        };
-        match self.lock_until(&id, options.deadline(self.runtime())) {
-            Ok(guard) => self.call_register_locked(&guard, model),
-            Err(error) => Err(RegisterError { error, model }),
-        }
+        self.register_with(id, model, options)
     }
 
     /// [`Manager::register_locked`], or a layer's historical shortcut around its admission.
@@ -141,6 +134,26 @@ impl<M: Calls> Calls for FixedSizeCache<M> {
             return Ok(());
         }
         self.unpin_with(id, options)
+    }
+
+    /// With `register-unadmitted`, the registration's step through each layer is
+    /// [`Calls::call_register_locked`].
+    fn call_register(
+        &self,
+        id: &str,
+        model: Self::Model,
+        options: CallOptions,
+    ) -> Result<(), RegisterError<Self::Model>> {
+        if !self.runtime().mutant(Mutant::REGISTER_UNADMITTED) {
+            return self.register_with(id, model, options);
+        }
+        let locked = ModelId::new(id)
+            .map_err(ManagerError::from)
+            .and_then(|id| self.lock_until(&id, options.deadline(self.runtime())));
+        match locked {
+            Ok(guard) => self.call_register_locked(&guard, model),
+            Err(error) => Err(RegisterError { error, model }),
+        }
     }
 
     /// `register-unadmitted` (S-RG1): the cache forwards the registration without admission
