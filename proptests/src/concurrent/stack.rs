@@ -538,6 +538,285 @@ impl Stack {
     }
 }
 
+/// The steps of the calls with more than a line of rules.
+impl Stack {
+    /// An add's room event: admitted (a slot claimed), warm, or ended on the way (refused after a
+    /// shutdown, out of room, out of time for the lock, sharing a failed load, an eviction's
+    /// failure).
+    fn add_room(
+        &self,
+        s: &State,
+        history: &[Call<Op, Ret>],
+        at: usize,
+        (i, c, add, built): (usize, usize, usize, bool),
+    ) -> Vec<State> {
+        let call = &history[at];
+        let ret = call.ret.as_ref();
+        let is = |expected: Ret| ret.is_none_or(|r| *r == expected);
+        let mut next = s.clone();
+        let mut out = Vec::new();
+        let warm = if built { Ret::AlreadyRegistered } else { Ret::Warm };
+        // A register's own result once admitted: it registers, never fails to load.
+        let cold = |r: &Ret| {
+            if built { *r == Ret::Done } else { matches!(r, Ret::Loaded | Ret::LoadFailed | Ret::Expired) }
+        };
+        next.roomed |= bit(add);
+        // The id's lock is the swap's until it settles: the add comes after it.
+        if State::has(s.swapping, i) {
+            return out;
+        }
+        let registered = State::has(s.registered, i);
+        // After a shutdown every add is refused, but one that got past the cache's check
+        // before it may still end in an eviction's failure or run out of room.
+        let open = !s.shut_down;
+        if s.shut_down && ret == Some(&Ret::ShutDown) {
+            out.push(next.clone());
+        }
+        if open && registered && is(warm) {
+            out.push(next.clone());
+        }
+        let claimable = open && !registered && s.occupied() < self.cap(s);
+        if claimable && ret.is_none_or(cold) {
+            let mut claimed = next.clone();
+            claimed.claims |= bit(add);
+            out.push(claimed);
+        }
+        let failed_eviction = matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
+        // Another add's claim, or a replace's (room for its new version beside the old).
+        let other_adds = || {
+            overlapped(
+                history,
+                at,
+                |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) | Op::Swap(j) if *j != i),
+            )
+        };
+        let full = matches!(ret, Some(Ret::CapacityExhausted))
+            && (s.occupied() >= self.cap(s) || other_adds() || self.removal_holds_room(history, at));
+        let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
+        // A caller that waited for another add's failing load of the same model gets its
+        // error without loading (SPEC 1.9).
+        let shared = matches!(ret, Some(Ret::LoadFailed))
+            && !built
+            && open
+            && !registered
+            && overlapping(history, at, |other| {
+                let same = match other.op {
+                    Op::AddRoom { r: j, c: d, add: o, .. } => j == i && d == c && o != add,
+                    // A replace of an id that is not registered adds it.
+                    Op::Replace(j) | Op::Swap(j) => j == i && c == i,
+                    _ => false,
+                };
+                same && other.ret == Some(Ret::LoadFailed)
+            });
+        // An add that unwound in an eviction's unload, or failed on the way.
+        if failed_eviction || full || timed_out || shared || (ret.is_none() && !registered) {
+            out.push(next);
+        }
+        out
+    }
+
+    /// An add's load (or registration) in the slot its room event claimed, as its model's
+    /// scripted loads say.
+    fn add_load(
+        &self,
+        s: &State,
+        history: &[Call<Op, Ret>],
+        at: usize,
+        (i, add, built): (usize, usize, bool),
+    ) -> Vec<State> {
+        let call = &history[at];
+        let ret = call.ret.as_ref();
+        let is = |expected: Ret| ret.is_none_or(|r| *r == expected);
+        let mut next = s.clone();
+        let mut out = Vec::new();
+        if s.roomed & bit(add) == 0 {
+            return out;
+        }
+        let warm = if built { Ret::AlreadyRegistered } else { Ret::Warm };
+        if s.claims & bit(add) == 0 {
+            // Warm, or a room event that ended the add: the result was its to decide.
+            if ret != Some(&warm) || State::has(s.registered, i) {
+                out.push(next);
+            }
+            return out;
+        }
+        next.claims &= !bit(add);
+        if built {
+            // Registered (a panic of its `size_bytes` comes after that).
+            if is(Ret::Done) {
+                next.registered |= 1 << i;
+                out.push(next);
+            }
+            return out;
+        }
+        next.loads[i] += 1;
+        match script(of(&self.faults.loads, i), s.loads[i]) {
+            Step::Ok if is(Ret::Loaded) => {
+                next.registered |= 1 << i;
+                out.push(next);
+            }
+            Step::Fail if is(Ret::LoadFailed) => out.push(next),
+            Step::Expire if is(Ret::Expired) => out.push(next),
+            Step::Panic if ret.is_none() => out.push(next),
+            _ => {}
+        }
+        out
+    }
+
+    /// An unload of `RESOLVED[v]` for the call at `by` (a remove, an eviction, a replace's old
+    /// version, an in-place replace), as its model's scripted unloads say.
+    fn unload(&self, s: &State, history: &[Call<Op, Ret>], at: usize, v: usize, by: usize) -> Vec<State> {
+        let call = &history[at];
+        let ret = call.ret.as_ref();
+        let is = |expected: Ret| ret.is_none_or(|r| *r == expected);
+        let mut next = s.clone();
+        let mut out = Vec::new();
+        // A replace's unload of its own id's old version: the new one is registered
+        // and serves; only the old version's leases (drained) matter.
+        let old_version = matches!(history[by].op, Op::Replace(j) if j == v);
+        // An in-place replace's own unload: after its drain, before the call settles.
+        let swap = matches!(history[by].op, Op::Swap(j) if j == v);
+        let eviction = matches!(
+            history[by].op,
+            Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. }
+        ) && !old_version
+            && !swap;
+        let unloadable = State::has(s.registered, v)
+            && (old_version || (s.leases[v] == 0 && !(eviction && State::has(s.pinned, v))))
+            && !(swap && s.roomed & bit(by) != 0);
+        if !unloadable {
+            return out;
+        }
+        next.unloads[v] += 1;
+        match script(of(&self.faults.unloads, v), s.unloads[v]) {
+            Step::Ok if is(Ret::Done) => {
+                if !old_version {
+                    next.registered &= !(1 << v);
+                }
+                if swap {
+                    next.swapping |= 1 << v;
+                }
+                next.unloaded_by |= bit(by);
+                out.push(next);
+            }
+            Step::Fail if is(Ret::UnloadFailed(v)) => {
+                next.failed_by |= bit(by);
+                out.push(next);
+            }
+            Step::Panic if ret.is_none() => out.push(next),
+            _ => {}
+        }
+        out
+    }
+
+    /// A remove's result, from what its unload did (or why it did not run).
+    fn remove(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
+        let call = &history[at];
+        let ret = call.ret.as_ref();
+        let next = s.clone();
+        let mut out = Vec::new();
+        let own = bit(at);
+        let unloaded = s.unloaded_by & own != 0;
+        let failed = s.failed_by & own != 0;
+        let ok = match ret {
+            Some(Ret::Done) => unloaded,
+            Some(Ret::UnloadFailed(v)) => *v == i && failed,
+            // An `infer`'s lease lives within its call: a drain may time out on it when
+            // deadlines fire at any point.
+            Some(Ret::Busy) => {
+                let inferring = || {
+                    self.any_time
+                        && overlapping(history, at, |c| c.op == Op::Infer(i) && may_have_succeeded(c))
+                };
+                !unloaded && !failed && (s.leases[i] > 0 || inferring())
+            }
+            Some(Ret::NotFound) => !unloaded && !failed && !State::has(s.registered | s.swapping, i),
+            Some(Ret::LockTimeout) => lock_contended(history, at, i),
+            Some(_) => false,
+            None => true,
+        };
+        if ok {
+            out.push(next);
+        }
+        out
+    }
+
+    /// A lease's (or an `infer`'s) result on a stack that is not shut down.
+    fn lease(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
+        let call = &history[at];
+        let ret = call.ret.as_ref();
+        let mut next = s.clone();
+        let mut out = Vec::new();
+        match ret {
+            Some(Ret::Done) if State::has(s.registered, i) => {
+                if matches!(call.op, Op::Lease(_)) {
+                    next.leases[i] += 1;
+                }
+                out.push(next);
+            }
+            // Never while an in-place replace swaps it: the lease waits for the new version.
+            Some(Ret::NotFound) if !State::has(s.registered | s.swapping, i) => out.push(next),
+            Some(Ret::Removing)
+                if overlapped(history, at, |op| {
+                    matches!(op, Op::Remove(j) if *j == i)
+                        || matches!(op, Op::Shutdown | Op::ClearStart { .. })
+                }) =>
+            {
+                out.push(next);
+            }
+            // It waited for an eviction's outcome (an add's, a replace's or a resize's), or
+            // for an in-place replace.
+            Some(Ret::LockTimeout)
+                if overlapped(history, at, |op| {
+                    matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. })
+                }) =>
+            {
+                out.push(next);
+            }
+            None => out.push(next),
+            _ => {}
+        }
+        out
+    }
+
+    /// A lease's end: of the registered version, or of an old one a replace switched out.
+    fn end_lease(&self, s: &State, i: usize) -> Vec<State> {
+        let mut next = s.clone();
+        let mut out = Vec::new();
+        // Of the registered version, or of an old one a replace switched out.
+        if s.leases[i] > 0 {
+            let mut ended = next.clone();
+            ended.leases[i] -= 1;
+            out.push(ended);
+        }
+        if s.retired[i] > 0 {
+            next.retired[i] -= 1;
+            out.push(next);
+        }
+        out
+    }
+
+    /// A pin's or an unpin's result.
+    fn pin(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
+        let call = &history[at];
+        let ret = call.ret.as_ref();
+        let is = |expected: Ret| ret.is_none_or(|r| *r == expected);
+        let mut next = s.clone();
+        let mut out = Vec::new();
+        if is(Ret::Done) {
+            if matches!(call.op, Op::Pin(_)) {
+                next.pinned |= 1 << i;
+            } else {
+                next.pinned &= !(1 << i);
+            }
+            out.push(next);
+        } else if ret == Some(&Ret::LockTimeout) && lock_contended(history, at, i) {
+            out.push(next);
+        }
+        out
+    }
+}
+
 impl Spec for Stack {
     type State = State;
     type Op = Op;
@@ -551,223 +830,18 @@ impl Spec for Stack {
         let mut out = Vec::new();
         match call.op {
             Op::Add { .. } => {}
-            Op::AddRoom { r: i, c, add, built } => {
-                let warm = if built { Ret::AlreadyRegistered } else { Ret::Warm };
-                // A register's own result once admitted: it registers, never fails to load.
-                let cold = |r: &Ret| {
-                    if built {
-                        *r == Ret::Done
-                    } else {
-                        matches!(r, Ret::Loaded | Ret::LoadFailed | Ret::Expired)
-                    }
-                };
-                next.roomed |= bit(add);
-                // The id's lock is the swap's until it settles: the add comes after it.
-                if State::has(s.swapping, i) {
-                    return out;
-                }
-                let registered = State::has(s.registered, i);
-                // After a shutdown every add is refused, but one that got past the cache's check
-                // before it may still end in an eviction's failure or run out of room.
-                let open = !s.shut_down;
-                if s.shut_down && ret == Some(&Ret::ShutDown) {
-                    out.push(next.clone());
-                }
-                if open && registered && is(warm) {
-                    out.push(next.clone());
-                }
-                let claimable = open && !registered && s.occupied() < self.cap(s);
-                if claimable && ret.is_none_or(cold) {
-                    let mut claimed = next.clone();
-                    claimed.claims |= bit(add);
-                    out.push(claimed);
-                }
-                let failed_eviction =
-                    matches!(ret, Some(Ret::UnloadFailed(_))) && s.failed_by & bit(add) != 0;
-                // Another add's claim, or a replace's (room for its new version beside the old).
-                let other_adds = || {
-                    overlapped(
-                        history,
-                        at,
-                        |op| matches!(op, Op::AddRoom { r: j, .. } | Op::Replace(j) | Op::Swap(j) if *j != i),
-                    )
-                };
-                let full = matches!(ret, Some(Ret::CapacityExhausted))
-                    && (s.occupied() >= self.cap(s) || other_adds() || self.removal_holds_room(history, at));
-                let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
-                // A caller that waited for another add's failing load of the same model gets its
-                // error without loading (SPEC 1.9).
-                let shared = matches!(ret, Some(Ret::LoadFailed))
-                    && !built
-                    && open
-                    && !registered
-                    && overlapping(history, at, |other| {
-                        let same = match other.op {
-                            Op::AddRoom { r: j, c: d, add: o, .. } => j == i && d == c && o != add,
-                            // A replace of an id that is not registered adds it.
-                            Op::Replace(j) | Op::Swap(j) => j == i && c == i,
-                            _ => false,
-                        };
-                        same && other.ret == Some(Ret::LoadFailed)
-                    });
-                // An add that unwound in an eviction's unload, or failed on the way.
-                if failed_eviction || full || timed_out || shared || (ret.is_none() && !registered) {
-                    out.push(next);
-                }
-            }
-            Op::AddLoad { r: i, add, built, .. } => {
-                if s.roomed & bit(add) == 0 {
-                    return out;
-                }
-                let warm = if built { Ret::AlreadyRegistered } else { Ret::Warm };
-                if s.claims & bit(add) == 0 {
-                    // Warm, or a room event that ended the add: the result was its to decide.
-                    if ret != Some(&warm) || State::has(s.registered, i) {
-                        out.push(next);
-                    }
-                    return out;
-                }
-                next.claims &= !bit(add);
-                if built {
-                    // Registered (a panic of its `size_bytes` comes after that).
-                    if is(Ret::Done) {
-                        next.registered |= 1 << i;
-                        out.push(next);
-                    }
-                    return out;
-                }
-                next.loads[i] += 1;
-                match script(of(&self.faults.loads, i), s.loads[i]) {
-                    Step::Ok if is(Ret::Loaded) => {
-                        next.registered |= 1 << i;
-                        out.push(next);
-                    }
-                    Step::Fail if is(Ret::LoadFailed) => out.push(next),
-                    Step::Expire if is(Ret::Expired) => out.push(next),
-                    Step::Panic if ret.is_none() => out.push(next),
-                    _ => {}
-                }
-            }
-            Op::Unload { v, by } => {
-                // A replace's unload of its own id's old version: the new one is registered
-                // and serves; only the old version's leases (drained) matter.
-                let old_version = matches!(history[by].op, Op::Replace(j) if j == v);
-                // An in-place replace's own unload: after its drain, before the call settles.
-                let swap = matches!(history[by].op, Op::Swap(j) if j == v);
-                let eviction = matches!(
-                    history[by].op,
-                    Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. }
-                ) && !old_version
-                    && !swap;
-                let unloadable = State::has(s.registered, v)
-                    && (old_version || (s.leases[v] == 0 && !(eviction && State::has(s.pinned, v))))
-                    && !(swap && s.roomed & bit(by) != 0);
-                if !unloadable {
-                    return out;
-                }
-                next.unloads[v] += 1;
-                match script(of(&self.faults.unloads, v), s.unloads[v]) {
-                    Step::Ok if is(Ret::Done) => {
-                        if !old_version {
-                            next.registered &= !(1 << v);
-                        }
-                        if swap {
-                            next.swapping |= 1 << v;
-                        }
-                        next.unloaded_by |= bit(by);
-                        out.push(next);
-                    }
-                    Step::Fail if is(Ret::UnloadFailed(v)) => {
-                        next.failed_by |= bit(by);
-                        out.push(next);
-                    }
-                    Step::Panic if ret.is_none() => out.push(next),
-                    _ => {}
-                }
-            }
-            Op::Remove(i) => {
-                let own = bit(at);
-                let unloaded = s.unloaded_by & own != 0;
-                let failed = s.failed_by & own != 0;
-                let ok = match ret {
-                    Some(Ret::Done) => unloaded,
-                    Some(Ret::UnloadFailed(v)) => *v == i && failed,
-                    // An `infer`'s lease lives within its call: a drain may time out on it when
-                    // deadlines fire at any point.
-                    Some(Ret::Busy) => {
-                        let inferring = || {
-                            self.any_time
-                                && overlapping(history, at, |c| c.op == Op::Infer(i) && may_have_succeeded(c))
-                        };
-                        !unloaded && !failed && (s.leases[i] > 0 || inferring())
-                    }
-                    Some(Ret::NotFound) => !unloaded && !failed && !State::has(s.registered | s.swapping, i),
-                    Some(Ret::LockTimeout) => lock_contended(history, at, i),
-                    Some(_) => false,
-                    None => true,
-                };
-                if ok {
-                    out.push(next);
-                }
-            }
+            Op::AddRoom { r: i, c, add, built } => out = self.add_room(s, history, at, (i, c, add, built)),
+            Op::AddLoad { r: i, add, built, .. } => out = self.add_load(s, history, at, (i, add, built)),
+            Op::Unload { v, by } => out = self.unload(s, history, at, v, by),
+            Op::Remove(i) => out = self.remove(s, history, at, i),
             Op::Lease(_) | Op::Infer(_) if s.shut_down => {
                 if ret.is_none() || ret == Some(&Ret::ShutDown) {
                     out.push(next);
                 }
             }
-            Op::Lease(i) | Op::Infer(i) => match ret {
-                Some(Ret::Done) if State::has(s.registered, i) => {
-                    if matches!(call.op, Op::Lease(_)) {
-                        next.leases[i] += 1;
-                    }
-                    out.push(next);
-                }
-                // Never while an in-place replace swaps it: the lease waits for the new version.
-                Some(Ret::NotFound) if !State::has(s.registered | s.swapping, i) => out.push(next),
-                Some(Ret::Removing)
-                    if overlapped(history, at, |op| {
-                        matches!(op, Op::Remove(j) if *j == i)
-                            || matches!(op, Op::Shutdown | Op::ClearStart { .. })
-                    }) =>
-                {
-                    out.push(next);
-                }
-                // It waited for an eviction's outcome (an add's, a replace's or a resize's), or
-                // for an in-place replace.
-                Some(Ret::LockTimeout)
-                    if overlapped(history, at, |op| {
-                        matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. })
-                    }) =>
-                {
-                    out.push(next);
-                }
-                None => out.push(next),
-                _ => {}
-            },
-            Op::EndLease(i) => {
-                // Of the registered version, or of an old one a replace switched out.
-                if s.leases[i] > 0 {
-                    let mut ended = next.clone();
-                    ended.leases[i] -= 1;
-                    out.push(ended);
-                }
-                if s.retired[i] > 0 {
-                    next.retired[i] -= 1;
-                    out.push(next);
-                }
-            }
-            Op::Pin(i) | Op::Unpin(i) => {
-                if is(Ret::Done) {
-                    if matches!(call.op, Op::Pin(_)) {
-                        next.pinned |= 1 << i;
-                    } else {
-                        next.pinned &= !(1 << i);
-                    }
-                    out.push(next);
-                } else if ret == Some(&Ret::LockTimeout) && lock_contended(history, at, i) {
-                    out.push(next);
-                }
-            }
+            Op::Lease(i) | Op::Infer(i) => out = self.lease(s, history, at, i),
+            Op::EndLease(i) => out = self.end_lease(s, i),
+            Op::Pin(i) | Op::Unpin(i) => out = self.pin(s, history, at, i),
             Op::Replace(i) => out = self.replace(s, history, at, i),
             Op::Swap(i) => out = self.swap(s, history, at, i),
             Op::Shutdown => {
