@@ -139,7 +139,8 @@ impl<A: Architecture, T: ServeBackend> WeightFiles for ModelFiles<A, T> {
     type Weights = SharedWeights<A, T>;
     type Plan = FilePlan;
 
-    /// The budget checks ([`ModelFiles::check_budgets`]), then the header's bytes declared
+    /// The budget checks (the file and its declared tensors against the RAM budget and the
+    /// device budget, before any module is built), then the header's bytes declared
     /// with the load's peak ([`load_peak`]).
     fn plan<R: Runtime>(
         &self,
