@@ -185,4 +185,100 @@ mod tests {
         assert_eq!(b.victims(5, Some(&id("n")), |v| v.as_str() != "a"), [id("b")]);
         assert_eq!(b.victims(5, None, |_| true), [id("a"), id("n"), id("b")]);
     }
+
+    /// One step of the bookkeeping, as the cache takes them.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Push(usize),
+        Touch(usize),
+        Forget(usize),
+        Pin(usize),
+        Unpin(usize),
+        Size(usize, u64),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        let i = 0..5usize;
+        prop_oneof![
+            i.clone().prop_map(Step::Push),
+            i.clone().prop_map(Step::Touch),
+            i.clone().prop_map(Step::Forget),
+            i.clone().prop_map(Step::Pin),
+            i.clone().prop_map(Step::Unpin),
+            (i, 0..u64::MAX / 4).prop_map(|(i, b)| Step::Size(i, b)),
+        ]
+    }
+
+    const NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+    proptest::proptest! {
+        /// Without a runtime, against a list model: the queue holds each id once, in the
+        /// order of its last push or touch (a touch of an unqueued id changes nothing: no
+        /// phantoms, I4); every change an add waiting for room could use (an id queued or
+        /// dropped, a pin lifted) bumps the version; a forgotten id's size goes with it; and
+        /// the victims are the first `n` queued ids that are neither pinned, excluded nor
+        /// refused, in LRU order (I6, I10: a pinned or busy victim is skipped, never evicted).
+        #[test]
+        fn the_bookkeeping_follows_its_model(steps in proptest::collection::vec(step(), 0..40), n in 0..6usize, except in 0..6usize, busy in 0..32u8) {
+            let mut b: Bookkeeping = Bookkeeping::default();
+            let (mut queue, mut pinned, mut sized) = (Vec::<usize>::new(), BTreeSet::new(), BTreeMap::new());
+            for step in steps {
+                let before = b.version;
+                let bumps = match step {
+                    Step::Push(i) => {
+                        b.push(&id(NAMES[i]));
+                        queue.retain(|q| *q != i);
+                        queue.push(i);
+                        true
+                    }
+                    Step::Touch(i) => {
+                        b.touch(&id(NAMES[i]));
+                        if let Some(at) = queue.iter().position(|q| *q == i) {
+                            queue.remove(at);
+                            queue.push(i);
+                        }
+                        false
+                    }
+                    Step::Forget(i) => {
+                        b.forget(&id(NAMES[i]));
+                        queue.retain(|q| *q != i);
+                        sized.remove(&i);
+                        true
+                    }
+                    Step::Pin(i) => {
+                        b.pinned.insert(id(NAMES[i]));
+                        pinned.insert(i);
+                        false
+                    }
+                    Step::Unpin(i) => {
+                        b.unpin(&id(NAMES[i]));
+                        pinned.remove(&i);
+                        true
+                    }
+                    Step::Size(i, bytes) => {
+                        b.set_size(&id(NAMES[i]), bytes);
+                        sized.insert(i, bytes);
+                        false
+                    }
+                };
+                proptest::prop_assert_eq!(b.version > before, bumps, "{:?}", step);
+                proptest::prop_assert_eq!(ids(&b.queue), queue.iter().map(|&i| NAMES[i]).collect::<Vec<_>>());
+            }
+            let total = sized.values().fold(0u64, |sum, b| sum.saturating_add(*b));
+            proptest::prop_assert_eq!(b.bytes(), total);
+            let except = NAMES.get(except).map(|s| id(s));
+            let refused = |i: usize| busy & (1 << i) != 0;
+            let victims = b.victims(n, except.as_ref(), |v| {
+                !refused(NAMES.iter().position(|s| *s == v.as_str()).expect("a known id"))
+            });
+            let expected: Vec<&str> = queue
+                .iter()
+                .filter(|&&i| Some(NAMES[i]) != except.as_ref().map(ModelId::as_str) && !pinned.contains(&i) && !refused(i))
+                .take(n)
+                .map(|&i| NAMES[i])
+                .collect();
+            proptest::prop_assert_eq!(victims.iter().map(ModelId::as_str).collect::<Vec<_>>(), expected);
+        }
+    }
 }
