@@ -4,7 +4,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::device::Prepared;
-use super::single_flight::Turn;
+use super::single_flight::{LoadClaim, Turn};
 use super::{DeviceCache, LoadedModel, PutOptions};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{BoxError, CacheError, SourceError};
@@ -190,44 +190,51 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 }
                 Err(_) => return Err(CacheError::LoadWaitTimeout { key: key.to_owned(), waited: wait }),
             };
-            // A load may have ended between the lookups and the claim.
-            if let Some(loaded) = self.get(key) {
-                return Ok(loaded);
-            }
-            if let Some(admission) = self.adopt(key)? {
-                return Ok(admission.into_loaded());
-            }
-            // Read before the weights are built: a drop from now on may be one they straddle.
-            let since = self.group().store.drop_epoch(key);
-            // The C-B1 mutant loads first; `put` then reserves for weights already built.
-            let mut reservation = if self.runtime().mutant(Mutant::RESERVE_AFTER_LOAD) {
-                None
-            } else {
-                self.reserve_room(key, declared.peak(), deadline)?
-            };
-            let weights = match catch_unwind(AssertUnwindSafe(load)) {
-                Ok(weights) => weights.map_err(|e| CacheError::Load {
-                    key: key.to_owned(),
-                    source: SourceError::new(e.into()),
-                })?,
-                Err(payload) => {
-                    if self.runtime().mutant(Mutant::RAM_RESERVATION_LEAKS_ON_PANIC) {
-                        std::mem::forget(reservation.take());
-                    }
-                    resume_unwind(payload)
-                }
-            };
-            let loaded = self
-                .put_reserved(
-                    key,
-                    weights,
-                    declared_bytes,
-                    PutOptions::default(),
-                    Prepared { reservation, deadline, since: Some(since) },
-                )?
-                .into_loaded();
-            drop(claim);
+            return self.load_claimed(key, (declared, declared_bytes), load, deadline, claim);
+        }
+    }
+
+    /// The rest of [`DeviceCache::get_or_put_until`] once this call holds the group's claim to
+    /// load `key` (released once the loaded record is in place, or on the way out): a load that
+    /// ended meanwhile is served or adopted; otherwise the room is reserved, the weights are
+    /// built, and they are put under the reservation.
+    fn load_claimed<E: Into<BoxError>>(
+        self: &Arc<Self>,
+        key: &str,
+        (declared, declared_bytes): (Declared, u64),
+        load: impl FnOnce() -> Result<W, E>,
+        deadline: Deadline,
+        claim: LoadClaim<'_, R>,
+    ) -> Result<LoadedModel<W, R>, CacheError> {
+        // A load may have ended between the lookups and the claim.
+        if let Some(loaded) = self.get(key) {
             return Ok(loaded);
         }
+        if let Some(admission) = self.adopt(key)? {
+            return Ok(admission.into_loaded());
+        }
+        // Read before the weights are built: a drop from now on may be one they straddle.
+        let since = self.group().store.drop_epoch(key);
+        // The C-B1 mutant loads first; `put` then reserves for weights already built.
+        let mut reservation = if self.runtime().mutant(Mutant::RESERVE_AFTER_LOAD) {
+            None
+        } else {
+            self.reserve_room(key, declared.peak(), deadline)?
+        };
+        let weights = match catch_unwind(AssertUnwindSafe(load)) {
+            Ok(weights) => weights
+                .map_err(|e| CacheError::Load { key: key.to_owned(), source: SourceError::new(e.into()) })?,
+            Err(payload) => {
+                if self.runtime().mutant(Mutant::RAM_RESERVATION_LEAKS_ON_PANIC) {
+                    std::mem::forget(reservation.take());
+                }
+                resume_unwind(payload)
+            }
+        };
+        let prepared = Prepared { reservation, deadline, since: Some(since) };
+        let loaded =
+            self.put_reserved(key, weights, declared_bytes, PutOptions::default(), prepared)?.into_loaded();
+        drop(claim);
+        Ok(loaded)
     }
 }
