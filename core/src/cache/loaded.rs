@@ -7,16 +7,9 @@ use std::ops::Deref;
 
 use super::DeviceCache;
 use super::record::Record;
+use super::table::Claim;
 use super::weights::CanonicalId;
 use crate::runtime::{Arc, Runtime, StdRuntime};
-
-/// Which counter of the record a handle holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Claim {
-    Admitting,
-    Hold,
-    Lock,
-}
 
 /// Returned by `put`: the record is inside its admission window until this is turned into a
 /// [`LoadedModel`] or dropped.

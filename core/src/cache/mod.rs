@@ -30,6 +30,7 @@ mod room;
 mod single_flight;
 mod sizing;
 mod sourced;
+mod table;
 mod weights;
 
 pub use budget::{CacheId, NonSharedCharge, RamBudget, Reservation, SharedCharge};

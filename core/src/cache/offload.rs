@@ -1,9 +1,9 @@
 //! Changing a device budget while serving (SPEC 1.12): lowering it offloads idle device copies
 //! down to it, least recently used first, and waits (bounded) for locked ones.
 
-use super::device::{DeviceCache, State};
-use super::placement::Copy;
-use super::record::DeviceCopy;
+use super::device::DeviceCache;
+use super::record::Record;
+use super::table::{Copy, Table};
 use crate::deadline::CallOptions;
 use crate::error::{CacheError, InvalidConfig};
 use crate::mutants::Mutant;
@@ -107,36 +107,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
 /// Under the cache's state: takes the copies of unlocked records out of their slots, least
 /// recently used first, until `used` would be within `cap` once they are dropped.
-fn lower<W, R: Runtime>(s: &mut State<W, R>, cap: Option<u64>, mut used: u64) -> Lowering {
+fn lower<W, R: Runtime>(s: &mut Table<Record<W, R>>, cap: Option<u64>, used: u64) -> Lowering {
     let Some(cap) = cap.filter(|&cap| used > cap) else { return Lowering::Within };
-    let mut idle: Vec<(u64, String)> = s
-        .slots
-        .iter()
-        .filter(|(_, v)| v.locks == 0 && v.device.resident_bytes() > 0)
-        .map(|(k, v)| (v.last_used, k.clone()))
-        .collect();
-    idle.sort_unstable();
-    let mut offloaded = Vec::new();
-    for (_, key) in idle {
-        if used <= cap {
-            break;
-        }
-        if let Some(v) = s.slots.get_mut(&key)
-            && let DeviceCopy::Resident { copy, bytes } = std::mem::replace(&mut v.device, DeviceCopy::Absent)
-        {
-            used = used.saturating_sub(bytes);
-            offloaded.push(copy);
-        }
-    }
-    let over = (used > cap).then(|| {
-        let locked = s
-            .slots
-            .iter()
-            .filter(|(_, v)| !matches!(v.device, DeviceCopy::Absent))
-            .map(|(k, _)| k.clone())
-            .collect();
-        Over { cap, used, locked }
-    });
+    let (offloaded, used) = s.offload_lru(cap, used);
+    let over = (used > cap).then(|| Over { cap, used, locked: s.keys_on_device() });
     match (offloaded.is_empty(), over) {
         (false, over) => Lowering::Offloaded(offloaded, over),
         (true, Some(over)) => Lowering::Held(over),

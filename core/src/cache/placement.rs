@@ -26,14 +26,13 @@
 //! reconcile's callbacks, `to_device`) runs, so a panic there settles the slot and wakes the
 //! waiters.
 
-use std::any::Any;
 use std::fmt;
 use std::ops::Deref;
 
-use super::device::{State, slot_device_bytes};
 use super::ledger::{DeviceBudget, Placed};
 use super::loaded::{LoadedModel, ModelGuard};
-use super::record::{DeviceCopy, Record};
+use super::record::Record;
+use super::table::{Copy, OnDevice, Table};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::mutants::Mutant;
@@ -85,9 +84,6 @@ impl<W: DeviceWeights, R: Runtime> fmt::Debug for DeviceGuard<W, R> {
         f.debug_struct("DeviceGuard").field("key", &self.guard.key()).finish()
     }
 }
-
-/// A device copy as a slot keeps it: an `Arc<Placed<W::OnDevice, R>>`, type-erased.
-pub(crate) type Copy = Arc<dyn Any + Send + Sync>;
 
 /// What one critical section of a placement decided.
 enum Step {
@@ -212,29 +208,27 @@ fn run_move<W: DeviceWeights, R: Runtime>(claim: MoveClaim<'_, W, R>) -> Result<
 /// copies (smallest first) until `need` fits, or claim the move, charging it to the device
 /// budget. A detached record (replaced while stale) moves for this use only.
 fn decide<W, R: Runtime>(
-    s: &mut State<W, R>,
+    s: &mut Table<Record<W, R>>,
     budget: &DeviceBudget<R>,
     record: &Arc<Record<W, R>>,
     need: u64,
     runtime: &R,
 ) -> Option<Result<Step, CacheError>> {
-    let attached = s.slots.get(&record.key).is_some_and(|v| Arc::ptr_eq(&v.record, record));
-    if attached {
-        match &s.slots[&record.key].device {
-            DeviceCopy::Resident { copy, .. } => return Some(Ok(Step::Ready(Arc::clone(copy)))),
-            DeviceCopy::Moving => return None,
-            DeviceCopy::Absent => {}
-        }
-    }
+    let attached = match s.on_device(record) {
+        OnDevice::Ready(copy) => return Some(Ok(Step::Ready(copy))),
+        OnDevice::Moving => return None,
+        OnDevice::Absent => true,
+        OnDevice::Detached => false,
+    };
     let charge_moves = !runtime.mutant(Mutant::MOVE_UNCHARGED);
     let offloaded = match budget.cap() {
         Some(cap) => {
             let used = if runtime.mutant(Mutant::DETACHED_COPY_UNCOUNTED) {
-                slot_device_bytes(s).saturating_add(if charge_moves { budget.moving() } else { 0 })
+                s.slot_device_bytes().saturating_add(if charge_moves { budget.moving() } else { 0 })
             } else {
                 budget.used(charge_moves)
             };
-            match make_device_room(s, &record.key, need, cap, used) {
+            match s.offload_smallest(&record.key, need, cap, used) {
                 Ok(offloaded) => offloaded,
                 // Locked copies may go: wait for them (a copy larger than the budget never fits).
                 Err(error) if need <= cap => return Some(Ok(Step::Full(error))),
@@ -250,53 +244,10 @@ fn decide<W, R: Runtime>(
         let key = record.key.clone();
         return Some(Err(CacheError::SizeOverflow { key, bytes: need, what: "device budget" }));
     }
-    if attached && let Some(slot) = s.slots.get_mut(&record.key) {
-        slot.device = DeviceCopy::Moving;
+    if attached {
+        s.mark_moving(record);
     }
     Some(Ok(Step::Move { offloaded }))
-}
-
-/// Takes the device copies of unlocked records, smallest first, out of their slots until `need`
-/// more bytes would fit `cap` once they are dropped; refuses up front (taking nothing) when even
-/// offloading every one would not make room. `used` counts every live copy and move.
-fn make_device_room<W, R: Runtime>(
-    s: &mut State<W, R>,
-    key: &str,
-    need: u64,
-    cap: u64,
-    mut used: u64,
-) -> Result<Vec<Copy>, CacheError> {
-    let freeable = s
-        .slots
-        .values()
-        .filter(|v| v.locks == 0)
-        .fold(0u64, |sum, v| sum.saturating_add(v.device.resident_bytes()));
-    let pinned = used.saturating_sub(freeable);
-    let full = |used: u64| CacheError::DeviceFull { key: key.to_owned(), needed: need, budget: cap, used };
-    if need > cap.saturating_sub(pinned) {
-        return Err(full(pinned));
-    }
-    // The candidates once, smallest first: every round takes the next, so the loop ends after
-    // at most one round per candidate whatever the bytes say.
-    let mut victims: Vec<(u64, String)> = s
-        .slots
-        .iter()
-        .filter(|(_, v)| v.locks == 0 && v.device.resident_bytes() > 0)
-        .map(|(k, v)| (v.device.resident_bytes(), k.clone()))
-        .collect();
-    victims.sort_unstable();
-    let mut victims = victims.into_iter();
-    let mut offloaded = Vec::new();
-    while need > cap.saturating_sub(used) {
-        let Some((bytes, victim)) = victims.next() else { return Err(full(used)) };
-        if let Some(v) = s.slots.get_mut(&victim)
-            && let DeviceCopy::Resident { copy, .. } = std::mem::replace(&mut v.device, DeviceCopy::Absent)
-        {
-            offloaded.push(copy);
-        }
-        used = used.saturating_sub(bytes);
-    }
-    Ok(offloaded)
 }
 
 /// A claimed move: settles the slot when done, or (unwinding) marks it absent again and
@@ -318,7 +269,7 @@ impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
         if copy.is_none() && !self.cache.runtime().mutant(Mutant::MOVE_UNCHARGED) {
             self.cache.device_budget().end_move(self.need);
         }
-        self.cache.state().with(|s| settle(s, self.record, self.need, copy));
+        self.cache.state().with(|s| s.settle_move(self.record, self.need, copy));
         if !self.cache.runtime().mutant(Mutant::LOST_WAKEUP_MOVE_SETTLED) {
             self.cache.state().notify_all();
         }
@@ -334,16 +285,5 @@ impl<W: DeviceWeights, R: Runtime> Drop for MoveClaim<'_, W, R> {
         if !self.settled {
             self.finish(None);
         }
-    }
-}
-
-/// Under the cache's state: records the move's outcome on the record if it is still the
-/// occupant (a detached record's copy lives with its guard only).
-fn settle<W, R: Runtime>(s: &mut State<W, R>, record: &Arc<Record<W, R>>, need: u64, copy: Option<&Copy>) {
-    if let Some(slot) = s.slots.get_mut(&record.key).filter(|v| Arc::ptr_eq(&v.record, record)) {
-        slot.device = match copy {
-            Some(copy) => DeviceCopy::Resident { copy: Arc::clone(copy), bytes: need },
-            None => DeviceCopy::Absent,
-        };
     }
 }

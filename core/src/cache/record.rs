@@ -1,7 +1,8 @@
 //! A record: one model's CPU weights resident in one device cache, and its use counters.
 
 use super::budget::NonSharedCharge;
-use super::weights::Canonical;
+use super::table::Entry;
+use super::weights::{Canonical, CanonicalId};
 use crate::runtime::{Arc, Runtime};
 
 /// Where a record's CPU weights live.
@@ -41,48 +42,20 @@ impl<W, R: Runtime> Record<W, R> {
     }
 }
 
-/// A record in a cache's map, with what protects it from eviction.
-pub(crate) struct RecordSlot<W, R: Runtime> {
-    pub(crate) record: Arc<Record<W, R>>,
-    /// Live [`ModelGuard`](super::ModelGuard)s.
-    pub(crate) locks: usize,
-    /// Live [`LoadedModel`](super::LoadedModel)s that have not locked yet.
-    pub(crate) holds: usize,
-    /// Live [`Admission`](super::Admission)s (between `put` and the loader's retrieval).
-    pub(crate) admitting: usize,
-    /// Evict at the last release (set by `drop_model`, `shutdown`, or at birth after shutdown).
-    pub(crate) stale: bool,
-    /// LRU clock of the last use.
-    pub(crate) last_used: u64,
-    /// Runtime time of the last claim change (for keep-alive expiry).
-    pub(crate) idle_since: std::time::Duration,
-    /// The record's copy on the cache's device.
-    pub(crate) device: DeviceCopy,
-}
-
-/// Where a record stands on its cache's device.
-pub(crate) enum DeviceCopy {
-    /// Not on the device.
-    Absent,
-    /// A lock is moving it there; other lockers wait for that move.
-    Moving,
-    /// On the device: the copy (typed by the weights' `OnDevice`) and its device bytes.
-    Resident { copy: Arc<dyn std::any::Any + Send + Sync>, bytes: u64 },
-}
-
-impl DeviceCopy {
-    /// Device bytes of a resident copy (0 otherwise: a move in flight is charged by the ledger).
-    pub(crate) fn resident_bytes(&self) -> u64 {
-        match self {
-            DeviceCopy::Resident { bytes, .. } => *bytes,
-            DeviceCopy::Absent | DeviceCopy::Moving => 0,
-        }
+impl<W, R: Runtime> Entry for Record<W, R> {
+    fn key(&self) -> &str {
+        &self.key
     }
-}
 
-impl<W, R: Runtime> RecordSlot<W, R> {
-    /// Nothing protects it: no lock, no hold, no admission.
-    pub(crate) fn free(&self) -> bool {
-        self.locks == 0 && self.holds == 0 && self.admitting == 0
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn canonical(&self) -> Option<CanonicalId> {
+        self.shared().map(|c| c.id())
+    }
+
+    fn shared_elsewhere(&self) -> bool {
+        self.shared().is_some_and(|c| Arc::strong_count(c) > 1)
     }
 }

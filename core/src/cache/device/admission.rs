@@ -61,7 +61,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return Err(telemetry::cache_refused(CacheError::TooLarge { key: key.to_owned(), bytes, cap }));
         }
         self.expire_idle();
-        if how.prefetch && self.with_state(|s| s.shut_down) {
+        if how.prefetch && self.with_state(|s| s.is_shut_down()) {
             return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
         }
         if let Some(record) = self.admit_existing(key) {
@@ -74,7 +74,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return Ok(admission);
         }
         if self.mutant(Mutant::SIBLING_ADMISSION_CLEARS_HOLDS) {
-            self.with_state(|s| s.slots.values_mut().for_each(|slot| slot.holds = 0));
+            self.with_state(Table::clear_holds);
         }
         // Adopting a live canonical adds no bytes, so it needs no room.
         let adopted = if how.shared { self.group.store.adopt(key) } else { None };
@@ -158,40 +158,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let recheck = !self.mutant(Mutant::ADOPT_ACROSS_DROP);
         let copy_under_lock = self.mutant(Mutant::STALE_COPY_DROPPED_LOCKED);
         let ignore_shutdown = self.mutant(Mutant::ADMISSION_IGNORES_SHUTDOWN);
-        let (record, spare, replaced) = self.state.with(|s| {
-            s.clock += 1;
-            let clock = s.clock;
-            match s.slots.get_mut(key) {
-                // Admitted by someone else meanwhile: join that record.
-                Some(slot) if !slot.stale => {
-                    slot.admitting += 1;
-                    (Arc::clone(&slot.record), Some(fresh), None)
-                }
-                // Absent, or a stale occupant (dropped or shut down while in use): the new record
-                // takes the key; the old one is detached and its holders' releases act on it only.
-                _ => {
-                    // `drop_model` invalidated the canonical since it was adopted: born stale.
-                    let dropped =
-                        recheck && fresh.shared().is_some_and(|c| !self.group.store.is_current(key, c));
-                    let slot = RecordSlot {
-                        record: Arc::clone(&fresh),
-                        locks: 0,
-                        holds: 0,
-                        admitting: 1,
-                        stale: (s.shut_down && !ignore_shutdown) || dropped,
-                        last_used: clock,
-                        idle_since: now,
-                        device: DeviceCopy::Absent,
-                    };
-                    s.stats.admitted(fresh.bytes);
-                    let mut replaced = s.slots.insert(key.to_owned(), slot).map(|old| s.detach(old));
-                    if copy_under_lock && let Some(gone) = replaced.as_mut() {
-                        gone.device = DeviceCopy::Absent;
-                    }
-                    (fresh, None, replaced)
-                }
-            }
-        });
+        let store = &self.group.store;
+        let born_dropped =
+            |r: &Record<W, R>| recheck && r.shared().is_some_and(|c| !store.is_current(key, c));
+        let flags = (ignore_shutdown, copy_under_lock);
+        let Inserted { record, spare, replaced } =
+            self.state.with(|s| s.insert(fresh, now, born_dropped, flags));
         let device = &self.device;
         let admission = self.hand_out_then(
             || Admission { cache: Arc::clone(self), record: Some(record) },
@@ -209,10 +181,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     pub(super) fn admit_existing(&self, key: &str) -> Option<Arc<Record<W, R>>> {
-        self.state.with(|s| {
-            let slot = s.slots.get_mut(key).filter(|slot| !slot.stale)?;
-            slot.admitting += 1;
-            Some(Arc::clone(&slot.record))
-        })
+        self.state.with(|s| s.admit_existing(key))
     }
 }

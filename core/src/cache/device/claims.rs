@@ -36,22 +36,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return self.get_holding_after_lookup(key);
         }
         let serve_stale = self.mutant(Mutant::GET_SERVES_STALE);
-        let record = self.state.with(|s| {
-            s.clock += 1;
-            let clock = s.clock;
-            match s.slots.get_mut(key).filter(|slot| serve_stale || !slot.stale) {
-                Some(slot) => {
-                    slot.holds += 1;
-                    slot.last_used = clock;
-                    s.stats.hits += 1;
-                    Some(Arc::clone(&slot.record))
-                }
-                None => {
-                    s.stats.misses += 1;
-                    None
-                }
-            }
-        });
+        let record = self.state.with(|s| s.get(key, serve_stale));
         let hit = record.is_some();
         let report = || tracing::debug!(device = %self.device, key, hit, "get");
         let handle = || record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) });
@@ -79,16 +64,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             report(&record);
         }
         let now = self.group.runtime.now();
-        self.state.with(|s| {
-            s.clock += 1;
-            let clock = s.clock;
-            if let Some(slot) = Self::occupant(s, &record, self.mutant(Mutant::KEY_MATCH_RELEASE)) {
-                decrement(Self::counter(slot, from));
-                *Self::counter(slot, to) += 1;
-                slot.last_used = clock;
-                slot.idle_since = now;
-            }
-        });
+        let by_key = self.mutant(Mutant::KEY_MATCH_RELEASE);
+        self.state.with(|s| s.convert(&record, (from, to), now, by_key));
         let reported = Arc::clone(&record);
         let after = || {
             if !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
@@ -111,19 +88,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.group.runtime.now();
-        let (evicted, freed, expires, copy_unlocked) = self.with_state(|s| {
-            let keep_alive = s.keep_alive;
-            let Some(slot) = Self::occupant(s, record, self.mutant(Mutant::KEY_MATCH_RELEASE)) else {
-                return (None, false, None, false);
-            };
-            decrement(Self::counter(slot, claim));
-            slot.idle_since = now;
-            let copy_unlocked = slot.locks == 0 && slot.device.resident_bytes() > 0;
-            let free = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
-            let evicted = (slot.stale && free).then(|| Self::remove(s, &record.key)).flatten();
-            let expires = keep_alive.filter(|_| free && evicted.is_none()).map(|k| now.saturating_add(k));
-            (evicted, free, expires, copy_unlocked && matches!(claim, Claim::Lock))
-        });
+        let flags = (self.mutant(Mutant::KEY_MATCH_RELEASE), ignore_holds);
+        let Released { evicted, freed, expires, copy_unlocked } =
+            self.with_state(|s| s.release(record, claim, now, flags));
         // An unlocked copy can be offloaded: room for a locker waiting for the device.
         if copy_unlocked {
             self.device_budget.copy_unlocked();
@@ -136,11 +103,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if let Some(deadline) = expires {
             self.group.timer.poke(Some(deadline), Mutant::LOST_WAKEUP_KEEP_ALIVE_RELEASE);
         }
-        if let Some(gone) = evicted.as_ref().filter(|gone| gone.record.shared().is_some())
+        if let Some(gone) = evicted.as_ref().filter(|gone| gone.record().shared().is_some())
             && self.mutant(Mutant::MIS_DEBIT_SHARED)
             && self.is_shut_down()
         {
-            self.group.budget.mis_debit(self.id, gone.record.bytes);
+            self.group.budget.mis_debit(self.id, gone.record().bytes);
         }
         self.finish_evictions(evicted.into_iter().collect(), "dropped");
         let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
@@ -153,24 +120,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         }
     }
-
-    pub(super) fn counter(slot: &mut RecordSlot<W, R>, claim: Claim) -> &mut usize {
-        match claim {
-            Claim::Admitting => &mut slot.admitting,
-            Claim::Hold => &mut slot.holds,
-            Claim::Lock => &mut slot.locks,
-        }
-    }
-
-    /// The slot of `record` if `record` is still the occupant of its key (identity, not key;
-    /// `by_key` is the mutant that matches by key).
-    pub(super) fn occupant<'s>(
-        s: &'s mut State<W, R>,
-        record: &Arc<Record<W, R>>,
-        by_key: bool,
-    ) -> Option<&'s mut RecordSlot<W, R>> {
-        s.slots.get_mut(&record.key).filter(|slot| by_key || Arc::ptr_eq(&slot.record, record))
-    }
 }
 
 // Historical bugs: the bodies of the switches above (see `crate::mutants`).
@@ -178,12 +127,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// C-R5/C-R14 (`hold-after-lookup`): `get` arms the first-use hold in a second critical
     /// section after the lookup, and an eviction in between takes the record it hands out.
     fn get_holding_after_lookup(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
-        let record = self.with_state(|s| s.slots.get(key).map(|slot| Arc::clone(&slot.record)))?;
-        self.with_state(|s| {
-            if let Some(slot) = Self::occupant(s, &record, false) {
-                slot.holds += 1;
-            }
-        });
+        let record = self.with_state(|s| s.peek(key))?;
+        self.with_state(|s| s.hold(&record));
         Some(LoadedModel { cache: Arc::clone(self), record: Some(record) })
     }
 }

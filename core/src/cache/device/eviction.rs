@@ -43,18 +43,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn mark_dropped(&self, key: &str) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let locked_is_free = self.mutant(Mutant::DROP_EVICTS_LOCKED);
-        let evicted = self.state.with(|s| {
-            let keys: Vec<String> =
-                s.slots.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
-            keys.iter()
-                .filter_map(|k| {
-                    if locked_is_free {
-                        return Self::remove(s, k);
-                    }
-                    Self::evict_or_mark(s, k, admitting)
-                })
-                .collect::<Vec<_>>()
-        });
+        let evicted = self.state.with(|s| s.mark_dropped(key, (admitting, locked_is_free)));
         Dropped { cache: self, evicted }
     }
 
@@ -69,14 +58,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// idle records, running no user code; the caller finishes the returned evictions.
     pub(crate) fn mark_shut_down(&self) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
-        let (evicted, retained, cancelled) = self.with_state(|s| {
-            s.shut_down = true;
-            let cancelled = s.keep_alive.take().is_some();
-            let keys: Vec<String> = s.slots.keys().cloned().collect();
-            let evicted =
-                keys.iter().filter_map(|k| Self::evict_or_mark(s, k, admitting)).collect::<Vec<_>>();
-            (evicted, keys.into_iter().filter(|k| s.slots.contains_key(k)).collect::<Vec<_>>(), cancelled)
-        });
+        let (evicted, retained, cancelled) = self.with_state(|s| s.mark_shut_down(admitting));
         // The timer may sleep to one of this cache's deadlines, or be kept by it alone.
         if cancelled {
             self.group.timer.poke(None, Mutant::TIMER_NOT_CANCELLED);
@@ -88,61 +70,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         Dropped { cache: self, evicted }
     }
 
-    pub(super) fn remove(s: &mut State<W, R>, key: &str) -> Option<Gone<W, R>> {
-        let slot = s.slots.remove(key)?;
-        s.stats.left(slot.record.bytes);
-        s.stats.evictions += 1;
-        s.stats.bytes_evicted = s.stats.bytes_evicted.saturating_add(slot.record.bytes);
-        Some(Gone { record: slot.record, device: slot.device })
-    }
-
-    pub(super) fn evict_or_mark(
-        s: &mut State<W, R>,
-        key: &str,
-        admitting_is_free: bool,
-    ) -> Option<Gone<W, R>> {
-        let slot = s.slots.get_mut(key)?;
-        if evictable(slot, admitting_is_free) {
-            Self::remove(s, key)
-        } else {
-            slot.stale = true;
-            None
-        }
-    }
-
     /// Evicts this cache's free records until `room` more bytes fit the global budget.
     pub(crate) fn make_room_here(&self, room: u64) -> usize {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
-        let evicted = self.with_state(|s| Self::evict_lru_while(s, room, &self.group, admitting));
+        let evicted =
+            self.with_state(|s| s.evict_lru_while(|pending| self.fits_after(pending, room), admitting));
         self.finish_evictions(evicted, "room")
     }
 
-    /// Evicts free records, least recently used first, until `room` more bytes fit the global
-    /// budget, counting what the evictions so far will give back once they are dropped.
-    pub(super) fn evict_lru_while(
-        s: &mut State<W, R>,
-        room: u64,
-        group: &CacheGroup<W, R>,
-        admitting_is_free: bool,
-    ) -> Evicted<W, R> {
-        let mut evicted: Evicted<W, R> = Vec::new();
-        let mut pending = 0;
-        while !group.budget.fits_after(pending, room) {
-            // Records that give bytes back first (least recently used among them): evicting one
-            // whose canonical a peer shares frees nothing, so it goes only when nothing else can.
-            let victim = s
-                .slots
-                .iter()
-                .filter(|(_, v)| evictable(v, admitting_is_free))
-                .min_by_key(|(_, v)| (frees(&v.record) == 0, v.last_used))
-                .map(|(k, _)| k.clone());
-            let Some(victim) = victim else { break };
-            if let Some(gone) = Self::remove(s, &victim) {
-                pending += frees(&gone.record);
-                evicted.push(gone);
-            }
-        }
-        evicted
+    /// Whether `room` more bytes fit the global budget once `pending` bytes (of evictions not
+    /// yet dropped) are given back.
+    pub(super) fn fits_after(&self, pending: u64, room: u64) -> bool {
+        self.group.budget.fits_after(pending, room)
     }
 
     /// Reports the evictions (outside every lock), counted as `by` in the metrics (`room`:
@@ -157,11 +96,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
         if self.mutant(Mutant::EVICTION_FORGETS_CANONICAL) {
-            evicted.iter().for_each(|gone| self.group.store.invalidate(&gone.record.key));
+            evicted.iter().for_each(|gone| self.group.store.invalidate(&gone.record().key));
         }
         let mut first_panic = None;
         for gone in evicted {
-            let (key, bytes) = (gone.record.key.clone(), gone.record.bytes);
+            let (key, bytes) = (gone.record().key.clone(), gone.record().bytes);
             let dropped = catch_unwind(AssertUnwindSafe(move || drop(gone)));
             // The report and the callback are user code, each caught on its own: a panicking
             // subscriber or recorder does not keep the callback from firing.

@@ -9,13 +9,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Refused (returns `false`) after [`DeviceCache::shutdown`], which cancels keep-alive for
     /// good.
     pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
-        let set = self.with_state(|s| {
-            if s.shut_down {
-                return false;
-            }
-            s.keep_alive = keep_alive;
-            true
-        });
+        let set = self.with_state(|s| s.set_keep_alive(keep_alive));
         if set && keep_alive.is_some() {
             self.group.timer.start(&self.group);
         } else if set {
@@ -27,7 +21,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// The keep-alive in force (`None` after shutdown).
     pub fn keep_alive(&self) -> Option<Duration> {
-        self.with_state(|s| s.keep_alive)
+        self.with_state(|s| s.keep_alive())
     }
 
     /// Evicts the records idle (unlocked, unheld, not admitting) for at least the keep-alive, on
@@ -37,17 +31,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub fn expire_idle(&self) -> usize {
         let now = self.group.runtime.now();
         let ignore_holds = self.mutant(Mutant::KEEP_ALIVE_EVICTS_HELD);
-        let evicted = self.with_state(|s| {
-            let Some(keep_alive) = s.keep_alive else { return Vec::new() };
-            let expired: Vec<String> = s
-                .slots
-                .iter()
-                .filter(|(_, v)| v.free() || (ignore_holds && v.locks == 0 && v.admitting == 0))
-                .filter(|(_, v)| now.saturating_sub(v.idle_since) >= keep_alive)
-                .map(|(k, _)| k.clone())
-                .collect();
-            expired.iter().filter_map(|k| Self::remove(s, k)).collect()
-        });
+        let evicted = self.with_state(|s| s.expire(now, ignore_holds));
         self.finish_evictions(evicted, "idle")
     }
 
@@ -55,10 +39,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// this cache's idle records expires: `None` without a keep-alive; `Some(None)` when no
     /// record is idle.
     pub(crate) fn next_expiry(&self) -> Option<Option<Duration>> {
-        self.with_state(|s| {
-            let keep_alive = s.keep_alive?;
-            let idle = s.slots.values().filter(|v| v.free()).map(|v| v.idle_since).min();
-            Some(idle.map(|since| since.saturating_add(keep_alive)))
-        })
+        self.with_state(|s| s.next_expiry())
     }
 }

@@ -51,7 +51,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 self.group.budget.room_seekers()
             };
             let deferred = if looking { deferred } else { 0 };
-            Self::evict_lru_while(s, room.max(deferred), &self.group, admitting)
+            let room = room.max(deferred);
+            s.evict_lru_while(|pending| self.fits_after(pending, room), admitting)
         })?;
         if clear_late {
             self.reconcile_pending.with(|p| *p = None);

@@ -1,0 +1,46 @@
+//! What a cache reports of its table: its counters and its records.
+
+use crate::cache::weights::CanonicalId;
+
+/// Counters of one cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// `get` found the key.
+    pub hits: u64,
+    /// `get` did not find the key.
+    pub misses: u64,
+    /// Records evicted, by every path.
+    pub evictions: u64,
+    /// Bytes of the evicted records.
+    pub bytes_evicted: u64,
+    /// Bytes of the records resident now (a shared record counts its canonical's bytes here in
+    /// every cache that uses it; the group's [`RamBudget`](super::RamBudget) counts it once).
+    pub bytes_resident: u64,
+    /// The most bytes resident at once since the cache was created.
+    pub high_water: u64,
+}
+
+impl CacheStats {
+    pub(super) fn admitted(&mut self, bytes: u64) {
+        self.bytes_resident = self.bytes_resident.saturating_add(bytes);
+        self.high_water = self.high_water.max(self.bytes_resident);
+    }
+
+    pub(super) fn left(&mut self, bytes: u64) {
+        self.bytes_resident = self.bytes_resident.saturating_sub(bytes);
+    }
+}
+
+/// One resident record, as [`DeviceCache::resident`](super::DeviceCache::resident) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resident {
+    /// The key.
+    pub key: String,
+    /// The record's bytes.
+    pub bytes: u64,
+    /// Identity of the shared canonical it uses (equal for records sharing one), or `None` for a
+    /// private copy.
+    pub canonical: Option<CanonicalId>,
+    /// Replaced in the map while stale; alive only through a handle.
+    pub detached: bool,
+}
