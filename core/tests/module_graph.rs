@@ -68,17 +68,73 @@ fn no_two_top_level_modules_import_each_other() {
     assert!(cycles.is_empty(), "modules that import each other: {cycles:?}\n{graph:#?}");
 }
 
+/// The first identifier of `s`.
+fn ident(s: &str) -> String {
+    s.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+}
+
+/// The items of a `{a, b::c, …}` group (`group` starts after the brace): their first names.
+fn group_items(group: &str) -> Vec<String> {
+    let (mut depth, mut items, mut start) = (0, Vec::new(), 0);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.into_iter().map(ident).collect()
+}
+
+/// The names a folder's `mod.rs` re-exports from its siblings (`pub use name::{A, B}` or
+/// `pub(crate) use name::A`), each with the sibling it comes from: `super::A` in a sibling
+/// imports that sibling as surely as `super::name::A`.
+fn reexports(dir: &Path, siblings: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(dir.join("mod.rs")).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for line in text.lines().map(str::trim_start) {
+        let Some(rest) = line.strip_prefix("pub use ").or_else(|| line.strip_prefix("pub(crate) use "))
+        else {
+            continue;
+        };
+        let rest = rest.strip_prefix("self::").unwrap_or(rest);
+        let from = ident(rest);
+        let Some(path) = rest.strip_prefix(&format!("{from}::")).filter(|_| siblings.contains(&from)) else {
+            continue;
+        };
+        let items = match path.strip_prefix('{') {
+            Some(group) => group_items(group),
+            None => vec![path.rsplit("::").next().map(ident).unwrap_or_default()],
+        };
+        out.extend(items.into_iter().map(|item| (item, from.clone())));
+    }
+    out
+}
+
 /// The sibling files (and sub-folders) of one folder that `text` names: `super::name`,
-/// `super::{name, …}`, or `crate::<folder path>::name`. A sub-folder's files name their own
-/// siblings only through `super::` of their own folder, so `super::super::` is left out.
-fn siblings_named(text: &str, folder: &str, siblings: &BTreeSet<String>) -> BTreeSet<String> {
-    let ident = |s: &str| -> String {
-        s.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
-    };
+/// `super::{name, …}`, `crate::<folder path>::name`, or a name the folder re-exports from a
+/// sibling (`super::Name`). A file inside a sub-folder (`nested`, other than its `mod.rs`)
+/// names this folder's siblings only through `crate::<folder path>::`: its `super::` is its
+/// own folder, and `super::super::` is left out.
+fn siblings_named(
+    text: &str,
+    folder: &str,
+    siblings: &BTreeSet<String>,
+    exported: &BTreeMap<String, String>,
+    nested: bool,
+) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
     for line in text.lines().map(str::trim_start).filter(|l| !l.starts_with("//")) {
         let mut heads: Vec<&str> = Vec::new();
-        for (at, _) in line.match_indices("super::") {
+        for (at, _) in line.match_indices("super::").filter(|_| !nested) {
             if line[..at].ends_with("super::") {
                 continue;
             }
@@ -91,28 +147,11 @@ fn siblings_named(text: &str, folder: &str, siblings: &BTreeSet<String>) -> BTre
                 continue;
             }
             let names: Vec<String> = match head.strip_prefix('{') {
-                Some(group) => {
-                    let (mut depth, mut items, mut start) = (0, Vec::new(), 0);
-                    for (i, c) in group.char_indices() {
-                        match c {
-                            '{' => depth += 1,
-                            '}' if depth == 0 => {
-                                items.push(&group[start..i]);
-                                break;
-                            }
-                            '}' => depth -= 1,
-                            ',' if depth == 0 => {
-                                items.push(&group[start..i]);
-                                start = i + 1;
-                            }
-                            _ => {}
-                        }
-                    }
-                    items.into_iter().map(ident).collect()
-                }
+                Some(group) => group_items(group),
                 None => vec![ident(head)],
             };
-            found.extend(names.into_iter().filter(|n| siblings.contains(n)));
+            let resolve = |n: String| if siblings.contains(&n) { Some(n) } else { exported.get(&n).cloned() };
+            found.extend(names.into_iter().filter_map(resolve));
         }
     }
     found
@@ -143,10 +182,9 @@ fn folders(src: &Path) -> Vec<(String, BTreeMap<String, Vec<PathBuf>>)> {
     out
 }
 
-/// Cycles between files of one folder that predate this check, each for an open issue to break:
-/// a device cache and its group (the hubs). A new cycle fails the check, and so does an entry here that
-/// is no longer one (delete it).
-const KNOWN_CYCLES: &[(&str, &str, &str)] = &[("cache", "device", "group")];
+/// Cycles between files of one folder that predate this check, each for an open issue to break.
+/// A new cycle fails the check, and so does an entry here that is no longer one (delete it).
+const KNOWN_CYCLES: &[(&str, &str, &str)] = &[];
 
 /// Files inside one folder form no import cycle (of any length) beyond [`KNOWN_CYCLES`]: each
 /// can be read knowing only the siblings it names, and none of them needs the one reading it.
@@ -157,19 +195,18 @@ fn no_files_of_one_folder_import_each_other_in_a_cycle() {
     let mut edges = 0;
     for (folder, siblings) in folders(&src).into_iter().filter(|(f, _)| !f.is_empty()) {
         let names: BTreeSet<String> = siblings.keys().cloned().collect();
+        let exported = reexports(&src.join(&folder), &names);
         let graph: BTreeMap<&String, BTreeSet<String>> = siblings
             .iter()
             .map(|(name, files)| {
                 let mut uses = BTreeSet::new();
                 for file in files {
-                    // A sub-folder's own files name their siblings relative to it: only its
-                    // `mod.rs` speaks for it at this level.
-                    let at_this_level = file.parent().is_some_and(|p| p.ends_with(&folder))
-                        || file.file_stem().is_some_and(|s| s == "mod");
-                    if at_this_level {
-                        let text = std::fs::read_to_string(file).expect("readable source file");
-                        uses.extend(siblings_named(&text, &folder, &names));
-                    }
+                    // A sub-folder's own files name their siblings relative to it; its `mod.rs`
+                    // speaks for it at this level, the others through absolute paths only.
+                    let in_sub_folder = !file.parent().is_some_and(|p| p.ends_with(&folder));
+                    let nested = in_sub_folder && file.file_stem().is_none_or(|s| s != "mod");
+                    let text = std::fs::read_to_string(file).expect("readable source file");
+                    uses.extend(siblings_named(&text, &folder, &names, &exported, nested));
                 }
                 uses.remove(name);
                 (name, uses)

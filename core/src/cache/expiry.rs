@@ -1,19 +1,20 @@
-//! The keep-alive timer of a [`CacheGroup`]: records idle longer than their cache's keep-alive
+//! The keep-alive timer of a [`CacheGroup`](super::CacheGroup): records idle longer than their cache's keep-alive
 //! are evicted without any other call (SPEC 3.8).
 //!
 //! # Why core starts a thread
 //! Expiry used to run only inside `put`, `get` and `make_room`, so an idle process never gave
-//! memory back and every application had to run [`DeviceCache::expire_idle`] from a timer of
+//! memory back and every application had to run [`DeviceCache::expire_idle`](super::DeviceCache::expire_idle) from a timer of
 //! its own — the one thing every user of keep-alive needs and none gets right by default. So
 //! the group owns one timer thread, started through the runtime facade
 //! ([`Runtime::spawn_background`]) the first time a cache of the group sets a keep-alive. It is built to
 //! be invisible:
 //!
-//! - It holds only a [`Weak`] reference to its group and a strong one to this timer's state:
+//! - It holds only a [`Weak`] reference to its group's caches (the list the group owns) and a
+//!   strong one to this timer's state:
 //!   it never keeps a group, a cache or a record alive. While it sleeps it holds no reference
 //!   to the group at all.
 //! - It sleeps until the earliest idle deadline of the group's caches (or, with no idle record,
-//!   until something changes), then runs [`DeviceCache::expire_idle`] on every cache with a
+//!   until something changes), then runs [`DeviceCache::expire_idle`](super::DeviceCache::expire_idle) on every cache with a
 //!   keep-alive. User code it runs that way (eviction callbacks, weights' `Drop`) may panic:
 //!   the panic is logged and the timer goes on.
 //! - It exits as soon as no cache of the group has a keep-alive (a cache's `shutdown` cancels
@@ -33,7 +34,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use super::{CacheGroup, DeviceCache};
+use super::member::Members;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Weak};
 
@@ -86,7 +87,7 @@ impl<R: Runtime> ExpiryTimer<R> {
 
     /// A keep-alive was set or changed in `group`: starts the timer thread if none runs, or
     /// makes the running one look again.
-    pub(crate) fn start<W: Send + Sync + 'static>(self: &Arc<Self>, group: &Arc<CacheGroup<W, R>>) {
+    pub(crate) fn start(self: &Arc<Self>, group: &Arc<Members<R>>) {
         let spawn = self.state.with(|t| {
             let spawn = !t.running;
             if spawn {
@@ -129,7 +130,7 @@ impl<R: Runtime> ExpiryTimer<R> {
     }
 
     /// The timer thread.
-    fn run<W: Send + Sync + 'static>(&self, group: &Weak<CacheGroup<W, R>>) {
+    fn run(&self, group: &Weak<Members<R>>) {
         tracing::debug!("keep-alive timer started");
         loop {
             let seen = self.state.with(|t| {
@@ -168,12 +169,10 @@ impl<R: Runtime> ExpiryTimer<R> {
 
 /// Runs expiry on every cache of `group` that has a keep-alive. `None`: no cache has one (the
 /// timer exits); `Some(None)`: nothing idle to wait for; `Some(Some(d))`: the earliest deadline.
-fn expire_all<W: Send + Sync + 'static, R: Runtime>(
-    group: &Arc<CacheGroup<W, R>>,
-) -> Option<Option<Duration>> {
+fn expire_all<R: Runtime>(group: &Arc<Members<R>>) -> Option<Option<Duration>> {
     let mut next: Option<Option<Duration>> = None;
-    for cache in group.caches() {
-        let deadline = catch_unwind(AssertUnwindSafe(|| expire(&cache))).unwrap_or_else(|_| {
+    for cache in group.all() {
+        let deadline = catch_unwind(AssertUnwindSafe(|| cache.expire_for_timer())).unwrap_or_else(|_| {
             tracing::error!(device = cache.device(), "user code panicked during keep-alive expiry");
             // Look again at once (the evicted records are gone: a panicking `Drop` still frees
             // them). Nothing here may run user code again, outside the catch.
@@ -188,12 +187,6 @@ fn expire_all<W: Send + Sync + 'static, R: Runtime>(
         };
     }
     next
-}
-
-fn expire<W: Send + Sync + 'static, R: Runtime>(cache: &DeviceCache<W, R>) -> Option<Option<Duration>> {
-    cache.keep_alive()?;
-    cache.expire_idle();
-    cache.next_expiry()
 }
 
 /// The earlier of two optional deadlines (`None` is never).

@@ -3,16 +3,15 @@
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use super::DeviceCache;
-use super::budget::RamBudget;
-use super::device::Dropped;
+use super::budget::{CacheId, RamBudget};
 use super::expiry::ExpiryTimer;
+use super::member::{Marked, Member, Members};
 use super::single_flight::Loads;
 use super::weights::WeightStore;
 use crate::deadline::CallOptions;
 use crate::error::{CacheError, InvalidConfig};
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
+use crate::runtime::{Arc, Runtime, StdRuntime, Weak};
 use crate::telemetry;
 
 /// Peers: one cache per device over one store and one budget.
@@ -20,7 +19,8 @@ pub struct CacheGroup<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     pub(crate) runtime: R,
     pub(crate) budget: Arc<RamBudget<R>>,
     pub(crate) store: Arc<WeightStore<W, R>>,
-    caches: R::Monitor<Vec<Weak<DeviceCache<W, R>>>>,
+    /// Its caches (which this type never names: the device caches join it).
+    members: Arc<Members<R>>,
     /// Keys being loaded by `get_or_put` on any device of the group.
     pub(crate) loads: Loads<R>,
     /// The keep-alive timer (its thread runs while a cache of the group has a keep-alive).
@@ -39,13 +39,13 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     pub fn with_runtime(cap: u64, runtime: R) -> Result<Arc<Self>, InvalidConfig> {
         let budget = RamBudget::new(cap, &runtime)?;
         let store = WeightStore::new(Arc::clone(&budget), &runtime);
-        let caches = runtime.monitor(Vec::new());
+        let members = Members::new(&runtime);
         let loads = Loads::new(&runtime);
         let timer = ExpiryTimer::new(&runtime);
-        Ok(Arc::new(Self { runtime, budget, store, caches, loads, timer }))
+        Ok(Arc::new(Self { runtime, budget, store, members, loads, timer }))
     }
 
-    /// Sets how long [`DeviceCache::get_or_put`] waits for another device's load of the same
+    /// Sets how long [`DeviceCache::get_or_put`](super::DeviceCache::get_or_put) waits for another device's load of the same
     /// key (default 60 s). A zero wait is refused.
     pub fn set_load_wait(&self, wait: std::time::Duration) -> Result<(), InvalidConfig> {
         if wait.is_zero() {
@@ -55,7 +55,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         Ok(())
     }
 
-    /// How long [`DeviceCache::get_or_put`] waits for another device's load of the same key.
+    /// How long [`DeviceCache::get_or_put`](super::DeviceCache::get_or_put) waits for another device's load of the same key.
     pub fn load_wait(&self) -> std::time::Duration {
         self.loads.wait()
     }
@@ -97,7 +97,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             if budget.excess() == 0 {
                 return Ok(());
             }
-            for cache in self.caches() {
+            for cache in self.members.all() {
                 cache.make_room_here(0);
             }
             if budget.excess() == 0 {
@@ -123,24 +123,17 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         &self.store
     }
 
-    /// A new device cache (one per device), a peer of every other cache of the group. After
-    /// [`CacheGroup::shutdown`] the new cache starts shut down.
-    pub fn cache(self: &Arc<Self>, device: &str) -> Arc<DeviceCache<W, R>> {
-        let cache = DeviceCache::new(Arc::clone(self), device);
-        self.caches.with(|c| {
-            c.retain(|w| w.strong_count() > 0);
-            c.push(Arc::downgrade(&cache));
-        });
-        if self.loads.is_shut_down() {
-            cache.shutdown();
-        }
-        cache
+    /// Adds a new cache to the group: a peer of every other one from now on. Returns whether
+    /// the group is shut down already (then the new cache must shut down too).
+    pub(crate) fn join(&self, member: Weak<dyn Member>) -> bool {
+        self.members.join(member);
+        self.loads.is_shut_down()
     }
 
-    /// Shuts the whole group down (idempotent): a [`DeviceCache::get_or_put`] that starts
+    /// Shuts the whole group down (idempotent): a [`DeviceCache::get_or_put`](super::DeviceCache::get_or_put) that starts
     /// afterwards is refused ([`CacheError::ShutDown`](crate::CacheError::ShutDown)), and so is
     /// one waiting for another device's load (it is woken); then every cache is
-    /// [shut down](DeviceCache::shutdown): idle records are evicted now, the ones in use are
+    /// [shut down](super::DeviceCache::shutdown): idle records are evicted now, the ones in use are
     /// marked stale and go on their last release. Every cache is marked before any user code
     /// (weights' `Drop`, eviction callbacks) runs, so a panic there leaves no cache open. A call
     /// already past its checks finishes; its record is stale (at birth, or marked by its cache's
@@ -148,7 +141,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// many records were evicted now.
     pub fn shutdown(&self) -> usize {
         self.loads.shut_down();
-        let caches = self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>());
+        let caches = self.members.all();
         let marked: Vec<_> = caches.iter().map(|cache| cache.mark_shut_down()).collect();
         finish_all(marked)
     }
@@ -165,13 +158,13 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// An admission that overlaps it either ends stale or did not adopt the old canonical.
     /// Returns how many records were evicted now.
     ///
-    /// A manager whose loader holds a record of `key` (through [`DeviceCache::get_or_put`], as
+    /// A manager whose loader holds a record of `key` (through [`DeviceCache::get_or_put`](super::DeviceCache::get_or_put), as
     /// `burn::SharedLoader` does) still has the model registered: it keeps serving the old
     /// weights, resident and locked, until the model is removed from that manager (or evicted
     /// by it). The next load of `key`, on any device, reads fresh weights.
     pub fn drop_model(&self, key: &str) -> usize {
         self.invalidate(key);
-        let caches = self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>());
+        let caches = self.members.all();
         // Every cache is marked before any user code (weights' `Drop`, callbacks) runs, so a
         // panic there cannot leave a peer serving the dropped weights.
         let dropped: Vec<_> = caches.iter().map(|cache| cache.mark_dropped(key)).collect();
@@ -188,34 +181,30 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     }
 
     /// Whether the group's keep-alive timer thread runs: from the first
-    /// [`DeviceCache::set_keep_alive`] until no cache of the group has a keep-alive (a cache's
+    /// [`DeviceCache::set_keep_alive`](super::DeviceCache::set_keep_alive) until no cache of the group has a keep-alive (a cache's
     /// shutdown cancels its own, a dropped cache takes its own along).
     pub fn keep_alive_timer_running(&self) -> bool {
         self.timer.running()
     }
 
-    /// The live caches.
-    pub(crate) fn caches(&self) -> Vec<Arc<DeviceCache<W, R>>> {
-        self.caches.with(|c| c.iter().filter_map(Weak::upgrade).collect())
+    /// The live caches other than `except`.
+    pub(crate) fn peers(&self, except: CacheId) -> Vec<Arc<dyn Member>> {
+        self.members.peers(except)
     }
 
-    /// The live caches other than `except`.
-    pub(crate) fn peers(&self, except: &DeviceCache<W, R>) -> Vec<Arc<DeviceCache<W, R>>> {
-        self.caches
-            .with(|c| c.iter().filter_map(Weak::upgrade).collect::<Vec<_>>())
-            .into_iter()
-            .filter(|c| !std::ptr::eq(Arc::as_ptr(c), except))
-            .collect()
+    /// Starts the keep-alive timer (or makes the running one look again): a keep-alive was set.
+    pub(crate) fn start_timer(&self) {
+        self.timer.start(&self.members);
     }
 }
 
 /// Finishes every cache's evictions, even when user code panics in one of them (the first panic
 /// is re-raised once all are done, so no eviction is dropped while unwinding). Returns how many.
-fn finish_all<W: Send + Sync + 'static, R: Runtime>(marked: Vec<Dropped<'_, W, R>>) -> usize {
+fn finish_all(marked: Vec<Marked<'_>>) -> usize {
     let mut first_panic = None;
     let mut evicted = 0;
-    for dropped in marked {
-        match catch_unwind(AssertUnwindSafe(|| dropped.finish())) {
+    for finish in marked {
+        match catch_unwind(AssertUnwindSafe(finish)) {
             Ok(n) => evicted += n,
             Err(payload) => {
                 first_panic.get_or_insert(payload);

@@ -22,7 +22,7 @@ mod expiry;
 mod get_or_put;
 mod group;
 mod ledger;
-mod loaded;
+mod member;
 mod offload;
 mod placement;
 mod record;
@@ -34,10 +34,11 @@ mod table;
 mod weights;
 
 pub use budget::{CacheId, NonSharedCharge, RamBudget, Reservation, SharedCharge};
-pub use device::{CacheStats, DeviceCache, EvictionCallback, PutOptions, Resident};
+pub use device::{
+    Admission, CacheStats, DeviceCache, EvictionCallback, LoadedModel, ModelGuard, PutOptions, Resident,
+};
 pub use get_or_put::Declared;
 pub use group::CacheGroup;
-pub use loaded::{Admission, LoadedModel, ModelGuard};
 pub use placement::{DeviceGuard, DeviceWeights};
 pub use sizing::{MachineRam, RamCapError, RamSource, machine_ram, ram_cap};
 pub use sourced::Sourced;

@@ -29,8 +29,8 @@
 use std::fmt;
 use std::ops::Deref;
 
+use super::device::{LoadedModel, ModelGuard};
 use super::ledger::{DeviceBudget, Placed};
-use super::loaded::{LoadedModel, ModelGuard};
 use super::record::Record;
 use super::table::{Copy, OnDevice, Table};
 use crate::deadline::{CallOptions, Deadline};

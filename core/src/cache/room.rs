@@ -137,7 +137,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {
             return Ok(reservation);
         }
-        for peer in self.group().peers(self) {
+        for peer in self.group().peers(self.id()) {
             peer.request_room(bytes);
         }
         budget.try_reserve(bytes, Some(ticket)).ok_or(NoReservation::NoRoom)
@@ -148,7 +148,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     fn no_room(self: &Arc<Self>, key: &str, bytes: u64, waited: std::time::Duration) -> CacheError {
         let budget = self.group().budget();
         let mut pinned = self.pinned();
-        for peer in self.group().peers(self) {
+        for peer in self.group().peers(self.id()) {
             pinned.extend(peer.pinned_if_free());
         }
         let (in_use, reserved) = (budget.in_use(), budget.reserved());

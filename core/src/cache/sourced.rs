@@ -11,8 +11,8 @@
 //! afresh. A replace asks for `fresh` weights, which drops the key first whatever it holds.
 
 use super::DeviceCache;
+use super::device::LoadedModel;
 use super::get_or_put::Declared;
-use super::loaded::LoadedModel;
 use crate::deadline::Deadline;
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::mutants::Mutant;

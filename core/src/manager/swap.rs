@@ -9,39 +9,14 @@
 //! finds the id gone if the new version failed to load; never `NotFound` while the swap is
 //! under way.
 
-use std::time::Duration;
-
 use super::lease::ModelSlot;
+use super::table::Swap;
 use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::error::{ManagerError, SourceError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, TimedOut};
+use crate::runtime::{Arc, Monitor, Runtime};
 use crate::telemetry;
-
-/// An in-place replace under way; settled once, when the id has its new version or none.
-pub(crate) struct Swap<R: Runtime> {
-    settled: R::Monitor<bool>,
-}
-
-impl<R: Runtime> Swap<R> {
-    fn new(runtime: &R) -> Self {
-        Self { settled: runtime.monitor(false) }
-    }
-
-    /// Waits at most `timeout` for the swap to settle.
-    pub(crate) fn wait(&self, timeout: Duration) -> Result<(), TimedOut> {
-        self.settled.wait_until(Some(timeout), |settled| settled.then_some(()))
-    }
-
-    /// The swap is over (the table no longer lists it): wakes the leases waiting for it.
-    fn settle(&self, runtime: &R) {
-        self.settled.with(|settled| *settled = true);
-        if !runtime.mutant(Mutant::LOST_WAKEUP_SWAP_SETTLED) {
-            self.settled.notify_all();
-        }
-    }
-}
 
 /// What a lease finds under an id.
 pub(crate) enum Found<M, R: Runtime> {

@@ -8,10 +8,34 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::lease::ModelSlot;
-use super::swap::Swap;
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::runtime::{Arc, Runtime, TimedLock};
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, Monitor, Runtime, TimedLock, TimedOut};
+
+/// An in-place replace under way; settled once, when the id has its new version or none.
+pub(crate) struct Swap<R: Runtime> {
+    settled: R::Monitor<bool>,
+}
+
+impl<R: Runtime> Swap<R> {
+    pub(super) fn new(runtime: &R) -> Self {
+        Self { settled: runtime.monitor(false) }
+    }
+
+    /// Waits at most `timeout` for the swap to settle.
+    pub(crate) fn wait(&self, timeout: Duration) -> Result<(), TimedOut> {
+        self.settled.wait_until(Some(timeout), |settled| settled.then_some(()))
+    }
+
+    /// The swap is over (the table no longer lists it): wakes the leases waiting for it.
+    pub(super) fn settle(&self, runtime: &R) {
+        self.settled.with(|settled| *settled = true);
+        if !runtime.mutant(Mutant::LOST_WAKEUP_SWAP_SETTLED) {
+            self.settled.notify_all();
+        }
+    }
+}
 
 /// One generation of a resolved id's lifecycle lock.
 pub(crate) struct LifecycleEntry<R: Runtime> {

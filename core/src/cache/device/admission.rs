@@ -173,7 +173,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             },
         );
         if self.group.budget.excess() > 0 {
-            for peer in self.group.peers(self) {
+            for peer in self.group.peers(self.id) {
                 peer.request_reconcile();
             }
         }

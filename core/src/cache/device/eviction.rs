@@ -13,7 +13,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.expire_idle();
         let evicted = self.make_room_here(bytes);
         if !self.group.budget.fits(bytes) {
-            for peer in self.group.peers(self) {
+            for peer in self.group.peers(self.id) {
                 peer.request_room(bytes);
             }
         }

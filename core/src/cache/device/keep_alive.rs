@@ -11,7 +11,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
         let set = self.with_state(|s| s.set_keep_alive(keep_alive));
         if set && keep_alive.is_some() {
-            self.group.timer.start(&self.group);
+            self.group.start_timer();
         } else if set {
             // The timer may exit now, if no other cache has a keep-alive.
             self.group.timer.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);

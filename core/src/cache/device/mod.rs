@@ -38,7 +38,9 @@
 mod admission;
 mod claims;
 mod eviction;
+mod handles;
 mod keep_alive;
+mod membership;
 mod requests;
 
 use std::fmt;
@@ -48,7 +50,6 @@ use std::time::Duration;
 use super::budget::{CacheId, Reservation};
 use super::group::CacheGroup;
 use super::ledger::DeviceBudget;
-use super::loaded::{Admission, LoadedModel};
 use super::record::{Record, Residency};
 pub use super::table::{CacheStats, Resident};
 use super::table::{Claim, Gone, Inserted, Released, Table, describe};
@@ -58,6 +59,7 @@ use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
 use crate::telemetry;
+pub use handles::{Admission, LoadedModel, ModelGuard};
 
 /// How to admit a model in [`DeviceCache::put`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ pub struct CacheStats {
     /// Bytes of the evicted records.
     pub bytes_evicted: u64,
     /// Bytes of the records resident now (a shared record counts its canonical's bytes here in
-    /// every cache that uses it; the group's [`RamBudget`](super::RamBudget) counts it once).
+    /// every cache that uses it; the group's [`RamBudget`](crate::cache::RamBudget) counts it once).
     pub bytes_resident: u64,
     /// The most bytes resident at once since the cache was created.
     pub high_water: u64,
@@ -31,7 +31,7 @@ impl CacheStats {
     }
 }
 
-/// One resident record, as [`DeviceCache::resident`](super::DeviceCache::resident) reports it.
+/// One resident record, as [`DeviceCache::resident`](crate::cache::DeviceCache::resident) reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resident {
     /// The key.

@@ -6,9 +6,9 @@ use std::fmt;
 use std::ops::Deref;
 
 use super::DeviceCache;
-use super::record::Record;
-use super::table::Claim;
-use super::weights::CanonicalId;
+use crate::cache::record::Record;
+use crate::cache::table::Claim;
+use crate::cache::weights::CanonicalId;
 use crate::runtime::{Arc, Runtime, StdRuntime};
 
 /// Returned by `put`: the record is inside its admission window until this is turned into a
