@@ -54,6 +54,8 @@ impl<A: Architecture, T: ServeBackend> SharedLoader<A, T> {
     }
 }
 
+// ---- The loader ---------------------------------------------------------------------------------
+
 impl<A: Architecture, T: ServeBackend> Loader for SharedLoader<A, T> {
     type Model = Served<A, T>;
 
@@ -134,6 +136,8 @@ impl<A: Architecture, T: ServeBackend> ModelFiles<A, T> {
         }
     }
 }
+
+// ---- Reading the files --------------------------------------------------------------------------
 
 impl<A: Architecture, T: ServeBackend> WeightFiles for ModelFiles<A, T> {
     type Weights = SharedWeights<A, T>;

@@ -187,6 +187,8 @@ fn classify(error: SafetensorsStoreError, path: &Path) -> BurnError {
     }
 }
 
+// ---- The weights --------------------------------------------------------------------------------
+
 /// A model's canonical CPU weights, as the shared-weight cache keeps them: placed on a
 /// [`ServeBackend`] device by [`DeviceWeights::to_device`]. Cloning shares the tensors.
 pub struct BurnWeights<A: Architecture, T: ServeBackend = Cpu> {

@@ -13,6 +13,8 @@ use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
 use crate::telemetry;
 
+// ---- Declared sizes -----------------------------------------------------------------------------
+
 /// The size of a load, declared before it runs: the bytes its weights will take once loaded
 /// (what the budget charges), and the peak it allocates while loading (what it reserves; at
 /// least the final bytes). A `u64` converts into a declaration whose peak is its size.
@@ -66,6 +68,8 @@ impl From<Option<u64>> for Declared {
         bytes.map_or(Self::unknown(), Self::new)
     }
 }
+
+// ---- Get or load --------------------------------------------------------------------------------
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The model `key` from this cache, loading it if no device of the group has it.

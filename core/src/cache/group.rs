@@ -34,6 +34,8 @@ impl<W: Send + Sync + 'static> CacheGroup<W> {
     }
 }
 
+// ---- The group ----------------------------------------------------------------------------------
+
 impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// A group on an explicit runtime (the model checker's, in `resident-sim`).
     pub fn with_runtime(cap: u64, runtime: R) -> Result<Arc<Self>, InvalidConfig> {

@@ -27,6 +27,7 @@ mod offload;
 mod placement;
 mod record;
 mod room;
+mod room_request;
 mod single_flight;
 mod sizing;
 mod sourced;

@@ -28,6 +28,7 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::time::Duration;
 
 use super::device::{LoadedModel, ModelGuard};
 use super::ledger::{DeviceBudget, Placed};
@@ -122,53 +123,93 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// [`Loader::load_until`](crate::Loader::load_until) passes on.
     pub fn lock_on_device_until(self, deadline: Deadline) -> Result<DeviceGuard<W, R>, CacheError> {
         let guard = self.lock();
+        let copy = Placement::new(&guard, deadline).run()?;
+        let copy = copy.downcast::<Placed<W::OnDevice, R>>().map_err(|_| CacheError::DeviceMove {
+            key: guard.key().to_owned(),
+            source: SourceError::new("the device copy has another type".into()),
+        })?;
+        Ok(DeviceGuard { copy, guard })
+    }
+}
+
+// ---- One placement ------------------------------------------------------------------------------
+
+/// One placement of a locked record: the device bytes it needs and the one bound on all its
+/// waits, however many times it offloads and decides again.
+struct Placement<'a, W: DeviceWeights, R: Runtime> {
+    cache: &'a Arc<super::DeviceCache<W, R>>,
+    record: &'a Arc<Record<W, R>>,
+    need: u64,
+    /// The bound (`None`: unbounded, the C-P4 mutant).
+    wait: Option<Duration>,
+    start: Duration,
+}
+
+impl<'a, W: DeviceWeights, R: Runtime> Placement<'a, W, R> {
+    fn new(guard: &'a ModelGuard<W, R>, deadline: Deadline) -> Self {
         let (cache, record) = (guard.cache(), guard.locked());
         let need = record.weights().device_bytes();
         let runtime = cache.runtime();
         let wait = (!runtime.mutant(Mutant::MOVE_WAIT_UNBOUNDED))
             .then(|| deadline.bound(runtime, cache.move_wait(), Mutant::DEADLINE_SKIPS_DEVICE_WAIT));
-        let budget = cache.device_budget();
-        // One bound for the whole placement, however many times it offloads and decides again.
-        let start = cache.now();
-        let copy = loop {
-            let left = wait.map(|w| w.saturating_sub(cache.now().saturating_sub(start)));
+        Self { cache, record, need, wait, start: cache.now() }
+    }
+
+    /// What is left of the bound.
+    fn left(&self) -> Option<Duration> {
+        self.wait.map(|w| w.saturating_sub(self.cache.now().saturating_sub(self.start)))
+    }
+
+    /// Decides under the cache's state, waiting there at most `left` for another thread's move
+    /// of the record (see [`decide`]). A refusal or the end of the wait honours pending requests
+    /// and is this placement's error.
+    fn decide(&self, left: Option<Duration>) -> Result<Step, CacheError> {
+        let (cache, runtime, budget) = (self.cache, self.cache.runtime(), self.cache.device_budget());
+        let decide = |s: &mut Table<Record<W, R>>| decide(s, budget, self.record, self.need, runtime);
+        match cache.state().wait_until(left, decide) {
+            Ok(Ok(step)) => Ok(step),
+            Ok(Err(error)) => {
+                cache.drain_requests();
+                Err(telemetry::cache_refused(error))
+            }
+            Err(TimedOut) => {
+                cache.drain_requests();
+                let waited = self.wait.unwrap_or_default();
+                Err(CacheError::DeviceMoveTimeout { key: self.record.key.clone(), waited })
+            }
+        }
+    }
+
+    /// Decides until a copy is ready or this placement moved one, offloading and waiting for
+    /// room in between.
+    fn run(self) -> Result<Copy, CacheError> {
+        let (cache, record, need) = (self.cache, self.record, self.need);
+        loop {
+            let left = self.left();
             // Read before deciding: room made while deciding ends the wait for it at once.
-            let seen = budget.room_epoch();
-            let decided = cache.state().wait_until(left, |s| decide(s, budget, record, need, runtime));
-            let step = match decided {
-                Ok(Ok(step)) => step,
-                Ok(Err(error)) => {
-                    cache.drain_requests();
-                    return Err(telemetry::cache_refused(error));
-                }
-                Err(TimedOut) => {
-                    cache.drain_requests();
-                    let waited = wait.unwrap_or_default();
-                    return Err(CacheError::DeviceMoveTimeout { key: record.key.clone(), waited });
-                }
-            };
-            match step {
+            let seen = cache.device_budget().room_epoch();
+            match self.decide(left)? {
                 Step::Full(full) => {
                     cache.drain_requests();
-                    let left = wait.map(|w| w.saturating_sub(cache.now().saturating_sub(start)));
+                    let left = self.left();
                     if left.is_some_and(|left| left.is_zero()) {
                         return Err(telemetry::cache_refused(full));
                     }
                     // A timeout goes round once more: the last decision says whether it fits.
-                    let _ = budget.wait_for_room(seen, left);
+                    let _ = cache.device_budget().wait_for_room(seen, left);
                 }
                 Step::Ready(copy) => {
                     cache.drain_requests();
-                    break copy;
+                    return Ok(copy);
                 }
                 Step::Offload(copies) => {
                     cache.drain_requests();
                     drop(copies);
                 }
-                Step::Move { offloaded } if runtime.mutant(Mutant::MOVE_CLAIM_LATE) => {
+                Step::Move { offloaded } if cache.runtime().mutant(Mutant::MOVE_CLAIM_LATE) => {
                     cache.drain_requests();
                     drop(offloaded);
-                    break run_move(MoveClaim { cache, record, need, settled: false })?;
+                    return run_move(MoveClaim { cache, record, need, settled: false });
                 }
                 Step::Move { offloaded } => {
                     // The claim settles the slot on every path, a panicking mover included, so it
@@ -176,15 +217,10 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
                     let claim = MoveClaim { cache, record, need, settled: false };
                     drop(offloaded);
                     cache.drain_requests();
-                    break run_move(claim)?;
+                    return run_move(claim);
                 }
             }
-        };
-        let copy = copy.downcast::<Placed<W::OnDevice, R>>().map_err(|_| CacheError::DeviceMove {
-            key: guard.key().to_owned(),
-            source: SourceError::new("the device copy has another type".into()),
-        })?;
-        Ok(DeviceGuard { copy, guard })
+        }
     }
 }
 

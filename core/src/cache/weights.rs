@@ -109,6 +109,8 @@ impl<W, R: Runtime> DerefMut for Registry<W, R> {
     }
 }
 
+// ---- The store ----------------------------------------------------------------------------------
+
 impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// An empty store charging `budget`.
     pub fn new(budget: Arc<RamBudget<R>>, runtime: &R) -> Arc<Self> {

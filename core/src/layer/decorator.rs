@@ -14,6 +14,8 @@ type RuntimeOf<D> = <<D as Decorator>::Inner as Manager>::Runtime;
 /// A lifecycle guard of the stack below `D`.
 type GuardOf<D> = LifecycleGuard<ModelOf<D>, RuntimeOf<D>>;
 
+// ---- The trait ----------------------------------------------------------------------------------
+
 /// A layer over another [`Manager`] that overrides only what it changes: every method has a
 /// default that forwards to [`Decorator::inner`], and every `Decorator` is a [`Manager`] (the
 /// calls users make — [`ManagerExt`](crate::ManagerExt)'s `add_model`, `remove`, `pin`,
@@ -190,6 +192,8 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().begin_shutdown()
     }
 }
+
+// ---- Every decorator is a manager ---------------------------------------------------------------
 
 /// Every [`Decorator`] is a [`Manager`]: the runtime and the change signal are the layer
 /// below's; every other required method is the decorator's (its override or its default).

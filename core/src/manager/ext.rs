@@ -17,6 +17,8 @@ use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
 
+// ---- The calls ----------------------------------------------------------------------------------
+
 /// The calls a user makes on a [`Manager`] stack: adds, replaces, registrations, removals,
 /// leases, pins, `clear` and `shutdown`. Implemented for every `Manager` (bring it into scope
 /// with `use resident::ManagerExt`).

@@ -66,6 +66,8 @@ enum Closing {
     Swapping,
 }
 
+// ---- The slot -----------------------------------------------------------------------------------
+
 /// A registered model and its use state.
 pub(crate) struct ModelSlot<M, R: Runtime> {
     pub(crate) id: ModelId,

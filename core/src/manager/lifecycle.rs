@@ -17,6 +17,8 @@ use crate::telemetry;
 /// The table monitor, shared by the manager and every guard it hands out.
 pub(crate) type SharedTable<M, R> = Arc<<R as Runtime>::Monitor<Table<M, R>>>;
 
+// ---- Reservations -------------------------------------------------------------------------------
+
 /// A reservation of one lifecycle generation: while it lives, the entry cannot be retired.
 pub(crate) struct Reservation<M: Send + Sync + 'static, R: Runtime> {
     table: SharedTable<M, R>,
@@ -115,6 +117,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
         }
     }
 }
+
+// ---- The guard ----------------------------------------------------------------------------------
 
 /// The held lifecycle lock of one resolved id (one generation of it), with its reservation.
 ///

@@ -94,6 +94,8 @@ impl<L: Loader> ModelManager<L> {
     }
 }
 
+// ---- The manager --------------------------------------------------------------------------------
+
 impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// A manager on an explicit runtime (the model checker's, in `resident-sim`).
     pub fn with_runtime(loader: L, config: ManagerConfig, runtime: R) -> Result<Self, InvalidConfig> {
@@ -136,6 +138,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         }
     }
 }
+
+// ---- The layer-facing steps ---------------------------------------------------------------------
 
 impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     type Model = L::Model;

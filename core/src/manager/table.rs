@@ -93,6 +93,8 @@ pub(crate) struct Reserved<R: Runtime> {
     pub(crate) created: bool,
 }
 
+// ---- The table ----------------------------------------------------------------------------------
+
 /// Registry (`resolved id -> model slot`) plus lifecycle table (`resolved id -> entry`).
 pub(crate) struct Table<M, R: Runtime> {
     pub(crate) registry: BTreeMap<ModelId, Arc<ModelSlot<M, R>>>,

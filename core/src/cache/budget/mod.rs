@@ -66,6 +66,8 @@ struct Counters<W> {
 /// The default bound on a wait for room.
 const DEFAULT_ROOM_WAIT: Duration = Duration::from_secs(10);
 
+// ---- The counters -------------------------------------------------------------------------------
+
 impl<W> Counters<W> {
     /// An empty count under `cap`.
     fn new(cap: u64) -> Self {
@@ -125,6 +127,8 @@ pub(crate) enum NoReservation {
 /// A charge would overflow the budget's byte sums; nothing was charged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Overflow;
+
+// ---- The budget ---------------------------------------------------------------------------------
 
 /// The global RAM cap, and what is counted against it right now.
 pub struct RamBudget<R: Runtime = StdRuntime> {

@@ -122,36 +122,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         how: PutOptions,
         mut reservation: Option<Reservation<R>>,
     ) -> Result<Admission<W, R>, CacheError> {
-        let overflow = || CacheError::SizeOverflow { key: key.to_owned(), bytes, what: "RAM budget" };
-        // An adopted canonical keeps the size it was charged with. Adoption upgrades the store's
-        // weak reference under its lock; the insert re-checks for one that came alive meanwhile
-        // (the C-R28 mutant does not). Refused weights are dropped here, outside every lock.
-        let residency = match source {
-            Source::Adopted(canonical) => Residency::Shared(canonical),
-            Source::Fresh { weights, .. } if how.shared && self.mutant(Mutant::ADOPT_BY_PEEK) => {
-                Residency::Shared(
-                    self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
-                )
-            }
-            Source::Fresh { weights, since } if how.shared => {
-                let since = since.filter(|_| !self.mutant(Mutant::LOAD_ACROSS_DROP_REGISTERED));
-                Residency::Shared(
-                    self.group
-                        .store
-                        .insert_reserved(key, weights, bytes, reservation.as_mut(), since)
-                        .map_err(|_| overflow())?
-                        .0,
-                )
-            }
-            Source::Fresh { weights, .. } => {
-                let charge = self
-                    .group
-                    .budget
-                    .charge_non_shared(self.id, bytes, reservation.as_mut())
-                    .map_err(|_| overflow())?;
-                Residency::Own { weights, _charge: charge }
-            }
-        };
+        let residency = self.residency(key, source, bytes, how, reservation.as_mut())?;
         let bytes = residency.shared().map_or(bytes, |canonical| canonical.bytes());
         let fresh = Arc::new(Record { key: key.to_owned(), bytes, residency });
         let now = self.group.runtime.now();
@@ -178,6 +149,49 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
         }
         Ok(admission)
+    }
+
+    /// Where the weights of an admission of `key` will live: the adopted canonical (which keeps
+    /// the size it was charged with), the fresh weights registered as the key's canonical
+    /// (`shared`), or a private copy charged to this cache — out of `reservation` if any.
+    fn residency(
+        &self,
+        key: &str,
+        source: Source<W, R>,
+        bytes: u64,
+        how: PutOptions,
+        reservation: Option<&mut Reservation<R>>,
+    ) -> Result<Residency<W, R>, CacheError> {
+        let overflow = || CacheError::SizeOverflow { key: key.to_owned(), bytes, what: "RAM budget" };
+        // An adopted canonical keeps the size it was charged with. Adoption upgrades the store's
+        // weak reference under its lock; the insert re-checks for one that came alive meanwhile
+        // (the C-R28 mutant does not). Refused weights are dropped here, outside every lock.
+        Ok(match source {
+            Source::Adopted(canonical) => Residency::Shared(canonical),
+            Source::Fresh { weights, .. } if how.shared && self.mutant(Mutant::ADOPT_BY_PEEK) => {
+                Residency::Shared(
+                    self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
+                )
+            }
+            Source::Fresh { weights, since } if how.shared => {
+                let since = since.filter(|_| !self.mutant(Mutant::LOAD_ACROSS_DROP_REGISTERED));
+                Residency::Shared(
+                    self.group
+                        .store
+                        .insert_reserved(key, weights, bytes, reservation, since)
+                        .map_err(|_| overflow())?
+                        .0,
+                )
+            }
+            Source::Fresh { weights, .. } => {
+                let charge = self
+                    .group
+                    .budget
+                    .charge_non_shared(self.id, bytes, reservation)
+                    .map_err(|_| overflow())?;
+                Residency::Own { weights, _charge: charge }
+            }
+        })
     }
 
     pub(super) fn admit_existing(&self, key: &str) -> Option<Arc<Record<W, R>>> {

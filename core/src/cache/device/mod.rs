@@ -5,16 +5,11 @@
 //!
 //! # Lock order
 //! `cache state` → `store` → `budget` (the budget is a leaf). A cache takes a *peer's* state
-//! only with `try_with`; when that fails it leaves the peer a pending-reconcile flag (a leaf
-//! monitor of its own).
+//! only with `try_with`; when that fails it leaves the peer a room request (a leaf monitor of
+//! its own; `super::room_request` gives its protocol). Every release of the state lock honours
+//! the requests left meanwhile (`with_state` does this for every operation).
 //!
-//! # The reconcile flag
-//! A requester sets the flag *before* it tries the peer's lock, and the flag is cleared only
-//! under that lock, in the same critical section as the reconcile it asks for. Every holder of
-//! the lock checks the flag *after* releasing it (`with_state` does this for every operation), and
-//! keeps reconciling while the flag reads set and the lock is free. So a request whose try failed
-//! is seen by the holder that made it fail (no lost wakeup, C-R19), and a request that lands
-//! while a reconcile runs survives that reconcile's clear (no set/clear race, C-R21).
+//! # Handles and drops
 //! Handles ([`Admission`], [`LoadedModel`], [`ModelGuard`]) re-enter the cache from `Drop`, so
 //! cache code never drops one while it holds a lock. Evicted records and device copies are dropped
 //! after the lock is released too, because dropping them runs the weights' destructors (user
@@ -51,6 +46,7 @@ use super::budget::{CacheId, Reservation};
 use super::group::CacheGroup;
 use super::ledger::DeviceBudget;
 use super::record::{Record, Residency};
+use super::room_request::RoomRequest;
 pub use super::table::{CacheStats, Resident};
 use super::table::{Claim, Gone, Inserted, Released, Table, describe};
 use crate::deadline::{CallOptions, Deadline};
@@ -121,6 +117,8 @@ const DEFAULT_MOVE_WAIT: Duration = Duration::from_secs(60);
 /// The evictions of one critical section.
 type Evicted<W, R> = Vec<Gone<Record<W, R>>>;
 
+// ---- The cache ----------------------------------------------------------------------------------
+
 /// The models resident for one device. Created by [`CacheGroup::cache`].
 pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     device: String,
@@ -129,7 +127,7 @@ pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     state: R::Monitor<Table<Record<W, R>>>,
     device_budget: Arc<DeviceBudget<R>>,
     /// The room a peer asked for while this cache was busy (`Some(0)`: back to the cap).
-    reconcile_pending: R::Monitor<Option<u64>>,
+    reconcile_pending: RoomRequest<R>,
     on_evict: R::Monitor<Option<Arc<EvictionCallback>>>,
 }
 
@@ -137,7 +135,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn new(group: Arc<CacheGroup<W, R>>, device: &str) -> Arc<Self> {
         let rt = &group.runtime;
         let state = rt.monitor(Table::new(DEFAULT_MOVE_WAIT));
-        let (reconcile_pending, on_evict) = (rt.monitor(None), rt.monitor(None));
+        let (reconcile_pending, on_evict) = (RoomRequest::new(rt), rt.monitor(None));
         let id = group.budget.register_cache();
         let device_budget = DeviceBudget::new(rt);
         let device = device.to_owned();

@@ -16,14 +16,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn request_room(&self, bytes: u64) {
         let set_after_try = self.mutant(Mutant::FLAG_SET_AFTER_TRY);
         if !set_after_try {
-            self.set_pending(bytes);
+            self.reconcile_pending.leave(bytes);
         }
         match self.reconcile_now(bytes) {
             Some(evicted) => {
                 self.finish_evictions(evicted, "room");
                 self.drain_requests();
             }
-            None if set_after_try => self.set_pending(bytes),
+            None if set_after_try => self.reconcile_pending.leave(bytes),
             None => {}
         }
     }
@@ -35,11 +35,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let (admitting, clear_late) =
             (self.mutant(Mutant::ADMISSION_UNPROTECTED), self.mutant(Mutant::FLAG_CLEARED_LATE));
         let evicted = self.state.try_with(|s| {
-            let requested = if clear_late {
-                self.reconcile_pending.with(|p| *p)
-            } else {
-                self.reconcile_pending.with(Option::take)
-            };
+            let requested =
+                if clear_late { self.reconcile_pending.peek() } else { self.reconcile_pending.take() };
             // Room a load asked for while this cache was busy is made only while a load still
             // looks for room (it may not wait yet: it may be asking other peers, C-B4): one
             // that got it elsewhere, or gave up, needs no more evictions. Without one the
@@ -55,7 +52,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             s.evict_lru_while(|pending| self.fits_after(pending, room), admitting)
         })?;
         if clear_late {
-            self.reconcile_pending.with(|p| *p = None);
+            self.reconcile_pending.clear();
         }
         Some(evicted)
     }
@@ -69,14 +66,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::DEFERRED_RECONCILE_SKIPPED) || crate::runtime::panicking() {
             return;
         }
-        while self.reconcile_pending.with(|p| p.is_some()) {
+        while self.reconcile_pending.is_pending() {
             let Some(evicted) = self.reconcile_now(0) else { return };
             self.finish_evictions(evicted, "room");
         }
-    }
-
-    /// Records a request for `room` bytes (merged with one already pending: the larger wins).
-    pub(super) fn set_pending(&self, room: u64) {
-        self.reconcile_pending.with(|p| *p = Some(p.unwrap_or(0).max(room)));
     }
 }

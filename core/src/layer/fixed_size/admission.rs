@@ -58,6 +58,8 @@ impl<M: Manager> Drop for Waiting<'_, M> {
     }
 }
 
+// ---- Admission ----------------------------------------------------------------------------------
+
 impl<M: Manager> FixedSizeCache<M> {
     /// Counts a cold load of `id` against the capacity, evicting what it must; waits (bounded
     /// by the capacity wait and the call's `call` deadline) when nothing is evictable. With
@@ -232,6 +234,8 @@ enum Next<'a, M: Manager> {
     /// Wait for the stack to change (`behind`: for the line to move).
     Wait { behind: bool },
 }
+
+// ---- One attempt --------------------------------------------------------------------------------
 
 /// A cold add's admission under way: what it holds between rounds. Its fields drop in this
 /// order when the add gives up (its designation, then its place in line, then its slot).

@@ -72,6 +72,8 @@ type Wake<M> = Arc<Signal<<M as Manager>::Runtime>>;
 
 type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping<Wake<M>>>;
 
+// ---- The face -----------------------------------------------------------------------------------
+
 /// An LRU cache over any [`Manager`]: evicts least-recently-used models to stay within
 /// `max_size` models (and `max_bytes`, if set).
 ///
@@ -224,6 +226,8 @@ impl<M: Manager> FixedSizeCache<M> {
         self.inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0)
     }
 }
+
+// ---- The layer's steps --------------------------------------------------------------------------
 
 /// Implemented by its path, so that inside this folder the methods it shares with
 /// [`Manager`] need no qualification.

@@ -39,6 +39,8 @@ impl<W> Default for Bookkeeping<W> {
     }
 }
 
+// ---- The bookkeeping ----------------------------------------------------------------------------
+
 impl<W> Bookkeeping<W> {
     /// Moves `id` to the MRU end if it is queued; an unqueued id is left alone (no phantoms).
     pub(crate) fn touch(&mut self, id: &ModelId) {

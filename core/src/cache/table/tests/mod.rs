@@ -130,6 +130,8 @@ struct Known {
     moving: bool,
 }
 
+// ---- The model and its checks -------------------------------------------------------------------
+
 struct World {
     table: Table<Rec>,
     known: Vec<Known>,
