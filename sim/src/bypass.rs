@@ -19,8 +19,8 @@ use resident::{
     ModelId, ModelManager, RegisterError, RemovalReport, Traced,
 };
 
-use crate::manager_world::Managed;
 use crate::runtime::SimRuntime;
+use crate::world::manager::Managed;
 
 /// A stack's user calls with the historical bypasses of its layers (see the module docs).
 pub trait Calls: Manager {

@@ -7,14 +7,11 @@
 //! ([`replay_file::ReplayFile`]) that reproduces it exactly.
 
 pub mod bypass;
-pub mod cache_world;
-pub mod composition;
 pub mod explore;
 mod fairness;
 pub mod instrumentation;
 pub mod kill;
 pub mod latch;
-pub mod manager_world;
 pub mod mutant_set;
 pub mod replay_file;
 pub mod runtime;

@@ -43,10 +43,10 @@
 use resident::cache::{DeviceCache, DeviceGuard, LoadedModel, ModelGuard, PutOptions};
 use resident::runtime::Arc;
 use resident::{CacheError, CallOptions};
-use resident_sim::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use resident_sim::ensure;
 use resident_sim::runtime::{Counter, ShuttleRuntime, SimRuntime};
 use resident_sim::violation::{InjectedPanic, catching};
+use resident_sim::world::cache::{Behaviour, CacheWorld, Script, Weights};
 
 use super::cache_program::{
     BYTES, CACHES, CAP, CacheOp, CacheProgram, DEVICE_BYTES, KEEP_ALIVE, KEYS, REPORT_FAULTS,
@@ -215,8 +215,8 @@ impl<R: SimRuntime> Thread<'_, R> {
 
     /// Runs `f` as call `op` of the history (catching a scripted panic: its outcome is unknown);
     /// `ret` says what it returned.
-    fn record<T>(&self, op: CacheCall, f: impl FnOnce() -> T, ret: impl FnOnce(&T) -> CacheRet) -> Option<T> {
-        let at = self.shared.history.begin(self.index, op);
+    fn record<T>(&self, op: CacheOp, f: impl FnOnce() -> T, ret: impl FnOnce(&T) -> CacheRet) -> Option<T> {
+        let at = self.shared.history.begin(self.index, CacheCall::Called(op));
         let result = catching(f);
         self.shared.history.end(at, result.as_ref().map(ret));
         result
@@ -252,7 +252,7 @@ impl<R: SimRuntime> Thread<'_, R> {
             CacheOp::Get { cache, key } => {
                 let invoked = self.shared.freshness.now();
                 let got = self.record(
-                    CacheCall::Get { cache, key },
+                    op,
                     || self.cache(cache).get(KEYS[key]),
                     |got| if got.is_some() { CacheRet::Hit } else { CacheRet::Miss },
                 );
@@ -282,11 +282,7 @@ impl<R: SimRuntime> Thread<'_, R> {
             }
             CacheOp::DropModel { cache, key } => {
                 let began = self.shared.freshness.dropping(KEYS[key]);
-                let dropped = self.record(
-                    CacheCall::DropModel(key),
-                    || self.cache(cache).drop_model(KEYS[key]),
-                    |_| CacheRet::Done,
-                );
+                let dropped = self.record(op, || self.cache(cache).drop_model(KEYS[key]), |_| CacheRet::Done);
                 if dropped.is_some() {
                     self.shared.freshness.dropped(KEYS[key], began);
                 }
@@ -330,12 +326,7 @@ impl<R: SimRuntime> Thread<'_, R> {
             CacheOp::Shutdown(cache) => {
                 self.shared.shutting[cache].store(true, std::sync::atomic::Ordering::SeqCst);
                 self.shared.shut[cache].add(1);
-                let group = false;
-                self.record(
-                    CacheCall::Shutdown { cache, group },
-                    || self.cache(cache).shutdown(),
-                    |_| CacheRet::Done,
-                );
+                self.record(op, || self.cache(cache).shutdown(), |_| CacheRet::Done);
             }
             CacheOp::GroupShutdown => {
                 for shutting in &self.shared.shutting {
@@ -344,11 +335,7 @@ impl<R: SimRuntime> Thread<'_, R> {
                 for shut in &self.shared.shut {
                     shut.add(1);
                 }
-                let returned = self.record(
-                    CacheCall::GroupShutdown,
-                    || self.shared.world.group.shutdown(),
-                    |_| CacheRet::Done,
-                );
+                let returned = self.record(op, || self.shared.world.group.shutdown(), |_| CacheRet::Done);
                 // One that a panicking report cut short may not have refused loads yet.
                 if returned.is_some() {
                     self.shared.group_shut.add(1);
@@ -383,7 +370,7 @@ impl<R: SimRuntime> Thread<'_, R> {
             Ok::<_, String>(weights)
         };
         let loaded = self.record(
-            CacheCall::GetOrPut { cache, key },
+            CacheOp::GetOrPut { cache, key },
             || self.cache(cache).get_or_put_with(KEYS[key], BYTES[key], weights, options),
             |loaded| match loaded {
                 Ok(_) if built.get().is_some() => CacheRet::Loaded,
@@ -419,7 +406,7 @@ impl<R: SimRuntime> Thread<'_, R> {
         let serial = weights.serial;
         let invoked = self.shared.freshness.now();
         let admitted = self.record(
-            CacheCall::Put { cache, key, shared },
+            CacheOp::Put { cache, key, shared },
             || self.cache(cache).put_with(KEYS[key], weights, BYTES[key], how, options),
             |admitted| admitted.as_ref().map_or_else(error, |_| CacheRet::Admitted),
         );

@@ -21,37 +21,17 @@
 //! cache's only after the store's. The group's shutdown likewise first refuses new loads, then
 //! shuts each cache down.
 
-use super::cache_program::{CACHES, KEYS};
+use super::cache_program::{CACHES, CacheOp, KEYS};
 use super::linearizability::{Call, Spec, overlapping};
 
-/// A call of a cache program, or an event of one (after [`split_drops`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a cache program's history records: an operation as the program called it, or, after
+/// [`split_drops`], one step of one. Only the operations the specification decides on are
+/// recorded (`get_or_put`, `get`, `put` in every form, `drop_model`, the shutdowns). An
+/// operation prints as itself, as histories and stored failures show it.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum CacheCall {
-    /// `get_or_put(KEYS[key])` on a cache.
-    GetOrPut {
-        /// Index of the cache.
-        cache: usize,
-        /// Index into [`KEYS`].
-        key: usize,
-    },
-    /// `get(KEYS[key])` on a cache.
-    Get {
-        /// Index of the cache.
-        cache: usize,
-        /// Index into [`KEYS`].
-        key: usize,
-    },
-    /// `put` of fresh weights.
-    Put {
-        /// Index of the cache.
-        cache: usize,
-        /// Index into [`KEYS`].
-        key: usize,
-        /// Shared through the store.
-        shared: bool,
-    },
-    /// `drop_model(KEYS[key])` as called (split into the events below before checking).
-    DropModel(usize),
+    /// An operation as called (a zero-timeout form is recorded as its plain form).
+    Called(CacheOp),
     /// `drop_model`'s first step: the store forgets the shared weights of the key and its
     /// submodels.
     Invalidate {
@@ -67,17 +47,32 @@ pub enum CacheCall {
         /// Index of the same call's [`CacheCall::Invalidate`] event.
         invalidate: usize,
     },
-    /// The group's `shutdown()` as called (split before checking).
-    GroupShutdown,
     /// The group's shutdown's first step: new loads are refused.
     Refuse,
-    /// A cache's `shutdown()` (its own, or a step of the group's, after [`CacheCall::Refuse`]).
-    Shutdown {
+    /// The group's shutdown's step in one cache, after [`CacheCall::Refuse`].
+    ShutdownIn {
         /// Index of the cache.
         cache: usize,
-        /// A step of the group's shutdown.
-        group: bool,
     },
+}
+
+impl std::fmt::Debug for CacheCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheCall::Called(op) => op.fmt(f),
+            CacheCall::Invalidate { key } => f.debug_struct("Invalidate").field("key", key).finish(),
+            CacheCall::DropIn { cache, key, invalidate } => f
+                .debug_struct("DropIn")
+                .field("cache", cache)
+                .field("key", key)
+                .field("invalidate", invalidate)
+                .finish(),
+            CacheCall::Refuse => f.write_str("Refuse"),
+            CacheCall::ShutdownIn { cache } => {
+                f.debug_struct("Shutdown").field("cache", cache).field("group", &true).finish()
+            }
+        }
+    }
 }
 
 /// What a call returned, reduced to what the specification decides on.
@@ -155,22 +150,21 @@ impl CacheState {
     }
 }
 
-/// Splits every [`CacheCall::DropModel`] into its store and per-cache events, and every
-/// [`CacheCall::GroupShutdown`] into its refusal and per-cache shutdowns (same interval, same
-/// outcome).
+/// Splits every `drop_model` into its store and per-cache events, and every group shutdown
+/// into its refusal and per-cache shutdowns (same interval, same outcome).
 pub fn split_drops(history: &[Call<CacheCall, CacheRet>]) -> Vec<Call<CacheCall, CacheRet>> {
     let mut split = Vec::with_capacity(history.len());
     for call in history {
         let event = |op| Call { op, ..call.clone() };
         match call.op {
-            CacheCall::DropModel(key) => {
+            CacheCall::Called(CacheOp::DropModel { key, .. }) => {
                 let invalidate = split.len();
                 split.push(event(CacheCall::Invalidate { key }));
                 split.extend((0..CACHES).map(|cache| event(CacheCall::DropIn { cache, key, invalidate })));
             }
-            CacheCall::GroupShutdown => {
+            CacheCall::Called(CacheOp::GroupShutdown) => {
                 split.push(event(CacheCall::Refuse));
-                split.extend((0..CACHES).map(|cache| event(CacheCall::Shutdown { cache, group: true })));
+                split.extend((0..CACHES).map(|cache| event(CacheCall::ShutdownIn { cache })));
             }
             _ => split.push(call.clone()),
         }
@@ -200,7 +194,7 @@ impl Spec for CacheSpec {
         let allowed = |ok: bool| if ok { vec![s.clone()] } else { Vec::new() };
         let unknown = || allowed(call.ret.is_none());
         match call.op {
-            CacheCall::GetOrPut { cache, key } => {
+            CacheCall::Called(CacheOp::GetOrPut { cache, key }) => {
                 // A call that began before the group's shutdown returned may be past its check
                 // and load or adopt afterwards; one that began later is refused.
                 let refused_before = history.iter().any(|c| {
@@ -218,7 +212,7 @@ impl Spec for CacheSpec {
                     Some(CacheRet::LoadWaitTimeout) => allowed(overlapping(
                         history,
                         at,
-                        |c| matches!(c.op, CacheCall::GetOrPut { key: k, .. } if k == key),
+                        |c| matches!(c.op, CacheCall::Called(CacheOp::GetOrPut { key: k, .. }) if k == key),
                     )),
                     Some(CacheRet::LoadFailed) => allowed(self.load_fails[key]),
                     // Refused for room: no effect.
@@ -227,12 +221,12 @@ impl Spec for CacheSpec {
                     Some(_) => Vec::new(),
                 }
             }
-            CacheCall::Get { cache, key } => match call.ret {
+            CacheCall::Called(CacheOp::Get { cache, key }) => match call.ret {
                 Some(CacheRet::Hit) => allowed(s.servable(cache, key)),
                 None | Some(CacheRet::Miss) => allowed(true),
                 Some(_) => Vec::new(),
             },
-            CacheCall::Put { cache, key, shared } => match call.ret {
+            CacheCall::Called(CacheOp::Put { cache, key, shared }) => match call.ret {
                 None => vec![s.clone(), s.admit(cache, key, shared)],
                 Some(CacheRet::Admitted) => vec![s.admit(cache, key, shared)],
                 Some(CacheRet::NoRoom) => allowed(self.hard_budget),
@@ -260,18 +254,17 @@ impl Spec for CacheSpec {
                 next.refusing = true;
                 [vec![next], unknown()].concat()
             }
-            CacheCall::Shutdown { cache, group } => {
-                if group && !s.refusing {
-                    return unknown();
-                }
+            CacheCall::ShutdownIn { .. } if !s.refusing => unknown(),
+            CacheCall::Called(CacheOp::Shutdown(cache)) | CacheCall::ShutdownIn { cache } => {
                 let mut next = s.clone();
                 next.shut |= 1 << cache;
                 next.servable[cache] = 0;
                 [vec![next], unknown()].concat()
             }
-            CacheCall::DropModel(_) | CacheCall::GroupShutdown => {
+            CacheCall::Called(CacheOp::DropModel { .. } | CacheOp::GroupShutdown) => {
                 unreachable!("split into their events before checking")
             }
+            CacheCall::Called(op) => unreachable!("{op:?} is not recorded"),
         }
     }
 }
@@ -304,15 +297,17 @@ mod tests {
         found
     }
 
-    const PUT_A0: CacheCall = CacheCall::Put { cache: 0, key: 0, shared: true };
-    const GET_SUB1: CacheCall = CacheCall::Get { cache: 1, key: 1 };
+    const DROP_A: CacheCall = CacheCall::Called(CacheOp::DropModel { cache: 0, key: 0 });
+    const GROUP_SHUTDOWN: CacheCall = CacheCall::Called(CacheOp::GroupShutdown);
+    const PUT_A0: CacheCall = CacheCall::Called(CacheOp::Put { cache: 0, key: 0, shared: true });
+    const GET_SUB1: CacheCall = CacheCall::Called(CacheOp::Get { cache: 1, key: 1 });
 
     #[test]
     fn a_hit_after_the_drop_of_its_model_returned_is_not_linearizable() {
-        let put = CacheCall::Put { cache: 1, key: 1, shared: true };
+        let put = CacheCall::Called(CacheOp::Put { cache: 1, key: 1, shared: true });
         let history = [
             call(0, put, CacheRet::Admitted, 0, 1),
-            call(0, CacheCall::DropModel(0), CacheRet::Done, 2, 3),
+            call(0, DROP_A, CacheRet::Done, 2, 3),
             call(1, GET_SUB1, CacheRet::Hit, 4, 5),
         ];
         assert!(!linearizable(&history));
@@ -325,24 +320,27 @@ mod tests {
     fn a_hit_needs_an_admission_to_that_cache() {
         let history = [
             call(0, PUT_A0, CacheRet::Admitted, 0, 1),
-            call(1, CacheCall::Get { cache: 1, key: 0 }, CacheRet::Hit, 2, 3),
+            call(1, CacheCall::Called(CacheOp::Get { cache: 1, key: 0 }), CacheRet::Hit, 2, 3),
         ];
         assert!(!linearizable(&history));
-        let miss = [history[0].clone(), call(1, CacheCall::Get { cache: 1, key: 0 }, CacheRet::Miss, 2, 3)];
+        let miss = [
+            history[0].clone(),
+            call(1, CacheCall::Called(CacheOp::Get { cache: 1, key: 0 }), CacheRet::Miss, 2, 3),
+        ];
         assert!(linearizable(&miss));
     }
 
     #[test]
     fn serving_without_a_load_needs_weights_to_adopt() {
-        let served = CacheCall::GetOrPut { cache: 1, key: 0 };
+        let served = CacheCall::Called(CacheOp::GetOrPut { cache: 1, key: 0 });
         let shared = [call(0, PUT_A0, CacheRet::Admitted, 0, 1), call(1, served, CacheRet::Served, 2, 3)];
         assert!(linearizable(&shared));
-        let private = CacheCall::Put { cache: 0, key: 0, shared: false };
+        let private = CacheCall::Called(CacheOp::Put { cache: 0, key: 0, shared: false });
         let history = [call(0, private, CacheRet::Admitted, 0, 1), call(1, served, CacheRet::Served, 2, 3)];
         assert!(!linearizable(&history));
         let dropped = [
             shared[0].clone(),
-            call(0, CacheCall::DropModel(0), CacheRet::Done, 2, 3),
+            call(0, DROP_A, CacheRet::Done, 2, 3),
             call(1, served, CacheRet::Served, 4, 5),
         ];
         assert!(!linearizable(&dropped));
@@ -352,47 +350,40 @@ mod tests {
     fn an_adoption_overlapping_a_drop_goes_before_the_store_forgets_and_so_before_every_cache() {
         // The adoption took the weights before the store forgot them; a later hit on its cache
         // is not explained, since the drop's step in that cache comes after the store's.
-        let served = CacheCall::GetOrPut { cache: 1, key: 0 };
+        let served = CacheCall::Called(CacheOp::GetOrPut { cache: 1, key: 0 });
         let history = [
             call(0, PUT_A0, CacheRet::Admitted, 0, 1),
-            call(0, CacheCall::DropModel(0), CacheRet::Done, 2, 5),
+            call(0, DROP_A, CacheRet::Done, 2, 5),
             call(1, served, CacheRet::Served, 3, 6),
-            call(1, CacheCall::Get { cache: 1, key: 0 }, CacheRet::Hit, 7, 8),
+            call(1, CacheCall::Called(CacheOp::Get { cache: 1, key: 0 }), CacheRet::Hit, 7, 8),
         ];
         assert!(!linearizable(&history));
     }
 
     #[test]
     fn a_refusal_needs_the_group_shutdown_to_have_begun() {
-        let load = CacheCall::GetOrPut { cache: 0, key: 2 };
-        let early = [
-            call(0, load, CacheRet::ShutDown, 0, 1),
-            call(1, CacheCall::GroupShutdown, CacheRet::Done, 2, 3),
-        ];
+        let load = CacheCall::Called(CacheOp::GetOrPut { cache: 0, key: 2 });
+        let early = [call(0, load, CacheRet::ShutDown, 0, 1), call(1, GROUP_SHUTDOWN, CacheRet::Done, 2, 3)];
         assert!(!linearizable(&early));
-        let during = [
-            call(0, load, CacheRet::ShutDown, 0, 3),
-            call(1, CacheCall::GroupShutdown, CacheRet::Done, 1, 2),
-        ];
+        let during = [call(0, load, CacheRet::ShutDown, 0, 3), call(1, GROUP_SHUTDOWN, CacheRet::Done, 1, 2)];
         assert!(linearizable(&during));
-        let after =
-            [call(1, CacheCall::GroupShutdown, CacheRet::Done, 0, 1), call(0, load, CacheRet::Loaded, 2, 3)];
+        let after = [call(1, GROUP_SHUTDOWN, CacheRet::Done, 0, 1), call(0, load, CacheRet::Loaded, 2, 3)];
         assert!(!linearizable(&after));
     }
 
     #[test]
     fn a_shut_cache_serves_nothing_it_admits() {
         let history = [
-            call(0, CacheCall::Shutdown { cache: 0, group: false }, CacheRet::Done, 0, 1),
+            call(0, CacheCall::Called(CacheOp::Shutdown(0)), CacheRet::Done, 0, 1),
             call(0, PUT_A0, CacheRet::Admitted, 2, 3),
-            call(1, CacheCall::Get { cache: 0, key: 0 }, CacheRet::Hit, 4, 5),
+            call(1, CacheCall::Called(CacheOp::Get { cache: 0, key: 0 }), CacheRet::Hit, 4, 5),
         ];
         assert!(!linearizable(&history));
     }
 
     #[test]
     fn a_wait_timeout_needs_another_load_of_the_key() {
-        let load = |cache| CacheCall::GetOrPut { cache, key: 0 };
+        let load = |cache| CacheCall::Called(CacheOp::GetOrPut { cache, key: 0 });
         let alone = [call(0, load(0), CacheRet::LoadWaitTimeout, 0, 1)];
         assert!(!linearizable(&alone));
         let behind =

@@ -3,7 +3,7 @@
 //! Operations name models by index into [`IDS`], so every shrunk program is still meaningful.
 
 use proptest::prelude::*;
-use resident_sim::manager_world::Step;
+use resident_sim::world::manager::Step;
 
 /// The model ids of generated programs: few, so that operations collide.
 pub const IDS: [&str; 3] = ["A", "B", "C"];

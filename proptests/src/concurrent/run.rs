@@ -13,10 +13,11 @@ use resident::{
     ManagerExt, Replaced,
 };
 use resident_sim::bypass::Calls;
-use resident_sim::cache_world::ensure_outside_monitors;
-use resident_sim::manager_world::{CallObserver, ManagerWorld, Probe, SimModel, check_queue};
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::violation::{InjectedPanic, Violation};
+use resident_sim::world::cache::ensure_outside_monitors;
+use resident_sim::world::checks::check_queue;
+use resident_sim::world::manager::{CallObserver, ManagerWorld, Probe, SimModel};
 
 use super::generated::Generated;
 use super::history::{History, ensure_linearizable};

@@ -31,7 +31,7 @@
 
 use super::linearizability::{Call, Spec, overlapping, overlapping_at};
 use super::program::{Faults, MAX_SIZE};
-use resident_sim::manager_world::Step;
+use resident_sim::world::manager::Step;
 
 /// A call or event of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,11 @@ use resident::CacheError;
 use resident::runtime::Arc;
 
 use super::cache::{finish, join};
-use crate::cache_world::{CacheWorld, Weights};
 use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
 use crate::trace;
+use crate::world::cache::{CacheWorld, Weights};
 
 /// How long each load stalls on the runtime's clock before it fails.
 const STALL: Duration = Duration::from_millis(6);

@@ -4,14 +4,16 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use resident::cache::{DeviceCache, ModelGuard, PutOptions};
+use resident::cache::{CanonicalId, DeviceCache, ModelGuard, PutOptions};
 use resident::runtime::Arc;
 
-use crate::cache_world::{CacheWorld, Weights, ensure_resident};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::InjectedPanic;
+use crate::world::cache::{CacheWorld, Weights};
+use crate::world::checks::ensure_resident;
+use crate::world::mailbox::Mailbox;
 
 pub(super) type Cache<R> = Arc<DeviceCache<Weights<R>, R>>;
 
@@ -100,7 +102,7 @@ pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R) {
 fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool) {
     let world = CacheWorld::new(rt, 100, 2);
     preload(&world.caches[0], "m", 30);
-    let (held, reloaded) = (world.mailbox(), world.mailbox());
+    let (held, reloaded) = (world.mailbox(), world.signal());
     let (c0, h1, r1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&reloaded));
     let t1 = world.rt.spawn("T1", move || {
         let Some(loaded) = c0.get("m") else { return h1.post(None) };
@@ -126,7 +128,7 @@ fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool) {
                     "cuda:1 copied m while T1 held its canonical"
                 );
             }
-            r2.post(None);
+            r2.post(());
         })
     });
     join::<R, _>(t1);
@@ -196,12 +198,12 @@ pub(super) fn sibling_admission<R: SimRuntime>(rt: R) {
 pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 1);
     preload(&world.caches[0], "m", 30);
-    let (holding, down) = (world.mailbox(), world.mailbox());
+    let (holding, down) = (world.signal(), world.signal());
     let first = world.caches[0].get("m").expect("preloaded").lock();
     let (c0, h2) = (Arc::clone(&world.caches[0]), Arc::clone(&holding));
     let t2 = world.rt.spawn("T2", move || {
-        let Some(loaded) = c0.get("m") else { return h2.post(None) };
-        h2.post(None); // only the post matters here
+        let Some(loaded) = c0.get("m") else { return h2.post(()) };
+        h2.post(()); // only the post matters here
         R::yield_now();
         let guard = loaded.lock();
         ensure_resident(&c0, &guard, "T2");
@@ -209,7 +211,7 @@ pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R) {
     let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
     let t0 = world.rt.spawn("T0", move || {
         c0.shutdown();
-        d0.post(None);
+        d0.post(());
     });
     holding.wait();
     down.wait();
@@ -254,7 +256,7 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R) {
 pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 200, 2);
     preload(&world.caches[0], "m", 30);
-    let (dropped, loaded, released) = (world.mailbox(), world.mailbox(), world.mailbox());
+    let (dropped, loaded, released) = (world.signal(), world.signal(), world.signal());
     let old = world.caches[0].get("m").expect("preloaded").lock();
     let old_id = old.canonical_id();
     let (c0, c1) = (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]));
@@ -266,7 +268,7 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
         // The old canonical is still alive (held by the main thread): identities are comparable.
         ensure!(fresh.canonical_id() != old_id, "A2", "the rebuild adopted the dropped canonical");
         ensure!(peer.canonical_id() == fresh.canonical_id(), "A2", "two live canonicals for the rebuilt m");
-        l2.post(None);
+        l2.post(());
         r2.wait();
         c0.make_room(200);
         ensure_resident(&c0, &fresh, "T2");
@@ -275,12 +277,12 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
     let t0 = world.rt.spawn("T0", move || {
         trace::record("T0", "drop_model(m)");
         c0.drop_model("m");
-        d0.post(None);
+        d0.post(());
     });
     loaded.wait();
     trace::record("main", "drop(old m)");
     drop(old);
-    released.post(None);
+    released.post(());
     join_then_finish(&world, [t2, t0]);
 }
 
@@ -356,19 +358,17 @@ pub(super) fn reconcile_flag_survives_clear<R: SimRuntime>(rt: R) {
 /// C-R22: a cache over the budget because of its own locked record reconciles at its unlock.
 pub(super) fn own_overshoot<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 50, 1);
-    let both = (world.mailbox(), world.mailbox());
-    let spawn_user = |name: &'static str,
-                      key: &'static str,
-                      mine: &Arc<crate::cache_world::Mailbox<R>>,
-                      theirs: &Arc<crate::cache_world::Mailbox<R>>| {
-        let (c0, mine, theirs) = (Arc::clone(&world.caches[0]), Arc::clone(mine), Arc::clone(theirs));
-        world.rt.spawn(name, move || {
-            let guard = load(&c0, key, 30, name);
-            mine.post(None);
-            theirs.wait(); // both locked at once: the cache is over its cap by its own records
-            drop(guard);
-        })
-    };
+    let both = (world.signal(), world.signal());
+    let spawn_user =
+        |name: &'static str, key: &'static str, mine: &Arc<Mailbox<R, ()>>, theirs: &Arc<Mailbox<R, ()>>| {
+            let (c0, mine, theirs) = (Arc::clone(&world.caches[0]), Arc::clone(mine), Arc::clone(theirs));
+            world.rt.spawn(name, move || {
+                let guard = load(&c0, key, 30, name);
+                mine.post(());
+                theirs.wait(); // both locked at once: the cache is over its cap by its own records
+                drop(guard);
+            })
+        };
     let t1 = spawn_user("T1", "a", &both.0, &both.1);
     let t2 = spawn_user("T2", "b", &both.1, &both.0);
     join::<R, _>(t1);
@@ -382,11 +382,11 @@ pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 40, 1);
     preload(&world.caches[0], "y", 30);
     let y = world.caches[0].get("y").expect("preloaded").lock();
-    let admitted = world.mailbox();
+    let admitted = world.signal();
     let (c0, a1) = (Arc::clone(&world.caches[0]), Arc::clone(&admitted));
     let t1 = world.rt.spawn("T1", move || {
         let admission = c0.put("m", Weights::plain(30), 30, PutOptions::default()).expect("fits the cap");
-        a1.post(None);
+        a1.post(());
         R::yield_now();
         let guard = admission.into_loaded().lock();
         ensure_resident(&c0, &guard, "T1");
@@ -438,8 +438,8 @@ pub(super) fn adoption_race<R: SimRuntime>(rt: R) {
     let (from0, from1) = (world.mailbox(), world.mailbox());
     let spawn_loader = |name: &'static str,
                         cache: usize,
-                        mine: Arc<crate::cache_world::Mailbox<R>>,
-                        theirs: Arc<crate::cache_world::Mailbox<R>>| {
+                        mine: Arc<Mailbox<R, Option<CanonicalId>>>,
+                        theirs: Arc<Mailbox<R, Option<CanonicalId>>>| {
         let c = Arc::clone(&world.caches[cache]);
         world.rt.spawn(name, move || {
             let guard = load(&c, "m", 30, name);
@@ -495,12 +495,12 @@ pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R) {
     drop(world.caches[0].put("p", Weights::plain(20), 20, private).expect("setup put"));
     let m = world.caches[0].get("m").expect("preloaded").lock();
     let p = world.caches[0].get("p").expect("preloaded").lock();
-    let down = world.mailbox();
+    let down = world.signal();
     let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
     let t0 = world.rt.spawn("T0", move || {
         trace::record("T0", "shutdown()");
         c0.shutdown();
-        d0.post(None);
+        d0.post(());
     });
     let (c0, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
     let t1 = world.rt.spawn("T1", move || {

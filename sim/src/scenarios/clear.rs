@@ -9,8 +9,8 @@ use resident::{Manager, ManagerExt, ModelId};
 use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
-use crate::manager_world::{ManagerWorld, Step};
 use crate::runtime::SimRuntime;
+use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 
 /// S-CL1: A (pinned), B (whose unloads fail twice) and D fill a cache of three. T1 clears it,

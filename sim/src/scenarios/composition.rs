@@ -9,10 +9,10 @@ use resident::runtime::Arc;
 use resident::{Added, CacheError, Manager, ManagerError, ManagerExt};
 
 use super::layers::join;
-use crate::composition::Composition;
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
+use crate::world::composition::Composition;
 use crate::world::traced;
 
 /// Removes every model of every device, then the cache group's end-of-run checks.
@@ -22,7 +22,7 @@ fn finish<R: SimRuntime>(c: &Composition<R>) {
             let removed = device.remove(id.as_str());
             ensure!(removed.is_ok(), "contract", "remove({id}) at the end gave {removed:?}");
         }
-        crate::manager_world::check_queue(device);
+        crate::world::checks::check_queue(device);
     }
     super::cache::finish(&c.world);
 }

@@ -17,11 +17,11 @@ use resident::{CacheError, CallOptions, Manager, ManagerError, ManagerExt, Model
 use super::cache::{Cache, finish as finish_cache, join};
 use super::layers::{Depth, cache, finish};
 use super::placement::{admit, place};
-use crate::cache_world::{Behaviour, CacheWorld, Weights};
 use crate::ensure;
 use crate::latch::Latch;
-use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
+use crate::world::cache::{Behaviour, CacheWorld, Weights};
+use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 
 /// Every call's own bound: shorter than every configured timeout of the worlds here.

@@ -9,11 +9,11 @@ use resident::cache::PutOptions;
 use resident::runtime::Arc;
 
 use super::cache::{finish, join, load, preload};
-use crate::cache_world::{Behaviour, CacheWorld, Weights};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::InjectedPanic;
+use crate::world::cache::{Behaviour, CacheWorld, Weights};
 
 /// C-D1: T1 keeps m locked on cuda:0 and n locked on cuda:1; T2 drops m and then gets it, T3
 /// shuts cuda:1 down and then gets n: both gets miss the stale records.
@@ -21,12 +21,12 @@ pub(super) fn get_misses_stale<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 2);
     preload(&world.caches[0], "m", 30);
     preload(&world.caches[1], "n", 30);
-    let (locked, done) = (world.mailbox(), world.mailbox());
+    let (locked, done) = (world.signal(), world.signal());
     let (c0, c1, l1, d1) =
         (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked), Arc::clone(&done));
     let t1 = world.rt.spawn("T1", move || {
         let guards = (load(&c0, "m", 30, "T1"), load(&c1, "n", 30, "T1"));
-        l1.post(None);
+        l1.post(());
         d1.wait();
         drop(guards);
     });
@@ -48,7 +48,7 @@ pub(super) fn get_misses_stale<R: SimRuntime>(rt: R) {
     });
     join::<R, _>(t2);
     join::<R, _>(t3);
-    done.post(None);
+    done.post(());
     join::<R, _>(t1);
     finish(&world);
 }
@@ -57,7 +57,7 @@ pub(super) fn get_misses_stale<R: SimRuntime>(rt: R) {
 /// is stale (its get misses) and a reload of `m:vae` on cuda:1 does not adopt the old canonical.
 pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 2);
-    let (locked, done) = (world.mailbox(), world.mailbox());
+    let (locked, done) = (world.mailbox(), world.signal());
     let (c0, c1, l1, d1) =
         (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked), Arc::clone(&done));
     let t1 = world.rt.spawn("T1", move || {
@@ -77,7 +77,7 @@ pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R) {
         ensure!(vae.canonical_id() != old_vae, "C-D2", "a reload of m:vae adopted the dropped canonical");
     });
     join::<R, _>(t2);
-    done.post(None);
+    done.post(());
     join::<R, _>(t1);
     finish(&world);
 }
@@ -87,7 +87,7 @@ pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R) {
 pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 2);
     preload(&world.caches[0], "m", 30);
-    let (locked, done) = (world.mailbox(), world.mailbox());
+    let (locked, done) = (world.mailbox(), world.signal());
     let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&locked), Arc::clone(&done));
     let t1 = world.rt.spawn("T1", move || {
         let guard = load(&c0, "m", 30, "T1");
@@ -118,7 +118,7 @@ pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R) {
         let guard = loaded.lock();
         ensure!(guard.canonical_id() != old, "C-D3", "cuda:1 serves the canonical drop_model(m) invalidated");
     }
-    done.post(None);
+    done.post(());
     join::<R, _>(t1);
     finish(&world);
 }
@@ -187,11 +187,11 @@ pub(super) fn inspection_races_last_release<R: SimRuntime>(rt: R) {
 pub(super) fn eviction_callback_panics_while_unwinding<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 1);
     world.caches[0].on_evict(|_, _| std::panic::panic_any(InjectedPanic));
-    let (locked, dropped) = (world.mailbox(), world.mailbox());
+    let (locked, dropped) = (world.signal(), world.signal());
     let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&locked), Arc::clone(&dropped));
     let t1 = world.rt.spawn("T1", move || {
         let guard = load(&c0, "m", 30, "T1");
-        l1.post(None);
+        l1.post(());
         d1.wait();
         trace::record("T1", "panics holding m's guard");
         let unwound = catch_unwind(AssertUnwindSafe(move || {
@@ -207,7 +207,7 @@ pub(super) fn eviction_callback_panics_while_unwinding<R: SimRuntime>(rt: R) {
         l2.wait();
         trace::record("T2", "drop_model(m)");
         c0.drop_model("m");
-        dropped.post(None);
+        dropped.post(());
     });
     join::<R, _>(t1);
     join::<R, _>(t2);
@@ -220,12 +220,12 @@ pub(super) fn eviction_callback_panics_while_unwinding<R: SimRuntime>(rt: R) {
 /// load after both, read fresh weights — none shares T1's.
 pub(super) fn load_in_flight_across_drop<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 2);
-    let (loading, dropped) = (world.mailbox(), world.mailbox());
+    let (loading, dropped) = (world.signal(), world.signal());
     let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&loading), Arc::clone(&dropped));
     let t1 = world.rt.spawn("T1", move || {
         trace::record("T1", "get_or_put(m) on cuda:0, straddling the drop");
         let loaded = c0.get_or_put("m", 30, || {
-            l1.post(None);
+            l1.post(());
             d1.wait();
             Ok::<_, &str>(Weights::plain(30))
         });
@@ -237,7 +237,7 @@ pub(super) fn load_in_flight_across_drop<R: SimRuntime>(rt: R) {
         l2.wait();
         trace::record("T2", "drop_model(m)");
         c0.drop_model("m");
-        dropped.post(None);
+        dropped.post(());
     });
     let c1 = Arc::clone(&world.caches[1]);
     let t3 = world.rt.spawn("T3", move || {

@@ -9,8 +9,9 @@ use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Manager, Man
 
 use super::layers::{Depth, Stack, cache, finish, join};
 use crate::ensure;
-use crate::manager_world::{Base, ManagerWorld, Step, check_queue};
 use crate::runtime::SimRuntime;
+use crate::world::checks::check_queue;
+use crate::world::manager::{Base, ManagerWorld, Step};
 use crate::world::traced;
 
 /// M-E1: max_size 1 with A registered; T1 adds N (evicting A) while T2 pins A. A pin that
@@ -121,7 +122,7 @@ pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
 type Nested<R> = FixedSizeCache<FixedSizeCache<Base<R>>>;
 
 fn nested<R: SimRuntime>(
-    builder: crate::manager_world::WorldBuilder<R>,
+    builder: crate::world::manager::WorldBuilder<R>,
     outer: usize,
     inner: usize,
     preload: &[&str],

@@ -10,13 +10,13 @@ use resident::runtime::Arc;
 
 use super::cache::{finish as finish_cache, join, load, preload};
 use super::layers::{Depth, cache, finish};
-use crate::cache_world::CacheWorld;
 use crate::ensure;
 use crate::instrumentation;
-use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::catching;
+use crate::world::cache::CacheWorld;
+use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 
 /// C-P6: T1 holds X's lifecycle lock for a moment while T2's warm add of X waits for it (or

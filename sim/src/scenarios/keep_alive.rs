@@ -15,8 +15,9 @@ use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join, preload};
 use super::wakeups::{HEAD_START, give_way};
-use crate::cache_world::{CacheWorld, Mailbox, Weights};
 use crate::runtime::SimRuntime;
+use crate::world::cache::{CacheWorld, Weights};
+use crate::world::mailbox::Mailbox;
 use crate::{ensure, trace};
 
 /// The keep-alive of every cache here.
@@ -29,12 +30,12 @@ fn on_eviction_of<R: SimRuntime>(
     world: &CacheWorld<R>,
     cache: &Cache<R>,
     key: &'static str,
-) -> Arc<Mailbox<R>> {
+) -> Arc<Mailbox<R, ()>> {
     let evicted = world.mailbox();
     let post = Arc::clone(&evicted);
     cache.on_evict(move |gone, _| {
         if gone == key {
-            post.post(None);
+            post.post(());
         }
     });
     evicted

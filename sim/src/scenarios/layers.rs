@@ -8,8 +8,9 @@ use std::time::Duration;
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, ModelId, Traced};
 
 use crate::ensure;
-use crate::manager_world::{Base, ManagerWorld, SimModel, Step, WorldBuilder, check_queue};
 use crate::runtime::SimRuntime;
+use crate::world::checks::check_queue;
+use crate::world::manager::{Base, ManagerWorld, SimModel, Step, WorldBuilder};
 use crate::world::traced;
 
 /// What sits under the cache in a scenario's stack.

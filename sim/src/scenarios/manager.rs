@@ -7,9 +7,9 @@ use resident::{Added, Manager, ManagerError, ManagerExt, ModelId, ModelManager};
 
 use crate::ensure;
 use crate::latch::Latch;
-use crate::manager_world::{Managed, ManagerWorld, SimLoader, Step};
 use crate::runtime::SimRuntime;
 use crate::violation::InjectedPanic;
+use crate::world::manager::{Managed, ManagerWorld, SimLoader, Step};
 use crate::world::traced;
 
 fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
@@ -124,7 +124,7 @@ fn two_waiters_behind_the_lock<R: SimRuntime>(
     world: &ManagerWorld<R>,
     x: &ModelId,
 ) -> (
-    resident::LifecycleGuard<crate::manager_world::SimModel<R>, R>,
+    resident::LifecycleGuard<crate::world::manager::SimModel<R>, R>,
     [R::Handle<Result<Added, ManagerError>>; 2],
 ) {
     let started = Arc::new(Latch::new(&world.rt));

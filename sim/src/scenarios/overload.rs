@@ -9,10 +9,10 @@ use resident::{Added, CallOptions, Manager, ManagerError, ManagerExt};
 use super::cache::{Cache, finish as finish_cache};
 use super::layers::{Depth, Stack, cache, finish, join};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
-use crate::cache_world::{CacheWorld, Weights};
 use crate::latch::Latch;
-use crate::manager_world::{Managed, ManagerWorld};
 use crate::runtime::SimRuntime;
+use crate::world::cache::{CacheWorld, Weights};
+use crate::world::manager::{Managed, ManagerWorld};
 use crate::world::traced;
 use crate::{ensure, trace};
 

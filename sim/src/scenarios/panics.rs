@@ -6,9 +6,9 @@ use resident::{Manager, ManagerError, ManagerExt, RemovalReport, UserPanic};
 
 use super::layers::{Depth, cache, finish, join};
 use crate::ensure;
-use crate::manager_world::{ManagerWorld, Step};
 use crate::runtime::SimRuntime;
 use crate::violation::catching;
+use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 
 /// M-P1: X loads, then its `size_bytes` panics inside the cache's add, while Y is added.
@@ -67,7 +67,7 @@ pub(super) fn panicking_unload_inside_clear_and_shutdown<R: SimRuntime, D: Depth
 
 /// The report of a removal where only B's unload panicked: B failed with the panic as the
 /// source of its `Unload` error, and B is the one id still registered.
-fn panicked_b_only<R: SimRuntime, M: Manager<Model = crate::manager_world::SimModel<R>, Runtime = R>>(
+fn panicked_b_only<R: SimRuntime, M: Manager<Model = crate::world::manager::SimModel<R>, Runtime = R>>(
     world: &ManagerWorld<R, resident::FixedSizeCache<M>>,
     call: &str,
     report: &RemovalReport,

@@ -11,11 +11,11 @@ use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, join};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
-use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::catching;
+use crate::world::cache::{Behaviour, CacheWorld, Script, Weights};
 
 type Placed<R> = DeviceGuard<Weights<R>, R>;
 
@@ -79,12 +79,12 @@ pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 1);
     let script = world.with_device(100);
     admit(&world.caches[0], &script, "m", 60, Behaviour::default());
-    let (placed, placing) = (world.mailbox(), world.mailbox());
+    let (placed, placing) = (world.signal(), world.signal());
     let (c0, p1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&placed), Arc::clone(&placing));
     let t1 = world.rt.spawn("T1", move || {
         let guard = place(&c0, "m", "T1");
         ensure!(guard.is_ok(), "contract", "T1: lock_on_device(m) gave {guard:?}");
-        p1.post(None);
+        p1.post(());
         // Until T2 is about to place the fresh record, which waits for this copy's room.
         d1.wait();
         drop(guard);
@@ -96,7 +96,7 @@ pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R) {
         trace::record("T2", "drop_model(m), put(m)");
         c0.drop_model("m");
         admit(&c0, &s2, "m", 60, Behaviour::default());
-        d2.post(None);
+        d2.post(());
         let again = place(&c0, "m", "T2");
         ensure!(again.is_ok(), "contract", "T2: lock_on_device(m) gave {again:?}");
     });
@@ -174,12 +174,12 @@ pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R) {
     let script = world.with_device(100);
     admit(&world.caches[0], &script, "m", 60, Behaviour::default());
     drop(place(&world.caches[0], "m", "main").expect("m fits the device"));
-    let (held, done) = (world.mailbox(), world.mailbox());
+    let (held, done) = (world.signal(), world.signal());
     let (c0, h1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&done));
     let t1 = world.rt.spawn("T1", move || {
         let hold = c0.get("m");
         ensure!(hold.is_some(), "contract", "T1: get(m) missed");
-        h1.post(None);
+        h1.post(());
         d1.wait();
         drop(hold);
     });
@@ -190,7 +190,7 @@ pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R) {
         trace::record("T2", "drop_model(m), put(m)");
         c0.drop_model("m");
         admit(&c0, &s2, "m", 60, Behaviour::default());
-        d2.post(None);
+        d2.post(());
     });
     join::<R, _>(t1);
     join::<R, _>(t2);

@@ -6,8 +6,8 @@ use resident::{Added, ManagerError, ManagerExt};
 use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
-use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
+use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 
 /// S-RG1: A and B fill a cache of two. T1 adds C (loading it), T2 registers a C built

@@ -13,8 +13,8 @@ use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::latch::Latch;
-use crate::manager_world::{ManagerWorld, Step};
 use crate::runtime::SimRuntime;
+use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 
 /// S-R1: X (pinned) and Y are registered in a cache of three. T1 replaces X; T2 leases X twice

@@ -9,9 +9,9 @@ use super::cache::{Cache, finish as finish_cache, join};
 use super::layers::{Depth, cache, finish};
 use super::placement::{admit, place};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
-use crate::cache_world::{Behaviour, CacheWorld, Script, Weights};
-use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
+use crate::world::cache::{Behaviour, CacheWorld, Script, Weights};
+use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 use crate::{ensure, trace};
 

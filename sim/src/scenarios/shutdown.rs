@@ -11,8 +11,8 @@ use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::ensure;
-use crate::manager_world::{ManagerWorld, Step};
 use crate::runtime::SimRuntime;
+use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 
 /// What stays registered is exactly what `report` says could not be unloaded.

@@ -11,11 +11,11 @@ use resident::{Added, Manager, ManagerExt, ModelId};
 
 use super::cache::{Cache, finish as finish_cache};
 use super::layers::{self, Depth, join};
-use crate::cache_world::{Behaviour, CacheWorld, Weights};
 use crate::ensure;
-use crate::manager_world::ManagerWorld;
 use crate::runtime::SimRuntime;
 use crate::trace;
+use crate::world::cache::{Behaviour, CacheWorld, Weights};
+use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 
 /// Scheduling points T1 passes before it releases the victim.

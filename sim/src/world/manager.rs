@@ -6,16 +6,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{
-    BoxError, FixedSizeCache, Loader, Manager, ManagerConfig, ManagerExt, Model, ModelId, ModelManager,
-};
+use resident::{BoxError, Loader, Manager, ManagerConfig, ManagerExt, Model, ModelId, ModelManager};
 
-use crate::cache_world::ensure_outside_monitors;
 use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 use crate::violation::InjectedPanic;
-use crate::world::World;
+use crate::world::cache::ensure_outside_monitors;
+use crate::world::{World, checks};
 
 /// What one call of a scripted load or unload does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -135,7 +133,7 @@ impl<R: SimRuntime> Region<R> {
 
 /// Scripts and counters of every id a scenario uses.
 pub struct Probe<R: SimRuntime> {
-    ids: BTreeMap<String, IdProbe<R>>,
+    pub(crate) ids: BTreeMap<String, IdProbe<R>>,
     /// Models alive over every id, kept in one counter so that the capacity check reads it in
     /// one step (a sum of per-id reads could straddle an unload and a load).
     alive: R::Counter,
@@ -414,69 +412,9 @@ impl<R: SimRuntime> ManagerWorld<R> {
     }
 }
 
-impl<R: SimRuntime, S: Manager<Model = SimModel<R>, Runtime = R>> ManagerWorld<R, S> {
-    /// Quiescence checks, after every thread has been joined:
-    /// - I3: the lifecycle table holds only registered ids, none reserved or locked;
-    /// - I14: each id has exactly as many live models as it has registrations (no orphans).
-    pub fn check_quiescent(&self) {
-        let snapshot = self.manager.snapshot();
-        for entry in &snapshot.lifecycle {
-            ensure!(
-                snapshot.registered.contains(&entry.id),
-                "I3",
-                "lifecycle entry of {} (generation {}) outlived its model",
-                entry.id,
-                entry.generation
-            );
-            ensure!(
-                entry.reservations == 0 && !entry.locked,
-                "I3",
-                "lifecycle entry of {} has {} reservation(s), locked={}, with no caller left",
-                entry.id,
-                entry.reservations,
-                entry.locked
-            );
-        }
-        if self.manager.is_shut_down() {
-            // A shut-down stack refuses leases, which tell a registration's model id: count
-            // every id together.
-            let (alive, registered) = (self.probe.alive_total(), snapshot.registered.len());
-            ensure!(
-                alive == registered,
-                "I14",
-                "{alive} model(s) built and not unloaded, {registered} registered"
-            );
-            return;
-        }
-        let mut registered: BTreeMap<String, usize> = BTreeMap::new();
-        for id in &snapshot.registered {
-            let lease = self.manager.lease(id.as_str());
-            ensure!(lease.is_ok(), "I14", "registered {id} cannot be leased at quiescence: {lease:?}");
-            if let Ok(lease) = lease {
-                *registered.entry(lease.id.clone()).or_default() += 1;
-            }
-        }
-        for (id, probe) in &self.probe.ids {
-            let registered = registered.get(id).copied().unwrap_or(0);
-            ensure!(
-                probe.alive() == registered,
-                "I14",
-                "{id}: {} model(s) built and not unloaded, {registered} registered",
-                probe.alive()
-            );
-        }
-    }
-}
-
 /// The scripted loader.
 pub struct SimLoader<R: SimRuntime> {
     probe: Arc<Probe<R>>,
-}
-
-/// Enters a critical region counted by `active`; fails the execution if someone else is in it.
-fn enter<R: SimRuntime>(active: &R::Counter, invariant: &'static str, what: &str, id: &str) {
-    let before = active.add(1);
-    ensure!(before == 0, invariant, "{} {what}s of {id} ran at the same time", before + 1);
 }
 
 impl<R: SimRuntime> Loader for SimLoader<R> {
@@ -492,8 +430,8 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
         if self.probe.gated_loads.contains(&p.id) {
             self.probe.gate.wait_for(1);
         }
-        enter::<R>(&region.loads, "I1", "load", &resolved);
-        enter::<R>(&region.mutations, "I2", "mutation", &resolved);
+        checks::exclusive::<R>(&region.loads, "I1", "load", &resolved);
+        checks::exclusive::<R>(&region.mutations, "I2", "mutation", &resolved);
         for _ in 0..self.probe.work {
             R::yield_now();
         }
@@ -530,7 +468,7 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
 /// A model built by [`SimLoader`].
 pub struct SimModel<R: SimRuntime> {
     probe: Arc<Probe<R>>,
-    id: String,
+    pub(crate) id: String,
     /// The id it is registered under: `id`, or an alias.
     resolved: String,
     /// What `size_bytes` reports.
@@ -571,7 +509,7 @@ impl<R: SimRuntime> Model for SimModel<R> {
         let p = self.probe.id(&self.id);
         let region = self.probe.region(&self.resolved);
         let call = region.unload_calls.add(1);
-        enter::<R>(&region.mutations, "I2", "mutation", &self.resolved);
+        checks::exclusive::<R>(&region.mutations, "I2", "mutation", &self.resolved);
         for _ in 0..self.probe.work.min(1) {
             R::yield_now();
         }
@@ -615,19 +553,4 @@ impl<R: SimRuntime> Drop for SimModel<R> {
             std::panic::panic_any(InjectedPanic);
         }
     }
-}
-
-/// I4 at quiescence (and after every completed mutation): the cache's queue holds exactly the
-/// registered ids, each once.
-pub fn check_queue<M: Manager>(cache: &FixedSizeCache<M>) {
-    let queue = cache.queue();
-    let mut registered = cache.ids();
-    let mut queued = queue.clone();
-    queued.sort();
-    registered.sort();
-    let mut deduped = queued.clone();
-    deduped.dedup();
-    ensure!(deduped.len() == queued.len(), "I4", "queue {queue:?} has duplicates");
-    ensure!(queued == registered, "I4", "queue {queue:?} but registered {registered:?}");
-    ensure!(cache.loading() == 0, "I4", "{} cold loads still counted at quiescence", cache.loading());
 }

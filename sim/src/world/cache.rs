@@ -3,12 +3,12 @@
 //! monitor, and may block or panic), mailboxes for explicit sync points between threads, and the
 //! accounting checks (A1, A2, A5, A6).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::marker::PhantomData;
 
 use resident::BoxError;
-use resident::cache::{CacheGroup, CanonicalId, DeviceCache, DeviceWeights, ModelGuard};
-use resident::runtime::{Arc, Monitor};
+use resident::cache::{CacheGroup, DeviceCache, DeviceWeights};
+use resident::runtime::Arc;
 
 use crate::ensure;
 use crate::latch::Latch;
@@ -277,14 +277,6 @@ impl<R: SimRuntime> CacheWorld<R> {
         World::of(rt, Peers { group, caches })
     }
 
-    /// A7 at any step: bytes in use plus bytes reserved are within the cap.
-    pub fn check_committed(&self, at: &str) {
-        // One read of the sum: two reads could straddle a debit and a reservation after it.
-        let budget = self.group.budget();
-        let (committed, cap) = (budget.committed(), budget.cap());
-        ensure!(committed <= cap, "A7", "{committed} bytes in use or reserved, over the cap {cap} ({at})");
-    }
-
     /// Gives every cache a device budget of `bytes`, and returns the script that holds the
     /// scripted moves to it.
     pub fn with_device(&self, bytes: u64) -> Arc<Script<R>> {
@@ -299,11 +291,6 @@ impl<R: SimRuntime> CacheWorld<R> {
         Script::new(&self.rt, u64::MAX)
     }
 
-    /// A mailbox for one value between two threads.
-    pub fn mailbox(&self) -> Arc<Mailbox<R>> {
-        Arc::new(Mailbox { slot: self.rt.monitor(None) })
-    }
-
     /// Turns keep-alive off in every cache and joins the keep-alive timer thread: the group's
     /// one background actor, which may be mid-eviction (a record out of its slot, its bytes not
     /// yet debited) when the scenario threads are all done.
@@ -313,115 +300,5 @@ impl<R: SimRuntime> CacheWorld<R> {
             let _ = cache.set_keep_alive(None);
         }
         self.rt.join_background();
-    }
-
-    /// A1 at quiescence (keep-alive expiry [stopped](Self::stop_expiry) first): the budget
-    /// counts each distinct live canonical once plus every private resident record, and nothing
-    /// else.
-    pub fn check_accounting(&self) {
-        self.stop_expiry();
-        let mut canonicals: BTreeMap<CanonicalId, u64> = BTreeMap::new();
-        let mut private = 0;
-        for record in self.caches.iter().flat_map(|c| c.resident()) {
-            match record.canonical {
-                Some(id) => {
-                    canonicals.insert(id, record.bytes);
-                }
-                None => private += record.bytes,
-            }
-        }
-        let expected = canonicals.values().sum::<u64>() + private;
-        let counted = self.group.budget().in_use();
-        ensure!(counted == expected, "A1", "budget counts {counted} bytes, {expected} are alive");
-    }
-
-    /// A2 at quiescence (no duplicate, no forgotten canonical): every resident record of shared
-    /// weights uses the canonical the store holds for its key now. A record that adopted weights
-    /// `drop_model` made the store forget, or a second canonical of a key beside the store's,
-    /// would be served on while every new load builds (or adopts) other weights.
-    pub fn check_store_current(&self) {
-        for cache in &self.caches {
-            for record in cache.resident().into_iter().filter(|r| !r.detached) {
-                let Some(canonical) = record.canonical else { continue };
-                let current = self.group.store().adopt(&record.key).map(|c| c.id());
-                ensure!(
-                    current == Some(canonical),
-                    "A2",
-                    "{} keeps {} on shared weights the store does not hold for it (the store's: {})",
-                    cache.device(),
-                    record.key,
-                    if current.is_some() { "other weights" } else { "none" }
-                );
-            }
-        }
-    }
-
-    /// A9 (no lost reconcile): the budget is back within its cap; `why` says what should have
-    /// brought it there.
-    pub fn check_within_cap(&self, why: &str) {
-        let budget = self.group.budget();
-        let (used, cap) = (budget.in_use(), budget.cap());
-        ensure!(used <= cap, "A9", "budget {used} over cap {cap}: {why}");
-    }
-
-    /// A6: with every handle gone, shutting every cache down leaves nothing resident or counted.
-    pub fn check_drained(&self) {
-        for cache in &self.caches {
-            cache.shutdown();
-            ensure!(
-                cache.keys().is_empty(),
-                "A6",
-                "{} keeps {:?} after shutdown with no handle left",
-                cache.device(),
-                cache.keys()
-            );
-        }
-        let counted = self.group.budget().in_use();
-        ensure!(counted == 0, "A6", "{counted} bytes still counted with no record left");
-        let reserved = self.group.budget().reserved();
-        ensure!(reserved == 0, "A6", "{reserved} bytes still reserved with no load left");
-    }
-}
-
-/// A5: a locked record is resident in its cache (no path evicted it while locked).
-pub fn ensure_resident<R: SimRuntime>(
-    cache: &DeviceCache<Weights<R>, R>,
-    guard: &ModelGuard<Weights<R>, R>,
-    thread: &str,
-) {
-    let id = guard.canonical_id();
-    let resident = cache.resident().iter().any(|r| !r.detached && r.key == guard.key() && r.canonical == id);
-    ensure!(resident, "A5", "{thread} locked {} but its record was evicted", guard.key());
-}
-
-/// A5 where a replace may detach a record in use: the locked record is still in its cache, as
-/// its key's occupant or detached from it (a stale record whose key a newer admission took),
-/// never evicted.
-pub fn ensure_not_evicted<R: SimRuntime>(
-    cache: &DeviceCache<Weights<R>, R>,
-    guard: &ModelGuard<Weights<R>, R>,
-    thread: &str,
-) {
-    let id = guard.canonical_id();
-    let kept = cache.resident().iter().any(|r| r.key == guard.key() && r.canonical == id);
-    ensure!(kept, "A5", "{thread} locked {} but its record was evicted", guard.key());
-}
-
-/// One value handed from one thread to another: an explicit sync point.
-pub struct Mailbox<R: SimRuntime> {
-    /// `None` until posted; then the posted value (`None`: "nothing to compare").
-    slot: R::Monitor<Option<Option<CanonicalId>>>,
-}
-
-impl<R: SimRuntime> Mailbox<R> {
-    /// Posts `value` (`None`: "nothing to compare").
-    pub fn post(&self, value: Option<CanonicalId>) {
-        self.slot.with(|slot| *slot = Some(value));
-        self.slot.notify_all();
-    }
-
-    /// Blocks until the post.
-    pub fn wait(&self) -> Option<CanonicalId> {
-        self.slot.wait_until(None, |slot| *slot).unwrap_or(None)
     }
 }

@@ -14,11 +14,10 @@ use resident::{
     BoxError, Deadline, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, Model, ModelId, ModelManager,
 };
 
-use crate::cache_world::{
-    Behaviour, CacheWorld, Script, Weights, ensure_not_evicted, ensure_outside_monitors,
-};
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
+use crate::world::cache::{Behaviour, CacheWorld, Script, Weights, ensure_outside_monitors};
+use crate::world::checks::ensure_not_evicted;
 
 /// Scripted model files: how often each was read.
 pub struct Files<R: SimRuntime> {

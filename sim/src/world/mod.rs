@@ -1,8 +1,14 @@
 //! [`World`]: what every scenario runs in, for either half of the sim — the execution's runtime
 //! and the half under test: a manager stack with the probe of its scripted loader
-//! ([`ManagerWorld`](crate::manager_world::ManagerWorld)), or the peer caches of one group with
-//! their scripted weights ([`CacheWorld`](crate::cache_world::CacheWorld)). The production
+//! ([`ManagerWorld`](crate::world::manager::ManagerWorld)), or the peer caches of one group with
+//! their scripted weights ([`CacheWorld`](crate::world::cache::CacheWorld)). The production
 //! composition holds a cache world and one manager stack per device.
+
+pub mod cache;
+pub mod checks;
+pub mod composition;
+pub mod mailbox;
+pub mod manager;
 
 use std::ops::Deref;
 
