@@ -15,8 +15,8 @@ use resident::{
 use resident_sim::bypass::Calls;
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::violation::{InjectedPanic, Violation};
-use resident_sim::world::cache::ensure_outside_monitors;
 use resident_sim::world::checks::check_queue;
+use resident_sim::world::checks::ensure_outside_monitors;
 use resident_sim::world::manager::{CallObserver, ManagerWorld, Probe, SimModel};
 
 use super::generated::Generated;

@@ -10,11 +10,11 @@ use resident::BoxError;
 use resident::cache::{CacheGroup, DeviceCache, DeviceWeights};
 use resident::runtime::Arc;
 
-use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 use crate::violation::InjectedPanic;
 use crate::world::World;
+use crate::world::checks::{self, ensure_outside_monitors};
 
 /// What a scripted weight's or copy's user code does besides checking where it runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,14 +90,6 @@ impl<R: SimRuntime> resident::cache::Sourced for Weights<R> {
 
     fn source(&self) -> u64 {
         self.version
-    }
-}
-
-/// Fails the execution if user code runs inside one of the runtime's monitors (SPEC 3.10).
-pub fn ensure_outside_monitors<R: SimRuntime>(what: &str) {
-    if !std::thread::panicking() {
-        let held = R::monitors_held();
-        ensure!(held == 0, "U1", "{what} (user code) ran inside {held} internal monitor(s)");
     }
 }
 
@@ -233,12 +225,7 @@ impl<R: SimRuntime> DeviceWeights for Weights<R> {
         device.moving.add(bytes);
         let used = device.held(on).add(bytes) + bytes;
         device.started.add(1);
-        ensure!(
-            used as u64 <= device.budget,
-            "A7",
-            "{used} bytes live or moving on {on}, over its device budget of {}",
-            device.budget
-        );
+        checks::device_within_budget(used as u64, device.budget, on);
         if self.behaviour.gated_move {
             device.gate.wait_for(1);
         }

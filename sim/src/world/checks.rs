@@ -1,6 +1,6 @@
 //! Every invariant the worlds check, by its id (`docs/spec.md` §7 defines them): the manager's
-//! (I1, I2 as they happen; I3, I4, I14 at quiescence) and the shared-weight cache's (A1, A2,
-//! A5, A6, A7, A9). The scenarios and the generated programs call these; a violation fails the
+//! (I1, I2, L1 and the capacity as they happen; I3, I4, I14 at quiescence), the shared-weight
+//! cache's (A1, A2, A5, A6, A7, A9), and user code's (U1). The scenarios and the generated programs call these; a violation fails the
 //! execution with a replayable schedule.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,27 @@ use super::manager::{ManagerWorld, SimModel};
 use crate::ensure;
 use crate::runtime::{Counter, SimRuntime};
 
+// ---- User code ------------------------------------------------------------------------------
+
+/// Fails the execution if user code runs inside one of the runtime's monitors (SPEC 3.10).
+pub fn ensure_outside_monitors<R: SimRuntime>(what: &str) {
+    if !std::thread::panicking() {
+        let held = R::monitors_held();
+        ensure!(held == 0, "U1", "{what} (user code) ran inside {held} internal monitor(s)");
+    }
+}
+
 // ---- The manager ----------------------------------------------------------------------------
+
+/// L1: a model in use has not been unloaded (`unloaded` times so far).
+pub(crate) fn not_unloaded(unloaded: usize, thread: &str, id: &str) {
+    ensure!(unloaded == 0, "L1", "{thread} used {id} after it was unloaded");
+}
+
+/// The capacity of a `FixedSizeCache` world: `alive` models after a load of `id`, at most `max`.
+pub(crate) fn within_capacity(alive: usize, max: usize, id: &str) {
+    ensure!(alive <= max, "capacity", "{alive} models alive after loading {id}; max_size is {max}");
+}
 
 /// I1, I2: enters a critical region counted by `active` (one load, or one mutation, of an id
 /// at a time); fails the execution if someone else is in it.
@@ -92,6 +112,11 @@ pub fn check_queue<M: Manager>(cache: &FixedSizeCache<M>) {
 }
 
 // ---- The shared-weight cache ----------------------------------------------------------------
+
+/// A7 on a device: `used` bytes live or moving on device `on`, within its `budget`.
+pub(crate) fn device_within_budget(used: u64, budget: u64, on: &str) {
+    ensure!(used <= budget, "A7", "{used} bytes live or moving on {on}, over its device budget of {budget}");
+}
 
 impl<R: SimRuntime> CacheWorld<R> {
     /// A7 at any step: bytes in use plus bytes reserved are within the cap.

@@ -16,8 +16,8 @@ use resident::{
 
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
-use crate::world::cache::{Behaviour, CacheWorld, Script, Weights, ensure_outside_monitors};
-use crate::world::checks::ensure_not_evicted;
+use crate::world::cache::{Behaviour, CacheWorld, Script, Weights};
+use crate::world::checks::{ensure_not_evicted, ensure_outside_monitors};
 
 /// Scripted model files: how often each was read.
 pub struct Files<R: SimRuntime> {

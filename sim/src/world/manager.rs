@@ -8,11 +8,10 @@ use std::time::Duration;
 use resident::runtime::Arc;
 use resident::{BoxError, Loader, Manager, ManagerConfig, ManagerExt, Model, ModelId, ModelManager};
 
-use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
 use crate::violation::InjectedPanic;
-use crate::world::cache::ensure_outside_monitors;
+use crate::world::checks::ensure_outside_monitors;
 use crate::world::{World, checks};
 
 /// What one call of a scripted load or unload does.
@@ -441,11 +440,7 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
             p.constructed.add(1);
             let alive = self.probe.alive.add(1) + 1;
             if let Some(max) = self.probe.capacity {
-                ensure!(
-                    alive <= max,
-                    "capacity",
-                    "{alive} models alive after loading {id}; max_size is {max}"
-                );
+                checks::within_capacity(alive, max, id);
             }
         }
         region.mutations.sub(1);
@@ -482,10 +477,10 @@ impl<R: SimRuntime> SimModel<R> {
     /// unloaded meanwhile.
     pub fn serve(&self, thread: &str) {
         for _ in 0..2 {
-            ensure!(self.unloaded.get() == 0, "L1", "{thread} used {} after it was unloaded", self.id);
+            checks::not_unloaded(self.unloaded.get(), thread, &self.id);
             R::yield_now();
         }
-        ensure!(self.unloaded.get() == 0, "L1", "{thread} used {} after it was unloaded", self.id);
+        checks::not_unloaded(self.unloaded.get(), thread, &self.id);
     }
 }
 
