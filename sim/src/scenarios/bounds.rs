@@ -43,7 +43,7 @@ pub(super) fn load_wait_bounded_once<R: SimRuntime>(rt: R) {
     let never = Arc::new(Latch::new(&world.rt));
     let handles = ["T1", "T2", "T3"].map(|name| {
         let (c0, rt, never) = (Arc::clone(&world.caches[0]), world.rt.clone(), Arc::clone(&never));
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             let start = rt.now();
             trace::record(name, "get_or_put(m)");
             let loaded = c0.get_or_put("m", 10, || {

@@ -73,7 +73,7 @@ fn spawn_load<R: SimRuntime>(
     outcome: Outcome,
 ) -> R::Handle<Option<Result<(), CacheError>>> {
     let (cache, loads): (Cache<R>, _) = (Arc::clone(&world.caches[cache]), Arc::clone(loads));
-    world.rt.spawn(thread, move || {
+    world.spawn(thread, move |_, _| {
         trace::record(thread, format!("get_or_put({key}) on {}", cache.device()));
         let got = catching(|| cache.get_or_put(key, BYTES, || loads.run(thread, outcome)).map(drop));
         trace::record(thread, format!("get_or_put({key}) -> {got:?}"));
@@ -161,13 +161,13 @@ pub(super) fn release_wakes_the_waiter<R: SimRuntime>(rt: R) {
     let t2 = {
         let (c0, loads, started): (Cache<R>, _, _) =
             (Arc::clone(&world.caches[0]), Arc::clone(&loads), Arc::clone(&started));
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             started.add(1);
             trace::record("T2", "get_or_put(b)");
             c0.get_or_put("b", BYTES, || loads.run("T2", Outcome::Loads)).map(drop)
         })
     };
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         started.wait_for(1);
         give_way::<R>(HEAD_START);
         trace::record("T1", "unlock(a)");
@@ -192,12 +192,12 @@ pub(super) fn busy_peer_honours_a_room_request<R: SimRuntime>(rt: R) {
     );
     let loads = Loads::new(&world);
     let c0: Cache<R> = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "get_or_put(b) on cuda:0");
         c0.get_or_put("b", BYTES, || loads.run("T1", Outcome::Loads)).map(drop)
     });
     let c1: Cache<R> = Arc::clone(&world.caches[1]);
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         // Each holds cuda:1's state lock across a look at the budget (a scheduling point).
         for _ in 0..6 {
             trace::record("T2", "make_room(0) on cuda:1");

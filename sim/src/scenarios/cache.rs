@@ -56,7 +56,7 @@ pub(super) fn finish<R: SimRuntime>(world: &CacheWorld<R>) {
 
 fn shutdown_thread<R: SimRuntime>(world: &CacheWorld<R>, cache: usize) -> R::Handle<()> {
     let cache = Arc::clone(&world.caches[cache]);
-    world.rt.spawn("T0", move || {
+    world.spawn("T0", move |_, _| {
         trace::record("T0", format!("shutdown({})", cache.device()));
         cache.shutdown();
     })
@@ -75,7 +75,7 @@ fn user_against_shutdown<R: SimRuntime>(
         preload(&world.caches[0], "m", 30);
     }
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || user(c0));
+    let t1 = world.spawn("T1", move |_, _| user(c0));
     let t0 = shutdown_thread(&world, 0);
     join_then_finish(&world, [t1, t0]);
 }
@@ -104,7 +104,7 @@ fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool) {
     preload(&world.caches[0], "m", 30);
     let (held, reloaded) = (world.mailbox(), world.signal());
     let (c0, h1, r1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&reloaded));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let Some(loaded) = c0.get("m") else { return h1.post(None) };
         R::yield_now();
         let guard = loaded.lock();
@@ -118,7 +118,7 @@ fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool) {
     let t0 = shutdown_thread(&world, 0);
     let t2 = peer_reload.then(|| {
         let (c1, h2, r2) = (Arc::clone(&world.caches[1]), Arc::clone(&held), Arc::clone(&reloaded));
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             let theirs = h2.wait();
             let guard = load(&c1, "m", 30, "T2");
             if let Some(theirs) = theirs {
@@ -183,7 +183,7 @@ pub(super) fn sibling_admission<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 50, 1);
     preload(&world.caches[0], "first", 30);
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let Some(first) = c0.get("first") else { return };
         let second = load(&c0, "second", 30, "T1");
         drop(second);
@@ -201,7 +201,7 @@ pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R) {
     let (holding, down) = (world.signal(), world.signal());
     let first = world.caches[0].get("m").expect("preloaded").lock();
     let (c0, h2) = (Arc::clone(&world.caches[0]), Arc::clone(&holding));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         let Some(loaded) = c0.get("m") else { return h2.post(()) };
         h2.post(()); // only the post matters here
         R::yield_now();
@@ -209,7 +209,7 @@ pub(super) fn stale_unlock_with_second_holder<R: SimRuntime>(rt: R) {
         ensure_resident(&c0, &guard, "T2");
     });
     let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
-    let t0 = world.rt.spawn("T0", move || {
+    let t0 = world.spawn("T0", move |_, _| {
         c0.shutdown();
         d0.post(());
     });
@@ -225,7 +225,7 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R) {
     preload(&world.caches[0], "m", 30);
     let spawn_panicker = |name: &'static str, lock: bool| {
         let c0 = Arc::clone(&world.caches[0]);
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             let caught = catch_unwind(AssertUnwindSafe(|| {
                 let loaded = c0.get("m");
                 let _guard = loaded.map(|l| {
@@ -261,7 +261,7 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
     let old_id = old.canonical_id();
     let (c0, c1) = (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]));
     let (d2, l2, r2) = (Arc::clone(&dropped), Arc::clone(&loaded), Arc::clone(&released));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         d2.wait();
         let fresh = load(&c0, "m", 40, "T2");
         let peer = load(&c1, "m", 40, "T2");
@@ -274,7 +274,7 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
         ensure_resident(&c0, &fresh, "T2");
     });
     let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&dropped));
-    let t0 = world.rt.spawn("T0", move || {
+    let t0 = world.spawn("T0", move |_, _| {
         trace::record("T0", "drop_model(m)");
         c0.drop_model("m");
         d0.post(());
@@ -299,12 +299,12 @@ pub(super) fn contended_peer_reconcile<R: SimRuntime>(rt: R) {
         .into_loaded()
         .lock();
     let c1 = Arc::clone(&world.caches[1]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "make_room(10) on cuda:1");
         c1.make_room(10);
         drop(b);
     });
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         R::yield_now();
         trace::record("T2", "unlock a on cuda:0");
         drop(a);
@@ -322,9 +322,9 @@ pub(super) fn reconcile_no_lost_wakeup<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 50, 2);
     preload(&world.caches[1], "b", 30);
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || load(&c0, "a", 30, "T1"));
+    let t1 = world.spawn("T1", move |_, _| load(&c0, "a", 30, "T1"));
     let c1 = Arc::clone(&world.caches[1]);
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         for _ in 0..3 {
             trace::record("T2", "stats() on cuda:1");
             c1.stats();
@@ -346,7 +346,7 @@ pub(super) fn reconcile_flag_survives_clear<R: SimRuntime>(rt: R) {
     preload(&world.caches[1], "c", 20);
     let spawn_loader = |name: &'static str, key: &'static str| {
         let c = Arc::clone(&world.caches[0]);
-        world.rt.spawn(name, move || load(&c, key, 20, name))
+        world.spawn(name, move |_, _| load(&c, key, 20, name))
     };
     let (t1, t2) = (spawn_loader("T1", "a"), spawn_loader("T2", "d"));
     let locked = (join::<R, _>(t1), join::<R, _>(t2));
@@ -362,7 +362,7 @@ pub(super) fn own_overshoot<R: SimRuntime>(rt: R) {
     let spawn_user =
         |name: &'static str, key: &'static str, mine: &Arc<Mailbox<R, ()>>, theirs: &Arc<Mailbox<R, ()>>| {
             let (c0, mine, theirs) = (Arc::clone(&world.caches[0]), Arc::clone(mine), Arc::clone(theirs));
-            world.rt.spawn(name, move || {
+            world.spawn(name, move |_, _| {
                 let guard = load(&c0, key, 30, name);
                 mine.post(());
                 theirs.wait(); // both locked at once: the cache is over its cap by its own records
@@ -384,7 +384,7 @@ pub(super) fn reconcile_spares_admission<R: SimRuntime>(rt: R) {
     let y = world.caches[0].get("y").expect("preloaded").lock();
     let admitted = world.signal();
     let (c0, a1) = (Arc::clone(&world.caches[0]), Arc::clone(&admitted));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let admission = c0.put("m", Weights::plain(30), 30, PutOptions::default()).expect("fits the cap");
         a1.post(());
         R::yield_now();
@@ -402,7 +402,7 @@ pub(super) fn dropped_without_shutdown<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 2);
     let spawn_user = |name: &'static str, cache: usize| {
         let c = Arc::clone(&world.caches[cache]);
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             let admission = c.put("m", Weights::plain(30), 30, PutOptions::default());
             R::yield_now();
             drop(admission);
@@ -441,7 +441,7 @@ pub(super) fn adoption_race<R: SimRuntime>(rt: R) {
                         mine: Arc<Mailbox<R, Option<CanonicalId>>>,
                         theirs: Arc<Mailbox<R, Option<CanonicalId>>>| {
         let c = Arc::clone(&world.caches[cache]);
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             let guard = load(&c, "m", 30, name);
             mine.post(guard.canonical_id());
             let other = theirs.wait();
@@ -464,20 +464,20 @@ pub(super) fn keep_alive<R: SimRuntime>(rt: R) {
     ensure!(world.caches[0].set_keep_alive(Some(ten)), "contract", "keep-alive refused before shutdown");
     preload(&world.caches[0], "m", 30);
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let Some(loaded) = c0.get("m") else { return };
         R::yield_now();
         let guard = loaded.lock();
         ensure_resident(&c0, &guard, "T1");
     });
     let (c0, rt) = (Arc::clone(&world.caches[0]), world.rt.clone());
-    let t0 = world.rt.spawn("T0", move || {
+    let t0 = world.spawn("T0", move |_, _| {
         trace::record("T0", "20 s pass; expire_idle()");
         rt.advance_clock(2 * ten);
         c0.expire_idle();
     });
     let c0 = Arc::clone(&world.caches[0]);
-    let t3 = world.rt.spawn("T3", move || {
+    let t3 = world.spawn("T3", move |_, _| {
         trace::record("T3", "shutdown()");
         c0.shutdown();
         ensure!(c0.keep_alive().is_none(), "K1", "keep-alive survived shutdown");
@@ -497,13 +497,13 @@ pub(super) fn shared_debit_after_shutdown<R: SimRuntime>(rt: R) {
     let p = world.caches[0].get("p").expect("preloaded").lock();
     let down = world.signal();
     let (c0, d0) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
-    let t0 = world.rt.spawn("T0", move || {
+    let t0 = world.spawn("T0", move |_, _| {
         trace::record("T0", "shutdown()");
         c0.shutdown();
         d0.post(());
     });
     let (c0, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&down));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         d1.wait();
         trace::record("T1", "unlock m (stale, shared)");
         drop(m);

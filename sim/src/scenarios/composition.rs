@@ -72,7 +72,7 @@ pub(super) fn eviction_races_peer_lock<R: SimRuntime>(rt: R) {
     ensure!(setup.is_ok(), "contract", "setup gave {setup:?}");
     let cache0 = Arc::clone(&c.world.caches[0]);
     let t1 =
-        c.world.rt.spawn("T1", move || traced("T1", "make_room(100) on cuda:0", || cache0.make_room(100)));
+        c.world.spawn("T1", move |_, _| traced("T1", "make_room(100) on cuda:0", || cache0.make_room(100)));
     let t2 = c.spawn("T2", 1, |m, t| {
         let added = traced(t, "add(m)", || m.add_model("m", None));
         ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(m) on device 1 gave {added:?}");
@@ -119,7 +119,7 @@ pub(super) fn drop_model_while_leased<R: SimRuntime>(rt: R) {
         }
     });
     let group = Arc::clone(&c.world.group);
-    let t2 = c.world.rt.spawn("T2", move || traced("T2", "drop_model(m)", || group.drop_model("m")));
+    let t2 = c.world.spawn("T2", move |_, _| traced("T2", "drop_model(m)", || group.drop_model("m")));
     let t3 = c.spawn("T3", 1, |m, t| {
         let added = traced(t, "add(m)", || m.add_model("m", None));
         ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(m) on device 1 gave {added:?}");
@@ -159,7 +159,7 @@ pub(super) fn shutdown_mid_load<R: SimRuntime>(rt: R) {
         })
     });
     let (group, files) = (Arc::clone(&c.world.group), Arc::clone(&c.files));
-    let t3 = c.world.rt.spawn("T3", move || {
+    let t3 = c.world.spawn("T3", move |_, _| {
         files.started.wait_for(2);
         trace::record("T3", "shutdown(group)".to_owned());
         group.shutdown();

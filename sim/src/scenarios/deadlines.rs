@@ -152,7 +152,7 @@ pub(super) fn cache_waits<R: SimRuntime>(rt: R) {
     let (loading, gate) = (Arc::new(Latch::new(&world.rt)), Arc::new(Latch::new(&world.rt)));
     let t1 = {
         let (c0, rt): (Cache<R>, _) = (Arc::clone(&world.caches[0]), world.rt.clone());
-        world.rt.spawn("T1", move || {
+        world.spawn("T1", move |_, _| {
             let start = rt.now();
             let got = traced("T1", "get_or_put_with(b, 5ms)", || {
                 c0.get_or_put_with("b", 60, || Ok::<_, &str>(Weights::plain(60)), within()).map(drop)
@@ -163,7 +163,7 @@ pub(super) fn cache_waits<R: SimRuntime>(rt: R) {
     let t2 = {
         let (c1, loading, gate): (Cache<R>, _, _) =
             (Arc::clone(&world.caches[1]), Arc::clone(&loading), Arc::clone(&gate));
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             traced("T2", "get_or_put(k)", || {
                 c1.get_or_put("k", 10, || {
                     loading.add(1);
@@ -177,7 +177,7 @@ pub(super) fn cache_waits<R: SimRuntime>(rt: R) {
     let t3 = {
         let (c0, loading, rt): (Cache<R>, _, _) =
             (Arc::clone(&world.caches[0]), Arc::clone(&loading), world.rt.clone());
-        world.rt.spawn("T3", move || {
+        world.spawn("T3", move |_, _| {
             loading.wait_for(1);
             let start = rt.now();
             let got = traced("T3", "get_or_put_with(k, 5ms)", || {
@@ -227,7 +227,7 @@ pub(super) fn device_budget_wait<R: SimRuntime>(rt: R) {
     let a = place(&world.caches[0], "a", "main").expect("a fits the device");
     let t1 = {
         let (c0, rt): (Cache<R>, _) = (Arc::clone(&world.caches[0]), world.rt.clone());
-        world.rt.spawn("T1", move || {
+        world.spawn("T1", move |_, _| {
             let start = rt.now();
             let lowered =
                 traced("T1", "set_device_budget(30, 5ms)", || c0.set_device_budget(Some(30), within()));
@@ -269,7 +269,7 @@ pub(super) fn put_and_device_waits<R: SimRuntime>(rt: R) {
     let t1 = {
         let (c0, rt, script): (Cache<R>, _, _) =
             (Arc::clone(&world.caches[0]), world.rt.clone(), Arc::clone(&script));
-        world.rt.spawn("T1", move || {
+        world.spawn("T1", move |_, _| {
             let start = rt.now();
             let weights = Weights::scripted(60, Behaviour::default(), &script);
             let put = traced("T1", "put_with(b, 5ms)", || {
@@ -280,7 +280,7 @@ pub(super) fn put_and_device_waits<R: SimRuntime>(rt: R) {
     };
     let t2 = {
         let rt = world.rt.clone();
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             let start = rt.now();
             let placed =
                 traced("T2", "lock_on_device_with(c, 5ms)", || c.lock_on_device_with(within()).map(drop));

@@ -24,14 +24,14 @@ pub(super) fn get_misses_stale<R: SimRuntime>(rt: R) {
     let (locked, done) = (world.signal(), world.signal());
     let (c0, c1, l1, d1) =
         (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked), Arc::clone(&done));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let guards = (load(&c0, "m", 30, "T1"), load(&c1, "n", 30, "T1"));
         l1.post(());
         d1.wait();
         drop(guards);
     });
     let (c0, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&locked));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         l2.wait();
         trace::record("T2", "drop_model(m)");
         c0.drop_model("m");
@@ -39,7 +39,7 @@ pub(super) fn get_misses_stale<R: SimRuntime>(rt: R) {
         ensure!(!hit, "C-D1", "get(m) after drop_model(m) served the dropped record");
     });
     let (c1, l3) = (Arc::clone(&world.caches[1]), Arc::clone(&locked));
-    let t3 = world.rt.spawn("T3", move || {
+    let t3 = world.spawn("T3", move |_, _| {
         l3.wait();
         trace::record("T3", "shutdown(cuda:1)");
         c1.shutdown();
@@ -60,7 +60,7 @@ pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R) {
     let (locked, done) = (world.mailbox(), world.signal());
     let (c0, c1, l1, d1) =
         (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked), Arc::clone(&done));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let vae = load(&c0, "m:vae", 20, "T1");
         let m = load(&c1, "m", 30, "T1");
         l1.post(vae.canonical_id());
@@ -68,7 +68,7 @@ pub(super) fn drop_covers_submodels_and_peers<R: SimRuntime>(rt: R) {
         drop((vae, m));
     });
     let (c0, c1, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[1]), Arc::clone(&locked));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         let old_vae = l2.wait();
         trace::record("T2", "drop_model(m) on cuda:0");
         c0.drop_model("m");
@@ -89,14 +89,14 @@ pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R) {
     preload(&world.caches[0], "m", 30);
     let (locked, done) = (world.mailbox(), world.signal());
     let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&locked), Arc::clone(&done));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let guard = load(&c0, "m", 30, "T1");
         l1.post(guard.canonical_id());
         d1.wait();
         drop(guard);
     });
     let (c1, l2) = (Arc::clone(&world.caches[1]), Arc::clone(&locked));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         l2.wait();
         trace::record("T2", "adopt(m) on cuda:1");
         match c1.adopt("m") {
@@ -106,7 +106,7 @@ pub(super) fn adoption_races_drop<R: SimRuntime>(rt: R) {
         }
     });
     let (group, l3) = (Arc::clone(&world.group), Arc::clone(&locked));
-    let t3 = world.rt.spawn("T3", move || {
+    let t3 = world.spawn("T3", move |_, _| {
         l3.wait();
         trace::record("T3", "drop_model(m) on the group");
         group.drop_model("m");
@@ -130,9 +130,9 @@ pub(super) fn panic_inside_admission<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 1);
     let script = world.script();
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || drop(load(&c0, "m", 30, "T1")));
+    let t1 = world.spawn("T1", move |_, _| drop(load(&c0, "m", 30, "T1")));
     let (c0, s2) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &s2);
         trace::record("T2", "put(m) with panicking spare weights");
         let put = catch_unwind(AssertUnwindSafe(|| {
@@ -164,12 +164,12 @@ pub(super) fn inspection_races_last_release<R: SimRuntime>(rt: R) {
     cache.drop_model("m");
     let replaced = cache.put("m", Weights::plain(30), 30, PutOptions::default()).map(drop);
     ensure!(held.is_ok() && replaced.is_ok(), "contract", "setup puts gave {held:?} / {replaced:?}");
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "release(m, detached)");
         crate::violation::catching(|| drop(held));
     });
     let c = Arc::clone(&cache);
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         trace::record("T2", "resident()");
         let seen = crate::violation::catching(|| c.resident());
         ensure!(seen.is_some(), "U2", "inspecting the cache ran a weights' Drop (it panicked there)");
@@ -189,7 +189,7 @@ pub(super) fn eviction_callback_panics_while_unwinding<R: SimRuntime>(rt: R) {
     world.caches[0].on_evict(|_, _| std::panic::panic_any(InjectedPanic));
     let (locked, dropped) = (world.signal(), world.signal());
     let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&locked), Arc::clone(&dropped));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let guard = load(&c0, "m", 30, "T1");
         l1.post(());
         d1.wait();
@@ -203,7 +203,7 @@ pub(super) fn eviction_callback_panics_while_unwinding<R: SimRuntime>(rt: R) {
         ensure!(left.is_empty(), "C-P5", "the stale record outlived its last guard: {left:?}");
     });
     let (c0, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&locked));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         l2.wait();
         trace::record("T2", "drop_model(m)");
         c0.drop_model("m");
@@ -222,7 +222,7 @@ pub(super) fn load_in_flight_across_drop<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 1000, 2);
     let (loading, dropped) = (world.signal(), world.signal());
     let (c0, l1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&loading), Arc::clone(&dropped));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "get_or_put(m) on cuda:0, straddling the drop");
         let loaded = c0.get_or_put("m", 30, || {
             l1.post(());
@@ -233,14 +233,14 @@ pub(super) fn load_in_flight_across_drop<R: SimRuntime>(rt: R) {
         loaded.expect("checked").lock()
     });
     let (c0, l2) = (Arc::clone(&world.caches[0]), Arc::clone(&loading));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         l2.wait();
         trace::record("T2", "drop_model(m)");
         c0.drop_model("m");
         dropped.post(());
     });
     let c1 = Arc::clone(&world.caches[1]);
-    let t3 = world.rt.spawn("T3", move || {
+    let t3 = world.spawn("T3", move |_, _| {
         loading.wait();
         trace::record("T3", "get_or_put(m) on cuda:1");
         c1.get_or_put("m", 30, || Ok::<_, &str>(Weights::plain(30))).map(|loaded| loaded.lock())

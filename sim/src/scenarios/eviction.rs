@@ -98,7 +98,7 @@ pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
         traced(t, "lease(A)", || m.lease("A").map(|lease| lease.serve("T2")))
     });
     let probe = std::sync::Arc::clone(&world.probe);
-    let opener = world.rt.spawn("T3", move || {
+    let opener = world.spawn("T3", move |_, _| {
         probe.wait_for_gated_unload();
         for _ in 0..4 {
             R::yield_now();

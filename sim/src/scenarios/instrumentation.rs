@@ -58,16 +58,16 @@ pub(super) fn subscriber_panics_after_cache_claims<R: SimRuntime>(rt: R) {
     preload(&world.caches[0], "m", 30);
     instrumentation::panic_at(&["get", "claim converted", "claim released"]);
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "get(m) and lock");
         let _ = catching(|| c0.get("m").map(|loaded| drop(loaded.lock())));
     });
     let c0 = Arc::clone(&world.caches[0]);
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         let _ = catching(|| drop(load(&c0, "n", 30, "T2")));
     });
     let c0 = Arc::clone(&world.caches[0]);
-    let t3 = world.rt.spawn("T3", move || {
+    let t3 = world.spawn("T3", move |_, _| {
         trace::record("T3", "drop_model(m)");
         let _ = catching(|| c0.drop_model("m"));
     });

@@ -54,7 +54,7 @@ fn spawn_put_and_release<R: SimRuntime>(
     key: &'static str,
 ) -> R::Handle<()> {
     let cache = Arc::clone(&world.caches[cache]);
-    world.rt.spawn(thread, move || {
+    world.spawn(thread, move |_, _| {
         trace::record(thread, format!("put({key}) on {}, lock, unlock", cache.device()));
         let admitted = cache.put(key, Weights::plain(BYTES), BYTES, PutOptions::default());
         ensure!(admitted.is_ok(), "contract", "{thread}: put({key}) gave {admitted:?}");
@@ -73,7 +73,7 @@ pub(super) fn timer_expires_and_exits<R: SimRuntime>(rt: R) {
     }
     let t1 = spawn_put_and_release(&world, "T1", 0, "a");
     let c1 = Arc::clone(&world.caches[1]);
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         trace::record("T2", "put(b) on cuda:1, lock; shutdown(cuda:1); unlock");
         let admitted = c1.put("b", Weights::plain(BYTES), BYTES, PutOptions::default());
         ensure!(admitted.is_ok(), "contract", "T2: put(b) gave {admitted:?}");
@@ -118,7 +118,7 @@ pub(super) fn keep_alive_set_wakes_the_timer<R: SimRuntime>(rt: R) {
     let evicted = on_eviction_of(&world, &world.caches[1], "n");
     keep_alive(&world.caches[0], KEEP_ALIVE);
     let c1 = Arc::clone(&world.caches[1]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "set_keep_alive(1 s) on cuda:1");
         keep_alive(&c1, Duration::from_secs(1));
     });
@@ -136,6 +136,8 @@ pub(super) fn cache_drop_wakes_the_timer<R: SimRuntime>(rt: R) {
     let group = CacheGroup::<Weights<R>, R>::with_runtime(100, rt.clone()).expect("a valid cap");
     let c0 = group.cache("cuda:0");
     keep_alive(&c0, KEEP_ALIVE);
+    // The one scenario thread not spawned through a world: a world would keep cuda:0 alive,
+    // and the point is that T1 drops the last reference to it.
     let t1 = rt.spawn("T1", move || {
         give_way::<R>(HEAD_START);
         trace::record("T1", "drops cuda:0 (no shutdown)");

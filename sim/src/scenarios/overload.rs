@@ -74,7 +74,7 @@ pub(super) fn waiting_adds_are_served_in_arrival_order<R: SimRuntime, D: Depth>(
         let added = traced(t, "add(C)", || m.add_model("C", None));
         (behind, added, m.probe.load_calls("B"))
     });
-    let t3 = world.rt.spawn("T3", move || {
+    let t3 = world.spawn("T3", move |_, _| {
         give_way::<R>(2 * HEAD_START);
         drop(lease);
     });
@@ -224,7 +224,7 @@ fn load_b_in_t1<R: SimRuntime>(
     inside: impl FnOnce() + Send + 'static,
 ) -> R::Handle<Result<(), resident::CacheError>> {
     let c0: Cache<R> = Arc::clone(&world.caches[0]);
-    world.rt.spawn("T1", move || {
+    world.spawn("T1", move |_, _| {
         traced("T1", "get_or_put(b)", || {
             c0.get_or_put("b", 60, || {
                 inside();
@@ -251,7 +251,7 @@ pub(super) fn loads_waiting_for_room_are_served_in_arrival_order<R: SimRuntime>(
     let t2 = {
         let (group, c0, b_loaded): (_, Cache<R>, _) =
             (Arc::clone(&world.group), Arc::clone(&world.caches[0]), Arc::clone(&b_loaded));
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             give_way::<R>(HEAD_START);
             let behind = group.budget().waiting() > 0;
             trace::record("T2", format!("T1 in line: {behind}"));
@@ -293,7 +293,7 @@ pub(super) fn the_first_load_served_wakes_the_next<R: SimRuntime>(rt: R) {
     };
     let t2 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             give_way::<R>(HEAD_START);
             traced("T2", "get_or_put(c)", || {
                 c0.get_or_put("c", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)

@@ -59,7 +59,7 @@ pub(super) fn first_locks_race<R: SimRuntime>(rt: R) {
     let handles = ["a", "b"].map(|key| {
         let c0 = Arc::clone(&world.caches[0]);
         let name = if key == "a" { "T1" } else { "T2" };
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             let placed = place(&c0, key, name);
             ensure!(full_or_ok(&placed), "contract", "{name}: lock_on_device({key}) gave {placed:?}");
         })
@@ -81,7 +81,7 @@ pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R) {
     admit(&world.caches[0], &script, "m", 60, Behaviour::default());
     let (placed, placing) = (world.signal(), world.signal());
     let (c0, p1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&placed), Arc::clone(&placing));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let guard = place(&c0, "m", "T1");
         ensure!(guard.is_ok(), "contract", "T1: lock_on_device(m) gave {guard:?}");
         p1.post(());
@@ -91,7 +91,7 @@ pub(super) fn detached_copy_counts<R: SimRuntime>(rt: R) {
     });
     let (c0, s2, p2, d2) =
         (Arc::clone(&world.caches[0]), Arc::clone(&script), Arc::clone(&placed), Arc::clone(&placing));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         p2.wait();
         trace::record("T2", "drop_model(m), put(m)");
         c0.drop_model("m");
@@ -116,7 +116,7 @@ pub(super) fn panic_during_move<R: SimRuntime>(rt: R) {
     drop(place(&world.caches[0], "a", "main").expect("a fits the device"));
     let handles = ["T1", "T2"].map(|name| {
         let c0 = Arc::clone(&world.caches[0]);
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             // None: this locker dropped the panicking copy.
             let placed = catching(|| place(&c0, "b", name).map(drop));
             ensure!(
@@ -146,12 +146,12 @@ pub(super) fn hung_move_wait_is_bounded<R: SimRuntime>(rt: R) {
     world.caches[0].set_move_wait(wait).expect("a valid wait");
     ensure!(world.caches[0].move_wait() == wait, "contract", "the move wait did not take");
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let placed = place(&c0, "b", "T1");
         ensure!(placed.is_ok(), "contract", "T1: lock_on_device(b) gave {placed:?}");
     });
     let (c0, s2) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         s2.wait_for_moves(1);
         let placed = place(&c0, "b", "T2");
         s2.gate.add(1);
@@ -176,7 +176,7 @@ pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R) {
     drop(place(&world.caches[0], "m", "main").expect("m fits the device"));
     let (held, done) = (world.signal(), world.signal());
     let (c0, h1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&done));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let hold = c0.get("m");
         ensure!(hold.is_some(), "contract", "T1: get(m) missed");
         h1.post(());
@@ -185,7 +185,7 @@ pub(super) fn replaced_copy_dropped_outside<R: SimRuntime>(rt: R) {
     });
     let (c0, s2, h2, d2) =
         (Arc::clone(&world.caches[0]), Arc::clone(&script), Arc::clone(&held), Arc::clone(&done));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         h2.wait();
         trace::record("T2", "drop_model(m), put(m)");
         c0.drop_model("m");
@@ -207,13 +207,13 @@ pub(super) fn unlock_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
     }
     let guard = place(&world.caches[0], "a", "main").expect("a fits the device");
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         give_way::<R>(HEAD_START);
         trace::record("T1", "unlock a");
         drop(guard);
     });
     let c0b = Arc::clone(&c0);
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         let placed = place(&c0b, "b", "T2");
         ensure!(placed.is_ok(), "contract", "T2: lock_on_device(b) gave {placed:?}");
     });
@@ -232,7 +232,7 @@ pub(super) fn failed_move_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
     admit(&world.caches[0], &script, "a", 60, Behaviour { move_fails: true, ..Behaviour::default() });
     admit(&world.caches[0], &script, "b", 60, Behaviour::default());
     let c0 = Arc::clone(&world.caches[0]);
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let placed = place(&c0, "a", "T1");
         ensure!(
             matches!(placed, Err(CacheError::DeviceMove { .. })),
@@ -241,7 +241,7 @@ pub(super) fn failed_move_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
         );
     });
     let c0 = Arc::clone(&world.caches[0]);
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         let placed = place(&c0, "b", "T2");
         ensure!(placed.is_ok(), "contract", "T2: lock_on_device(b) gave {placed:?}");
     });

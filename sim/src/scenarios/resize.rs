@@ -81,7 +81,7 @@ pub(super) fn lowering_the_ram_cap_while_loading<R: SimRuntime>(rt: R) {
         world.caches[1].get_or_put("b", 40, || Ok::<_, &str>(Weights::plain(40))).expect("setup load").lock();
     let t1 = {
         let group = Arc::clone(&world.group);
-        world.rt.spawn("T1", move || {
+        world.spawn("T1", move |_, _| {
             let lowered = traced("T1", "set_cap(50)", || group.set_cap(50, CallOptions::new()));
             // One read: bytes in use plus reserved.
             (lowered, group.budget().committed())
@@ -89,7 +89,7 @@ pub(super) fn lowering_the_ram_cap_while_loading<R: SimRuntime>(rt: R) {
     };
     let t2 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             traced("T2", "get_or_put(c)", || {
                 c0.get_or_put("c", 10, || Ok::<_, &str>(Weights::plain(10))).map(drop)
             })
@@ -133,19 +133,19 @@ pub(super) fn lowering_the_device_budget_while_serving<R: SimRuntime>(rt: R) {
     let b = place(&world.caches[0], "b", "main").expect("b fits the device");
     let t1 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T1", move || {
+        world.spawn("T1", move |_, _| {
             let lowered =
                 traced("T1", "set_device_budget(30)", || c0.set_device_budget(Some(30), CallOptions::new()));
             (lowered, c0.device_bytes())
         })
     };
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         trace::record("T2", "serve from b's copy");
         traced("T2", "unlock b", || drop(b));
     });
     let t3 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T3", move || place(&c0, "c", "T3").map(drop))
+        world.spawn("T3", move |_, _| place(&c0, "c", "T3").map(drop))
     };
     let (lowered, used) = join::<R, _>(t1);
     join::<R, _>(t2);
@@ -180,11 +180,11 @@ pub(super) fn raising_the_device_budget_wakes_the_locker<R: SimRuntime>(rt: R) {
     let a = place(&world.caches[0], "a", "main").expect("a fits the device");
     let t1 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T1", move || place(&c0, "b", "T1").map(drop))
+        world.spawn("T1", move |_, _| place(&c0, "b", "T1").map(drop))
     };
     let t2 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             give_way::<R>(HEAD_START);
             traced("T2", "set_device_budget(200)", || c0.set_device_budget(Some(200), CallOptions::new()))
         })
@@ -209,7 +209,7 @@ fn change_while_a_load_waits_for_room<R: SimRuntime>(
         world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
     let t1 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn("T1", move || {
+        world.spawn("T1", move |_, _| {
             traced("T1", "get_or_put(b)", || {
                 c0.get_or_put("b", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)
             })
@@ -217,7 +217,7 @@ fn change_while_a_load_waits_for_room<R: SimRuntime>(
     };
     let t2 = {
         let group = Arc::clone(&world.group);
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             give_way::<R>(HEAD_START);
             change(&group);
         })
@@ -253,7 +253,7 @@ pub(super) fn lowering_the_cap_below_a_load_behind_another<R: SimRuntime>(rt: R)
         world.caches[0].get_or_put("a", 60, || Ok::<_, &str>(Weights::plain(60))).expect("setup load").lock();
     let load = |name: &'static str, key: &'static str, bytes: u64| {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             if name == "T2" {
                 give_way::<R>(HEAD_START);
             }
@@ -302,13 +302,11 @@ pub(super) fn a_hit_after_the_cap_dropped_below_it<R: SimRuntime>(rt: R) {
     let never = || -> Result<Weights<R>, &'static str> { Err("nothing may load") };
     let t1 = {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world
-            .rt
-            .spawn("T1", move || traced("T1", "get_or_put(a)", || c0.get_or_put("a", 60, never).map(drop)))
+        world.spawn("T1", move |_, t| traced(t, "get_or_put(a)", || c0.get_or_put("a", 60, never).map(drop)))
     };
     let t2 = {
         let (group, c1): (_, Cache<R>) = (Arc::clone(&world.group), Arc::clone(&world.caches[1]));
-        world.rt.spawn("T2", move || {
+        world.spawn("T2", move |_, _| {
             traced("T2", "group.shutdown()", || group.shutdown());
             traced("T2", "get_or_put(a) on cuda:1", || c1.get_or_put("a", 60, never).map(drop))
         })

@@ -50,7 +50,7 @@ pub(super) fn lock_release<R: SimRuntime>(rt: R) {
     let world = ManagerWorld::builder(rt).model("X", &[], &[]).build();
     let guard = world.manager.lock(&ModelId::new("X").expect("valid id")).expect("free lock");
     let t2 = world.spawn("T2", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
-    let t1 = world.rt.spawn("T1", move || drop(guard));
+    let t1 = world.spawn("T1", move |_, _| drop(guard));
     join::<R, _>(t1);
     let added = join::<R, _>(t2);
     ensure!(added.is_ok(), "contract", "add(X) gave {added:?}");
@@ -65,7 +65,7 @@ pub(super) fn lease_drain<R: SimRuntime>(rt: R) {
     world.manager.add_model("X", None).expect("setup load succeeds");
     let lease = world.manager.lease("X").expect("registered");
     let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
-    let t1 = world.rt.spawn("T1", move || drop(lease));
+    let t1 = world.spawn("T1", move |_, _| drop(lease));
     join::<R, _>(t1);
     let removed = join::<R, _>(t2);
     ensure!(removed.is_ok(), "contract", "remove(X) gave {removed:?}");
@@ -153,7 +153,7 @@ pub(super) fn move_settled<R: SimRuntime>(rt: R) {
     drop(world.caches[0].put("m", weights, 60, resident::cache::PutOptions::default()).expect("setup put"));
     let handles = ["T1", "T2"].map(|name| {
         let c0: Cache<R> = Arc::clone(&world.caches[0]);
-        world.rt.spawn(name, move || {
+        world.spawn(name, move |_, _| {
             trace::record(name, "lock_on_device(m)".to_owned());
             let placed = c0.get("m").expect("resident").lock_on_device();
             ensure!(placed.is_ok(), "contract", "{name}: lock_on_device(m) gave {:?}", placed.map(|_| ()));
@@ -175,7 +175,7 @@ pub(super) fn group_shutdown<R: SimRuntime>(rt: R) {
     let (started, t2_done) =
         (Arc::new(crate::latch::Latch::new(&world.rt)), Arc::new(crate::latch::Latch::new(&world.rt)));
     let (c0, s1, d1) = (Arc::clone(&world.caches[0]), Arc::clone(&started), Arc::clone(&t2_done));
-    let t1 = world.rt.spawn("T1", move || {
+    let t1 = world.spawn("T1", move |_, _| {
         let loaded = traced("T1", "get_or_put(m) on cuda:0", || {
             c0.get_or_put("m", 40, || {
                 s1.add(1);
@@ -186,7 +186,7 @@ pub(super) fn group_shutdown<R: SimRuntime>(rt: R) {
         ensure!(loaded.is_ok(), "contract", "T1's load gave {:?}", loaded.map(drop));
     });
     let (c1, s2, d2) = (Arc::clone(&world.caches[1]), Arc::clone(&started), Arc::clone(&t2_done));
-    let t2 = world.rt.spawn("T2", move || {
+    let t2 = world.spawn("T2", move |_, _| {
         s2.wait_for(1);
         let got = traced("T2", "get_or_put(m) on cuda:1", || {
             c1.get_or_put("m", 40, || Ok::<_, std::convert::Infallible>(Weights::plain(40))).map(drop)
@@ -195,7 +195,7 @@ pub(super) fn group_shutdown<R: SimRuntime>(rt: R) {
         got
     });
     let (group, s3) = (Arc::clone(&world.group), Arc::clone(&started));
-    let t3 = world.rt.spawn("T3", move || {
+    let t3 = world.spawn("T3", move |_, _| {
         s3.wait_for(1);
         give_way::<R>(RELEASE_AFTER);
         trace::record("T3", "shutdown(group)".to_owned());
