@@ -85,9 +85,9 @@ impl<R: Runtime> ExpiryTimer<R> {
         self.state.with(|t| t.running)
     }
 
-    /// A keep-alive was set or changed in `group`: starts the timer thread if none runs, or
-    /// makes the running one look again.
-    pub(crate) fn start(self: &Arc<Self>, group: &Arc<Members<R>>) {
+    /// A keep-alive was set or changed in a cache of `caches` (a group's): starts the timer
+    /// thread if none runs, or makes the running one look again.
+    pub(crate) fn start(self: &Arc<Self>, caches: &Arc<Members<R>>) {
         let spawn = self.state.with(|t| {
             let spawn = !t.running;
             if spawn {
@@ -100,8 +100,8 @@ impl<R: Runtime> ExpiryTimer<R> {
             self.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
             return;
         }
-        let (timer, group) = (Arc::clone(self), Arc::downgrade(group));
-        if let Err(error) = self.runtime.spawn_background(THREAD_NAME, Box::new(move || timer.run(&group))) {
+        let (timer, caches) = (Arc::clone(self), Arc::downgrade(caches));
+        if let Err(error) = self.runtime.spawn_background(THREAD_NAME, Box::new(move || timer.run(&caches))) {
             // Expiry still runs inside `put`, `get` and `make_room`; the next keep-alive retries.
             tracing::warn!(%error, "could not start the keep-alive timer thread");
             self.state.with(|t| t.running = false);
@@ -130,16 +130,16 @@ impl<R: Runtime> ExpiryTimer<R> {
     }
 
     /// The timer thread.
-    fn run(&self, group: &Weak<Members<R>>) {
+    fn run(&self, caches: &Weak<Members<R>>) {
         tracing::debug!("keep-alive timer started");
         loop {
             let seen = self.state.with(|t| {
                 t.armed = Armed::Looking;
                 t.epoch
             });
-            // Expire, and find the next deadline; the group is let go before sleeping (the
-            // last reference may be this one: the group then drops here, and the timer exits).
-            let next = group.upgrade().map(|group| expire_all(&group));
+            // Expire, and find the next deadline; the group's caches are let go before
+            // sleeping (the group, and so its list, may drop meanwhile: the timer then exits).
+            let next = caches.upgrade().map(|caches| expire_all(&caches));
             let now = self.runtime.now();
             let next = self.state.with(|t| match next {
                 _ if t.epoch != seen => Next::Again,
@@ -167,11 +167,11 @@ impl<R: Runtime> ExpiryTimer<R> {
     }
 }
 
-/// Runs expiry on every cache of `group` that has a keep-alive. `None`: no cache has one (the
+/// Runs expiry on every cache of `caches` that has a keep-alive. `None`: no cache has one (the
 /// timer exits); `Some(None)`: nothing idle to wait for; `Some(Some(d))`: the earliest deadline.
-fn expire_all<R: Runtime>(group: &Arc<Members<R>>) -> Option<Option<Duration>> {
+fn expire_all<R: Runtime>(caches: &Arc<Members<R>>) -> Option<Option<Duration>> {
     let mut next: Option<Option<Duration>> = None;
-    for cache in group.all() {
+    for cache in caches.all() {
         let deadline = catch_unwind(AssertUnwindSafe(|| cache.expire_for_timer())).unwrap_or_else(|_| {
             tracing::error!(device = cache.device(), "user code panicked during keep-alive expiry");
             // Look again at once (the evicted records are gone: a panicking `Drop` still frees

@@ -41,8 +41,8 @@ pub(crate) trait Member: Peer {
     fn expire_for_timer(&self) -> Option<Option<Duration>>;
 }
 
-/// The caches of one group, held weakly: a cache is dropped with its last user, and leaves the
-/// list then.
+/// The caches of one group, held weakly: a cache is dropped with its last user; its entry is
+/// skipped from then on and forgotten at the next join.
 pub(crate) struct Members<R: Runtime> {
     list: R::Monitor<Vec<Weak<dyn Member>>>,
 }

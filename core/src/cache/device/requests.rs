@@ -1,5 +1,6 @@
 //! Requests between peers: a room or reconcile request left with a peer whose state lock is
-//! busy, honoured by that peer at its next release (see the parent module's reconcile flag).
+//! busy, honoured by that peer at its next release (`crate::cache::room_request` gives the
+//! protocol).
 
 use super::*;
 

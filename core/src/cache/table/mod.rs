@@ -7,7 +7,7 @@
 //! ([`DeviceCache`](super::DeviceCache)) to drop and report once its lock is released. The table
 //! takes no lock, reads no clock (the time comes in as an argument) and runs no user code: a
 //! record's weights and its device copy are dropped by whoever receives them. Nothing outside
-//! this file reads or writes a slot's fields.
+//! this folder reads or writes a slot's fields.
 //!
 //! # Invariants (each method keeps them)
 //! - A record is taken out (evicted) only while free (no lock, hold or admission), or by a
