@@ -2,8 +2,8 @@
 //! used victims, or waiting in line for capacity (SPEC 2.14: arrival order, the first in line
 //! designating its victim) — and the cold path that loads into that slot.
 
-use super::queue::{Bookkeeping, PinnedBelow};
-use super::round::{Admitting, EvictionPlan, Round, Standing};
+use super::plans::{self, Admitting, EvictionPlan, Round, Stack, Standing};
+use super::queue::PinnedBelow;
 use super::{CapacityPolicy, FixedSizeCache, Settle, Settling};
 use std::time::Duration;
 
@@ -85,8 +85,9 @@ impl<M: Manager> FixedSizeCache<M> {
         // Adds that wait for capacity are served in arrival order (SPEC 2.14).
         let in_line = self.config.policy() != CapacityPolicy::Overflow;
         let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
+        let partial = self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS);
         let wake = Arc::new(Signal::new(rt));
-        let a = Admitting { id, beside, count_inflight, evict_leased, in_line, barge, wake };
+        let a = Admitting { id, beside, count_inflight, evict_leased, in_line, barge, partial, wake };
         let mut attempt = Attempt::new(self, a, wait, deadline);
         loop {
             // Read before planning: any change after this read ends the wait below at once.
@@ -152,40 +153,6 @@ impl<M: Manager> FixedSizeCache<M> {
         CapacityClaim { cache: self, committed: false }
     }
 
-    /// For the first add in line, planned under the book's monitor while it is `short` of
-    /// victims beyond `victims` (the evictable ones): `None` keeps no designation (it held
-    /// none), `Some` replaces the one it `held` (with `None`, gives it up). Only one victim
-    /// short is a designation worth its close (a victim closed while the add still waits for
-    /// others would keep its leases waiting for nothing). It keeps its victim while that is
-    /// queued, not pinned here nor found pinned below, not evictable already and its lifecycle
-    /// lock free; a new one is the least recently used such model.
-    pub(super) fn designation_for(
-        &self,
-        b: &Bookkeeping<super::Wake<M>>,
-        id: &ModelId,
-        held: Option<&ModelId>,
-        short: usize,
-        victims: &[ModelId],
-        pinned_below: &PinnedBelow,
-    ) -> Option<Option<(ModelId, Designation<M::Runtime>)>> {
-        if short != 1 {
-            return held.map(|_| None);
-        }
-        // Not evictable already (closed for nothing while the add still waits for another),
-        // and its lifecycle lock free (a holder, such as a replace waiting behind this add, may
-        // need its leases meanwhile).
-        let open =
-            |v: &ModelId| !victims.contains(v) && !pinned_below.contains(v) && !self.inner.is_locked(v);
-        let keeps = |v: &ModelId| b.queue.contains(v) && !b.pinned.contains(v) && v != id && open(v);
-        let victim = match held.filter(|v| keeps(v)) {
-            Some(held) => Some(held.clone()),
-            None => b.victims(1, Some(id), open).pop(),
-        };
-        // A kept victim is designated again: if it was replaced, or removed and added again,
-        // since, the slot now registered is the one designated (the old designation goes after).
-        Some(victim.and_then(|victim| self.inner.designate(victim.as_str()).map(|d| (victim, d))))
-    }
-
     /// The cold path of an add (or a register) under `guard`, whose id is not registered:
     /// admission (evicting or waiting for room), then `register` (the inner call that loads or
     /// registers), then the queue. With `canonical` (a load), callers of a failed load of it
@@ -249,7 +216,7 @@ struct Attempt<'a, 'i, M: Manager> {
     /// cannot take it and force a second eviction for this one.
     claimed: Option<CapacityClaim<'a, M>>,
     cache: &'a FixedSizeCache<M>,
-    a: Admitting<'i, M>,
+    a: Admitting<'i, super::Wake<M>>,
     /// Victims found pinned in a layer below, left out of the plans until the book changes.
     pinned_below: PinnedBelow,
     /// When full, ids a layer below removed are dropped from the queue once before evicting.
@@ -262,7 +229,7 @@ struct Attempt<'a, 'i, M: Manager> {
 impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
     fn new(
         cache: &'a FixedSizeCache<M>,
-        a: Admitting<'i, M>,
+        a: Admitting<'i, super::Wake<M>>,
         wait: Duration,
         deadline: Option<Duration>,
     ) -> Self {
@@ -274,13 +241,13 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
     /// Plans a round under the book's monitor and takes what it decided there: a place in
     /// line, a designation (one replaced or given up is dropped here, outside the monitor),
     /// the slot.
-    fn plan(&mut self) -> Round<M::Runtime> {
+    fn plan(&mut self) -> Round<Designation<M::Runtime>> {
         let cache = self.cache;
         let held = self.designated.as_ref().map(|(victim, _)| victim);
         let s =
             Standing { mine: self.claimed.is_some(), ticket: self.waiting.as_ref().map(|w| w.ticket), held };
         let (a, pinned_below) = (&self.a, &mut self.pinned_below);
-        let mut round = cache.book.with(|b| cache.plan_round(b, a, &s, pinned_below));
+        let mut round = cache.book.with(|b| plans::admission(b, a, &s, pinned_below, &Stack(&cache.inner)));
         if let Some(ticket) = round.joined {
             self.waiting = Some(Waiting { cache, ticket });
         }
@@ -300,7 +267,7 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
 
     /// Acts on `round` outside the monitor: reconciles with the layers below once, evicts
     /// the planned victims, or says to wait; refuses once the deadline has passed.
-    fn act(&mut self, round: Round<M::Runtime>) -> Result<Next<'a, M>, ManagerError> {
+    fn act(&mut self, round: Round<Designation<M::Runtime>>) -> Result<Next<'a, M>, ManagerError> {
         let (cache, id) = (self.cache, self.a.id);
         if !self.reconciled && !matches!(round.plan, EvictionPlan::Admit) {
             self.reconciled = true;

@@ -1,6 +1,7 @@
 //! Eviction: taking victims out of the stack for room (each under its own lifecycle lock,
 //! taken with `try_lock`), and the byte budget enforced after a load.
 
+use super::plans::{self, Stack};
 use super::{FixedSizeCache, Settle, Settling};
 use crate::error::ManagerError;
 use crate::id::ModelId;
@@ -109,13 +110,8 @@ impl<M: Manager> FixedSizeCache<M> {
     pub(super) fn enforce_bytes(&self, keep: &ModelId) {
         let Some(max_bytes) = self.config.max_bytes() else { return };
         loop {
-            let (bytes, victim) = self.book.with(|b| {
-                let bytes = b.bytes();
-                let victim = (bytes > max_bytes)
-                    .then(|| b.victims(1, Some(keep), |v| !self.inner.in_use(v)).pop())
-                    .flatten();
-                (bytes, victim)
-            });
+            let (bytes, victim) =
+                self.book.with(|b| (b.bytes(), plans::bytes_victim(b, keep, max_bytes, &Stack(&self.inner))));
             let Some(victim) = victim else {
                 if bytes > max_bytes {
                     tracing::warn!(bytes, max_bytes, "over the byte budget, nothing evictable");

@@ -47,9 +47,9 @@ mod admission;
 mod bugs;
 mod config;
 mod eviction;
+mod plans;
 mod queue;
 mod resize;
-mod round;
 mod settle;
 
 use std::fmt;

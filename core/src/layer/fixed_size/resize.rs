@@ -2,6 +2,7 @@
 //! wakes the adds waiting for capacity when it is raised.
 
 use super::FixedSizeCache;
+use super::plans::{self, Lowering, Stack};
 use super::queue::PinnedBelow;
 use crate::deadline::CallOptions;
 use crate::error::{InvalidConfig, ManagerError};
@@ -74,14 +75,8 @@ impl<M: Manager> FixedSizeCache<M> {
         };
         loop {
             let epoch = changes.epoch();
-            let (over, victims, seen) = self.book.with(|b| {
-                pinned_below.refresh(b.version);
-                let over = (b.queue.len() + b.loading).saturating_sub(b.max_size);
-                let victims = b.victims(over, None, |v| {
-                    !pinned_below.contains(v) && !self.inner.in_use(v) && !self.inner.is_locked(v)
-                });
-                (over, victims, b.version)
-            });
+            let Lowering { over, victims, seen } =
+                self.book.with(|b| plans::lowering(b, &mut pinned_below, &Stack(&self.inner)));
             tracing::debug!(over, ?victims, "lowering max_size: plan");
             if over == 0 {
                 return Ok(());
