@@ -51,6 +51,7 @@ mod plans;
 mod queue;
 mod resize;
 mod settle;
+mod steps;
 
 use std::fmt;
 
@@ -59,10 +60,9 @@ pub use config::{CapacityPolicy, FixedSizeConfig};
 use queue::Bookkeeping;
 use settle::{Settle, Settling};
 
-use crate::deadline::Deadline;
-use crate::error::{InvalidConfig, ManagerError, RegisterError};
+use crate::error::InvalidConfig;
 use crate::id::ModelId;
-use crate::manager::{Added, Eviction, Lease, LifecycleGuard, Manager, ManagerExt, Model, Replaced};
+use crate::manager::{Manager, ManagerExt, Model};
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal};
 
@@ -130,63 +130,6 @@ impl<M: Manager> FixedSizeCache<M> {
         self.book.with(|b| b.max_size)
     }
 
-    /// A replace loads the new version beside the old one: refused at once when `max_size` can
-    /// never hold both, with the old version's slot taken and every other slot pinned (in this
-    /// layer or below). Loads in flight and models in use only make it wait: they end.
-    fn check_slot_beside(&self, id: &ModelId) -> Result<(), ManagerError> {
-        // A shut-down stack refuses with `ShutDown` first (the admission says so); under the
-        // overflow policy the admission overflows instead of waiting.
-        let overflows = self.config.policy() == CapacityPolicy::Overflow;
-        if self.mutant(Mutant::REPLACE_WAITS_FOR_NO_SLOT) || overflows || self.inner.is_shut_down() {
-            return Ok(());
-        }
-        let (max_size, others) = self.book.with(|b| {
-            let others: Vec<ModelId> = b.queue.iter().filter(|q| *q != id).cloned().collect();
-            (b.max_size, others)
-        });
-        // Asked outside the book's monitor: a layer below answers from its own.
-        let pinned: Vec<ModelId> = others.into_iter().filter(|q| self.is_pinned(q.as_str())).collect();
-        if max_size > pinned.len() + 1 {
-            return Ok(());
-        }
-        Err(ManagerError::NoSlotBeside { id: id.clone(), max_size, pinned })
-    }
-
-    /// A replace through this layer, beside the old version or in its place. Nothing
-    /// registered: an add. The id keeps its place in the queue and its pin; its size is read
-    /// again after, and a version that grew may take the layer past `max_bytes`, as a cold add
-    /// may (M-B1).
-    fn replace_through(
-        &self,
-        guard: &LifecycleGuard<M::Model, M::Runtime>,
-        canonical: &ModelId,
-        in_place: bool,
-    ) -> Result<Replaced, ManagerError> {
-        let id = guard.id();
-        if !self.inner.contains(id.as_str()) {
-            return self.add_locked(guard, canonical).map(|_| Replaced::Added);
-        }
-        let settle = Settle { cache: self, id, way: Settling::Add };
-        let replaced = if in_place {
-            // Its queue entry holds its slot in the count while the new version loads.
-            self.inner.replace_in_place_locked(guard, canonical)?
-        } else {
-            self.check_slot_beside(id)?;
-            let admission = self.admit(id, guard.deadline(), true)?;
-            let replaced = self.inner.replace_locked(guard, canonical)?;
-            // The new version takes the old one's place: its slot in the count is not needed.
-            drop(admission);
-            replaced
-        };
-        let bytes = self.size_of(id);
-        self.book.with(|b| b.set_size(id, bytes));
-        drop(settle);
-        if !self.mutant(Mutant::REPLACE_SKIPS_MAX_BYTES) {
-            self.enforce_bytes(id);
-        }
-        Ok(replaced)
-    }
-
     /// The LRU queue, least recently used first.
     pub fn queue(&self) -> Vec<ModelId> {
         self.book.with(|b| b.queue.iter().cloned().collect())
@@ -224,154 +167,6 @@ impl<M: Manager> FixedSizeCache<M> {
     /// The registered model's size (user code: called with no monitor held).
     fn size_of(&self, id: &ModelId) -> u64 {
         self.inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0)
-    }
-}
-
-// ---- The layer's steps --------------------------------------------------------------------------
-
-/// Implemented by its path, so that inside this folder the methods it shares with
-/// [`Manager`] need no qualification.
-impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
-    type Inner = M;
-
-    fn inner(&self) -> &M {
-        &self.inner
-    }
-
-    fn add_locked(
-        &self,
-        guard: &LifecycleGuard<M::Model, M::Runtime>,
-        canonical: &ModelId,
-    ) -> Result<Added, ManagerError> {
-        let id = guard.id();
-        if self.mutant(Mutant::CANONICAL_WARM_CHECK) && self.inner.contains(canonical.as_str()) {
-            self.touch(id);
-            return Ok(Added::Warm);
-        }
-        if self.inner.contains(id.as_str()) {
-            let added = self.inner.add_locked(guard, canonical)?;
-            if !self.mutant(Mutant::WARM_TOUCH_OUTSIDE_LOCK) {
-                self.touch(id);
-            }
-            return Ok(added);
-        }
-        self.add_cold(guard, Some(canonical), || self.inner.add_locked(guard, canonical))
-    }
-
-    /// Makes room for the new version beside the old one first (the id itself is never a
-    /// victim); the id keeps its place in the queue and its pin.
-    fn replace_locked(
-        &self,
-        guard: &LifecycleGuard<M::Model, M::Runtime>,
-        canonical: &ModelId,
-    ) -> Result<Replaced, ManagerError> {
-        self.replace_through(guard, canonical, false)
-    }
-
-    /// Needs no slot beside the old version: the id keeps its place in the queue (and in the
-    /// count) while its new version loads into the slot the old one left, and its pin. If the
-    /// new version fails to load, the id leaves the queue.
-    fn replace_in_place_locked(
-        &self,
-        guard: &LifecycleGuard<M::Model, M::Runtime>,
-        canonical: &ModelId,
-    ) -> Result<Replaced, ManagerError> {
-        self.replace_through(guard, canonical, true)
-    }
-
-    fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
-        let id = guard.id();
-        if self.mutant(Mutant::QUEUE_REMOVAL_FIRST) {
-            self.book.with(|b| b.forget(id));
-            return self.inner.remove_locked(guard);
-        }
-        let settle = (!self.mutant(Mutant::QUEUE_SKIPPED_ON_PANIC)).then_some(Settle {
-            cache: self,
-            id,
-            way: Settling::Remove,
-        });
-        self.inner.remove_locked(guard)?;
-        self.book.with(|b| b.forget(id));
-        drop(settle);
-        Ok(())
-    }
-
-    /// Skips a victim pinned in this layer; otherwise the layers below decide. The queue entry is
-    /// settled from the registry on every exit.
-    fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
-        self.evict_sized(guard).map(|(outcome, _)| outcome)
-    }
-
-    /// Goes through admission like a cold add: counted against `max_size`, evicting or waiting
-    /// for room (bounded by the guard's deadline); queued once registered.
-    fn register_locked(
-        &self,
-        guard: &LifecycleGuard<M::Model, M::Runtime>,
-        model: M::Model,
-    ) -> Result<(), RegisterError<M::Model>> {
-        let id = guard.id();
-        if self.inner.contains(id.as_str()) {
-            // Registered already (and kept so by the lock): the layers below refuse it and
-            // hand the model back. Whatever they register anyway is queued (I4).
-            let registered = self.inner.register_locked(guard, model);
-            if registered.is_ok() {
-                self.book.with(|b| b.push(id));
-            }
-            return registered;
-        }
-        // Here until the inner call takes it, and back here if that refuses it.
-        let mut held = Some(model);
-        let added = self.add_cold(guard, None, || {
-            let model = held.take().expect("the inner call runs once");
-            self.inner.register_locked(guard, model).map(|()| Added::Loaded).map_err(|back| {
-                held = Some(back.model);
-                back.error
-            })
-        });
-        match (added, held) {
-            (Ok(_), _) => Ok(()),
-            (Err(error), Some(model)) => Err(RegisterError::new(error, model)),
-            (Err(error), None) => unreachable!("every refusal hands the model back: {error}"),
-        }
-    }
-
-    fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
-        if self.mutant(Mutant::TOUCH_UNKNOWN) {
-            let resolved = ModelId::new(id)?;
-            self.book.with(|b| b.touch_appending(&resolved));
-            return self.inner.lease_until(id, deadline);
-        }
-        let lease = self.inner.lease_until(id, deadline)?;
-        self.book.with(|b| b.touch(lease.id()));
-        Ok(lease)
-    }
-
-    /// Holding the id's lifecycle lock, it also drops a stale queue entry of it (one that a
-    /// reconcile left to this lock's holder).
-    fn pin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
-        let _settle = Settle { cache: self, id: guard.id(), way: Settling::Remove };
-        if !self.mutant(Mutant::PIN_NOT_FORWARDED) {
-            self.inner.pin_locked(guard)?;
-        }
-        self.book.with(|b| b.pinned.insert(guard.id().clone()));
-        Ok(())
-    }
-
-    /// Pinned here, or in a layer below.
-    fn is_pinned(&self, id: &str) -> bool {
-        self.book.with(|b| b.pinned.contains(id)) || self.inner.is_pinned(id)
-    }
-
-    /// Under the id's lifecycle lock, like the pin it undoes: every layer sees the pin and the
-    /// unpin of one id in the same order. Like every holder of that lock, it drops a stale queue
-    /// entry of the id.
-    fn unpin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
-        let _settle = Settle { cache: self, id: guard.id(), way: Settling::Remove };
-        self.inner.unpin_locked(guard)?;
-        self.book.with(|b| b.unpin(guard.id()));
-        // An add waiting for room must re-plan (a victim it skipped is evictable now): the
-        // release of `guard` wakes it, the one notify site of an unpin (W-5).
-        Ok(())
     }
 }
 
