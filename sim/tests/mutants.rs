@@ -19,9 +19,20 @@ fn every_mutant_is_targeted_by_some_scenario() {
     }
 }
 
+// Two halves, one per test thread: a single test over every pair would run on one core.
 #[test]
-fn shuttle_kills_every_mutant_and_the_failure_replays() {
-    for (mutant, scenario) in kill::pairs() {
+fn shuttle_kills_every_mutant_and_the_failure_replays_first_half() {
+    shuttle_kills_every_mutant_and_the_failure_replays(0);
+}
+
+#[test]
+fn shuttle_kills_every_mutant_and_the_failure_replays_second_half() {
+    shuttle_kills_every_mutant_and_the_failure_replays(1);
+}
+
+/// Every other pair from `half` (0 or 1): each is killed and its failure replays.
+fn shuttle_kills_every_mutant_and_the_failure_replays(half: usize) {
+    for (mutant, scenario) in kill::pairs().skip(half).step_by(2) {
         let k = kill::kill(mutant, scenario, BUDGET, support::seed());
         assert!(k.killed, "{mutant} survived {} executions of {}", k.iterations, scenario.id);
         if k.is_lost_wakeup() {

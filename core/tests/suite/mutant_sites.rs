@@ -5,9 +5,7 @@
 
 use std::path::Path;
 
-mod source;
-
-use source::rust_files;
+use crate::source::rust_files;
 
 const SECTION: &str = "// Historical bugs:";
 const MAX_INLINE: usize = 3;

@@ -4,9 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-mod source;
-
-use source::rust_files;
+use crate::source::rust_files;
 
 const MAX_FILE: usize = 500;
 const MAX_FN: usize = 60;

@@ -6,9 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-mod source;
-
-use source::rust_files;
+use crate::source::rust_files;
 
 /// The top-level modules (a file or a folder under `src/`, `lib.rs` aside) and their files.
 fn modules(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
