@@ -17,7 +17,11 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub struct SourceError(Arc<dyn std::error::Error + Send + Sync + 'static>);
 
 impl SourceError {
-    pub(crate) fn new(error: BoxError) -> Self {
+    /// Keeps `error` (a user's own) as the source of a component error, such as a layer's
+    /// refusal ([`ManagerError::refused`]).
+    /// (A [`BoxError`], as a loader returns: `Box::new(e)` or `e.into()` keeps `e` itself,
+    /// so that [`SourceError::downcast_ref`] finds it.)
+    pub fn new(error: BoxError) -> Self {
         Self(Arc::from(error))
     }
 
@@ -200,6 +204,38 @@ pub enum ManagerError {
     /// A model id or alias was refused.
     #[error(transparent)]
     InvalidId(#[from] InvalidId),
+    /// A layer of the application's own refused the call, with its own reason
+    /// ([`ManagerError::refused`]); what it guards below it did not run.
+    #[error("`{id}` was refused by {layer}: {source}")]
+    Refused {
+        /// The resolved id of the refused call.
+        id: ModelId,
+        /// The layer that refused it (its name, as it gives it).
+        layer: &'static str,
+        /// Why: the layer's own error.
+        source: SourceError,
+    },
+}
+
+impl ManagerError {
+    /// The refusal of a call on `id` by the user layer `layer`, for the reason `why` (the
+    /// layer's own error, boxed as a loader's are, kept as the source:
+    /// [`SourceError::downcast_ref`] reads it back).
+    ///
+    /// ```
+    /// use resident::{ManagerError, ModelId};
+    /// #[derive(Debug, thiserror::Error)]
+    /// #[error("maintenance until 02:00")]
+    /// struct Maintenance;
+    /// let error = ManagerError::refused(ModelId::new("a")?, "Gate", Box::new(Maintenance));
+    /// assert_eq!(error.to_string(), "`a` was refused by Gate: maintenance until 02:00");
+    /// let ManagerError::Refused { source, .. } = &error else { unreachable!() };
+    /// assert!(source.downcast_ref::<Maintenance>().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refused(id: ModelId, layer: &'static str, why: BoxError) -> Self {
+        Self::Refused { id, layer, source: SourceError::new(why) }
+    }
 }
 
 /// A [`ManagerExt::register`](crate::ManagerExt::register) that was refused: why, and the model,

@@ -5,7 +5,8 @@ use serde::Serialize;
 use crate::mutant_set::MutantSet;
 use resident::mutants::Mutant;
 
-use crate::explore::{self, Checker, Failure, Plan};
+use crate::explore::{self, Checker, Failure, Outcome, Plan};
+use crate::replay_file::ReplayFile;
 use crate::scenarios::{CATALOGUE, Scenario};
 
 /// One row of the kill matrix.
@@ -68,6 +69,19 @@ pub fn kill(mutant: Mutant, scenario: &'static Scenario, budget: usize, seed: u6
 }
 
 impl Kill {
+    /// The replay file of the failure that killed the mutant (`None` if it survived).
+    pub fn replay_file(&self) -> Option<ReplayFile> {
+        let (failure, plan) = self.failure.as_ref()?;
+        let outcome = Outcome {
+            scenario: self.scenario,
+            checker: self.checker?,
+            iterations: failure.iteration,
+            elapsed: Default::default(),
+            failure: Some(failure.clone()),
+        };
+        ReplayFile::from_outcome(&outcome, plan)
+    }
+
     /// Whether this is a lost-wakeup mutant (a notify site switched off): those must be killed
     /// under both shuttle schedulers.
     pub fn is_lost_wakeup(&self) -> bool {

@@ -7,6 +7,7 @@
 //! ([`replay_file::ReplayFile`]) that reproduces it exactly.
 
 pub mod bypass;
+pub mod cli;
 pub mod explore;
 mod fairness;
 pub mod instrumentation;

@@ -236,3 +236,23 @@ fn the_catalogue_document_is_the_catalogue() {
     assert_eq!(listed, ids, "docs/catalogue.md lists other ids than the catalogue");
     assert!(text == expected, "docs/catalogue.md is out of date: regenerate it with RESIDENT_WRITE_DOCS=1");
 }
+
+/// The number written just before `phrase` in `text` (whitespace-normalised), if any.
+fn count_before(text: &str, phrase: &str) -> Option<usize> {
+    let at = text.find(phrase)?;
+    text[..at].split_whitespace().last()?.replace(',', "").parse().ok()
+}
+
+#[test]
+fn the_readmes_counts_come_from_the_code() {
+    let readme = read(&root().join("README.md")).split_whitespace().collect::<Vec<_>>().join(" ");
+    let scenarios = CATALOGUE.len();
+    let pairs = resident_sim::kill::pairs().count();
+    let loom = CATALOGUE.iter().filter(|s| s.loom.is_some()).count();
+    let counts = format!("{scenarios} scenarios, {pairs} mutant pairs.");
+    assert!(readme.contains(&counts), "README: \"{counts}\"");
+    let of = format!("of the {scenarios} scenarios also run exhaustively under loom");
+    assert_eq!(count_before(&readme, &of), Some(loom), "README: \"K {of}\"");
+    let default = format!("{} executions each", resident_sim::cli::DEFAULT_ITERATIONS);
+    assert!(readme.contains(&default), "README: the explorer's default, \"{default}\"");
+}

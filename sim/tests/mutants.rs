@@ -4,7 +4,7 @@
 mod support;
 
 use resident::mutants::Mutant;
-use resident_sim::explore::{Checker, Outcome, Plan, explore};
+use resident_sim::explore::{Checker, Plan, explore};
 use resident_sim::kill;
 use resident_sim::mutant_set::MutantSet;
 use resident_sim::replay_file::ReplayFile;
@@ -44,15 +44,7 @@ fn shuttle_kills_every_mutant_and_the_failure_replays(half: usize) {
                 k.pct
             );
         }
-        let (failure, plan) = k.failure.clone().expect("a kill has a failure");
-        let outcome = Outcome {
-            scenario: scenario.id,
-            checker: k.checker.expect("a kill has a checker"),
-            iterations: failure.iteration,
-            elapsed: Default::default(),
-            failure: Some(failure),
-        };
-        let file = ReplayFile::from_outcome(&outcome, &plan).expect("shuttle failures are replayable");
+        let file = k.replay_file().expect("a shuttle kill has a replayable failure");
         let report = file.replay().expect("replay runs");
         assert!(
             report.reproduced,

@@ -2,7 +2,8 @@
 //! untracked `fixtures/failures/`; move one here to keep it as a regression).
 //!
 //! A file recorded with a mutant on must reproduce its violation exactly (the scenario still
-//! catches that bug, deterministically). A file recorded without a mutant is a real failure
+//! catches that bug, deterministically), and pass with the mutant off (the schedule alone is no
+//! failure: the bug is). A file recorded without a mutant is a real failure
 //! that was fixed since: its replay must pass.
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,11 @@ fn every_stored_replay_reproduces() {
                 report.replayed.diverged,
                 file.violation
             );
+            // The same schedule with the bug off passes (where the fixed code leaves the
+            // schedule, the replay goes on round-robin).
+            let fixed = ReplayFile { mutant: None, ..file.clone() };
+            let report = fixed.replay().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(report.replayed.violation, None, "{} fails with its mutant off", path.display());
         } else {
             assert_eq!(report.replayed.violation, None, "{} still fails", path.display());
         }

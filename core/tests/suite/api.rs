@@ -95,3 +95,52 @@ fn a_registered_model_serves_and_every_refusal_hands_it_back() {
         assert!(stack.is_empty());
     }
 }
+
+/// Why the gate refuses: the layer's own error.
+#[derive(Debug, thiserror::Error)]
+#[error("in maintenance")]
+struct Maintenance;
+
+/// A user's layer that refuses adds while closed, with an error of its own.
+struct Gate<M> {
+    inner: M,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl<M: Manager> resident::layer::Decorator for Gate<M> {
+    type Inner = M;
+
+    fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    fn add_locked(
+        &self,
+        guard: &resident::LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<resident::Added, ManagerError> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ManagerError::refused(guard.id().clone(), "Gate", Box::new(Maintenance)));
+        }
+        self.inner.add_locked(guard, canonical)
+    }
+}
+
+#[test]
+fn a_users_layer_refuses_with_an_error_of_its_own() {
+    let gate = Gate { inner: ModelManager::new(Namer), closed: true.into() };
+    let error = gate.add_model("a", None).unwrap_err();
+    let ManagerError::Refused { id, layer, source } = &error else { panic!("{error:?}") };
+    assert_eq!((id.as_str(), *layer), ("a", "Gate"));
+    assert!(source.downcast_ref::<Maintenance>().is_some(), "the layer's own error, kept");
+    assert_eq!(error.to_string(), "`a` was refused by Gate: in maintenance");
+    assert!(std::error::Error::source(&error).is_some_and(|s| s.to_string() == "in maintenance"));
+    assert!(!gate.contains("a") && !error.is_wait_expiry(), "nothing changed below the gate");
+    gate.closed.store(false, std::sync::atomic::Ordering::SeqCst);
+    gate.add_model("a", None).unwrap();
+    assert!(gate.contains("a"));
+    // A source error is constructible from any error, for any component error of a user's.
+    let kept = resident::SourceError::new(Box::new(Maintenance));
+    assert!(kept.downcast_ref::<Maintenance>().is_some());
+    assert_eq!(kept.to_string(), "in maintenance");
+}

@@ -1,6 +1,7 @@
 //! Exploration drivers: run a scenario under shuttle (random or PCT) or loom, catch the first
 //! violation, and keep what is needed to replay it.
 
+pub mod batch;
 mod quiet;
 pub mod schedule;
 
@@ -53,7 +54,8 @@ impl Checker {
 
 impl fmt::Display for Checker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        // `pad`, not `write_str`: a table's width and alignment apply.
+        f.pad(self.name())
     }
 }
 
@@ -83,12 +85,27 @@ pub struct Plan {
     pub pct_depth: usize,
     /// loom's preemption bound; `None` uses the scenario's own.
     pub preemption_bound: Option<usize>,
+    /// The wall time one exploration may take: shuttle stops starting executions after it,
+    /// loom stops its search there (no longer exhaustive). `None`: no limit.
+    pub time_limit: Option<Duration>,
 }
 
 impl Plan {
     /// `iterations` executions from `seed`, no mutants, PCT depth 3, the scenario's loom bound.
     pub fn new(iterations: usize, seed: u64) -> Self {
-        Self { iterations, seed, mutants: MutantSet::NONE, pct_depth: 3, preemption_bound: None }
+        Self {
+            iterations,
+            seed,
+            mutants: MutantSet::NONE,
+            pct_depth: 3,
+            preemption_bound: None,
+            time_limit: None,
+        }
+    }
+
+    /// The same plan within `limit` of wall time per exploration (`None`: no limit).
+    pub fn with_time_limit(self, limit: Option<Duration>) -> Self {
+        Self { time_limit: limit, ..self }
     }
 
     /// The same plan with `mutants` on.
@@ -143,7 +160,12 @@ pub fn explore(scenario: &'static Scenario, checker: Checker, plan: Plan) -> Out
 }
 
 fn shuttle_config() -> Config {
+    shuttle_config_within(None)
+}
+
+fn shuttle_config_within(limit: Option<Duration>) -> Config {
     let mut config = Config::new();
+    config.max_time = limit;
     // Failures are reported by these drivers (with our own replayable schedule), not printed.
     config.failure_persistence = FailurePersistence::None;
     config.max_steps = MaxSteps::FailAfter(MAX_STEPS);
@@ -156,7 +178,7 @@ fn shuttle_explore<S: Scheduler + 'static>(
     plan: Plan,
 ) -> (usize, Option<Failure>) {
     let (body, mutants) = (scenario.shuttle, plan.mutants);
-    shuttle_run(scheduler, move || body(&mutants))
+    shuttle_run(scheduler, plan.time_limit, move || body(&mutants))
 }
 
 /// Explores any program under shuttle (`checker`: random or PCT) for `iterations` schedules
@@ -170,18 +192,19 @@ pub fn explore_program(
     body: impl Fn() + Send + Sync + 'static,
 ) -> (usize, Option<Failure>) {
     match checker {
-        Checker::Random => shuttle_run(RandomScheduler::new_from_seed(seed, iterations), body),
-        Checker::Pct => shuttle_run(PctScheduler::new_from_seed(seed, 3, iterations), body),
+        Checker::Random => shuttle_run(RandomScheduler::new_from_seed(seed, iterations), None, body),
+        Checker::Pct => shuttle_run(PctScheduler::new_from_seed(seed, 3, iterations), None, body),
         Checker::Loom => panic!("generated programs run under shuttle"),
     }
 }
 
 fn shuttle_run<S: Scheduler + 'static>(
     scheduler: S,
+    limit: Option<Duration>,
     body: impl Fn() + Send + Sync + 'static,
 ) -> (usize, Option<Failure>) {
     let recorder = Recorder::default();
-    let runner = Runner::new(Recording::new(scheduler, recorder.clone()), shuttle_config());
+    let runner = Runner::new(Recording::new(scheduler, recorder.clone()), shuttle_config_within(limit));
     let result = quiet::run(|| {
         runner.run(move || {
             trace::reset();
@@ -210,6 +233,7 @@ fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failu
     // No wait polls, so loom's default branch bound is ample for a correct program; a mutant
     // that spins hits it. (Above 65,535 loom's own branch counter overflows instead.)
     builder.max_branches = 10_000;
+    builder.max_duration = plan.time_limit;
     let (body, mutants, count) = (scenario.loom_body, plan.mutants, Arc::clone(&executions));
     let result = quiet::run(|| {
         builder.check(move || {

@@ -1,0 +1,145 @@
+//! The `resident-sim` command line: list the catalogue, explore it, check the mutants, replay a
+//! failure. `src/main.rs` is [`main`]; the subcommands live one per file.
+
+mod explore;
+mod mutants;
+mod progress;
+mod replay;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use resident::mutants::Mutant;
+
+use crate::scenarios::CATALOGUE;
+
+/// The embedded defaults of the main job: shuttle executions per scenario and scheduler.
+pub const DEFAULT_ITERATIONS: usize = 5000;
+/// The embedded default seed of the shuttle schedulers.
+pub const DEFAULT_SEED: u64 = 0x5eed;
+
+#[derive(Parser)]
+#[command(version, about = "Deterministic schedule exploration of resident")]
+struct Cli {
+    /// Print what the checkers print while they explore (each failing execution's panic
+    /// report); quiet by default, as every failure is reported at the end.
+    #[arg(long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SchedulerArg {
+    Random,
+    Pct,
+    Loom,
+    All,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the scenario catalogue: one id per line, then its description, when its deadlines
+    /// fire, and its loom bound (or why it does not run under loom).
+    List,
+    /// Explore scenarios (all by default) on every core; exit 1 on any failure, leaving a
+    /// replay file.
+    Explore(explore::Args),
+    /// Kill matrix: does every mutant make its scenario fail?
+    Mutants(mutants::Args),
+    /// Replay a failing schedule and say whether it reproduces.
+    Replay {
+        /// The replay file.
+        file: PathBuf,
+    },
+}
+
+/// Runs the command line of the process.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::List => {
+            list();
+            ExitCode::SUCCESS
+        }
+        Command::Explore(args) => explore::run(&args, cli.verbose),
+        Command::Mutants(args) => mutants::run(&args, cli.verbose),
+        Command::Replay { file } => replay::run(&file),
+    }
+}
+
+fn list() {
+    for s in CATALOGUE {
+        let loom = match s.loom {
+            Some(bound) if s.loom_mutants => format!("loom bound {bound}"),
+            Some(bound) => format!("loom bound {bound}; its mutants under shuttle only: {}", s.no_loom),
+            None => format!("not under loom: {}", s.no_loom),
+        };
+        println!("{:<8} {} [time {}; {loom}]", s.id, s.description, s.time.name());
+    }
+}
+
+/// A seed in hex (`0x5eed`) or decimal (`24301`).
+fn parse_seed(s: &str) -> Result<u64, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.map_err(|e| format!("{s:?} is not a seed (hex like 0x5eed, or decimal): {e}"))
+}
+
+/// A duration such as `60s`, `2m` or `1m30s`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration (like 60s, 2m, 1m30s): {e}"))
+}
+
+/// The worker threads to use: `jobs`, or one per core.
+fn threads(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(|| crate::explore::batch::Batch::new().threads).max(1)
+}
+
+/// Mutants named in `RESIDENT_MUTANTS` (comma-separated), after `named`.
+fn with_env_mutants(mut named: Vec<Mutant>) -> Result<Vec<Mutant>, String> {
+    let Ok(list) = std::env::var("RESIDENT_MUTANTS") else { return Ok(named) };
+    for name in list.split(',').filter(|s| !s.is_empty()) {
+        named.push(name.parse().map_err(|e| format!("RESIDENT_MUTANTS: {e}"))?);
+    }
+    Ok(named)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_read_in_hex_or_decimal_and_durations_in_units() {
+        assert_eq!(parse_seed("0x5eed"), Ok(0x5eed));
+        assert_eq!(parse_seed("0X5EED"), Ok(0x5eed));
+        assert_eq!(parse_seed("24301"), Ok(24301));
+        assert!(parse_seed("5eed").is_err());
+        assert!(parse_seed("0x").is_err());
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn the_command_line_parses_its_documented_forms() {
+        let parse =
+            |line: &str| Cli::try_parse_from(line.split_whitespace()).map(|_| ()).map_err(|e| e.to_string());
+        for line in [
+            "resident-sim explore",
+            "resident-sim explore --scenario M-S1 --scheduler pct --iterations 10000 --seed 0x5eed",
+            "resident-sim explore --time 60s --json out.json --jobs 2",
+            "resident-sim --verbose explore --mutant retire-while-held",
+            "resident-sim mutants --json --scenario M-S1 --mutant retire-while-held --budget 100",
+            "resident-sim replay fixtures/failures/x.json",
+            "resident-sim list",
+        ] {
+            assert_eq!(parse(line), Ok(()), "{line}");
+        }
+        assert!(parse("resident-sim explore --seed 0xzz").is_err());
+        assert!(parse("resident-sim explore --time forever").is_err());
+    }
+}
