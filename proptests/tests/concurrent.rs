@@ -73,7 +73,13 @@ where
     S: Strategy,
     S::Value: Generated + serde::Serialize + std::fmt::Debug,
 {
-    let config = Config { cases: programs, failure_persistence: None, ..Config::default() };
+    // A failure that will be stored (a real one, or any with RESIDENT_FAILURES set) is shrunk
+    // first; a mutant's campaign only has to find it, and shrinking (each candidate run on
+    // every schedule again) would cost more than the search.
+    let store_it = mutants.is_empty() || std::env::var_os("RESIDENT_FAILURES").is_some();
+    let shrink = if store_it { Config::default().max_shrink_iters } else { 0 };
+    let config =
+        Config { cases: programs, failure_persistence: None, max_shrink_iters: shrink, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let ran = std::cell::Cell::new(0);
     let result = runner.run(strategy, |p| {
@@ -90,12 +96,13 @@ where
     match result {
         Ok(()) => Ok((programs, ran.get())),
         Err(TestError::Fail(why, program)) => {
-            let stored = if mutants.is_empty() || std::env::var_os("RESIDENT_FAILURES").is_some() {
-                store(&program, mutants).map(|p| format!("\nstored: {}", p.display())).unwrap_or_default()
+            let (stored, shrunk) = if store_it {
+                let stored = store(&program, mutants).map(|p| format!("\nstored: {}", p.display()));
+                (stored.unwrap_or_default(), "shrunk")
             } else {
-                String::new()
+                (String::new(), "not shrunk (RESIDENT_FAILURES=DIR shrinks and stores it)")
             };
-            Err(format!("{why}\nshrunk program: {program:#?}{stored}"))
+            Err(format!("{why}\nprogram, {shrunk}: {program:#?}{stored}"))
         }
         Err(TestError::Abort(why)) => Err(format!("aborted: {why}")),
     }
