@@ -56,7 +56,17 @@ fn reported(kind: &str, name: &str) {
     }
 }
 
-/// Called by the execution's `tracing` layer for every event of `resident`.
+/// Whether a report would be checked by name now: its thread holds a monitor (a violation that
+/// names it) or a fault is armed. Otherwise [`event`] does nothing, and the subscriber need not
+/// read the event's message.
+pub(crate) fn names_needed() -> bool {
+    if std::thread::panicking() {
+        return false;
+    }
+    MONITORS.with(Cell::get).is_some_and(|monitors| monitors() > 0) || ARMED.with(|a| !a.borrow().is_empty())
+}
+
+/// Called by the execution's `tracing` subscriber for every event of `resident`.
 pub(crate) fn event(message: &str) {
     reported("the tracing event", message);
 }

@@ -3,11 +3,13 @@
 //! Every checker thread of one execution runs on the same OS thread (shuttle and loom run them
 //! as coroutines), so an OS-thread-local buffer is exactly "this execution's" buffer.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 thread_local! {
     static EVENTS: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+    /// Whether this thread's executions keep their trace (see [`with_capture`]).
+    static CAPTURING: Cell<bool> = const { Cell::new(true) };
 }
 
 /// Starts a new execution's trace.
@@ -15,9 +17,32 @@ pub fn reset() {
     EVENTS.with(|e| e.borrow_mut().clear());
 }
 
-/// Records that `thread` did `event`.
+/// Records that `thread` did `event` (nothing while the trace is not kept).
 pub fn record(thread: &str, event: impl Into<String>) {
-    EVENTS.with(|e| e.borrow_mut().push((thread.to_owned(), event.into())));
+    if capturing() {
+        EVENTS.with(|e| e.borrow_mut().push((thread.to_owned(), event.into())));
+    }
+}
+
+/// Whether the running execution keeps its trace: callers that format an event only to record
+/// it skip the formatting when not.
+pub fn capturing() -> bool {
+    CAPTURING.with(Cell::get)
+}
+
+/// Runs `f` with this thread's executions keeping their trace (`on`) or not, then restores the
+/// setting. The explorers run without one — formatting every event of every passing execution
+/// costs more than the checks — and rerun a failing execution with it: both checkers replay an
+/// execution exactly (shuttle from its recorded schedule, loom by exploring in the same order).
+pub(crate) fn with_capture<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CAPTURING.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CAPTURING.with(|c| c.replace(on)));
+    f()
 }
 
 /// The trace so far, per thread; each event is prefixed with its global sequence number.
@@ -54,7 +79,10 @@ pub fn set_thread_namer(namer: Namer) {
     NAMER.with(|n| n.set(Some(namer)));
 }
 
-/// Collects `resident`'s `tracing` events into the trace.
+/// The process-wide `tracing` subscriber of the explorations: it feeds `resident`'s events into
+/// the trace and through the execution's instrumentation checks ([`crate::instrumentation`]).
+/// Events only: `resident`'s spans carry nothing a trace shows, so none is created (a registry
+/// of spans would cost more than every check together).
 struct Capture;
 
 #[derive(Default)]
@@ -74,31 +102,47 @@ impl tracing::field::Visit for Fields {
     }
 }
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
-    fn on_event(&self, event: &tracing::Event<'_>, _ctx: tracing_subscriber::layer::Context<'_, S>) {
-        let target = event.metadata().target();
-        if target != "resident" && !target.starts_with("resident::") {
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        let target = metadata.target();
+        metadata.is_event() && (target == "resident" || target.starts_with("resident::"))
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        // Never called: no span is enabled. An id all the same, as the trait asks.
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let Some(namer) = NAMER.with(Cell::get) else { return };
+        let capture = capturing();
+        // The message is read only where something uses it: the trace, or a check that names
+        // the event (a report inside a monitor, an armed fault).
+        if !capture && !crate::instrumentation::names_needed() {
             return;
         }
-        let Some(namer) = NAMER.with(std::cell::Cell::get) else { return };
         let mut fields = Fields::default();
         event.record(&mut fields);
-        let thread = namer().unwrap_or_else(|| "main".to_owned());
-        record(&thread, format!("  · {}{}", fields.message, fields.rest));
+        if capture {
+            let thread = namer().unwrap_or_else(|| "main".to_owned());
+            record(&thread, format!("  · {}{}", fields.message, fields.rest));
+        }
         // Last: it may panic (an armed fault), as a user's subscriber may.
         crate::instrumentation::event(&fields.message);
     }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 /// Installs the process-wide `tracing` subscriber that feeds `resident`'s events into the
-/// trace and through the execution's instrumentation checks
-/// ([`crate::instrumentation`]). Keeps an existing global subscriber if the process already
-/// has one.
-///
-/// It filters by target inside the layer rather than with a per-layer filter: an armed fault
-/// unwinds out of the layer, which a per-layer filter's thread-local state does not survive.
+/// trace and through the execution's instrumentation checks. Keeps an existing global
+/// subscriber if the process already has one.
 pub(crate) fn install_capture() {
-    use tracing_subscriber::layer::SubscriberExt;
-    let subscriber = tracing_subscriber::registry().with(Capture);
-    let _ = tracing::subscriber::set_global_default(subscriber);
+    let _ = tracing::subscriber::set_global_default(Capture);
 }

@@ -203,53 +203,65 @@ fn shuttle_run<S: Scheduler + 'static>(
     limit: Option<Duration>,
     body: impl Fn() + Send + Sync + 'static,
 ) -> (usize, Option<Failure>) {
+    let body = Arc::new(body);
     let recorder = Recorder::default();
     let runner = Runner::new(Recording::new(scheduler, recorder.clone()), shuttle_config_within(limit));
-    let result = quiet::run(|| {
-        runner.run(move || {
-            trace::reset();
-            body();
+    let run = Arc::clone(&body);
+    let result = trace::with_capture(false, || {
+        quiet::run(|| {
+            runner.run(move || {
+                trace::reset();
+                run();
+            })
         })
     });
     match result {
         Ok(iterations) => (iterations, None),
         Err(violation) => {
-            let iteration = recorder.executions();
-            let failure = Failure {
-                iteration,
-                violation,
-                schedule: Some(recorder.schedule()),
-                trace: trace::per_thread(),
-            };
-            (iteration, Some(failure))
+            let (iteration, schedule) = (recorder.executions(), recorder.schedule());
+            // The failing execution once more, from its schedule, with its trace kept.
+            let trace = replay_program(&schedule, move || body()).map(|r| r.trace).unwrap_or_default();
+            (iteration, Some(Failure { iteration, violation, schedule: Some(schedule), trace }))
         }
     }
 }
 
 fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failure>) {
+    let (iterations, result) = loom_run(scenario, &plan, plan.time_limit, false);
+    let failure = result.err().map(|violation| {
+        // loom explores in the same order every time: the same failing execution comes again,
+        // this time with its trace kept (and no time limit: the first search reached it).
+        let _ = loom_run(scenario, &plan, None, true);
+        Failure { iteration: iterations, violation, schedule: None, trace: trace::per_thread() }
+    });
+    (iterations, failure)
+}
+
+/// One loom search of `scenario`: the executions it ran, and its first violation.
+fn loom_run(
+    scenario: &'static Scenario,
+    plan: &Plan,
+    limit: Option<Duration>,
+    capture: bool,
+) -> (usize, Result<(), Violation>) {
     let executions = Arc::new(AtomicUsize::new(0));
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = plan.preemption_bound.or(scenario.loom).or(Some(2));
     // No wait polls, so loom's default branch bound is ample for a correct program; a mutant
     // that spins hits it. (Above 65,535 loom's own branch counter overflows instead.)
     builder.max_branches = 10_000;
-    builder.max_duration = plan.time_limit;
-    let (body, mutants, count) = (scenario.loom_body, plan.mutants, Arc::clone(&executions));
-    let result = quiet::run(|| {
-        builder.check(move || {
-            count.fetch_add(1, Ordering::Relaxed);
-            trace::reset();
-            body(&mutants);
+    builder.max_duration = limit;
+    let (body, mutants, count) = (scenario.loom_body, plan.mutants.clone(), Arc::clone(&executions));
+    let result = trace::with_capture(capture, || {
+        quiet::run(|| {
+            builder.check(move || {
+                count.fetch_add(1, Ordering::Relaxed);
+                trace::reset();
+                body(&mutants);
+            })
         })
     });
-    let iterations = executions.load(Ordering::Relaxed);
-    let failure = result.err().map(|violation| Failure {
-        iteration: iterations,
-        violation,
-        schedule: None,
-        trace: trace::per_thread(),
-    });
-    (iterations, failure)
+    (executions.load(Ordering::Relaxed), result)
 }
 
 /// Runs `iterations` random schedules of `scenario` from `seed`, each twice (recorded, then
