@@ -310,3 +310,63 @@ fn instrumentation_inside_a_monitor_is_a_violation() {
         }
     }
 }
+
+/// A `std::sync::Mutex` that one checker thread holds while it waits in the checker, and that
+/// another then locks, blocks the exploration's one OS thread for good: the watchdog ends the
+/// process with a diagnostic naming the likely cause instead of a silent hang. The hanging
+/// exploration runs in a child process (this test binary again), which the watchdog ends.
+#[test]
+fn a_blocking_std_lock_ends_the_exploration_with_a_diagnostic() {
+    const NAME: &str = "a_blocking_std_lock_ends_the_exploration_with_a_diagnostic";
+    if std::env::var_os("RESIDENT_SIM_STALL_CHILD").is_some() {
+        hang_on_a_std_mutex();
+        return;
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env("RESIDENT_SIM_STALL_CHILD", "1")
+        .env("RESIDENT_SIM_STALL_SECS", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the child runs");
+    // An outer bound, so that a watchdog that never acts fails this test instead of hanging it
+    // (the child needs about a second).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the watchdog did not end the stalled exploration within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("piped"), &mut stdout).expect("utf-8");
+    assert_eq!(status.code(), Some(resident_sim::explore::watchdog::STALLED), "{stdout}");
+    assert!(stdout.contains("a program under shuttle: execution 1 made no progress"), "{stdout}");
+    assert!(stdout.contains("std::sync::Mutex"), "{stdout}");
+}
+
+/// T1 takes a std lock, tells the main thread through the checker's channel, and waits there
+/// for an answer; the main thread then locks the std lock: no checker thread can run again.
+fn hang_on_a_std_mutex() {
+    let _ = resident_sim::explore::explore_program(Checker::Random, 10, 1, || {
+        let lock = std::sync::Arc::new(std::sync::Mutex::new(()));
+        let (held_tx, held_rx) = shuttle::sync::mpsc::channel::<()>();
+        let (go_tx, go_rx) = shuttle::sync::mpsc::channel::<()>();
+        let theirs = std::sync::Arc::clone(&lock);
+        let t1 = shuttle::thread::spawn(move || {
+            let _held = theirs.lock().expect("not poisoned");
+            held_tx.send(()).expect("main listens");
+            let _ = go_rx.recv();
+        });
+        held_rx.recv().expect("T1 holds the lock");
+        let _blocked = lock.lock().expect("not poisoned");
+        let _ = go_tx.send(());
+        let _ = t1.join();
+    });
+    unreachable!("the watchdog ends the process");
+}

@@ -4,6 +4,7 @@
 pub mod batch;
 mod quiet;
 pub mod schedule;
+pub mod watchdog;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -178,7 +179,7 @@ fn shuttle_explore<S: Scheduler + 'static>(
     plan: Plan,
 ) -> (usize, Option<Failure>) {
     let (body, mutants) = (scenario.shuttle, plan.mutants);
-    shuttle_run(scheduler, plan.time_limit, move || body(&mutants))
+    shuttle_run(scenario.id, scheduler, plan.time_limit, move || body(&mutants))
 }
 
 /// Explores any program under shuttle (`checker`: random or PCT) for `iterations` schedules
@@ -192,13 +193,18 @@ pub fn explore_program(
     body: impl Fn() + Send + Sync + 'static,
 ) -> (usize, Option<Failure>) {
     match checker {
-        Checker::Random => shuttle_run(RandomScheduler::new_from_seed(seed, iterations), None, body),
-        Checker::Pct => shuttle_run(PctScheduler::new_from_seed(seed, 3, iterations), None, body),
+        Checker::Random => {
+            shuttle_run("a program", RandomScheduler::new_from_seed(seed, iterations), None, body)
+        }
+        Checker::Pct => {
+            shuttle_run("a program", PctScheduler::new_from_seed(seed, 3, iterations), None, body)
+        }
         Checker::Loom => panic!("generated programs run under shuttle"),
     }
 }
 
 fn shuttle_run<S: Scheduler + 'static>(
+    what: &str,
     scheduler: S,
     limit: Option<Duration>,
     body: impl Fn() + Send + Sync + 'static,
@@ -207,10 +213,11 @@ fn shuttle_run<S: Scheduler + 'static>(
     let recorder = Recorder::default();
     let runner = Runner::new(Recording::new(scheduler, recorder.clone()), shuttle_config_within(limit));
     let run = Arc::clone(&body);
+    let label = format!("{what} under shuttle");
     let result = trace::with_capture(false, || {
-        quiet::run(|| {
+        quiet::run(&label, || {
             runner.run(move || {
-                trace::reset();
+                execution_starts();
                 run();
             })
         })
@@ -252,11 +259,12 @@ fn loom_run(
     builder.max_branches = 10_000;
     builder.max_duration = limit;
     let (body, mutants, count) = (scenario.loom_body, plan.mutants.clone(), Arc::clone(&executions));
+    let label = format!("{} under loom", scenario.id);
     let result = trace::with_capture(capture, || {
-        quiet::run(|| {
+        quiet::run(&label, || {
             builder.check(move || {
                 count.fetch_add(1, Ordering::Relaxed);
-                trace::reset();
+                execution_starts();
                 body(&mutants);
             })
         })
@@ -272,9 +280,9 @@ pub fn check_determinism(scenario: &'static Scenario, iterations: usize, seed: u
         UncontrolledNondeterminismCheckScheduler::new(RandomScheduler::new_from_seed(seed, iterations));
     let runner = Runner::new(scheduler, shuttle_config());
     let body = scenario.shuttle;
-    quiet::run(|| {
+    quiet::run(&format!("{} under shuttle's determinism check", scenario.id), || {
         runner.run(move || {
-            trace::reset();
+            execution_starts();
             body(&MutantSet::NONE);
         })
     })
@@ -310,14 +318,20 @@ pub fn replay_program(
     let diverged = Arc::new(Mutex::new(None));
     let scheduler = Replay::new(schedule, Arc::clone(&diverged))?;
     let runner = Runner::new(scheduler, shuttle_config());
-    let result = quiet::run(|| {
+    let result = quiet::run("a replay", || {
         runner.run(move || {
-            trace::reset();
+            execution_starts();
             body();
         })
     });
     let diverged = diverged.lock().expect("divergence lock").clone();
     Ok(Replayed { violation: result.err(), diverged, trace: trace::per_thread() })
+}
+
+/// An execution starts: a fresh trace, a beat for the watchdog.
+fn execution_starts() {
+    trace::reset();
+    watchdog::execution_starts();
 }
 
 /// Runs `f`, turning a panic (a failed execution) into its [`Violation`].

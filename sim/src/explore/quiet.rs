@@ -31,11 +31,12 @@ fn install() {
     });
 }
 
-/// Runs one exploration with quiet panics; a panic escaping it becomes a [`Violation`].
-pub(super) fn run<T>(f: impl FnOnce() -> T) -> Result<T, Violation> {
+/// Runs one exploration (of `label`: what it explores) with quiet panics and under a watchdog;
+/// a panic escaping it becomes a [`Violation`].
+pub(super) fn run<T>(label: &str, f: impl FnOnce() -> T) -> Result<T, Violation> {
     install();
     EXPLORING.with(|e| e.set(true));
-    let result = super::catch(f);
+    let result = super::watchdog::watched(label, || super::catch(f));
     EXPLORING.with(|e| e.set(false));
     result
 }
