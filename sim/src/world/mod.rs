@@ -52,11 +52,14 @@ impl<R: SimRuntime, S> Deref for World<R, S> {
 
 /// Runs `f`, records its outcome in the trace under `thread`, and returns it.
 pub fn traced<T: std::fmt::Debug>(thread: &str, op: &str, f: impl FnOnce() -> T) -> T {
-    if !trace::capturing() {
-        return f();
+    // `f` is called at one place: each scenario operation's body is compiled once.
+    let capture = trace::capturing();
+    if capture {
+        trace::record(thread, format!("{op} ..."));
     }
-    trace::record(thread, format!("{op} ..."));
     let out = f();
-    trace::record(thread, format!("{op} -> {out:?}"));
+    if capture {
+        trace::record(thread, format!("{op} -> {out:?}"));
+    }
     out
 }
