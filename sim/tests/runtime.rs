@@ -1,7 +1,8 @@
 //! The sim runtimes themselves: a notify nobody sends is lost for real (a deadlock, or in
 //! `Time::Auto` a flagged lost wakeup) under shuttle random, PCT and loom; shorter deadlines fire
-//! first; the clock moves in atomic steps; shuttle wakes spuriously now and then, loom never; and
-//! the determinism check notices a program that is not deterministic.
+//! first; the clock moves in atomic steps; shuttle wakes spuriously now and then, loom never; the
+//! determinism check notices a program that is not deterministic; the watchdog ends a stalled
+//! exploration with a diagnostic; and a batch runs its explorations on worker threads.
 
 mod support;
 
@@ -9,9 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use resident::runtime::{Monitor, TimedOut};
+use resident_sim::explore::batch::{Batch, explore_batch, throughput};
 use resident_sim::explore::{Checker, Plan, check_determinism, explore};
 use resident_sim::runtime::{LoomRuntime, ShuttleRuntime, SimRuntime, Time};
-use resident_sim::scenarios::{Scenario, execute};
+use resident_sim::scenarios::{Scenario, execute, find};
 use resident_sim::violation::Violation;
 
 macro_rules! scenario {
@@ -369,4 +371,35 @@ fn hang_on_a_std_mutex() {
         let _ = t1.join();
     });
     unreachable!("the watchdog ends the process");
+}
+
+// Many explorations at once (`explore::batch`).
+
+#[test]
+fn a_batch_runs_every_job_once_and_answers_in_job_order() {
+    let (s1, l1) = (find("M-S1").expect("catalogue id"), find("M-L1").expect("catalogue id"));
+    let jobs = [(s1, Checker::Random), (l1, Checker::Pct), (s1, Checker::Pct), (l1, Checker::Random)];
+    let finished = AtomicUsize::new(0);
+    let batch = Batch { threads: 2, time: None };
+    let outcomes = explore_batch(&jobs, &Plan::new(40, 7), batch, |o, done| {
+        assert_eq!(o.iterations, 40);
+        finished.fetch_max(done, Ordering::Relaxed);
+    });
+    let got: Vec<(&str, Checker)> = outcomes.iter().map(|o| (o.scenario, o.checker)).collect();
+    assert_eq!(got, jobs.map(|(s, c)| (s.id, c)));
+    assert_eq!(finished.load(Ordering::Relaxed), jobs.len());
+    let rates = throughput(&outcomes);
+    assert_eq!(
+        rates.iter().map(|(c, t)| (*c, t.executions)).collect::<Vec<_>>(),
+        [(Checker::Random, 80), (Checker::Pct, 80)]
+    );
+}
+
+#[test]
+fn a_time_budget_stops_an_exploration_with_the_executions_it_ran() {
+    let s1 = find("M-S1").expect("catalogue id");
+    let batch = Batch { threads: 1, time: Some(Duration::from_millis(300)) };
+    let outcomes = explore_batch(&[(s1, Checker::Random)], &Plan::new(usize::MAX, 7), batch, |_, _| {});
+    assert!(outcomes[0].iterations > 0 && outcomes[0].failure.is_none());
+    assert!(outcomes[0].elapsed < Duration::from_secs(60), "it stopped at its share of the budget");
 }
