@@ -40,7 +40,7 @@ pub fn pairs() -> impl Iterator<Item = (Mutant, &'static Scenario)> {
 /// Tries to kill `mutant` with `scenario` under shuttle random and under PCT, each with
 /// `budget` executions from `seed`. `iterations` counts the executions until the first kill
 /// (random first); the failure kept for replay is the first one found.
-pub fn kill(mutant: Mutant, scenario: &'static Scenario, budget: usize, seed: u64) -> Kill {
+pub fn kill(mutant: Mutant, scenario: &Scenario, budget: usize, seed: u64) -> Kill {
     let mut k = Kill {
         mutant: mutant.name(),
         scenario: scenario.id,

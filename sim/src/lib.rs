@@ -7,6 +7,7 @@
 //! ([`replay_file::ReplayFile`]) that reproduces it exactly.
 
 pub mod bypass;
+pub mod check;
 pub mod cli;
 pub mod explore;
 mod fairness;
@@ -14,8 +15,11 @@ pub mod instrumentation;
 pub mod kill;
 pub mod latch;
 pub mod mutant_set;
+pub mod probed;
+pub mod registry;
 pub mod replay_file;
 pub mod runtime;
+pub mod scenario;
 pub mod scenarios;
 pub mod trace;
 pub mod violation;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::SHUTTLE_VERSION;
 use crate::explore::schedule::{RecordedSchedule, ScheduleError};
 use crate::explore::{self, Checker, Outcome, Plan, Replayed};
-use crate::scenarios;
+use crate::registry::Registry;
 use crate::violation::Violation;
 
 /// A stored failing execution.
@@ -57,8 +57,10 @@ pub enum ReplayError {
         /// The parse error.
         source: serde_json::Error,
     },
-    /// The scenario id is not in the catalogue.
-    #[error("unknown scenario {0:?}")]
+    /// The scenario id is not in the registry the replay looked in.
+    #[error(
+        "unknown scenario {0:?}: the registry replaying it does not have it (the stock resident-sim knows the built-in catalogue only; an application replays its own scenarios through its own registry: resident_sim::cli::run)"
+    )]
     UnknownScenario(String),
     /// A mutant name is unknown.
     #[error(transparent)]
@@ -126,21 +128,33 @@ impl ReplayFile {
         serde_json::from_str(&text).map_err(|source| ReplayError::Json { path: path.to_owned(), source })
     }
 
-    /// The mutants the file was recorded with.
+    /// The mutants the file was recorded with, among `resident`'s own.
     pub fn mutants(&self) -> Result<MutantSet, UnknownMutant> {
-        self.mutant.iter().flat_map(|m| m.split(',')).map(str::parse::<Mutant>).collect()
+        self.mutants_in(&Registry::new())
     }
 
-    /// Replays the failing execution once.
+    /// The mutants the file was recorded with, among `resident`'s own and those `registry`
+    /// knows (no name is leaked).
+    pub fn mutants_in(&self, registry: &Registry) -> Result<MutantSet, UnknownMutant> {
+        self.mutant.iter().flat_map(|m| m.split(',')).map(|name| registry.parse_mutant(name)).collect()
+    }
+
+    /// Replays the failing execution once, finding its scenario in the built-in catalogue.
     pub fn replay(&self) -> Result<ReplayReport, ReplayError> {
+        self.replay_in(&Registry::catalogue())
+    }
+
+    /// Replays the failing execution once, finding its scenario and mutants in `registry`.
+    pub fn replay_in(&self, registry: &Registry) -> Result<ReplayReport, ReplayError> {
         if self.runtime != "shuttle" || self.shuttle_version != SHUTTLE_VERSION {
             return Err(ReplayError::Incompatible {
                 recorded: format!("{} {}", self.runtime, self.shuttle_version),
             });
         }
-        let scenario = scenarios::find(&self.scenario)
+        let scenario = registry
+            .find(&self.scenario)
             .ok_or_else(|| ReplayError::UnknownScenario(self.scenario.clone()))?;
-        let replayed = explore::replay(scenario, &self.schedule, &self.mutants()?)?;
+        let replayed = explore::replay(scenario, &self.schedule, &self.mutants_in(registry)?)?;
         let reproduced = replayed.diverged.is_none() && replayed.violation.as_ref() == Some(&self.violation);
         Ok(ReplayReport { reproduced, replayed })
     }

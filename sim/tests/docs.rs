@@ -204,7 +204,7 @@ fn catalogue_markdown() -> String {
     let mut out = String::from(
         "# The schedule catalogue\n\nEvery sim scenario (SPEC 5): its id, the schedule it explores and what it pins (with the\nspec items it cites), when its deadlines may fire, whether loom runs it, and the mutants it\nmust kill. Generated from `sim/src/scenarios/mod.rs` by `sim/tests/docs.rs`\n(`RESIDENT_WRITE_DOCS=1 cargo test -p resident-sim --test docs`); the test fails when it is out\nof date. `resident-sim list` prints the same, and `resident-sim explore --scenario ID` runs one.\n\n| id | what it explores | time | loom | mutants |\n|---|---|---|---|---|\n",
     );
-    for s in CATALOGUE {
+    for s in CATALOGUE.iter() {
         let loom = match s.loom {
             Some(bound) if s.loom_mutants => format!("bound {bound}"),
             Some(bound) => format!("bound {bound} (mutants under shuttle only)"),

@@ -12,29 +12,20 @@ use std::time::Duration;
 use resident::runtime::{Monitor, TimedOut};
 use resident_sim::explore::batch::{Batch, explore_batch, throughput};
 use resident_sim::explore::{Checker, Plan, check_determinism, explore};
-use resident_sim::runtime::{LoomRuntime, ShuttleRuntime, SimRuntime, Time};
-use resident_sim::scenarios::{Scenario, execute, find};
+use resident_sim::program;
+use resident_sim::runtime::{SimRuntime, Time};
+use resident_sim::scenarios::{Scenario, find};
 use resident_sim::violation::Violation;
 
 macro_rules! scenario {
     ($id:literal, $time:ident, $body:path) => {
-        &Scenario {
-            id: $id,
-            description: "a runtime self-test",
-            time: Time::$time,
-            loom: Some(2),
-            no_loom: "",
-            loom_mutants: true,
-            targets: &[],
-            shuttle: |m| execute::<ShuttleRuntime>(Time::$time, m, $body),
-            loom_body: |m| execute::<LoomRuntime>(Time::$time, m, $body),
-        }
+        &Scenario::new($id, "a runtime self-test", program!($body)).time(Time::$time)
     };
 }
 
 const CHECKERS: [Checker; 3] = [Checker::Random, Checker::Pct, Checker::Loom];
 
-fn failure(scenario: &'static Scenario, checker: Checker) -> Option<Violation> {
+fn failure(scenario: &Scenario, checker: Checker) -> Option<Violation> {
     explore(scenario, checker, Plan::new(200, support::seed())).failure.map(|f| f.violation)
 }
 
@@ -257,7 +248,7 @@ mod determinism {
 
     #[test]
     fn every_scenario_is_deterministic_under_shuttle() {
-        for scenario in CATALOGUE.iter().chain(ONE_DEEP) {
+        for scenario in CATALOGUE.iter().chain(ONE_DEEP.iter()) {
             if let Some(violation) = check_determinism(scenario, SCHEDULES, crate::support::seed()) {
                 panic!("{} is not deterministic: {violation}", scenario.id);
             }

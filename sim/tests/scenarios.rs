@@ -43,7 +43,7 @@ macro_rules! scenario_tests {
         #[test]
         fn every_catalogue_entry_has_a_test() {
             let tested = [$($id),*];
-            for s in CATALOGUE {
+            for s in CATALOGUE.iter() {
                 assert!(tested.contains(&s.id), "{} has no test in scenarios.rs", s.id);
             }
         }
@@ -184,7 +184,7 @@ scenario_tests! {
 /// The cache scenarios on a one-deep stack pass exactly like the three-deep catalogue stack.
 #[test]
 fn one_deep_stacks_pass_the_same_scenarios() {
-    for scenario in resident_sim::scenarios::ONE_DEEP {
+    for scenario in resident_sim::scenarios::ONE_DEEP.iter() {
         let base_id = scenario.id.trim_end_matches("/1");
         assert!(scenarios::find(base_id).is_some(), "{} mirrors no catalogue entry", scenario.id);
         for checker in [Checker::Random, Checker::Pct] {

@@ -197,7 +197,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         }
         tracing::debug!(id = %resolved, %canonical, generation = guard.generation(), "add: loading");
         let started = self.runtime.now();
-        match self.loader.load_until(canonical, guard.deadline()) {
+        match self.loader.load_as(resolved, canonical, guard.deadline()) {
             Ok(model) => {
                 let took = self.runtime.now().saturating_sub(started);
                 let slot = Arc::new(ModelSlot::new(resolved.clone(), model, &self.changes));
@@ -344,9 +344,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         tracing::debug!(%id, %canonical, "replace: loading the new version");
         let started = self.runtime.now();
         let loaded = if self.runtime.mutant(Mutant::REPLACE_ADOPTS_CACHED) {
-            self.loader.load_until(canonical, guard.deadline())
+            self.loader.load_as(id, canonical, guard.deadline())
         } else {
-            self.loader.reload_until(canonical, guard.deadline())
+            self.loader.reload_as(id, canonical, guard.deadline())
         };
         let model = loaded.map_err(|error| {
             telemetry::load_failed();

@@ -50,6 +50,33 @@ pub trait Loader: Send + Sync + 'static {
         self.load_until(id, deadline)
     }
 
+    /// [`Loader::load_until`], told the id the model will be registered under: `registered`
+    /// is the id the caller added (an alias of `id`, or `id` itself), which the manager's
+    /// per-id guarantees (one load at a time, SPEC I1 and I2) are keyed on. What the manager
+    /// calls; the default ignores `registered`. A wrapper that checks or labels by
+    /// registration (the sim's probes) overrides it and forwards it.
+    fn load_as(
+        &self,
+        registered: &ModelId,
+        id: &ModelId,
+        deadline: Deadline,
+    ) -> Result<Self::Model, BoxError> {
+        let _ = registered;
+        self.load_until(id, deadline)
+    }
+
+    /// [`Loader::reload_until`], told the id the model will be registered under, as
+    /// [`Loader::load_as`]. What a replace calls; the default ignores `registered`.
+    fn reload_as(
+        &self,
+        registered: &ModelId,
+        id: &ModelId,
+        deadline: Deadline,
+    ) -> Result<Self::Model, BoxError> {
+        let _ = registered;
+        self.reload_until(id, deadline)
+    }
+
     /// The bytes the model named by `id` takes once loaded, if the loader can tell without
     /// loading it (from a file header, a manifest): what a hard budget reserves before `load`
     /// runs. `Ok(None)`, the default: unknown.

@@ -81,7 +81,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         drop((removed, old));
         tracing::debug!(%id, %canonical, "replace in place: loading the new version");
         let started = self.runtime.now();
-        let model = self.loader.reload_until(canonical, guard.deadline()).map_err(|error| {
+        let model = self.loader.reload_as(id, canonical, guard.deadline()).map_err(|error| {
             telemetry::load_failed();
             ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
         })?;

@@ -27,7 +27,7 @@ use crate::mutants::Mutant;
 pub use observe::{LineStep, SlotStep};
 pub use signal::Signal;
 pub use std_runtime::StdRuntime;
-pub(crate) use timed_lock::TimedLock;
+pub use timed_lock::{TimedLock, TimedLockGuard};
 
 /// A bounded wait ran out of time before its condition held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,23 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
     #[inline(always)]
     fn observe_line(&self, line: usize, step: LineStep) {
         let _ = (line, step);
+    }
+
+    /// A scheduling point: a model-checking runtime may run another thread here, so that an
+    /// application's own code between two facade calls (a read and the write that depends on
+    /// it, with no lock between) is explored as a place where threads interleave. Production
+    /// runtimes do nothing (the default, removed by the optimizer).
+    #[inline(always)]
+    fn schedule_point(&self) {}
+
+    /// Checks an application's own invariant `name` inside production code: `holds` is asked
+    /// only by a model-checking runtime, which fails the running execution with a violation
+    /// named `name` when it answers `false`. The default never calls it, so the check costs
+    /// nothing in production; keep `holds` free of side effects and of this runtime's
+    /// monitors.
+    #[inline(always)]
+    fn check(&self, name: &'static str, holds: impl FnOnce() -> bool) {
+        let _ = (name, holds);
     }
 
     /// Lets a caught panic of user code go on unwinding ([`std::panic::resume_unwind`]).

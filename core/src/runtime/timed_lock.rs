@@ -6,11 +6,27 @@ use std::time::Duration;
 use super::{Monitor, Runtime, TimedOut};
 use crate::mutants::Mutant;
 
-/// A mutual-exclusion lock without data, acquired with a bound on the wait.
+/// A mutual-exclusion lock without data, acquired with a bound on the wait: the lock a layer
+/// holds across a call to the layer below (the manager's per-model lifecycle lock is one).
 ///
-/// Unlike a mutex guard, holding it is a plain state: [`TimedLock::release`] must be called by
-/// the holder exactly once, which the callers in this crate do from RAII guards.
-pub(crate) struct TimedLock<R: Runtime> {
+/// Unlike a [`Monitor`], it may be held while user code runs (a loader, the layer below, a
+/// callback): only its own short state change runs under the runtime's monitor, so a
+/// model-checking runtime explores the threads that wait for it as blocked on it, and a
+/// deadlock through it is reported as one. A lock of `std` or `parking_lot` held that way
+/// would block every checker thread on their one OS thread instead.
+///
+/// ```
+/// use std::time::Duration;
+/// use resident::runtime::{StdRuntime, TimedLock};
+///
+/// let lock = TimedLock::new(&StdRuntime::new());
+/// let held = lock.lock();
+/// assert!(lock.try_lock().is_none());
+/// assert!(lock.lock_for(Duration::from_millis(1)).is_err(), "held: the bounded wait times out");
+/// drop(held);
+/// assert!(lock.try_lock().is_some());
+/// ```
+pub struct TimedLock<R: Runtime> {
     held: R::Monitor<Held>,
     runtime: R,
 }
@@ -23,10 +39,45 @@ struct Held {
     wanted: bool,
 }
 
+/// Holding a [`TimedLock`]: dropping it releases the lock (also while unwinding).
+#[must_use = "the lock is released when the guard drops"]
+pub struct TimedLockGuard<'a, R: Runtime> {
+    lock: &'a TimedLock<R>,
+}
+
+impl<R: Runtime> Drop for TimedLockGuard<'_, R> {
+    fn drop(&mut self) {
+        self.lock.release();
+    }
+}
+
+impl<R: Runtime> fmt::Debug for TimedLockGuard<'_, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TimedLockGuard")
+    }
+}
+
 impl<R: Runtime> TimedLock<R> {
     /// Creates an unlocked lock on `runtime`.
-    pub(crate) fn new(runtime: &R) -> Self {
+    pub fn new(runtime: &R) -> Self {
         Self { held: runtime.monitor(Held::default()), runtime: runtime.clone() }
+    }
+
+    /// Takes the lock, waiting as long as it takes.
+    pub fn lock(&self) -> TimedLockGuard<'_, R> {
+        let taken = self.held.wait_until(None, |s| (!s.held).then(|| s.held = true));
+        let () = taken.expect("an unbounded wait never times out");
+        TimedLockGuard { lock: self }
+    }
+
+    /// Takes the lock, waiting at most `timeout` on the runtime's clock.
+    pub fn lock_for(&self, timeout: Duration) -> Result<TimedLockGuard<'_, R>, TimedOut> {
+        self.acquire(timeout).map(|_| TimedLockGuard { lock: self })
+    }
+
+    /// Takes the lock if it is free right now.
+    pub fn try_lock(&self) -> Option<TimedLockGuard<'_, R>> {
+        self.try_acquire().then(|| TimedLockGuard { lock: self })
     }
 
     /// Acquires the lock, waiting at most `timeout`; `Ok(true)` if it had to wait (it was
@@ -67,7 +118,7 @@ impl<R: Runtime> TimedLock<R> {
     }
 
     /// Whether some thread holds the lock right now (a hint: it may change at once).
-    pub(crate) fn is_held(&self) -> bool {
+    pub fn is_held(&self) -> bool {
         self.held.with(|s| s.held)
     }
 

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use resident::mutants::Mutant;
 use serde::Serialize;
 
 use super::progress::{Progress, Quiet};
@@ -15,8 +14,9 @@ use super::{DEFAULT_ITERATIONS, SchedulerArg, parse_duration, parse_seed, thread
 use crate::explore::batch::{Batch, Job, Throughput, explore_batch, throughput};
 use crate::explore::{Checker, Outcome, Plan};
 use crate::mutant_set::MutantSet;
+use crate::registry::Registry;
 use crate::replay_file::ReplayFile;
-use crate::scenarios::{self, CATALOGUE, Scenario};
+use crate::scenario::Scenario;
 use crate::trace;
 
 #[derive(clap::Args)]
@@ -35,7 +35,7 @@ pub(super) struct Args {
     seed: u64,
     /// Switch a historical bug back on (repeatable; also RESIDENT_MUTANTS=a,b).
     #[arg(long = "mutant", value_name = "NAME")]
-    mutants: Vec<Mutant>,
+    mutants: Vec<String>,
     /// Where failing schedules are written.
     #[arg(long, default_value = "fixtures/failures")]
     out: PathBuf,
@@ -52,19 +52,19 @@ pub(super) struct Args {
     jobs: Option<usize>,
 }
 
-pub(super) fn run(args: &Args, verbose: bool) -> ExitCode {
-    let selected: Vec<&'static Scenario> = if args.scenarios.is_empty() {
-        CATALOGUE.iter().collect()
+pub(super) fn run(args: &Args, verbose: bool, registry: &Registry, name: &str) -> ExitCode {
+    let selected: Vec<&Scenario> = if args.scenarios.is_empty() {
+        registry.scenarios().iter().collect()
     } else {
-        match args.scenarios.iter().map(|id| scenarios::find(id).ok_or(id)).collect::<Result<_, _>>() {
+        match args.scenarios.iter().map(|id| registry.find(id).ok_or(id)).collect::<Result<_, _>>() {
             Ok(selected) => selected,
             Err(id) => {
-                eprintln!("unknown scenario {id:?}; `resident-sim list` shows the catalogue");
+                eprintln!("unknown scenario {id:?}; `list` shows the scenarios");
                 return ExitCode::from(2);
             }
         }
     };
-    let mutants = match with_env_mutants(args.mutants.clone()) {
+    let mutants = match with_env_mutants(&args.mutants, registry) {
         Ok(mutants) => mutants,
         Err(e) => {
             eprintln!("{e}");
@@ -102,7 +102,7 @@ pub(super) fn run(args: &Args, verbose: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if failures(&outcomes, &plan, &args.out) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if failures(&outcomes, &plan, &args.out, name) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
 
 /// One finished exploration, in a line.
@@ -150,7 +150,7 @@ fn summary(outcomes: &[Outcome], wall: Duration, threads: usize) {
 }
 
 /// Prints each failure with its trace and writes its replay file; whether any failed.
-fn failures(outcomes: &[Outcome], plan: &Plan, out: &std::path::Path) -> bool {
+fn failures(outcomes: &[Outcome], plan: &Plan, out: &std::path::Path, name: &str) -> bool {
     let mut failed = false;
     for o in outcomes {
         let Some(failure) = &o.failure else { continue };
@@ -161,12 +161,11 @@ fn failures(outcomes: &[Outcome], plan: &Plan, out: &std::path::Path) -> bool {
         );
         print!("{}", trace::render(&failure.trace));
         match ReplayFile::from_outcome(o, plan).map(|file| file.write_to(out)) {
-            Some(Ok(path)) => println!("replay: resident-sim replay {}", path.display()),
+            Some(Ok(path)) => println!("replay: {name} replay {}", path.display()),
             Some(Err(e)) => eprintln!("could not write the replay file: {e}"),
-            None => println!(
-                "(loom failure: re-run `resident-sim explore --scheduler loom --scenario {}`)",
-                o.scenario
-            ),
+            None => {
+                println!("(loom failure: re-run `{name} explore --scheduler loom --scenario {}`)", o.scenario)
+            }
         }
     }
     failed

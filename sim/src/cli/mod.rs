@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use resident::mutants::Mutant;
 
-use crate::scenarios::CATALOGUE;
+use crate::registry::Registry;
 
 /// The embedded defaults of the main job: shuttle executions per scenario and scheduler.
 pub const DEFAULT_ITERATIONS: usize = 5000;
@@ -56,22 +56,51 @@ enum Command {
     },
 }
 
-/// Runs the command line of the process.
+/// The stock command line: [`run`] over the built-in catalogue.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    run(&Registry::catalogue())
+}
+
+/// Runs the command line of the process (`list`, `explore`, `mutants`, `replay`) over
+/// `registry`: an application's own binary or test calls it with its own scenarios and
+/// mutants.
+pub fn run(registry: &Registry) -> ExitCode {
+    run_from(std::env::args_os(), registry)
+}
+
+/// [`run`] with the arguments given (the first is the program name).
+pub fn run_from<I, T>(args: I, registry: &Registry) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    // The name this command line runs under, for the commands it suggests.
+    let name = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_stem())
+        .map_or_else(|| "resident-sim".to_owned(), |s| s.to_string_lossy().into_owned());
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version print and succeed; a usage error prints and exits 2.
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
     match cli.command {
         Command::List => {
-            list();
+            list(registry);
             ExitCode::SUCCESS
         }
-        Command::Explore(args) => explore::run(&args, cli.verbose),
-        Command::Mutants(args) => mutants::run(&args, cli.verbose),
-        Command::Replay { file } => replay::run(&file),
+        Command::Explore(args) => explore::run(&args, cli.verbose, registry, &name),
+        Command::Mutants(args) => mutants::run(&args, cli.verbose, registry),
+        Command::Replay { file } => replay::run(&file, registry),
     }
 }
 
-fn list() {
-    for s in CATALOGUE {
+fn list(registry: &Registry) {
+    for s in registry.scenarios() {
         let loom = match s.loom {
             Some(bound) if s.loom_mutants => format!("loom bound {bound}"),
             Some(bound) => format!("loom bound {bound}; its mutants under shuttle only: {}", s.no_loom),
@@ -82,7 +111,7 @@ fn list() {
 }
 
 /// A seed in hex (`0x5eed`) or decimal (`24301`).
-fn parse_seed(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_seed(s: &str) -> Result<u64, String> {
     let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),
         None => s.parse(),
@@ -100,13 +129,18 @@ fn threads(jobs: Option<usize>) -> usize {
     jobs.unwrap_or_else(|| crate::explore::batch::Batch::new().threads).max(1)
 }
 
-/// Mutants named in `RESIDENT_MUTANTS` (comma-separated), after `named`.
-fn with_env_mutants(mut named: Vec<Mutant>) -> Result<Vec<Mutant>, String> {
-    let Ok(list) = std::env::var("RESIDENT_MUTANTS") else { return Ok(named) };
-    for name in list.split(',').filter(|s| !s.is_empty()) {
-        named.push(name.parse().map_err(|e| format!("RESIDENT_MUTANTS: {e}"))?);
+/// The mutants `named`, then those in `RESIDENT_MUTANTS` (comma-separated), by name among
+/// those `registry` knows.
+fn with_env_mutants(named: &[String], registry: &Registry) -> Result<Vec<Mutant>, String> {
+    let mut mutants = Vec::new();
+    for name in named {
+        mutants.push(registry.parse_mutant(name).map_err(|e| format!("--mutant: {e}"))?);
     }
-    Ok(named)
+    let Ok(list) = std::env::var("RESIDENT_MUTANTS") else { return Ok(mutants) };
+    for name in list.split(',').filter(|s| !s.is_empty()) {
+        mutants.push(registry.parse_mutant(name).map_err(|e| format!("RESIDENT_MUTANTS: {e}"))?);
+    }
+    Ok(mutants)
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use super::progress::{Progress, Quiet};
 use super::{DEFAULT_SEED, parse_seed, threads};
 use crate::explore::batch::parallel;
 use crate::kill::{self, Kill};
-use crate::scenarios::Scenario;
+use crate::registry::Registry;
+use crate::scenario::Scenario;
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -31,21 +32,29 @@ pub(super) struct Args {
     scenarios: Vec<String>,
     /// Only the pairs of this mutant (repeatable).
     #[arg(long = "mutant", value_name = "NAME")]
-    mutants: Vec<Mutant>,
+    mutants: Vec<String>,
     /// Worker threads; default: one per core.
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
 }
 
-pub(super) fn run(args: &Args, verbose: bool) -> ExitCode {
-    let pairs: Vec<(Mutant, &'static Scenario)> = kill::pairs()
+pub(super) fn run(args: &Args, verbose: bool, registry: &Registry) -> ExitCode {
+    let wanted: Vec<Mutant> = match args.mutants.iter().map(|name| registry.parse_mutant(name)).collect() {
+        Ok(wanted) => wanted,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let pairs: Vec<(Mutant, &Scenario)> = registry
+        .pairs()
         .filter(|(m, s)| {
             (args.scenarios.is_empty() || args.scenarios.iter().any(|id| id == s.id))
-                && (args.mutants.is_empty() || args.mutants.contains(m))
+                && (wanted.is_empty() || wanted.contains(m))
         })
         .collect();
     if pairs.is_empty() {
-        eprintln!("no mutant pair matches the filters; `resident-sim list` shows the catalogue");
+        eprintln!("no mutant pair matches the filters; `list` shows the scenarios");
         return ExitCode::from(2);
     }
     let progress = Progress::new(pairs.len());

@@ -3,11 +3,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::registry::Registry;
 use crate::replay_file::ReplayFile;
 use crate::trace;
 
-pub(super) fn run(path: &Path) -> ExitCode {
-    let (report, file) = match ReplayFile::read(path).and_then(|file| Ok((file.replay()?, file))) {
+pub(super) fn run(path: &Path, registry: &Registry) -> ExitCode {
+    let (report, file) = match ReplayFile::read(path).and_then(|file| Ok((file.replay_in(registry)?, file))) {
         Ok(read) => read,
         Err(e) => {
             eprintln!("{e}");

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Checker, Outcome, Plan, explore};
-use crate::scenarios::Scenario;
+use crate::scenario::Scenario;
 
 /// How a batch runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,14 +36,14 @@ impl Default for Batch {
 }
 
 /// One job of a batch.
-pub type Job = (&'static Scenario, Checker);
+pub type Job<'a> = (&'a Scenario, Checker);
 
 /// Explores every job with `plan` on `batch.threads` workers; calls `done` as each finishes
 /// (from the worker, with the count finished so far). The outcomes come back in job order.
 /// Loom's exhaustive searches, the longest jobs, start first, so that no worker is left with
 /// one at the end while the others idle.
 pub fn explore_batch(
-    jobs: &[Job],
+    jobs: &[Job<'_>],
     plan: &Plan,
     batch: Batch,
     done: impl Fn(&Outcome, usize) + Sync,

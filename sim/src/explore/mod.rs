@@ -21,7 +21,7 @@ use shuttle::scheduler::{
 };
 use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
 
-use crate::scenarios::Scenario;
+use crate::scenario::Scenario;
 use crate::trace;
 use crate::violation::Violation;
 use schedule::{RecordedSchedule, Recorder, Recording, Replay};
@@ -144,7 +144,7 @@ pub struct Outcome {
 }
 
 /// Explores `scenario` with `checker` according to `plan`.
-pub fn explore(scenario: &'static Scenario, checker: Checker, plan: Plan) -> Outcome {
+pub fn explore(scenario: &Scenario, checker: Checker, plan: Plan) -> Outcome {
     let start = Instant::now();
     let (iterations, failure) = match checker {
         Checker::Random => {
@@ -174,12 +174,12 @@ fn shuttle_config_within(limit: Option<Duration>) -> Config {
 }
 
 fn shuttle_explore<S: Scheduler + 'static>(
-    scenario: &'static Scenario,
+    scenario: &Scenario,
     scheduler: S,
     plan: Plan,
 ) -> (usize, Option<Failure>) {
-    let (body, mutants) = (scenario.shuttle, plan.mutants);
-    shuttle_run(scenario.id, scheduler, plan.time_limit, move || body(&mutants))
+    let (owned, mutants) = (scenario.clone(), plan.mutants);
+    shuttle_run(scenario.id, scheduler, plan.time_limit, move || owned.run_shuttle(&mutants))
 }
 
 /// Explores any program under shuttle (`checker`: random or PCT) for `iterations` schedules
@@ -233,7 +233,7 @@ fn shuttle_run<S: Scheduler + 'static>(
     }
 }
 
-fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failure>) {
+fn loom_explore(scenario: &Scenario, plan: Plan) -> (usize, Option<Failure>) {
     let (iterations, result) = loom_run(scenario, &plan, plan.time_limit, false);
     let failure = result.err().map(|violation| {
         // loom explores in the same order every time: the same failing execution comes again,
@@ -246,7 +246,7 @@ fn loom_explore(scenario: &'static Scenario, plan: Plan) -> (usize, Option<Failu
 
 /// One loom search of `scenario`: the executions it ran, and its first violation.
 fn loom_run(
-    scenario: &'static Scenario,
+    scenario: &Scenario,
     plan: &Plan,
     limit: Option<Duration>,
     capture: bool,
@@ -258,14 +258,14 @@ fn loom_run(
     // that spins hits it. (Above 65,535 loom's own branch counter overflows instead.)
     builder.max_branches = 10_000;
     builder.max_duration = limit;
-    let (body, mutants, count) = (scenario.loom_body, plan.mutants.clone(), Arc::clone(&executions));
+    let (owned, mutants, count) = (scenario.clone(), plan.mutants.clone(), Arc::clone(&executions));
     let label = format!("{} under loom", scenario.id);
     let result = trace::with_capture(capture, || {
         quiet::run(&label, || {
             builder.check(move || {
                 count.fetch_add(1, Ordering::Relaxed);
                 execution_starts();
-                body(&mutants);
+                owned.run_loom(&mutants);
             })
         })
     });
@@ -275,15 +275,15 @@ fn loom_run(
 /// Runs `iterations` random schedules of `scenario` from `seed`, each twice (recorded, then
 /// replayed) under shuttle's nondeterminism checker, which compares the two step by step
 /// (runnable threads, data choices, length). `None` if every schedule ran identically.
-pub fn check_determinism(scenario: &'static Scenario, iterations: usize, seed: u64) -> Option<Violation> {
+pub fn check_determinism(scenario: &Scenario, iterations: usize, seed: u64) -> Option<Violation> {
     let scheduler =
         UncontrolledNondeterminismCheckScheduler::new(RandomScheduler::new_from_seed(seed, iterations));
     let runner = Runner::new(scheduler, shuttle_config());
-    let body = scenario.shuttle;
+    let owned = scenario.clone();
     quiet::run(&format!("{} under shuttle's determinism check", scenario.id), || {
         runner.run(move || {
             execution_starts();
-            body(&MutantSet::NONE);
+            owned.run_shuttle(&MutantSet::NONE);
         })
     })
     .err()
@@ -302,12 +302,12 @@ pub struct Replayed {
 
 /// Replays `schedule` of `scenario` once, with `mutants` on.
 pub fn replay(
-    scenario: &'static Scenario,
+    scenario: &Scenario,
     schedule: &RecordedSchedule,
     mutants: &MutantSet,
 ) -> Result<Replayed, schedule::ScheduleError> {
-    let (body, mutants) = (scenario.shuttle, mutants.clone());
-    replay_program(schedule, move || body(&mutants))
+    let (scenario, mutants) = (scenario.clone(), mutants.clone());
+    replay_program(schedule, move || scenario.run_shuttle(&mutants))
 }
 
 /// Replays `schedule` of any program once (see [`explore_program`]).

@@ -151,6 +151,16 @@ impl<C: Checker> Runtime for Sim<C> {
         self.shared.mutants.contains(mutant)
     }
 
+    fn schedule_point(&self) {
+        C::yield_now();
+    }
+
+    fn check(&self, name: &'static str, holds: impl FnOnce() -> bool) {
+        if !holds() {
+            crate::violation::Violation::record(name, format!("the application's own check {name} failed"));
+        }
+    }
+
     fn defect(&self, what: &'static str) {
         crate::violation::Violation::record("defect", what.to_owned());
     }

@@ -7,12 +7,13 @@ use std::time::Duration;
 use resident::CacheError;
 use resident::runtime::Arc;
 
-use super::cache::{finish, join};
+use super::cache::finish;
 use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::world::cache::{CacheWorld, Weights};
+use crate::world::join;
 
 /// How long each load stalls on the runtime's clock before it fails.
 const STALL: Duration = Duration::from_millis(6);

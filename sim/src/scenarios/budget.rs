@@ -9,12 +9,13 @@
 use resident::CacheError;
 use resident::runtime::Arc;
 
-use super::cache::{Cache, finish, join};
+use super::cache::{Cache, finish};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
 use crate::violation::{InjectedPanic, catching};
 use crate::world::cache::{CacheWorld, Weights};
+use crate::world::join;
 use crate::{ensure, trace};
 
 /// The cap of every world here: room for one model of [`BYTES`], not two.

@@ -2,7 +2,7 @@
 //! Every run ends with A1 (accounting) and A6 (nothing left once every handle is gone); threads
 //! check A2 (one live canonical per key) and A5 (a locked record is resident) as they go.
 
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use resident::cache::{CanonicalId, DeviceCache, ModelGuard, PutOptions};
 use resident::runtime::Arc;
@@ -13,13 +13,10 @@ use crate::trace;
 use crate::violation::InjectedPanic;
 use crate::world::cache::{CacheWorld, Weights};
 use crate::world::checks::ensure_resident;
+use crate::world::join;
 use crate::world::mailbox::Mailbox;
 
 pub(super) type Cache<R> = Arc<DeviceCache<Weights<R>, R>>;
-
-pub(super) fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
-    R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
-}
 
 /// Admits and locks `key` (`bytes`) in `cache`.
 pub(super) fn load<R: SimRuntime>(

@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 
 use resident::{Manager, ManagerExt, ModelId};
 
-use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::runtime::SimRuntime;
+use crate::world::join;
 use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 

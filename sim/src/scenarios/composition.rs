@@ -8,11 +8,11 @@ use resident::cache::CanonicalId;
 use resident::runtime::Arc;
 use resident::{Added, CacheError, Manager, ManagerError, ManagerExt};
 
-use super::layers::join;
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::world::composition::Composition;
+use crate::world::join;
 use crate::world::traced;
 
 /// Removes every model of every device, then the cache group's end-of-run checks.

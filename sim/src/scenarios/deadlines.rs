@@ -14,13 +14,14 @@ use resident::cache::PutOptions;
 use resident::runtime::{Arc, Runtime};
 use resident::{CacheError, CallOptions, Manager, ManagerError, ManagerExt, ModelId};
 
-use super::cache::{Cache, finish as finish_cache, join};
+use super::cache::{Cache, finish as finish_cache};
 use super::layers::{Depth, cache, finish};
 use super::placement::{admit, place};
 use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
 use crate::world::cache::{Behaviour, CacheWorld, Weights};
+use crate::world::join;
 use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 

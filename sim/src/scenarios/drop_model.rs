@@ -8,12 +8,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use resident::cache::PutOptions;
 use resident::runtime::Arc;
 
-use super::cache::{finish, join, load, preload};
+use super::cache::{finish, load, preload};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::InjectedPanic;
 use crate::world::cache::{Behaviour, CacheWorld, Weights};
+use crate::world::join;
 
 /// C-D1: T1 keeps m locked on cuda:0 and n locked on cuda:1; T2 drops m and then gets it, T3
 /// shuts cuda:1 down and then gets n: both gets miss the stale records.

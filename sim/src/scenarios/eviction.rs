@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt};
 
-use super::layers::{Depth, Stack, cache, finish, join};
+use super::layers::{Depth, Stack, cache, finish};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::world::checks::check_queue;
+use crate::world::join;
 use crate::world::manager::{Base, ManagerWorld, Step};
 use crate::world::traced;
 

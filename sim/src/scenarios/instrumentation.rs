@@ -8,7 +8,7 @@ use resident::Manager;
 use resident::ManagerExt;
 use resident::runtime::Arc;
 
-use super::cache::{finish as finish_cache, join, load, preload};
+use super::cache::{finish as finish_cache, load, preload};
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::instrumentation;
@@ -16,6 +16,7 @@ use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::catching;
 use crate::world::cache::CacheWorld;
+use crate::world::join;
 use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 

@@ -13,10 +13,11 @@ use std::time::Duration;
 use resident::cache::{CacheGroup, PutOptions};
 use resident::runtime::Arc;
 
-use super::cache::{Cache, finish, join, preload};
+use super::cache::{Cache, finish, preload};
 use super::wakeups::{HEAD_START, give_way};
 use crate::runtime::SimRuntime;
 use crate::world::cache::{CacheWorld, Weights};
+use crate::world::join;
 use crate::world::mailbox::Mailbox;
 use crate::{ensure, trace};
 

@@ -2,7 +2,6 @@
 //! stack), and nested caches. Each checks I4 (queue = registered ids, once each) at the end, on
 //! top of the manager's quiescence checks.
 
-use std::panic::resume_unwind;
 use std::time::Duration;
 
 use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, ModelId, Traced};
@@ -10,6 +9,7 @@ use resident::{Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, Ma
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::world::checks::check_queue;
+use crate::world::join;
 use crate::world::manager::{Base, ManagerWorld, SimModel, Step, WorldBuilder};
 use crate::world::traced;
 
@@ -44,10 +44,6 @@ impl Depth for ThreeDeep {
 }
 
 pub(super) type Stack<R, D> = FixedSizeCache<<D as Depth>::Inner<R>>;
-
-pub(super) fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
-    R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
-}
 
 /// The stack with capacity `max_size`, over a base that already holds `preload` (queued in id
 /// order; `order` re-touches ids to set the LRU order, least recent first).

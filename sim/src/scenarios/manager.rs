@@ -9,12 +9,9 @@ use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
 use crate::violation::InjectedPanic;
+use crate::world::join;
 use crate::world::manager::{Managed, ManagerWorld, SimLoader, Step};
 use crate::world::traced;
-
-fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
-    R::join(handle).unwrap_or_else(|payload| resume_unwind(payload))
-}
 
 /// M-S1 / M-S1b: X is registered; T1 removes it while T2 and T3 add it back.
 pub(super) fn split_generation<R: SimRuntime>(rt: R) {

@@ -7,11 +7,12 @@ use resident::runtime::Arc;
 use resident::{Added, CallOptions, Manager, ManagerError, ManagerExt};
 
 use super::cache::{Cache, finish as finish_cache};
-use super::layers::{Depth, Stack, cache, finish, join};
+use super::layers::{Depth, Stack, cache, finish};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
 use crate::world::cache::{CacheWorld, Weights};
+use crate::world::join;
 use crate::world::manager::{Managed, ManagerWorld};
 use crate::world::traced;
 use crate::{ensure, trace};

@@ -4,10 +4,11 @@
 
 use resident::{Manager, ManagerError, ManagerExt, RemovalReport, UserPanic};
 
-use super::layers::{Depth, cache, finish, join};
+use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::violation::catching;
+use crate::world::join;
 use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 

@@ -9,13 +9,14 @@ use resident::CacheError;
 use resident::cache::{DeviceGuard, PutOptions};
 use resident::runtime::Arc;
 
-use super::cache::{Cache, finish, join};
+use super::cache::{Cache, finish};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::catching;
 use crate::world::cache::{Behaviour, CacheWorld, Script, Weights};
+use crate::world::join;
 
 type Placed<R> = DeviceGuard<Weights<R>, R>;
 

@@ -3,10 +3,10 @@
 
 use resident::{Added, ManagerError, ManagerExt};
 
-use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::runtime::SimRuntime;
+use crate::world::join;
 use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 

@@ -9,11 +9,11 @@ use resident::{
     CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, Model, ModelId, Replaced,
 };
 
-use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
+use crate::world::join;
 use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 

@@ -5,12 +5,13 @@
 use resident::runtime::Arc;
 use resident::{Added, CallOptions, Manager, ManagerError, ManagerExt};
 
-use super::cache::{Cache, finish as finish_cache, join};
+use super::cache::{Cache, finish as finish_cache};
 use super::layers::{Depth, cache, finish};
 use super::placement::{admit, place};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::runtime::SimRuntime;
 use crate::world::cache::{Behaviour, CacheWorld, Script, Weights};
+use crate::world::join;
 use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 use crate::{ensure, trace};

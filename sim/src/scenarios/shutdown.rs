@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 
 use resident::{Manager, ManagerError, ManagerExt, ModelId, RemovalReport};
 
-use super::cache::join;
 use super::layers::{Depth, cache, finish};
 use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::ensure;
 use crate::runtime::SimRuntime;
+use crate::world::join;
 use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 

@@ -10,11 +10,12 @@ use resident::runtime::Arc;
 use resident::{Added, Manager, ManagerExt, ModelId};
 
 use super::cache::{Cache, finish as finish_cache};
-use super::layers::{self, Depth, join};
+use super::layers::{self, Depth};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::world::cache::{Behaviour, CacheWorld, Weights};
+use crate::world::join;
 use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 

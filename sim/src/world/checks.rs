@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use resident::cache::{CanonicalId, DeviceCache, ModelGuard};
-use resident::{FixedSizeCache, Manager, ManagerExt};
+use resident::{FixedSizeCache, Manager, ManagerExt, Snapshot};
 
 use super::cache::{CacheWorld, Weights};
 use super::manager::{ManagerWorld, SimModel};
@@ -42,29 +42,34 @@ pub(crate) fn exclusive<R: SimRuntime>(active: &R::Counter, invariant: &'static 
     ensure!(before == 0, invariant, "{} {what}s of {id} ran at the same time", before + 1);
 }
 
+/// I3 at quiescence: the lifecycle table holds only registered ids, none reserved or locked.
+pub fn lifecycle_released(snapshot: &Snapshot) {
+    for entry in &snapshot.lifecycle {
+        ensure!(
+            snapshot.registered.contains(&entry.id),
+            "I3",
+            "lifecycle entry of {} (generation {}) outlived its model",
+            entry.id,
+            entry.generation
+        );
+        ensure!(
+            entry.reservations == 0 && !entry.locked,
+            "I3",
+            "lifecycle entry of {} has {} reservation(s), locked={}, with no caller left",
+            entry.id,
+            entry.reservations,
+            entry.locked
+        );
+    }
+}
+
 impl<R: SimRuntime, S: Manager<Model = SimModel<R>, Runtime = R>> ManagerWorld<R, S> {
     /// Quiescence checks, after every thread has been joined:
     /// - I3: the lifecycle table holds only registered ids, none reserved or locked;
     /// - I14: each id has exactly as many live models as it has registrations (no orphans).
     pub fn check_quiescent(&self) {
         let snapshot = self.manager.snapshot();
-        for entry in &snapshot.lifecycle {
-            ensure!(
-                snapshot.registered.contains(&entry.id),
-                "I3",
-                "lifecycle entry of {} (generation {}) outlived its model",
-                entry.id,
-                entry.generation
-            );
-            ensure!(
-                entry.reservations == 0 && !entry.locked,
-                "I3",
-                "lifecycle entry of {} has {} reservation(s), locked={}, with no caller left",
-                entry.id,
-                entry.reservations,
-                entry.locked
-            );
-        }
+        lifecycle_released(&snapshot);
         if self.manager.is_shut_down() {
             // A shut-down stack refuses leases, which tell a registration's model id: count
             // every id together.

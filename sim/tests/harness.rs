@@ -1,0 +1,176 @@
+//! The public harness an application checks its own stack with: the probes of a `Probed`
+//! loader catch what they promise (I1, L1, I14, U1) over any loader; `Checkers` reports a
+//! failing scenario with its replay file and a mutant that survives; a registry knows its
+//! scenarios and mutants by name.
+
+mod support;
+
+use resident::mutants::Mutant;
+use resident::runtime::Monitor;
+use resident::{BoxError, Loader, Model, ModelId};
+use resident_sim::check::{CheckFailure, Checkers};
+use resident_sim::explore::{Checker, Plan, explore};
+use resident_sim::probed::Probed;
+use resident_sim::program;
+use resident_sim::registry::Registry;
+use resident_sim::runtime::SimRuntime;
+use resident_sim::scenario::Scenario;
+use resident_sim::world::join;
+
+/// A loader of the application's own: a model is its id's length.
+struct Lengths;
+
+struct Length(usize);
+
+impl Model for Length {
+    fn size_bytes(&self) -> u64 {
+        self.0 as u64
+    }
+}
+
+impl Loader for Lengths {
+    type Model = Length;
+
+    fn load(&self, id: &ModelId) -> Result<Length, BoxError> {
+        Ok(Length(id.as_str().len()))
+    }
+}
+
+fn id(s: &str) -> ModelId {
+    ModelId::new(s).expect("a valid id")
+}
+
+/// The first violation exploring `program` finds under `checker`, by invariant id.
+fn found(scenario: Scenario, checker: Checker) -> Option<String> {
+    let outcome = explore(&scenario, checker, Plan::new(200, support::seed()));
+    outcome.failure.map(|f| {
+        println!("{}: {}", scenario.id, f.violation);
+        f.violation.invariant
+    })
+}
+
+/// Two loads of one registration at once, as a manager never runs them.
+fn concurrent_loads<R: SimRuntime>(rt: R, registered: [&'static str; 2]) {
+    let loader = std::sync::Arc::new(Probed::new(&rt, Lengths));
+    let other = std::sync::Arc::clone(&loader);
+    let t = rt.spawn("T1", move || {
+        other.load_as(&id(registered[0]), &id("a"), resident::Deadline::NONE).map(|_| ())
+    });
+    let _ = loader.load_as(&id(registered[1]), &id("a"), resident::Deadline::NONE);
+    let _ = join::<R, _>(t);
+}
+
+#[test]
+fn the_probes_key_on_the_registration_and_catch_concurrent_loads() {
+    for checker in [Checker::Random, Checker::Pct, Checker::Loom] {
+        let same = Scenario::new("same", "two loads of a", program!(|rt| concurrent_loads(rt, ["a", "a"])));
+        assert_eq!(found(same, checker).as_deref(), Some("I1"), "{checker}");
+        // Two aliases of one model may load it at once (SPEC I1 is per resolved id).
+        let aliases =
+            Scenario::new("aliases", "a under two aliases", program!(|rt| concurrent_loads(rt, ["x", "y"])));
+        assert_eq!(found(aliases, checker), None, "{checker}");
+    }
+}
+
+/// A model used after its unload, and a model built and never registered nor unloaded.
+fn used_after_unload<R: SimRuntime>(rt: R) {
+    let loader = Probed::new(&rt, Lengths);
+    let model = loader.load(&id("a")).expect("loads");
+    model.unload().expect("unloads");
+    let _ = model.0;
+}
+
+fn orphan<R: SimRuntime>(rt: R) {
+    let loader = Probed::new(&rt, Lengths);
+    let probes = loader.probes();
+    let manager = resident::ModelManager::with_runtime(loader, resident::ManagerConfig::default(), rt)
+        .expect("valid config");
+    // A model built by the manager's loader and registered nowhere: an orphan.
+    let built = manager.loader().load(&id("a")).expect("loads");
+    probes.check_quiescent(&manager);
+    drop(built);
+}
+
+fn user_code_in_a_monitor<R: SimRuntime>(rt: R) {
+    let loader = Probed::new(&rt, Lengths);
+    let monitor = rt.monitor(());
+    monitor.with(|()| loader.load(&id("a")).map(|_| ())).expect("loads");
+}
+
+#[test]
+fn the_probes_catch_a_use_after_unload_an_orphan_and_user_code_in_a_monitor() {
+    let cases: [(Scenario, &str); 3] = [
+        (Scenario::new("L1", "use after unload", program!(used_after_unload)), "L1"),
+        (Scenario::new("I14", "an orphan", program!(orphan)), "I14"),
+        (Scenario::new("U1", "a load in a monitor", program!(user_code_in_a_monitor)), "U1"),
+    ];
+    for (scenario, invariant) in cases {
+        for checker in [Checker::Random, Checker::Loom] {
+            assert_eq!(
+                found(scenario.clone(), checker).as_deref(),
+                Some(invariant),
+                "{} under {checker}",
+                scenario.id
+            );
+        }
+    }
+}
+
+/// A wait nobody ends: a deadlock under every checker.
+fn deadlock<R: SimRuntime>(rt: R) {
+    let flag = rt.monitor(false);
+    let _ = flag.wait_until(None, |set| set.then_some(()));
+}
+
+fn quiet<R: SimRuntime>(rt: R) {
+    let other = rt.clone();
+    let t = rt.spawn("T1", move || other.schedule_point());
+    rt.check("never", || true);
+    join::<R, _>(t);
+}
+
+#[test]
+fn checkers_report_a_failure_with_its_replay_file_and_a_surviving_mutant() {
+    let dir = std::env::temp_dir().join(format!("resident-sim-harness-{}", std::process::id()));
+    let checkers = Checkers::all().only(&[Checker::Random]).iterations(20).seed(7).failures_to(&dir);
+    let failing = Scenario::new("APP-DEADLOCK", "a wait nobody ends", program!(deadlock));
+    match checkers.verify(&failing) {
+        Err(CheckFailure::Failed { scenario, checker, replay: Some(path), violation, .. }) => {
+            assert_eq!(
+                (scenario, checker, violation.invariant.as_str()),
+                ("APP-DEADLOCK", Checker::Random, "deadlock")
+            );
+            let file = resident_sim::replay_file::ReplayFile::read(&path).expect("written");
+            let registry = Registry::new().scenario(failing.clone());
+            assert!(file.replay_in(&registry).expect("replays").reproduced);
+            assert!(file.replay().is_err(), "the stock catalogue does not know APP-DEADLOCK");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mutant = Mutant::named("a-bug-nothing-checks");
+    let survivor = Scenario::new("APP-QUIET", "checks nothing", program!(quiet)).must_kill(mutant);
+    match checkers.verify(&survivor) {
+        Err(CheckFailure::Survived { mutant: name, executions, .. }) => {
+            assert_eq!(name, "a-bug-nothing-checks");
+            assert!(executions > 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_registry_reads_its_mutants_back_by_name() {
+    let bug = Mutant::named("app-bug");
+    let spare = Mutant::named("app-spare");
+    let registry = Registry::new()
+        .scenario(Scenario::new("APP-1", "checks nothing", program!(quiet)).must_kill(bug))
+        .mutant(spare)
+        .mutant(Mutant::EVICT_LEASED);
+    assert_eq!(registry.own_mutants(), &[bug, spare], "resident's own are known already");
+    assert_eq!(registry.parse_mutant("app-bug"), Ok(bug));
+    assert_eq!(registry.parse_mutant("evict-leased"), Ok(Mutant::EVICT_LEASED));
+    assert!(registry.parse_mutant("app-other").is_err());
+    assert_eq!(registry.pairs().count(), 1);
+    assert!(Registry::catalogue().find("M-S1").is_some() && registry.find("M-S1").is_none());
+}
