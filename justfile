@@ -47,6 +47,14 @@ mutants:
 replay FILE:
     cargo run --release -p resident-sim -- replay {{FILE}}
 
+# The example timeline: a stored failure drawn as SVG (docs/timeline.svg, checked by
+# sim/tests/docs.rs), then rendered to PNG in headless Chromium (Debian's `chromium`) to look at.
+timeline replay="fixtures/replays/M-S1-random-24301-retire-while-held.json":
+    cargo run --release -p resident-sim -- replay {{replay}} --svg docs/timeline.svg || true
+    mkdir -p target
+    chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,640 --screenshot={{justfile_directory()}}/target/timeline.png docs/timeline.svg
+    @echo "target/timeline.png"
+
 # Regenerate the stored mutant replays (after moving scheduling points or upgrading shuttle).
 fixtures:
     rm -f fixtures/replays/*.json fixtures/programs/*.json

@@ -18,7 +18,7 @@ use crate::kill::{Kill, kill};
 use crate::registry::Registry;
 use crate::replay_file::{ReplayError, ReplayFile};
 use crate::scenario::Scenario;
-use crate::trace;
+use crate::timeline::Timeline;
 use crate::violation::Violation;
 
 /// Which checkers run, how long, and where failures are written.
@@ -150,7 +150,7 @@ impl Checkers {
                     execution: failure.iteration,
                     violation: failure.violation.clone(),
                     replay,
-                    trace: trace::render(&failure.trace),
+                    trace: Timeline::new(&failure.trace, Some(&failure.violation)).lanes(160),
                 });
             }
             outcomes.push(outcome);

@@ -21,6 +21,7 @@ pub mod replay_file;
 pub mod runtime;
 pub mod scenario;
 pub mod scenarios;
+pub mod timeline;
 pub mod trace;
 pub mod violation;
 pub mod world;

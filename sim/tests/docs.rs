@@ -256,3 +256,22 @@ fn the_readmes_counts_come_from_the_code() {
     let default = format!("{} executions each", resident_sim::cli::DEFAULT_ITERATIONS);
     assert!(readme.contains(&default), "README: the explorer's default, \"{default}\"");
 }
+
+/// `docs/timeline.svg` (README's example timeline) is what `replay --svg` draws of its stored
+/// failure today (`just timeline` regenerates it and renders it to PNG).
+#[test]
+fn the_example_timeline_is_current() {
+    let file = resident_sim::replay_file::ReplayFile::read(
+        &root().join("fixtures/replays/M-S1-random-24301-retire-while-held.json"),
+    )
+    .expect("the stored replay");
+    let report = file.replay().expect("it replays");
+    assert!(report.reproduced);
+    let drawn =
+        resident_sim::timeline::Timeline::new(&report.replayed.trace, report.replayed.violation.as_ref())
+            .svg();
+    assert!(
+        read(&root().join("docs/timeline.svg")) == drawn,
+        "docs/timeline.svg is stale: `just timeline` redraws it"
+    );
+}

@@ -17,7 +17,7 @@ use crate::mutant_set::MutantSet;
 use crate::registry::Registry;
 use crate::replay_file::ReplayFile;
 use crate::scenario::Scenario;
-use crate::trace;
+use crate::timeline::Timeline;
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -159,7 +159,10 @@ fn failures(outcomes: &[Outcome], plan: &Plan, out: &std::path::Path, name: &str
             "\n{} / {} failed at execution {}: {}",
             o.scenario, o.checker, failure.iteration, failure.violation
         );
-        print!("{}", trace::render(&failure.trace));
+        print!(
+            "{}",
+            Timeline::new(&failure.trace, Some(&failure.violation)).lanes(super::replay::LANES_WIDTH)
+        );
         match ReplayFile::from_outcome(o, plan).map(|file| file.write_to(out)) {
             Some(Ok(path)) => println!("replay: {name} replay {}", path.display()),
             Some(Err(e)) => eprintln!("could not write the replay file: {e}"),

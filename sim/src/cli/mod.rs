@@ -53,6 +53,9 @@ enum Command {
     Replay {
         /// The replay file.
         file: PathBuf,
+        /// Also draw the replayed execution as an SVG timeline into this file.
+        #[arg(long, value_name = "OUT.svg")]
+        svg: Option<PathBuf>,
     },
 }
 
@@ -95,7 +98,7 @@ where
         }
         Command::Explore(args) => explore::run(&args, cli.verbose, registry, &name),
         Command::Mutants(args) => mutants::run(&args, cli.verbose, registry),
-        Command::Replay { file } => replay::run(&file, registry),
+        Command::Replay { file, svg } => replay::run(&file, svg.as_deref(), cli.verbose, registry),
     }
 }
 
@@ -169,6 +172,7 @@ mod tests {
             "resident-sim --verbose explore --mutant retire-while-held",
             "resident-sim mutants --json --scenario M-S1 --mutant retire-while-held --budget 100",
             "resident-sim replay fixtures/failures/x.json",
+            "resident-sim replay fixtures/failures/x.json --svg out.svg",
             "resident-sim list",
         ] {
             assert_eq!(parse(line), Ok(()), "{line}");

@@ -3,12 +3,19 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use super::progress::Quiet;
 use crate::registry::Registry;
 use crate::replay_file::ReplayFile;
-use crate::trace;
+use crate::timeline::Timeline;
 
-pub(super) fn run(path: &Path, registry: &Registry) -> ExitCode {
-    let (report, file) = match ReplayFile::read(path).and_then(|file| Ok((file.replay_in(registry)?, file))) {
+/// How wide the lanes of a trace are drawn, in characters.
+pub(super) const LANES_WIDTH: usize = 160;
+
+pub(super) fn run(path: &Path, svg: Option<&Path>, verbose: bool, registry: &Registry) -> ExitCode {
+    let quiet = Quiet::new(verbose);
+    let replayed = ReplayFile::read(path).and_then(|file| Ok((file.replay_in(registry)?, file)));
+    drop(quiet);
+    let (report, file) = match replayed {
         Ok(read) => read,
         Err(e) => {
             eprintln!("{e}");
@@ -21,7 +28,17 @@ pub(super) fn run(path: &Path, registry: &Registry) -> ExitCode {
         file.scheduler,
         file.mutant.as_deref().unwrap_or("none")
     );
-    print!("{}", trace::render(&report.replayed.trace));
+    let timeline = Timeline::new(&report.replayed.trace, report.replayed.violation.as_ref());
+    print!("{}", timeline.lanes(LANES_WIDTH));
+    if let Some(out) = svg {
+        match std::fs::write(out, timeline.svg()) {
+            Ok(()) => println!("timeline: {}", out.display()),
+            Err(e) => {
+                eprintln!("could not write {}: {e}", out.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
     if let Some(d) = &report.replayed.diverged {
         println!("diverged from the recorded schedule: {d}");
     }
