@@ -97,6 +97,16 @@ impl<L: Loader, R: SimRuntime> Probed<L, R> {
         &self.inner
     }
 
+    /// `model`, built outside the loader, probed as a model registered under `registered`:
+    /// what a [`register`](resident::ManagerExt::register) of a model built elsewhere takes.
+    /// It counts as alive from now on, like a loaded one.
+    pub fn prebuilt(&self, registered: &str, model: L::Model) -> ProbedModel<L::Model, R> {
+        let registration = self.probes.registration(registered);
+        registration.alive.add(1);
+        let id = ModelId::new(registered).unwrap_or_else(|e| panic!("registered under an invalid id: {e}"));
+        ProbedModel { inner: model, registration, id, unloaded: R::counter_for_model() }
+    }
+
     fn probed(
         &self,
         registered: &ModelId,

@@ -91,6 +91,21 @@ fn orphan<R: SimRuntime>(rt: R) {
     drop(built);
 }
 
+/// A model built elsewhere, registered: no orphan.
+fn registered_elsewhere<R: SimRuntime>(rt: R) {
+    let loader = Probed::new(&rt, Lengths);
+    let probes = loader.probes();
+    let manager =
+        resident::ModelManager::with_runtime(loader, resident::ManagerConfig::default(), rt.clone())
+            .expect("valid config");
+    let model = manager.loader().prebuilt("b", Length(1));
+    resident::ManagerExt::register(&manager, "b", model).map_err(|e| e.error).expect("registers");
+    let other = rt.clone();
+    let t = rt.spawn("T1", move || other.schedule_point());
+    join::<R, _>(t);
+    probes.check_quiescent(&manager);
+}
+
 fn user_code_in_a_monitor<R: SimRuntime>(rt: R) {
     let loader = Probed::new(&rt, Lengths);
     let monitor = rt.monitor(());
@@ -104,6 +119,8 @@ fn the_probes_catch_a_use_after_unload_an_orphan_and_user_code_in_a_monitor() {
         (Scenario::new("I14", "an orphan", program!(orphan)), "I14"),
         (Scenario::new("U1", "a load in a monitor", program!(user_code_in_a_monitor)), "U1"),
     ];
+    let fine = Scenario::new("prebuilt", "registered elsewhere", program!(registered_elsewhere));
+    assert_eq!(found(fine, Checker::Random), None, "a registered prebuilt model is no orphan");
     for (scenario, invariant) in cases {
         for checker in [Checker::Random, Checker::Loom] {
             assert_eq!(

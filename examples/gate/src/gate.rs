@@ -10,6 +10,10 @@ use resident::{Added, LifecycleGuard, Manager, ManagerError, ModelId};
 /// wait for and ran beside the add's load.
 pub const GATE_CHECK_THEN_ACT: Mutant = Mutant::named("gate-check-then-act");
 
+/// The gate's lost wake-up: the last add out of the gate did not wake the maintenance waiting
+/// for it, which then waited for good.
+pub const GATE_LOST_WAKEUP: Mutant = Mutant::named("lost-wakeup-gate-drained");
+
 /// Why the gate refused an add: a maintenance is running (the source of
 /// [`ManagerError::Refused`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -78,16 +82,18 @@ impl<M: Manager> Gate<M> {
 }
 
 /// An add leaves the gate: the last one out wakes the maintenance waiting for it.
-struct Leave<'a, T: Monitor<State>>(&'a T);
+struct Leave<'a, M: Manager> {
+    gate: &'a Gate<M>,
+}
 
-impl<T: Monitor<State>> Drop for Leave<'_, T> {
+impl<M: Manager> Drop for Leave<'_, M> {
     fn drop(&mut self) {
-        let drained = self.0.with(|s| {
+        let drained = self.gate.state.with(|s| {
             s.adds -= 1;
             s.closed && s.adds == 0
         });
-        if drained {
-            self.0.notify_all();
+        if drained && !self.gate.inner.runtime().mutant(GATE_LOST_WAKEUP) {
+            self.gate.state.notify_all();
         }
     }
 }
@@ -120,7 +126,7 @@ impl<M: Manager> Decorator for Gate<M> {
         if !self.enter() {
             return Err(ManagerError::refused(guard.id().clone(), "Gate", Box::new(Maintenance)));
         }
-        let _leave = Leave(&self.state);
+        let _leave = Leave { gate: self };
         // The gate's own invariant, checked by the model checkers (free in production): no
         // add is past the gate while a maintenance's work runs.
         self.inner.runtime().check("MAINT", || !self.state.with(|s| s.maintaining));

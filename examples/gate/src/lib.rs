@@ -5,7 +5,8 @@
 //! - [`StoreLoader`]: a loader of its own (models from an in-memory store of weights);
 //! - [`Gate`]: a decorator of its own, a maintenance gate: adds are refused while an operator
 //!   maintains the stack, and a maintenance waits for the adds already past the gate;
-//! - [`GATE_CHECK_THEN_ACT`]: the bug it once had, switchable back on for the checkers.
+//! - [`GATE_CHECK_THEN_ACT`] and [`GATE_LOST_WAKEUP`]: the bugs it once had, switchable back
+//!   on for the checkers.
 //!
 //! `tests/checks/` explores it under shuttle random, shuttle PCT and loom with
 //! `resident_sim::check::Checkers`; `examples/check.rs` is the same scenarios behind the
@@ -16,5 +17,5 @@
 mod gate;
 mod store;
 
-pub use gate::{GATE_CHECK_THEN_ACT, Gate, Maintenance};
+pub use gate::{GATE_CHECK_THEN_ACT, GATE_LOST_WAKEUP, Gate, Maintenance};
 pub use store::{StoreLoader, StoredModel, UnknownModel};

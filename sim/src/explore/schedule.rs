@@ -21,7 +21,7 @@ pub struct RecordedSchedule {
 #[derive(Debug, Default)]
 struct Log {
     executions: usize,
-    steps: Vec<String>,
+    steps: Vec<Decision>,
 }
 
 /// Shared view of what a [`Recording`] scheduler saw last.
@@ -36,7 +36,16 @@ impl Recorder {
 
     /// The decisions of the current (or last) execution.
     pub fn schedule(&self) -> RecordedSchedule {
-        RecordedSchedule { steps: self.0.lock().expect("recorder lock").steps.join(" ") }
+        let log = self.0.lock().expect("recorder lock");
+        let tokens: Vec<String> = log
+            .steps
+            .iter()
+            .map(|d| match d {
+                Decision::Task(task) => format!("t{task}"),
+                Decision::Random(value) => format!("r{value:x}"),
+            })
+            .collect();
+        RecordedSchedule { steps: tokens.join(" ") }
     }
 }
 
@@ -79,13 +88,13 @@ impl<S: Scheduler> Scheduler for Recording<S> {
 
     fn next_task(&mut self, runnable: &[&Task], current: Option<TaskId>, yielding: bool) -> Option<TaskId> {
         let task = self.inner().next_task(runnable, current, yielding)?;
-        self.log.0.lock().expect("recorder lock").steps.push(format!("t{}", usize::from(task)));
+        self.log.0.lock().expect("recorder lock").steps.push(Decision::Task(usize::from(task)));
         Some(task)
     }
 
     fn next_u64(&mut self) -> u64 {
         let value = self.inner().next_u64();
-        self.log.0.lock().expect("recorder lock").steps.push(format!("r{value:x}"));
+        self.log.0.lock().expect("recorder lock").steps.push(Decision::Random(value));
         value
     }
 }
@@ -98,7 +107,9 @@ pub enum ScheduleError {
     Malformed(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One decision. A recording keeps them as they are made (no text, no allocation: it runs in
+/// every execution) and writes them out only when a schedule is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decision {
     Task(usize),
     Random(u64),

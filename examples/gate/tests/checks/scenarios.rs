@@ -3,7 +3,7 @@
 
 use resident::layer::Decorator;
 use resident::{FixedSizeCache, FixedSizeConfig, ManagerConfig, ManagerError, ManagerExt, ModelManager};
-use resident_example_gate::{GATE_CHECK_THEN_ACT, Gate, StoreLoader};
+use resident_example_gate::{GATE_CHECK_THEN_ACT, GATE_LOST_WAKEUP, Gate, StoreLoader};
 use resident_sim::ensure;
 use resident_sim::probed::Probed;
 use resident_sim::program;
@@ -71,6 +71,7 @@ pub(crate) fn all() -> Vec<Scenario> {
             .time(Time::Off)
             .loom_bound(1)
             .must_kill(GATE_CHECK_THEN_ACT)
+            .must_kill(GATE_LOST_WAKEUP)
     };
     vec![
         window("APP-G1", "an add and a lease race a maintenance's clear through the gate", 1),
