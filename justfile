@@ -50,7 +50,8 @@ replay FILE:
 # The example timeline: a stored failure drawn as SVG (docs/timeline.svg, checked by
 # sim/tests/docs.rs), then rendered to PNG in headless Chromium (Debian's `chromium`) to look at.
 timeline replay="fixtures/replays/M-S1-random-24301-retire-while-held.json":
-    cargo run --release -p resident-sim -- replay {{replay}} --svg docs/timeline.svg || true
+    # replay exits 1 when the failure reproduces, as it must here
+    cargo run --release -p resident-sim -- replay {{replay}} --svg docs/timeline.svg || [ $? -eq 1 ]
     mkdir -p target
     chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,640 --screenshot={{justfile_directory()}}/target/timeline.png docs/timeline.svg
     @echo "target/timeline.png"

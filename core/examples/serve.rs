@@ -71,6 +71,27 @@ impl<L: Loader> Loader for Counting<L> {
         self.inner.reload_until(id, deadline)
     }
 
+    // A wrapper forwards the registration too: a loader inside it may key on it.
+    fn load_as(
+        &self,
+        registered: &ModelId,
+        id: &ModelId,
+        deadline: resident::Deadline,
+    ) -> Result<L::Model, BoxError> {
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        self.inner.load_as(registered, id, deadline)
+    }
+
+    fn reload_as(
+        &self,
+        registered: &ModelId,
+        id: &ModelId,
+        deadline: resident::Deadline,
+    ) -> Result<L::Model, BoxError> {
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        self.inner.reload_as(registered, id, deadline)
+    }
+
     fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {
         self.inner.declared_bytes(id)
     }

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use resident::mutants::Mutant;
 
 use crate::explore::{Checker, Outcome, Plan, explore};
-use crate::kill::{Kill, kill};
+use crate::kill::Kill;
+use crate::mutant_set::MutantSet;
 use crate::registry::Registry;
 use crate::replay_file::{ReplayError, ReplayFile};
 use crate::scenario::Scenario;
@@ -49,9 +50,12 @@ pub enum CheckFailure {
         /// The failing execution, one line per step and thread.
         trace: String,
     },
-    /// A mutant the scenario targets did not make it fail.
-    #[error("mutant {mutant} survived {executions} executions of {scenario}")]
+    /// A mutant the scenario targets did not make it fail where it must: under shuttle random
+    /// or PCT (both, for a lost-wakeup mutant), and under loom where loom runs its mutants.
+    #[error("mutant {mutant} survived {executions} executions of {scenario} (not caught under: {under})")]
     Survived {
+        /// The checkers that did not catch it.
+        under: String,
         /// The mutant.
         mutant: &'static str,
         /// The scenario id.
@@ -128,9 +132,10 @@ impl Checkers {
     }
 
     /// Explores `scenario` with no mutant under each checker; then, for each mutant it
-    /// targets, explores it under shuttle with the mutant on (it must fail), replays that
-    /// failure from its replay file (it must fail the same way) and replays the same schedule
-    /// with the mutant off (it must pass).
+    /// targets, explores it with the mutant on under the same checkers (it must fail under
+    /// shuttle random or PCT — both, for a lost-wakeup mutant — and under loom where loom runs
+    /// its mutants), replays the first shuttle failure from its replay file (it must fail the
+    /// same way) and replays the same schedule with the mutant off (it must pass).
     pub fn verify(&self, scenario: &Scenario) -> Result<Report, CheckFailure> {
         let mut outcomes = Vec::new();
         for &checker in &self.schedulers {
@@ -159,15 +164,75 @@ impl Checkers {
         Ok(Report { outcomes, kills })
     }
 
+    /// Explores `scenario` with `mutant` on under each checker (loom where it runs the
+    /// scenario's mutants): it must fail under shuttle random or PCT (both, for a lost-wakeup
+    /// mutant) and under loom where loom ran; then the first shuttle failure replays.
     fn kill(&self, scenario: &Scenario, mutant: Mutant) -> Result<Kill, CheckFailure> {
-        let k = kill(mutant, scenario, self.iterations, self.seed);
-        let Some(file) = k.replay_file() else {
+        let plan = Plan::new(self.iterations, self.seed).with_mutants(MutantSet::only(mutant));
+        let mut k = Kill {
+            mutant: mutant.name(),
+            scenario: scenario.id,
+            killed: false,
+            iterations: 0,
+            random: None,
+            pct: None,
+            checker: None,
+            failure: None,
+        };
+        let (mut shuttle_ran, mut missed) = (Vec::new(), Vec::new());
+        for &checker in &self.schedulers {
+            if checker == Checker::Loom && !(scenario.loom.is_some() && scenario.loom_mutants) {
+                continue;
+            }
+            let outcome = explore(scenario, checker, plan.clone());
+            if !k.killed {
+                k.iterations += outcome.iterations;
+            }
+            if checker != Checker::Loom {
+                shuttle_ran.push(checker);
+            }
+            let Some(failure) = outcome.failure else {
+                missed.push(checker);
+                continue;
+            };
+            match checker {
+                Checker::Random => k.random = Some(failure.iteration),
+                Checker::Pct => k.pct = Some(failure.iteration),
+                Checker::Loom => {}
+            }
+            k.killed = true;
+            if k.failure.is_none() && failure.schedule.is_some() {
+                k.checker = Some(checker);
+                k.failure = Some((failure, plan.clone()));
+            }
+        }
+        let shuttle_missed = shuttle_ran.iter().filter(|c| missed.contains(c)).count();
+        let survived = !k.killed
+            || missed.contains(&Checker::Loom)
+            || (shuttle_missed > 0 && (k.is_lost_wakeup() || shuttle_missed == shuttle_ran.len()));
+        if survived {
+            let under = missed.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ");
             return Err(CheckFailure::Survived {
                 mutant: mutant.name(),
                 scenario: scenario.id,
                 executions: k.iterations,
+                under,
             });
-        };
+        }
+        if let Some(file) = k.replay_file() {
+            self.replays_both_ways(scenario, mutant, &file)?;
+        }
+        Ok(k)
+    }
+
+    /// The failure's file replays to the same violation, and its schedule passes with the
+    /// mutant off.
+    fn replays_both_ways(
+        &self,
+        scenario: &Scenario,
+        mutant: Mutant,
+        file: &ReplayFile,
+    ) -> Result<(), CheckFailure> {
         if let Some(dir) = &self.failures {
             file.write_to(dir)?;
         }
@@ -181,11 +246,11 @@ impl Checkers {
                 on.replayed.violation, on.replayed.diverged, file.violation
             )));
         }
-        let off = ReplayFile { mutant: None, ..file }.replay_in(&registry)?;
+        let off = ReplayFile { mutant: None, ..file.clone() }.replay_in(&registry)?;
         if let Some(v) = off.replayed.violation {
             return Err(not_reproduced(format!("its schedule fails with the mutant off too: {v}")));
         }
-        Ok(k)
+        Ok(())
     }
 }
 

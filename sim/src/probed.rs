@@ -33,6 +33,9 @@ pub struct Probes<R: SimRuntime> {
     // The checker's own monitor: a registration's counters, created by one thread and read by
     // another, are published through it (loom checks that they are).
     by_id: R::Monitor<BTreeMap<String, Arc<Registration<R>>>>,
+    /// Loads that came without their registration (`load`, `load_until`, `reload_until`
+    /// called directly: a loader wrapping this one that does not forward `load_as`).
+    unregistered: R::Counter,
 }
 
 impl<R: SimRuntime> Probes<R> {
@@ -66,10 +69,16 @@ impl<R: SimRuntime> Probes<R> {
         let registered: Vec<String> = snapshot.registered.iter().map(|id| id.as_str().to_owned()).collect();
         for (id, registration) in self.all() {
             let (alive, expected) = (registration.alive.get(), usize::from(registered.contains(&id)));
+            let hint = if self.unregistered.get() > 0 {
+                " (loads came without their registration: does a loader between the manager and \
+                 Probed forward load_as and reload_as?)"
+            } else {
+                ""
+            };
             ensure!(
                 alive == expected,
                 "I14",
-                "{id}: {alive} model(s) built and not unloaded, {expected} registered"
+                "{id}: {alive} model(s) built and not unloaded, {expected} registered{hint}"
             );
         }
     }
@@ -84,7 +93,8 @@ pub struct Probed<L, R: SimRuntime> {
 impl<L: Loader, R: SimRuntime> Probed<L, R> {
     /// Probes `inner`'s loads and models with the checker primitives of `rt`.
     pub fn new(rt: &R, inner: L) -> Self {
-        Self { inner, probes: Arc::new(Probes { by_id: rt.monitor(BTreeMap::new()) }) }
+        let probes = Probes { by_id: rt.monitor(BTreeMap::new()), unregistered: rt.counter() };
+        Self { inner, probes: Arc::new(probes) }
     }
 
     /// The probes, to check at quiescence ([`Probes::check_quiescent`]).
@@ -144,15 +154,19 @@ impl<C: Counter> Drop for Leave<'_, C> {
 impl<L: Loader, R: SimRuntime> Loader for Probed<L, R> {
     type Model = ProbedModel<L::Model, R>;
 
+    // The manager calls the `_as` forms; these come from a caller that does not know the
+    // registration, keyed on the model id and counted for the quiescence check's diagnostic.
     fn load(&self, id: &ModelId) -> Result<Self::Model, BoxError> {
-        self.load_as(id, id, Deadline::NONE)
+        self.load_until(id, Deadline::NONE)
     }
 
     fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Self::Model, BoxError> {
+        self.probes.unregistered.add(1);
         self.load_as(id, id, deadline)
     }
 
     fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Self::Model, BoxError> {
+        self.probes.unregistered.add(1);
         self.reload_as(id, id, deadline)
     }
 
@@ -192,9 +206,25 @@ pub struct ProbedModel<M, R: SimRuntime> {
 impl<M, R: SimRuntime> ProbedModel<M, R> {
     /// The model inside; fails the execution (L1) if it was unloaded.
     pub fn get(&self) -> &M {
+        self.check_loaded();
+        &self.inner
+    }
+
+    /// Runs `use_it` on the model inside as a use that spans scheduling points: it fails the
+    /// execution (L1) if the model is unloaded before, during or after it (a reference taken
+    /// with [`ProbedModel::get`] is checked once, when taken).
+    pub fn using<T>(&self, use_it: impl FnOnce(&M) -> T) -> T {
+        self.check_loaded();
+        R::yield_now();
+        let out = use_it(&self.inner);
+        R::yield_now();
+        self.check_loaded();
+        out
+    }
+
+    fn check_loaded(&self) {
         let thread = R::thread_name().unwrap_or_default();
         not_unloaded(self.unloaded.get(), &thread, self.id.as_str());
-        &self.inner
     }
 }
 
@@ -214,6 +244,7 @@ impl<M: Model, R: SimRuntime> Model for ProbedModel<M, R> {
 
     fn unload(&self) -> Result<(), BoxError> {
         ensure_outside_monitors::<R>("an unload");
+        self.check_loaded();
         exclusive::<R>(&self.registration.mutations, "I2", "mutation", self.id.as_str());
         let leave = Leave(&[&self.registration.mutations]);
         let unloaded = self.inner.unload();

@@ -9,6 +9,16 @@ use resident::mutants::{Mutant, UnknownMutant};
 use crate::scenario::Scenario;
 use crate::scenarios::CATALOGUE;
 
+/// Panics unless `mutant`'s name is kebab-case: `a-z`, `0-9` and `-`, as replay files (a
+/// comma-separated list) and their file names carry it. (A user's switch named like one of
+/// `resident`'s own *is* that switch: switches are their names.)
+pub(crate) fn check_mutant_name(mutant: Mutant) {
+    let name = mutant.name();
+    let kebab =
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    assert!(kebab, "mutant name {name:?} is not kebab-case (a-z, 0-9, -)");
+}
+
 /// Scenarios by id, and every mutant name they can read back.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
@@ -47,7 +57,11 @@ impl Registry {
     }
 
     /// This registry knowing `mutant` by name (one no scenario targets, for `--mutant`).
+    ///
+    /// # Panics
+    /// If its name is not kebab-case (see [`Scenario::must_kill`]).
     pub fn mutant(mut self, mutant: Mutant) -> Self {
+        check_mutant_name(mutant);
         if !Mutant::ALL.contains(&mutant) && !self.mutants.contains(&mutant) {
             self.mutants.push(mutant);
         }

@@ -82,16 +82,28 @@ where
 /// [`SimRuntime`]: the expression is written out once per checker, so the closure's body is
 /// type-checked with each runtime in turn.
 ///
+/// Because the expression is written out twice, a `move` closure can capture only `Copy`
+/// values by itself; name the others in a `clone(...) =>` prefix, and each copy gets its own
+/// clone.
+///
 /// ```
 /// # use resident_sim::{program, runtime::SimRuntime};
 /// fn body<R: SimRuntime>(_rt: R) {}
 /// let from_fn = program!(body);
 /// let size = 3;
 /// let from_closure = program!(move |rt| { let _ = (rt, size); });
-/// # let _ = (from_fn, from_closure);
+/// let ids = vec!["a".to_owned(), "b".to_owned()];
+/// let with_clones = program!(clone(ids) => move |rt| { let _ = (rt, &ids); });
+/// # let _ = (from_fn, from_closure, with_clones);
 /// ```
 #[macro_export]
 macro_rules! program {
+    (clone($($captured:ident),+ $(,)?) => $($body:tt)+) => {
+        $crate::scenario::Both::new(
+            { $(let $captured = $captured.clone();)+ $($body)+ },
+            { $(let $captured = $captured.clone();)+ $($body)+ },
+        )
+    };
     ($($body:tt)+) => {
         $crate::scenario::Both::new({ $($body)+ }, { $($body)+ })
     };
@@ -139,9 +151,10 @@ impl Scenario {
         Self { time, ..self }
     }
 
-    /// loom explores it at preemption bound `bound`.
+    /// loom explores it, and its mutants, at preemption bound `bound` (after
+    /// [`Scenario::without_loom`] too: the last call decides).
     pub fn loom_bound(self, bound: usize) -> Self {
-        Self { loom: Some(bound), ..self }
+        Self { loom: Some(bound), no_loom: "", loom_mutants: true, ..self }
     }
 
     /// loom does not run it, for the reason given.
@@ -156,7 +169,12 @@ impl Scenario {
     }
 
     /// It must catch `mutant` (the kill matrix turns it on and expects a failure).
+    ///
+    /// # Panics
+    /// If the mutant's name is not kebab-case (`a-z`, `0-9`, `-`): replay files and file
+    /// names carry it.
     pub fn must_kill(mut self, mutant: Mutant) -> Self {
+        crate::registry::check_mutant_name(mutant);
         if !self.targets.contains(&mutant) {
             self.targets.push(mutant);
         }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::violation::Violation;
+use crate::violation::{VIOLATED, Violation};
 
 /// What one step of a thread is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,22 +182,29 @@ impl Timeline {
             .collect();
         raw.sort_by_key(|&(seq, _, _)| seq);
         let mut threads: Vec<String> = Vec::new();
+        // Per thread, the operations begun and not yet returned (innermost last).
+        let mut open: Vec<Vec<String>> = Vec::new();
         let steps = raw
             .into_iter()
             .map(|(seq, thread, text)| {
                 let thread = threads.iter().position(|t| t == thread).unwrap_or_else(|| {
                     threads.push(thread.to_owned());
+                    open.push(Vec::new());
                     threads.len() - 1
                 });
-                Step { seq, thread, kind: kind(text) }
+                Step { seq, thread, kind: kind(text, &mut open[thread]) }
             })
             .collect();
         Self { threads, steps, violation: violation.cloned() }
     }
 
-    /// The step where the execution broke: the last one (a violation ends its execution).
+    /// The step where the execution broke: the one the violation marked in the trace, or
+    /// else the last one (a checker's own failure, such as a deadlock, ends its execution).
     pub fn violating_step(&self) -> Option<usize> {
-        self.violation.as_ref().and(self.steps.len().checked_sub(1))
+        self.violation.as_ref()?;
+        let marked =
+            self.steps.iter().position(|s| matches!(&s.kind, Kind::Event(e) if e.starts_with(VIOLATED)));
+        marked.or(self.steps.len().checked_sub(1))
     }
 
     /// Every hand-off of a lifecycle lock between threads: each acquisition of the lock of an
@@ -318,6 +325,7 @@ impl Timeline {
         }
         for (at, step) in self.steps.iter().enumerate() {
             let (colour, weight) = match (&step.kind, step.touched()) {
+                (Kind::Event(e), _) if e.starts_with(VIOLATED) => ("#b91c1c", "bold"),
                 (Kind::Begin(_) | Kind::End(..), _) => ("#5c4400", "bold"),
                 (Kind::Event(_), Some(t)) => (t.colour(), "normal"),
                 (Kind::Event(_), None) => ("#333", "normal"),
@@ -373,17 +381,25 @@ fn legend(x: usize, y: usize) -> String {
     s
 }
 
-fn kind(text: &str) -> Kind {
+/// What `text`, a step of a thread with the operations `open`, is: one of `resident`'s events
+/// (`· ...`), the return of an open operation (`op -> out`, matched on the operation's own
+/// text, which may hold ` -> ` itself), the start of one (`op ...`), or a note.
+fn kind(text: &str, open: &mut Vec<String>) -> Kind {
     if let Some(event) = text.trim_start().strip_prefix("· ") {
         return Kind::Event(event.to_owned());
     }
+    let returned =
+        open.iter().rposition(|op| text.strip_prefix(op.as_str()).is_some_and(|t| t.starts_with(" -> ")));
+    if let Some(at) = returned {
+        let op = open.remove(at);
+        let out = text[op.len() + " -> ".len()..].to_owned();
+        return Kind::End(op, out);
+    }
     if let Some(op) = text.strip_suffix(" ...") {
+        open.push(op.to_owned());
         return Kind::Begin(op.to_owned());
     }
-    match text.split_once(" -> ") {
-        Some((op, out)) => Kind::End(op.to_owned(), out.to_owned()),
-        None => Kind::Event(text.to_owned()),
-    }
+    Kind::Event(text.to_owned())
 }
 
 fn escape(text: &str) -> String {
@@ -395,21 +411,26 @@ mod tests {
     use super::*;
 
     fn trace() -> BTreeMap<String, Vec<String>> {
+        let lines = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let mut t = BTreeMap::new();
         t.insert(
             "T1".to_owned(),
-            vec![
-                "#000 add(X) ...".to_owned(),
-                "#001   · lifecycle lock acquired id=X generation=1".to_owned(),
-                "#003 add(X) -> Ok(Loaded)".to_owned(),
-            ],
+            lines(&[
+                "#000 add(X) ...",
+                "#001   · lifecycle lock acquired id=X generation=1",
+                "#003 add(X) -> Ok(Loaded)",
+                "#007 ✗ violated [I1] 2 loads of X ran at the same time",
+            ]),
         );
         t.insert(
             "T2".to_owned(),
-            vec![
-                "#002 remove(X) ...".to_owned(),
-                "#004   · lifecycle lock acquired id=X generation=1".to_owned(),
-            ],
+            lines(&[
+                "#002 remove(X) ...",
+                "#004   · lifecycle lock acquired id=X generation=1",
+                "#005 rename(X -> Y) ...",
+                "#006 rename(X -> Y) -> Err(\"busy ...\")",
+                "#008 remove(X) -> Ok(())",
+            ]),
         );
         t
     }
@@ -421,15 +442,19 @@ mod tests {
         let timeline = Timeline::new(&trace(), Some(&v));
         assert_eq!(timeline.threads, ["T1", "T2"]);
         let seqs: Vec<usize> = timeline.steps.iter().map(|s| s.seq).collect();
-        assert_eq!(seqs, [0, 1, 2, 3, 4]);
+        assert_eq!(seqs, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(timeline.steps[0].kind, Kind::Begin("add(X)".to_owned()));
         assert_eq!(timeline.steps[3].kind, Kind::End("add(X)".to_owned(), "Ok(Loaded)".to_owned()));
+        assert_eq!(timeline.steps[5].kind, Kind::Begin("rename(X -> Y)".to_owned()));
+        let busy = Kind::End("rename(X -> Y)".to_owned(), "Err(\"busy ...\")".to_owned());
+        assert_eq!(timeline.steps[6].kind, busy, "an operation holding ` -> `, an outcome ending `...`");
+        assert_eq!(timeline.steps[8].kind, Kind::End("remove(X)".to_owned(), "Ok(())".to_owned()));
         assert_eq!(timeline.steps[1].touched(), Some(Touched::LifecycleLock));
         assert_eq!(timeline.hand_offs(), [HandOff { from: 1, to: 4 }]);
-        assert_eq!(timeline.violating_step(), Some(4));
+        assert_eq!(timeline.violating_step(), Some(7), "the step the violation marked");
         let lanes = timeline.lanes(80);
         assert!(lanes.starts_with("violated [I1]"), "{lanes}");
-        assert!(lanes.contains("✗#004"), "{lanes}");
+        assert!(lanes.contains("✗#007"), "{lanes}");
         let svg = timeline.svg();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("marker-end").count(), 1, "one hand-off arrow");

@@ -24,6 +24,14 @@ pub fn record(thread: &str, event: impl Into<String>) {
     }
 }
 
+/// Records `event` under the running checker thread (as `resident`'s own events are).
+pub fn record_here(event: impl Into<String>) {
+    if capturing() {
+        let thread = NAMER.with(Cell::get).and_then(|namer| namer()).unwrap_or_else(|| "main".to_owned());
+        record(&thread, event);
+    }
+}
+
 /// Whether the running execution keeps its trace: callers that format an event only to record
 /// it skip the formatting when not.
 pub fn capturing() -> bool {

@@ -61,6 +61,9 @@ impl Violation {
                 false
             }
         });
+        if !already {
+            violation.mark();
+        }
         match YIELD.with(Cell::get) {
             Some(yield_now) if already => loop {
                 yield_now();
@@ -73,9 +76,22 @@ impl Violation {
     /// notices a broken guarantee (a `Drop`). The execution fails when its scenario ends
     /// ([`fail_if_recorded`]), with the first violation of the execution.
     pub fn record(invariant: &str, message: String) {
-        FIRST.with(|f| {
-            f.borrow_mut().get_or_insert(Violation { invariant: invariant.to_owned(), message });
+        let first = FIRST.with(|f| {
+            let mut first = f.borrow_mut();
+            let fresh = first.is_none();
+            let violation = first.get_or_insert(Violation { invariant: invariant.to_owned(), message });
+            fresh.then(|| violation.clone())
         });
+        if let Some(violation) = first {
+            violation.mark();
+        }
+    }
+
+    /// Marks the step where the execution broke in its trace (a timeline shows it there).
+    fn mark(&self) {
+        if crate::trace::capturing() {
+            crate::trace::record_here(format!("{VIOLATED}{self}"));
+        }
     }
 
     /// Classifies a panic payload: a raised violation, or the checker's own failure report.
@@ -99,6 +115,9 @@ impl Violation {
         Violation { invariant: invariant.to_owned(), message }
     }
 }
+
+/// How the trace marks the step where an execution broke.
+pub const VIOLATED: &str = "✗ violated ";
 
 /// The payload of a panic that a scenario's loader raises on purpose (and expects to catch).
 #[derive(Debug, Clone, Copy)]

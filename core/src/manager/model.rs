@@ -53,8 +53,9 @@ pub trait Loader: Send + Sync + 'static {
     /// [`Loader::load_until`], told the id the model will be registered under: `registered`
     /// is the id the caller added (an alias of `id`, or `id` itself), which the manager's
     /// per-id guarantees (one load at a time, SPEC I1 and I2) are keyed on. What the manager
-    /// calls; the default ignores `registered`. A wrapper that checks or labels by
-    /// registration (the sim's probes) overrides it and forwards it.
+    /// calls; the default ignores `registered`. A loader that checks or labels by registration
+    /// (the sim's probes) overrides it; a loader that wraps another forwards this method and
+    /// [`Loader::reload_as`] to it, or the registration is lost below it.
     fn load_as(
         &self,
         registered: &ModelId,

@@ -112,8 +112,8 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
     /// Checks an application's own invariant `name` inside production code: `holds` is asked
     /// only by a model-checking runtime, which fails the running execution with a violation
     /// named `name` when it answers `false`. The default never calls it, so the check costs
-    /// nothing in production; keep `holds` free of side effects and of this runtime's
-    /// monitors.
+    /// nothing in production. `holds` may read state (through this runtime's monitors too) but
+    /// must not change it or wait; call `check` outside every monitor.
     #[inline(always)]
     fn check(&self, name: &'static str, holds: impl FnOnce() -> bool) {
         let _ = (name, holds);

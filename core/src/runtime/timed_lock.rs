@@ -21,6 +21,7 @@ use crate::mutants::Mutant;
 ///
 /// let lock = TimedLock::new(&StdRuntime::new());
 /// let held = lock.lock();
+/// assert!(lock.lock_until(resident::Deadline::after(&StdRuntime::new(), Duration::ZERO)).is_err());
 /// assert!(lock.try_lock().is_none());
 /// assert!(lock.lock_for(Duration::from_millis(1)).is_err(), "held: the bounded wait times out");
 /// drop(held);
@@ -73,6 +74,15 @@ impl<R: Runtime> TimedLock<R> {
     /// Takes the lock, waiting at most `timeout` on the runtime's clock.
     pub fn lock_for(&self, timeout: Duration) -> Result<TimedLockGuard<'_, R>, TimedOut> {
         self.acquire(timeout).map(|_| TimedLockGuard { lock: self })
+    }
+
+    /// Takes the lock, waiting until `deadline` at most (a call's own deadline, as a layer's
+    /// guard carries it); [`Deadline::NONE`] waits as long as it takes.
+    pub fn lock_until(&self, deadline: crate::Deadline) -> Result<TimedLockGuard<'_, R>, TimedOut> {
+        match deadline.at() {
+            None => Ok(self.lock()),
+            Some(at) => self.lock_for(at.saturating_sub(self.runtime.now())),
+        }
     }
 
     /// Takes the lock if it is free right now.

@@ -6,5 +6,5 @@
 mod scenarios;
 
 fn main() -> std::process::ExitCode {
-    resident_sim::cli::run(&scenarios::registry())
+    resident_sim::cli::run_as("cargo run -p resident-example-gate --example check --", &scenarios::registry())
 }

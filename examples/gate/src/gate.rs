@@ -3,7 +3,7 @@
 use resident::layer::Decorator;
 use resident::mutants::Mutant;
 use resident::runtime::{Monitor, Runtime, TimedLock};
-use resident::{Added, LifecycleGuard, Manager, ManagerError, ModelId};
+use resident::{Added, LifecycleGuard, Manager, ManagerError, ModelId, RegisterError, Replaced};
 
 /// The gate's historical bug: an add checked that the gate was open, then counted itself as
 /// in flight in a second step, so a maintenance that started between the two found no add to
@@ -20,8 +20,9 @@ pub const GATE_LOST_WAKEUP: Mutant = Mutant::named("lost-wakeup-gate-drained");
 #[error("closed for maintenance")]
 pub struct Maintenance;
 
-/// Refuses adds while an operator maintains the stack below ([`Gate::maintain`]), which first
-/// waits for the adds already past the gate. Every other call goes straight through.
+/// Refuses adds (and replaces and registers: whatever may load or register a model) while an
+/// operator maintains the stack below ([`Gate::maintain`]), which first waits for the adds
+/// already past the gate. Every other call goes straight through.
 pub struct Gate<M: Manager> {
     inner: M,
     state: <M::Runtime as Runtime>::Monitor<State>,
@@ -111,6 +112,24 @@ impl<T: Monitor<State>> Drop for Reopen<'_, T> {
     }
 }
 
+impl<M: Manager> Gate<M> {
+    /// Lets a step below that may load or register a model through, if the gate is open: it
+    /// counts as an add in flight (which a maintenance waits for) until the returned guard
+    /// drops. Refused at once if the gate is closed.
+    fn pass(&self, id: &ModelId) -> Result<Leave<'_, M>, ManagerError> {
+        if !self.enter() {
+            return Err(ManagerError::refused(id.clone(), "Gate", Box::new(Maintenance)));
+        }
+        // The gate's own invariant, checked by the model checkers (free in production): no
+        // add is past the gate while a maintenance's work runs.
+        self.inner.runtime().check("MAINT", || !self.state.with(|s| s.maintaining));
+        Ok(Leave { gate: self })
+    }
+}
+
+/// Every step that can load or register a model goes through the gate: an add, both kinds of
+/// replace (a replace of an id not registered adds it) and a register. Removals, leases and
+/// everything else go straight through.
 impl<M: Manager> Decorator for Gate<M> {
     type Inner = M;
 
@@ -123,13 +142,37 @@ impl<M: Manager> Decorator for Gate<M> {
         guard: &LifecycleGuard<M::Model, M::Runtime>,
         canonical: &ModelId,
     ) -> Result<Added, ManagerError> {
-        if !self.enter() {
-            return Err(ManagerError::refused(guard.id().clone(), "Gate", Box::new(Maintenance)));
-        }
-        let _leave = Leave { gate: self };
-        // The gate's own invariant, checked by the model checkers (free in production): no
-        // add is past the gate while a maintenance's work runs.
-        self.inner.runtime().check("MAINT", || !self.state.with(|s| s.maintaining));
+        let _in = self.pass(guard.id())?;
         self.inner.add_locked(guard, canonical)
+    }
+
+    fn replace_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        let _in = self.pass(guard.id())?;
+        self.inner.replace_locked(guard, canonical)
+    }
+
+    fn replace_in_place_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        canonical: &ModelId,
+    ) -> Result<Replaced, ManagerError> {
+        let _in = self.pass(guard.id())?;
+        self.inner.replace_in_place_locked(guard, canonical)
+    }
+
+    fn register_locked(
+        &self,
+        guard: &LifecycleGuard<M::Model, M::Runtime>,
+        model: M::Model,
+    ) -> Result<(), RegisterError<M::Model>> {
+        let _in = match self.pass(guard.id()) {
+            Ok(passed) => passed,
+            Err(error) => return Err(RegisterError { error, model }),
+        };
+        self.inner.register_locked(guard, model)
     }
 }

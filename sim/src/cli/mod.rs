@@ -71,18 +71,28 @@ pub fn run(registry: &Registry) -> ExitCode {
     run_from(std::env::args_os(), registry)
 }
 
-/// [`run`] with the arguments given (the first is the program name).
+/// [`run`], naming itself `command` in the commands it suggests (`replay: {command} replay
+/// FILE`): for a command line that runs as, say, `cargo run --example check --`.
+pub fn run_as(command: &str, registry: &Registry) -> ExitCode {
+    dispatch(std::env::args_os().collect(), command, registry)
+}
+
+/// [`run`] with the arguments given (the first is the program name, which the commands it
+/// suggests use).
 pub fn run_from<I, T>(args: I, registry: &Registry) -> ExitCode
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
     let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-    // The name this command line runs under, for the commands it suggests.
     let name = args
         .first()
         .and_then(|a| std::path::Path::new(a).file_stem())
         .map_or_else(|| "resident-sim".to_owned(), |s| s.to_string_lossy().into_owned());
+    dispatch(args, &name, registry)
+}
+
+fn dispatch(args: Vec<std::ffi::OsString>, name: &str, registry: &Registry) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -96,7 +106,7 @@ where
             list(registry);
             ExitCode::SUCCESS
         }
-        Command::Explore(args) => explore::run(&args, cli.verbose, registry, &name),
+        Command::Explore(args) => explore::run(&args, cli.verbose, registry, name),
         Command::Mutants(args) => mutants::run(&args, cli.verbose, registry),
         Command::Replay { file, svg } => replay::run(&file, svg.as_deref(), cli.verbose, registry),
     }

@@ -157,7 +157,14 @@ impl<C: Checker> Runtime for Sim<C> {
 
     fn check(&self, name: &'static str, holds: impl FnOnce() -> bool) {
         if !holds() {
-            crate::violation::Violation::record(name, format!("the application's own check {name} failed"));
+            let message = format!("the application's own check {name} failed");
+            // Fails the execution here, where the trace shows it, unless the thread unwinds
+            // already (a check in a `Drop`): then it is recorded for the execution's end.
+            if std::thread::panicking() {
+                crate::violation::Violation::record(name, message);
+            } else {
+                crate::violation::Violation::raise(name, message);
+            }
         }
     }
 

@@ -36,7 +36,8 @@ fn refused_or_done<T: std::fmt::Debug>(what: &str, result: &Result<T, ManagerErr
 }
 
 /// `adders` threads add (and use) models while an operator clears the stack in a maintenance;
-/// the last adder adds its model under an alias. After every thread: the probes' quiescence
+/// the last of two or more replaces an alias instead (a replace of an id not registered adds
+/// it: through the gate too). After every thread: the probes' quiescence
 /// checks (I3, I14) and the cache's queue (I4).
 fn maintenance_window<R: SimRuntime>(rt: R, adders: usize) {
     let (gate, probes) = stack(&rt, adders);
@@ -46,11 +47,14 @@ fn maintenance_window<R: SimRuntime>(rt: R, adders: usize) {
         .map(|n| {
             let (id, alias) = (ids[n % 2], (n > 0 && n + 1 == adders).then_some("alias"));
             world.spawn(["T1", "T2", "T3"][n], move |m, _| {
-                let added = m.add_model(id, alias);
+                let added = match alias {
+                    None => m.add_model(id, None).map(|_| ()),
+                    Some(alias) => m.replace(id, Some(alias)).map(|_| ()),
+                };
                 refused_or_done("add", &added);
                 if added.is_ok() {
                     // Used while it may be evicted or cleared: the call keeps it (L1).
-                    let _ = m.infer(alias.unwrap_or(id), |model| model.score(&[1.0, 1.0]));
+                    let _ = m.infer(alias.unwrap_or(id), |model| model.using(|m| m.score(&[1.0, 1.0])));
                 }
             })
         })
@@ -75,7 +79,7 @@ pub(crate) fn all() -> Vec<Scenario> {
     };
     vec![
         window("APP-G1", "an add and a lease race a maintenance's clear through the gate", 1),
-        window("APP-G2", "two adds (one under an alias) race a maintenance's clear", 2),
+        window("APP-G2", "an add and a replace of an alias race a maintenance's clear", 2),
     ]
 }
 
