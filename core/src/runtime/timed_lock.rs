@@ -77,7 +77,7 @@ impl<R: Runtime> TimedLock<R> {
     }
 
     /// Takes the lock, waiting until `deadline` at most (a call's own deadline, as a layer's
-    /// guard carries it); [`Deadline::NONE`] waits as long as it takes.
+    /// guard carries it); [`Deadline::NONE`](crate::Deadline::NONE) waits as long as it takes.
     pub fn lock_until(&self, deadline: crate::Deadline) -> Result<TimedLockGuard<'_, R>, TimedOut> {
         match deadline.at() {
             None => Ok(self.lock()),
