@@ -62,8 +62,10 @@ fixtures:
     cargo run --release -p resident-sim -- mutants --write fixtures/replays
     RESIDENT_FAILURES={{justfile_directory()}}/fixtures/programs cargo test --release -p resident-proptests --test concurrent finds
 
-# Hot-path benchmarks (results in BENCHMARKS.md).
+# Benchmarks (results in BENCHMARKS.md): resident's read paths as ratios to quick_cache, moka,
+# a Mutex<HashMap> and a strict LRU (5 rounds, each at a low load average), then the hot paths.
 bench:
+    cargo bench -p resident-bench --bench read_path
     cargo bench -p resident --bench hot_paths
 
 # The serving example on ndarray: throughput, latency, loads, evictions, budget.

@@ -1,0 +1,272 @@
+//! resident's read paths beside the caches people would pick instead, as ratios to
+//! `quick_cache::sync::Cache::get` measured in the same round: one thread, two threads on
+//! distinct keys (aggregate throughput) and two threads on one key. Each figure is the median
+//! of `RESIDENT_BENCH_ROUNDS` (default 5) interleaved rounds, each started at a one-minute load
+//! average of at most `RESIDENT_BENCH_MAX_LOAD` (default 0.5). Also: churn (an evicting add
+//! through `FixedSizeCache`). `cargo bench -p resident-bench` (`just bench`); the table goes
+//! into BENCHMARKS.md.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use parking_lot::Mutex;
+use resident::cache::{CacheGroup, DeviceCache, PutOptions};
+use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerExt, Model, ModelId, ModelManager};
+use resident_bench::{Rounds, wait_until_quiet};
+
+struct Tiny;
+
+impl Model for Tiny {
+    fn size_bytes(&self) -> u64 {
+        1
+    }
+}
+
+struct TinyLoader;
+
+impl Loader for TinyLoader {
+    type Model = Tiny;
+
+    fn load(&self, _: &ModelId) -> Result<Tiny, BoxError> {
+        Ok(Tiny)
+    }
+}
+
+const IDS: [&str; 8] = ["m/0", "m/1", "m/2", "m/3", "m/4", "m/5", "m/6", "m/7"];
+
+/// One read path: `op(key)` does one operation on key `IDS[key]`.
+type Op = Box<dyn Fn(usize) + Sync>;
+
+/// How many threads run a path, on which keys.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Threads {
+    One,
+    TwoDistinct,
+    TwoSame,
+}
+
+impl Threads {
+    const ALL: [Threads; 3] = [Threads::One, Threads::TwoDistinct, Threads::TwoSame];
+
+    fn label(self) -> &'static str {
+        match self {
+            Threads::One => "1 thread",
+            Threads::TwoDistinct => "2 threads, distinct keys",
+            Threads::TwoSame => "2 threads, one key",
+        }
+    }
+
+    /// Runs `iters` operations per thread; returns the wall time per `iters` operations of
+    /// the aggregate (two threads doing `iters` each in `w` did `iters` in `w / 2`).
+    fn run(self, op: &Op, iters: u64) -> Duration {
+        match self {
+            Threads::One => {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    op(3);
+                }
+                start.elapsed()
+            }
+            Threads::TwoDistinct | Threads::TwoSame => {
+                let barrier = Barrier::new(3);
+                let keys = if self == Threads::TwoDistinct { [3, 5] } else { [3, 3] };
+                std::thread::scope(|scope| {
+                    for key in keys {
+                        let barrier = &barrier;
+                        scope.spawn(move || {
+                            barrier.wait();
+                            for _ in 0..iters {
+                                op(key);
+                            }
+                        });
+                    }
+                    barrier.wait();
+                    let start = Instant::now();
+                    // The scope joins both threads when the closure returns: time that too.
+                    start
+                })
+                .elapsed()
+                    / 2
+            }
+        }
+    }
+}
+
+struct Path {
+    name: &'static str,
+    /// The target ratio to quick_cache `get` on one thread, if it sets one.
+    target: Option<f64>,
+    op: Op,
+}
+
+fn paths() -> Vec<Path> {
+    let quick = quick_cache::sync::Cache::<String, Arc<Tiny>>::new(64);
+    let moka = moka::sync::Cache::<String, Arc<Tiny>>::new(64);
+    let map = Mutex::new(HashMap::<String, Arc<Tiny>>::new());
+    let lru = Mutex::new(lru::LruCache::<String, Arc<Tiny>>::new(NonZeroUsize::new(64).expect("64")));
+    for id in IDS {
+        quick.insert(id.to_owned(), Arc::new(Tiny));
+        moka.insert(id.to_owned(), Arc::new(Tiny));
+        map.lock().insert(id.to_owned(), Arc::new(Tiny));
+        lru.lock().put(id.to_owned(), Arc::new(Tiny));
+    }
+    let manager = ModelManager::new(TinyLoader);
+    let lru_manager =
+        FixedSizeCache::new(ModelManager::new(TinyLoader), FixedSizeConfig::new(8)).expect("config");
+    for id in IDS {
+        manager.add_model(id, None).expect("loads");
+        lru_manager.add_model(id, None).expect("loads");
+    }
+    let (manager, lru_manager) = (Arc::new(manager), Arc::new(lru_manager));
+    let device = device_cache(None);
+    let keep_alive = device_cache(Some(Duration::from_secs(3600)));
+    let m = Arc::clone(&manager);
+    vec![
+        Path {
+            name: "quick_cache get",
+            target: None,
+            op: Box::new(move |k| drop(black_box(quick.get(IDS[k])))),
+        },
+        Path { name: "moka get", target: None, op: Box::new(move |k| drop(black_box(moka.get(IDS[k])))) },
+        Path {
+            name: "Mutex<HashMap> get+clone",
+            target: None,
+            op: Box::new(move |k| drop(black_box(map.lock().get(IDS[k]).cloned()))),
+        },
+        Path {
+            name: "strict LRU mutex get+clone",
+            target: None,
+            op: Box::new(move |k| drop(black_box(lru.lock().get(IDS[k]).cloned()))),
+        },
+        Path {
+            name: "ModelManager::infer",
+            target: Some(1.0),
+            op: Box::new(move |k| {
+                black_box(m.infer(IDS[k], |model| model.size_bytes()).expect("registered"));
+            }),
+        },
+        Path {
+            name: "ModelManager::lease+drop",
+            target: Some(0.7),
+            op: Box::new(move |k| drop(black_box(manager.lease(IDS[k]).expect("registered")))),
+        },
+        Path {
+            name: "FixedSizeCache::lease+drop",
+            target: Some(0.6),
+            op: Box::new(move |k| drop(black_box(lru_manager.lease(IDS[k]).expect("registered")))),
+        },
+        Path {
+            name: "DeviceCache::get+lock+drop",
+            target: Some(0.4),
+            op: Box::new(move |k| drop(black_box(device.1.get(IDS[k]).expect("resident").lock()))),
+        },
+        Path {
+            name: "DeviceCache::get+lock+drop, keep-alive",
+            target: Some(0.4),
+            op: Box::new(move |k| drop(black_box(keep_alive.1.get(IDS[k]).expect("resident").lock()))),
+        },
+    ]
+}
+
+/// A device cache holding every id, with `keep_alive` set, and its group.
+fn device_cache(keep_alive: Option<Duration>) -> (Arc<CacheGroup<u64>>, Arc<DeviceCache<u64>>) {
+    let group = CacheGroup::<u64>::new(1 << 30).expect("cap");
+    let cache = group.cache("cuda:0");
+    cache.set_keep_alive(keep_alive);
+    for id in IDS {
+        drop(cache.put(id, 0, 1 << 20, PutOptions::default()).expect("room"));
+    }
+    (group, cache)
+}
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let rounds: usize = env("RESIDENT_BENCH_ROUNDS", 5);
+    let max_load: f64 = env("RESIDENT_BENCH_MAX_LOAD", 0.5);
+    let mut criterion = Criterion::default()
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
+        .configure_from_args();
+    let paths = paths();
+    let mut results = Rounds::default();
+    for round in 1..=rounds {
+        let (load, waited) = wait_until_quiet(max_load, Duration::from_secs(600));
+        let load = load.map_or_else(|| "unknown".to_owned(), |l| format!("{l:.2}"));
+        let note = if waited { " (after waiting)" } else { "" };
+        println!("== round {round} of {rounds}: load average {load}{note}");
+        for threads in Threads::ALL {
+            for path in &paths {
+                let case = format!("{} / {}", path.name, threads.label());
+                let mut spent = (Duration::ZERO, 0u64);
+                criterion.bench_function(&case, |b| {
+                    b.iter_custom(|iters| {
+                        let took = threads.run(&path.op, iters);
+                        spent = (spent.0 + took, spent.1 + iters);
+                        took
+                    })
+                });
+                results.record(&case, spent.0.as_nanos() as f64 / spent.1.max(1) as f64);
+            }
+        }
+        let churn =
+            format!("churn: FixedSizeCache max 4 over 8 ids, evicting add / {}", Threads::One.label());
+        let cache =
+            FixedSizeCache::new(ModelManager::new(TinyLoader), FixedSizeConfig::new(4)).expect("config");
+        let mut next = 0;
+        let mut spent = (Duration::ZERO, 0u64);
+        criterion.bench_function(&churn, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    next = (next + 1) % IDS.len();
+                    black_box(cache.add_model(IDS[next], None).expect("evicts"));
+                }
+                let took = start.elapsed();
+                spent = (spent.0 + took, spent.1 + iters);
+                took
+            })
+        });
+        results.record(&churn, spent.0.as_nanos() as f64 / spent.1.max(1) as f64);
+    }
+    report(&paths, &results, rounds);
+}
+
+fn report(paths: &[Path], results: &Rounds, rounds: usize) {
+    let base = format!("quick_cache get / {}", Threads::One.label());
+    println!(
+        "\nRatios to `quick_cache get` on one thread, same round (higher is faster); median of {rounds} rounds:"
+    );
+    println!(
+        "| path | 1 thread | target | met | 2 threads, distinct keys (aggregate) | scaling | 2 threads, one key |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for path in paths {
+        let case = |t: Threads| format!("{} / {}", path.name, t.label());
+        let one = results.ratio(&case(Threads::One), &base);
+        let distinct = results.ratio(&case(Threads::TwoDistinct), &base);
+        let same = results.ratio(&case(Threads::TwoSame), &base);
+        let scaling = results.ratio(&case(Threads::TwoDistinct), &case(Threads::One));
+        let (target, met) = match path.target {
+            Some(t) => (format!("≥ {t}×"), if one >= t && scaling >= 1.5 { "met" } else { "missed" }),
+            None => ("baseline".to_owned(), ""),
+        };
+        println!(
+            "| {} | {one:.2} ({:.0} ns) | {target} | {met} | {distinct:.2} | {scaling:.2}× | {same:.2} |",
+            path.name,
+            results.median_ns(&case(Threads::One))
+        );
+    }
+    let churn = format!("churn: FixedSizeCache max 4 over 8 ids, evicting add / {}", Threads::One.label());
+    let ns = results.median_ns(&churn);
+    let met = if ns <= 1000.0 { "met" } else { "missed" };
+    println!(
+        "\nChurn (FixedSizeCache max 4 over 8 ids, round-robin add_model): {ns:.0} ns per evicting add (target ≤ 1 µs: {met})"
+    );
+}
