@@ -3,12 +3,14 @@
 //! distinct keys (aggregate throughput) and two threads on one key. Each figure is the median
 //! of `RESIDENT_BENCH_ROUNDS` (default 5) interleaved rounds, each started at a one-minute load
 //! average of at most `RESIDENT_BENCH_MAX_LOAD` (default 0.5). Also: churn (an evicting add
-//! through `FixedSizeCache`). `cargo bench -p resident-bench` (`just bench`); the table goes
-//! into BENCHMARKS.md.
+//! through `FixedSizeCache`), a stampede (32 threads add one cold model whose load takes 20 ms:
+//! one load, and each caller's wait beyond it) and the overlap of 16 distinct cold loads.
+//! `cargo bench -p resident-bench` (`just bench`); the table goes into BENCHMARKS.md.
 
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -183,6 +185,56 @@ fn device_cache(keep_alive: Option<Duration>) -> (Arc<CacheGroup<u64>>, Arc<Devi
     (group, cache)
 }
 
+/// A loader whose every load takes `LOAD_TIME` (a model read from disk, simulated: the time is
+/// the point, not a synchronisation), counting its loads.
+struct Slow {
+    loads: AtomicUsize,
+}
+
+const LOAD_TIME: Duration = Duration::from_millis(20);
+
+impl Loader for Slow {
+    type Model = Tiny;
+
+    fn load(&self, _: &ModelId) -> Result<Tiny, BoxError> {
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(LOAD_TIME);
+        Ok(Tiny)
+    }
+}
+
+/// `threads` callers add the ids `id(n)` at once on a fresh manager whose loads take
+/// `LOAD_TIME`; returns the loads run, each caller's time from the start, and the wall time.
+fn cold_adds(threads: usize, id: impl Fn(usize) -> String + Sync) -> (usize, Vec<Duration>, Duration) {
+    let manager = ModelManager::new(Slow { loads: AtomicUsize::new(0) });
+    let barrier = Barrier::new(threads + 1);
+    let (times, wall) = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|n| {
+                let (manager, barrier, id) = (&manager, &barrier, &id);
+                scope.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    manager.add_model(&id(n), None).expect("loads");
+                    start.elapsed()
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let times: Vec<Duration> = handles.into_iter().map(|h| h.join().expect("no panic")).collect();
+        (times, start.elapsed())
+    });
+    (manager.loader().loads.load(Ordering::Relaxed), times, wall)
+}
+
+/// The `q` quantile (0..=1) of `times`, nearest rank.
+fn quantile(times: &mut [Duration], q: f64) -> Duration {
+    times.sort();
+    let rank = ((q * times.len() as f64).ceil() as usize).clamp(1, times.len());
+    times[rank - 1]
+}
+
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -212,7 +264,7 @@ fn main() {
                         took
                     })
                 });
-                results.record(&case, spent.0.as_nanos() as f64 / spent.1.max(1) as f64);
+                record(&mut results, &case, spent);
             }
         }
         let churn =
@@ -233,10 +285,29 @@ fn main() {
                 took
             })
         });
-        results.record(&churn, spent.0.as_nanos() as f64 / spent.1.max(1) as f64);
+        record(&mut results, &churn, spent);
+        let (loads, mut times, _) = cold_adds(32, |_| "m/stampede".to_owned());
+        let p99 = quantile(&mut times, 0.99).saturating_sub(LOAD_TIME);
+        println!("stampede: 32 callers, {loads} load(s), p99 completion - load time {p99:?}");
+        assert_eq!(loads, 1, "a stampede on one cold model runs one load");
+        results.record(STAMPEDE, p99.as_nanos() as f64);
+        let (loads, _, wall) = cold_adds(16, |n| format!("m/cold/{n}"));
+        println!("overlap: 16 distinct cold models, {loads} loads, {wall:?} wall");
+        results.record(OVERLAP, wall.as_nanos() as f64);
     }
     report(&paths, &results, rounds);
 }
+
+/// Records a case's time per operation in this round, if it ran (a filter on the command line
+/// may leave it out).
+fn record(results: &mut Rounds, case: &str, (time, ops): (Duration, u64)) {
+    if ops > 0 {
+        results.record(case, time.as_nanos() as f64 / ops as f64);
+    }
+}
+
+const STAMPEDE: &str = "stampede: p99 completion - load time";
+const OVERLAP: &str = "overlap: 16 distinct cold loads, wall";
 
 fn report(paths: &[Path], results: &Rounds, rounds: usize) {
     let base = format!("quick_cache get / {}", Threads::One.label());
@@ -265,8 +336,24 @@ fn report(paths: &[Path], results: &Rounds, rounds: usize) {
     }
     let churn = format!("churn: FixedSizeCache max 4 over 8 ids, evicting add / {}", Threads::One.label());
     let ns = results.median_ns(&churn);
-    let met = if ns <= 1000.0 { "met" } else { "missed" };
+    let met = if ns.is_nan() {
+        "not measured"
+    } else if ns <= 1000.0 {
+        "met"
+    } else {
+        "missed"
+    };
     println!(
         "\nChurn (FixedSizeCache max 4 over 8 ids, round-robin add_model): {ns:.0} ns per evicting add (target ≤ 1 µs: {met})"
+    );
+    let p99 = results.median_ns(STAMPEDE) / 1e6;
+    let met = if p99 <= 2.0 { "met" } else { "missed" };
+    println!(
+        "Stampede (32 callers, one cold model, 20 ms load, one load): p99 completion - load time {p99:.2} ms (target ≤ 2 ms: {met})"
+    );
+    let wall = results.median_ns(OVERLAP) / 1e6;
+    println!(
+        "Overlap (16 distinct cold models, 20 ms loads): {wall:.1} ms wall ({:.2}× one load)",
+        wall / 20.0
     );
 }
