@@ -4,7 +4,8 @@
 //! of `RESIDENT_BENCH_ROUNDS` (default 5) interleaved rounds, each started at a one-minute load
 //! average of at most `RESIDENT_BENCH_MAX_LOAD` (default 0.5). Also: churn (an evicting add
 //! through `FixedSizeCache`), a stampede (32 threads add one cold model whose load takes 20 ms:
-//! one load, and each caller's wait beyond it) and the overlap of 16 distinct cold loads.
+//! one load, and each caller's wait beyond it), the overlap of 16 distinct cold loads, and the
+//! RSS four peer caches of one 64 MiB model add (one copy of the weights, shared).
 //! `cargo bench -p resident-bench` (`just bench`); the table goes into BENCHMARKS.md.
 
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use criterion::Criterion;
 use parking_lot::Mutex;
 use resident::cache::{CacheGroup, DeviceCache, PutOptions};
 use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerExt, Model, ModelId, ModelManager};
-use resident_bench::{Rounds, wait_until_quiet};
+use resident_bench::{Rounds, rss_bytes, wait_until_quiet};
 
 struct Tiny;
 
@@ -228,6 +229,26 @@ fn cold_adds(threads: usize, id: impl Fn(usize) -> String + Sync) -> (usize, Vec
     (manager.loader().loads.load(Ordering::Relaxed), times, wall)
 }
 
+/// The RSS growth of four peer caches of one group holding one 64 MiB model (the first puts
+/// the weights, the three others adopt them), in copies of the weights.
+fn shared_weights() -> Option<f64> {
+    const BYTES: usize = 64 << 20;
+    let before = rss_bytes()?;
+    let group = CacheGroup::<Vec<u8>>::new(1 << 31).expect("cap");
+    let first = group.cache("cuda:0");
+    // Touched, so that the pages are resident.
+    let weights = vec![1u8; BYTES];
+    let held = first.put("big", weights, BYTES as u64, PutOptions::default()).expect("room").into_loaded();
+    let peers: Vec<_> = (1..4).map(|d| group.cache(&format!("cuda:{d}"))).collect();
+    let adopted: Vec<_> = peers
+        .iter()
+        .map(|peer| peer.adopt("big").expect("adopts").expect("the canonical is alive").into_loaded())
+        .collect();
+    let after = rss_bytes()?;
+    drop((adopted, held));
+    Some(after.saturating_sub(before) as f64 / BYTES as f64)
+}
+
 /// The `q` quantile (0..=1) of `times`, nearest rank.
 fn quantile(times: &mut [Duration], q: f64) -> Duration {
     times.sort();
@@ -294,6 +315,10 @@ fn main() {
         let (loads, _, wall) = cold_adds(16, |n| format!("m/cold/{n}"));
         println!("overlap: 16 distinct cold models, {loads} loads, {wall:?} wall");
         results.record(OVERLAP, wall.as_nanos() as f64);
+        if let Some(copies) = shared_weights() {
+            println!("shared weights: 4 peers of one 64 MiB model, RSS grew by {copies:.2} copies");
+            results.record(SHARED, copies);
+        }
     }
     report(&paths, &results, rounds);
 }
@@ -308,6 +333,7 @@ fn record(results: &mut Rounds, case: &str, (time, ops): (Duration, u64)) {
 
 const STAMPEDE: &str = "stampede: p99 completion - load time";
 const OVERLAP: &str = "overlap: 16 distinct cold loads, wall";
+const SHARED: &str = "shared weights: RSS growth in copies";
 
 fn report(paths: &[Path], results: &Rounds, rounds: usize) {
     let base = format!("quick_cache get / {}", Threads::One.label());
@@ -355,5 +381,10 @@ fn report(paths: &[Path], results: &Rounds, rounds: usize) {
     println!(
         "Overlap (16 distinct cold models, 20 ms loads): {wall:.1} ms wall ({:.2}× one load)",
         wall / 20.0
+    );
+    let copies = results.median_ns(SHARED);
+    let met = if copies <= 1.1 { "met" } else { "missed" };
+    println!(
+        "Shared weights (4 peers of one 64 MiB model): RSS grew by {copies:.2} copies (target ≤ 1.1: {met})"
     );
 }

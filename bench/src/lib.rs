@@ -12,6 +12,14 @@ pub fn load_average() -> Option<f64> {
     (one > 0.0 || cfg!(target_os = "linux")).then_some(one)
 }
 
+/// This process's resident set size in bytes (`None` where it cannot be read).
+pub fn rss_bytes() -> Option<u64> {
+    let pid = sysinfo::get_current_pid().ok()?;
+    let mut system = sysinfo::System::new();
+    system.refresh_processes(sysinfo::ProcessesToUpdate::Some(&[pid]), true);
+    system.process(pid).map(sysinfo::Process::memory)
+}
+
 /// Waits until the one-minute load average is at most `max` (checking every five seconds),
 /// for at most `patience`; returns the load the round starts at and whether it had to wait.
 pub fn wait_until_quiet(max: f64, patience: Duration) -> (Option<f64>, bool) {
