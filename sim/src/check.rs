@@ -169,16 +169,7 @@ impl Checkers {
     /// mutant) and under loom where loom ran; then the first shuttle failure replays.
     fn kill(&self, scenario: &Scenario, mutant: Mutant) -> Result<Kill, CheckFailure> {
         let plan = Plan::new(self.iterations, self.seed).with_mutants(MutantSet::only(mutant));
-        let mut k = Kill {
-            mutant: mutant.name(),
-            scenario: scenario.id,
-            killed: false,
-            iterations: 0,
-            random: None,
-            pct: None,
-            checker: None,
-            failure: None,
-        };
+        let mut k = Kill::untried(mutant, scenario);
         let (mut shuttle_ran, mut missed) = (Vec::new(), Vec::new());
         for &checker in &self.schedulers {
             if checker == Checker::Loom && !(scenario.loom.is_some() && scenario.loom_mutants) {

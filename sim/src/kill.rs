@@ -41,16 +41,7 @@ pub fn pairs() -> impl Iterator<Item = (Mutant, &'static Scenario)> {
 /// `budget` executions from `seed`. `iterations` counts the executions until the first kill
 /// (random first); the failure kept for replay is the first one found.
 pub fn kill(mutant: Mutant, scenario: &Scenario, budget: usize, seed: u64) -> Kill {
-    let mut k = Kill {
-        mutant: mutant.name(),
-        scenario: scenario.id,
-        killed: false,
-        iterations: 0,
-        random: None,
-        pct: None,
-        checker: None,
-        failure: None,
-    };
+    let mut k = Kill::untried(mutant, scenario);
     for checker in [Checker::Random, Checker::Pct] {
         let plan = Plan::new(budget, seed).with_mutants(MutantSet::only(mutant));
         let outcome = explore::explore(scenario, checker, plan.clone());
@@ -69,6 +60,20 @@ pub fn kill(mutant: Mutant, scenario: &Scenario, budget: usize, seed: u64) -> Ki
 }
 
 impl Kill {
+    /// The row of `mutant` against `scenario` before any execution: not killed yet.
+    pub fn untried(mutant: Mutant, scenario: &Scenario) -> Self {
+        Self {
+            mutant: mutant.name(),
+            scenario: scenario.id,
+            killed: false,
+            iterations: 0,
+            random: None,
+            pct: None,
+            checker: None,
+            failure: None,
+        }
+    }
+
     /// The replay file of the failure that killed the mutant (`None` if it survived).
     pub fn replay_file(&self) -> Option<ReplayFile> {
         let (failure, plan) = self.failure.as_ref()?;
