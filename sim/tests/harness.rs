@@ -191,3 +191,54 @@ fn a_registry_reads_its_mutants_back_by_name() {
     assert_eq!(registry.pairs().count(), 1);
     assert!(Registry::catalogue().find("M-S1").is_some() && registry.find("M-S1").is_none());
 }
+
+/// One critical section under `lock`: nobody else is inside (counted with the checker's own
+/// atomic), across a scheduling point.
+fn inside<R: SimRuntime>(lock: &resident::runtime::TimedLock<R>, count: &R::Counter) {
+    use resident_sim::runtime::Counter;
+    assert!(lock.is_held(), "held while inside");
+    assert_eq!(count.add(1), 0, "two threads inside the lock");
+    R::yield_now();
+    count.sub(1);
+}
+
+/// Three threads take one `TimedLock` every way it offers: as long as it takes, bounded by a
+/// timeout and by a deadline, and if free. Under `Time::Auto` a bound fires only while every
+/// thread is blocked, which a holder never is: every bounded take succeeds.
+fn timed_lock_excludes<R: SimRuntime>(rt: R) {
+    use std::sync::Arc;
+    use std::time::Duration;
+    let lock = Arc::new(resident::runtime::TimedLock::new(&rt));
+    let count = Arc::new(rt.counter());
+    let (l1, c1) = (Arc::clone(&lock), Arc::clone(&count));
+    let t1 = rt.spawn("T1", move || {
+        let _held = l1.lock();
+        inside::<R>(&l1, &c1);
+    });
+    let (l2, c2, rt2) = (Arc::clone(&lock), Arc::clone(&count), rt.clone());
+    let t2 = rt.spawn("T2", move || {
+        let deadline = resident::Deadline::after(&rt2, Duration::from_secs(1));
+        let held = l2.lock_until(deadline).expect("no thread blocks for good: the deadline never fires");
+        inside::<R>(&l2, &c2);
+        drop(held);
+        if let Some(_held) = l2.try_lock() {
+            inside::<R>(&l2, &c2);
+        }
+    });
+    let held = lock.lock_for(Duration::from_secs(1)).expect("the timeout never fires");
+    inside::<R>(&lock, &count);
+    drop(held);
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    assert!(!lock.is_held(), "every guard released it");
+}
+
+#[test]
+fn a_timed_lock_excludes_under_every_checker_however_it_is_taken() {
+    for checker in [Checker::Random, Checker::Pct, Checker::Loom] {
+        let scenario =
+            Scenario::new("timed-lock", "three takers of one TimedLock", program!(timed_lock_excludes))
+                .time(resident_sim::runtime::Time::Auto);
+        assert_eq!(found(scenario, checker), None, "{checker}");
+    }
+}
