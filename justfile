@@ -15,6 +15,8 @@ sim iterations="20000" seed="24301":
 # Exhaustive loom exploration (each scenario at its own preemption bound).
 loom:
     cargo run --release -p resident-sim -- explore --scheduler loom
+    # The lease word's kernel one preemption deeper than `cargo test` runs it.
+    cargo run --release -p resident-sim -- explore --scheduler loom --scenario M-L3 --loom-bound 3
 
 # A deep campaign of generated concurrent programs (linearizability and every invariant).
 programs programs="2000" schedules="200":
@@ -58,9 +60,12 @@ timeline replay="fixtures/replays/M-S1-random-24301-retire-while-held.json":
 
 # Regenerate the stored mutant replays (after moving scheduling points or upgrading shuttle).
 fixtures:
-    rm -f fixtures/replays/*.json fixtures/programs/*.json
+    rm -f fixtures/replays/*.json
     cargo run --release -p resident-sim -- mutants --write fixtures/replays
-    RESIDENT_FAILURES={{justfile_directory()}}/fixtures/programs cargo test --release -p resident-proptests --test concurrent finds
+    # The stored programs come from several campaigns (the `finds` tests, `teeth`): a program
+    # whose mutant still breaks the same invariant gets its text rewritten; one that no longer
+    # replays is deleted and found again by its `finds` test with RESIDENT_FAILURES set.
+    RESIDENT_WRITE_FIXTURES=1 cargo test --release -p resident-proptests --test concurrent stored_failing_programs_replay
 
 # Benchmarks (results in BENCHMARKS.md): resident's read paths as ratios to quick_cache, moka,
 # a Mutex<HashMap> and a strict LRU (5 rounds, each at a low load average), then the hot paths.

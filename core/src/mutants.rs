@@ -302,6 +302,12 @@ mutants! {
     /// M-E2: eviction closes its victim with remove's blocking drain, refusing leases
     /// (`Removing`, then `Busy`) on a model it then keeps.
     EVICT_DRAINS_LEASES = "evict-drains-leases",
+    /// M-L3: a lease counts itself in its slot's word before it checks the close, and leaves
+    /// the count in place when it finds the slot closed (increment-then-check without undo).
+    LEASE_COUNTS_BEFORE_CHECK = "lease-counts-before-check",
+    /// M-L3: an eviction's non-blocking close reads the slot's word and then stores the closed
+    /// state over it, instead of one compare-exchange: a lease counted in between is lost.
+    EVICTION_CLOSE_NOT_ATOMIC = "eviction-close-not-atomic",
     /// M-E3: a layer never learns of removals made below it (an inner cache's evictions).
     NESTED_QUEUE_STALE = "nested-queue-stale",
     /// M-E4: a cold add checks its capacity deadline only when nothing at all is evictable.
@@ -312,6 +318,10 @@ mutants! {
     QUEUE_SKIPPED_ON_PANIC = "queue-skipped-on-panic",
     /// W-1: releasing a lifecycle lock does not wake the callers waiting for it.
     LOST_WAKEUP_LOCK_RELEASE = "lost-wakeup-lock-release",
+    /// W-3: the add waiting for capacity watches for lease ends only after it planned, not
+    /// before it first looked: a lease that ends in between announces nothing, and the add
+    /// waits for an end that came already.
+    WATCH_AFTER_PLAN = "watch-after-plan",
     /// W-2: the last lease of a closing model ends without waking the remove draining it.
     LOST_WAKEUP_LEASE_DRAIN = "lost-wakeup-lease-drain",
     /// W-3: the last lease of a model ends without waking adds that wait for room.

@@ -27,43 +27,17 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
 
+use super::use_word::{Closing, UseCell, UseState};
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Signal, SlotStep, StdRuntime};
+use crate::runtime::{Arc, Runtime, Signal, SlotStep, StdRuntime};
 use crate::telemetry;
 
-struct UseState {
-    leases: usize,
-    closing: Option<Closing>,
-    /// Live [`Designation`]s of the slot: its last lease closes it for their eviction.
-    designated: usize,
-}
-
-/// The key a slot's steps are observed under: its use state's address, unique among live
+/// The key a slot's steps are observed under: its use cell's address, unique among live
 /// slots.
 fn key<T>(state: &Arc<T>) -> usize {
     Arc::as_ptr(state).addr()
-}
-
-/// Why a slot refuses new leases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Closing {
-    /// `remove` drains the live leases: new ones get `Removing`.
-    Draining,
-    /// An eviction closed an idle slot and is unloading: new leases wait for its outcome.
-    Evicting,
-    /// A waiter for capacity designated the slot and its last lease ended: closed for that
-    /// eviction, new leases wait for its outcome as for `Evicting` (the slot reopens if the
-    /// designation goes first).
-    Designated,
-    /// The eviction unloaded the model: new leases find it gone (`NotFound`).
-    Evicted,
-    /// A replace switched the registry to a new version: new leases look the id up again.
-    Replaced,
-    /// An in-place replace drains the slot to unload it: new leases look the id up again, and
-    /// wait there for the swap to settle.
-    Swapping,
 }
 
 // ---- The slot -----------------------------------------------------------------------------------
@@ -72,7 +46,7 @@ enum Closing {
 pub(crate) struct ModelSlot<M, R: Runtime> {
     pub(crate) id: ModelId,
     pub(crate) model: M,
-    state: Arc<R::Monitor<UseState>>,
+    state: Arc<UseCell<R>>,
     /// The stack's change signal: the end of the last lease may make room for a waiting add.
     changes: Arc<Signal<R>>,
 }
@@ -80,13 +54,15 @@ pub(crate) struct ModelSlot<M, R: Runtime> {
 impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     pub(crate) fn new(id: ModelId, model: M, changes: &Arc<Signal<R>>) -> Self {
         let rt = changes.runtime();
-        let state = Arc::new(rt.monitor(UseState { leases: 0, closing: None, designated: 0 }));
-        // Not shared yet: no monitor needed to be in order.
+        let state = Arc::new(UseCell::new(rt));
+        // Not shared yet: nothing to order it with.
         rt.observe(key(&state), SlotStep::Created);
         Self { id, model, state, changes: Arc::clone(changes) }
     }
 
-    /// Tells the runtime of `step` (under the use-state monitor, see [`Runtime::observe`]).
+    /// Tells the runtime of `step`, right after the change of the word it observes (no
+    /// scheduling point between them: the checkers see both as one step, see
+    /// [`Runtime::observe`]).
     fn observe(&self, step: SlotStep) {
         self.changes.runtime().observe(key(&self.state), step);
     }
@@ -99,12 +75,12 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         self: &Arc<Self>,
         timeout: impl FnOnce() -> Duration,
     ) -> Result<Option<Lease<M, R>>, ManagerError> {
-        let refuse = self.changes.runtime().mutant(Mutant::EVICTION_REFUSES_LEASE);
-        let replaced_gone = self.changes.runtime().mutant(Mutant::REPLACED_LEASE_NOT_FOUND);
+        let rt = self.changes.runtime();
+        let refuse = rt.mutant(Mutant::EVICTION_REFUSES_LEASE);
+        let replaced_gone = rt.mutant(Mutant::REPLACED_LEASE_NOT_FOUND);
         let take = |s: &mut UseState| match s.closing {
             None => {
                 s.leases += 1;
-                self.observe(SlotStep::Leased);
                 Some(Ok(true))
             }
             Some(Closing::Draining) => Some(Err(ManagerError::Removing { id: self.id.clone() })),
@@ -118,33 +94,52 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
             }
             Some(Closing::Replaced | Closing::Swapping) => Some(Ok(false)),
         };
-        let taken = match self.state.with(take) {
-            Some(taken) => taken,
-            None => {
-                let timeout = timeout();
-                let rt = self.changes.runtime();
-                let started = rt.now();
-                let taken = self.state.wait_until(Some(timeout), take);
-                // The lease exists before the wait is reported: a panicking recorder (user
-                // code) drops it, which releases the count it took.
-                let report_first = rt.mutant(Mutant::REPORT_BEFORE_HANDLE);
-                if report_first {
-                    telemetry::lease_waited(rt.now().saturating_sub(started));
-                }
-                let leased = match taken {
-                    Ok(taken) => taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) })),
-                    Err(_) => Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout }),
-                };
-                if !report_first {
-                    telemetry::lease_waited(rt.now().saturating_sub(started));
-                }
-                return leased.map_err(|error| match error {
-                    ManagerError::LockTimeout { .. } => telemetry::lease_refused(error),
-                    error => error,
-                });
+        // Observed in the step that counted the lease.
+        let observe = |taken: &Result<bool, ManagerError>| {
+            if matches!(taken, Ok(true)) {
+                self.observe(SlotStep::Leased);
             }
         };
-        taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) }))
+        if rt.mutant(Mutant::LEASE_COUNTS_BEFORE_CHECK) && self.state.count_blindly().closing.is_none() {
+            return Ok(Some(Lease { slot: Arc::clone(self) }));
+        }
+        match self.state.update(take).0 {
+            Some(taken) => {
+                observe(&taken);
+                taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) }))
+            }
+            None => self.lease_after_eviction(timeout(), take, observe),
+        }
+    }
+
+    /// A lease that found the slot closed by an eviction: waits at most `timeout` for its
+    /// outcome, then takes the lease as `take` says.
+    fn lease_after_eviction(
+        self: &Arc<Self>,
+        timeout: Duration,
+        take: impl FnMut(&mut UseState) -> Option<Result<bool, ManagerError>>,
+        observe: impl FnMut(&Result<bool, ManagerError>),
+    ) -> Result<Option<Lease<M, R>>, ManagerError> {
+        let rt = self.changes.runtime();
+        let started = rt.now();
+        let taken = self.state.wait_until(Some(timeout), take, observe);
+        // The lease exists before the wait is reported: a panicking recorder (user code)
+        // drops it, which releases the count it took.
+        let report_first = rt.mutant(Mutant::REPORT_BEFORE_HANDLE);
+        if report_first {
+            telemetry::lease_waited(rt.now().saturating_sub(started));
+        }
+        let leased = match taken {
+            Ok(taken) => taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) })),
+            Err(_) => Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout }),
+        };
+        if !report_first {
+            telemetry::lease_waited(rt.now().saturating_sub(started));
+        }
+        leased.map_err(|error| match error {
+            ManagerError::LockTimeout { .. } => telemetry::lease_refused(error),
+            error => error,
+        })
     }
 
     /// Switched out by a replace: refuses new leases (they look the id up again) and waits at
@@ -154,12 +149,13 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         if self.changes.runtime().mutant(Mutant::REPLACE_SKIPS_DRAIN) {
             return Ok(());
         }
-        self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())).map_err(|_| self.leases())
+        let drained = |s: &mut UseState| (s.leases == 0).then_some(());
+        self.state.wait_until(Some(timeout), drained, |_| ()).map_err(|_| self.leases())
     }
 
     /// Live leases right now (a hint).
     pub(crate) fn leases(&self) -> usize {
-        self.state.with(|s| s.leases)
+        usize::try_from(self.state.get().leases).unwrap_or(usize::MAX)
     }
 
     /// Refuses new leases and waits for the live ones to end. On timeout the slot is open again
@@ -181,7 +177,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     fn close_as(&self, closing: Closing, timeout: Duration) -> Result<Closed<'_, M, R>, ManagerError> {
         self.close_with(closing);
         let closed = Closed { slot: self, committed: false };
-        match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(())) {
+        match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(()), |_| ()) {
             Ok(()) => Ok(closed),
             Err(_) => Err(telemetry::refused(ManagerError::Busy {
                 id: self.id.clone(),
@@ -195,10 +191,9 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// had closed has leases waiting for that eviction's outcome, which will not come now: they
     /// are woken to find the new reason (`Removing`, or the id looked up again).
     fn close_with(&self, closing: Closing) {
-        let was_designated = self.state.with(|s| {
-            self.observe(SlotStep::Closed);
-            s.closing.replace(closing) == Some(Closing::Designated)
-        });
+        let ((), before) = self.state.update(|s| s.closing = Some(closing));
+        self.observe(SlotStep::Closed);
+        let was_designated = before.closing == Some(Closing::Designated);
         if was_designated && !self.changes.runtime().mutant(Mutant::LOST_WAKEUP_DESIGNATED_RECLOSED) {
             self.state.notify_all();
         }
@@ -207,15 +202,21 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// Closes the slot only if no lease is live right now (never waits): the point of no return
     /// of an eviction. `None` if the model is in use.
     pub(crate) fn try_close(&self) -> Option<Closed<'_, M, R>> {
-        let closed = self.state.with(|s| {
-            // A slot its designation closed is idle and waits for exactly this eviction.
-            let idle = s.leases == 0 && matches!(s.closing, None | Some(Closing::Designated));
-            if idle {
+        // A slot its designation closed is idle and waits for exactly this eviction.
+        let idle = |s: &UseState| s.leases == 0 && matches!(s.closing, None | Some(Closing::Designated));
+        if self.changes.runtime().mutant(Mutant::EVICTION_CLOSE_NOT_ATOMIC) {
+            return self.close_by_overwrite(idle);
+        }
+        let (closed, _) = self.state.update(|s| {
+            let closed = idle(s);
+            if closed {
                 s.closing = Some(Closing::Evicting);
-                self.observe(SlotStep::Closed);
             }
-            idle
+            closed
         });
+        if closed {
+            self.observe(SlotStep::Closed);
+        }
         closed.then_some(Closed { slot: self, committed: false })
     }
 
@@ -225,25 +226,22 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     pub(crate) fn designate(&self) -> Designation<R> {
         let rt = self.changes.runtime();
         let close_now = !rt.mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
-        self.state.with(|s| {
-            s.designated += 1;
+        let ((), before) = self.state.update(|s| {
             let idle = s.leases == 0 && s.closing.is_none();
-            self.observe(SlotStep::Designated { idle });
+            s.designated += 1;
             if close_now && idle {
                 s.closing = Some(Closing::Designated);
             }
         });
+        self.observe(SlotStep::Designated { idle: before.leases == 0 && before.closing.is_none() });
         Designation { state: Arc::clone(&self.state), runtime: rt.clone() }
     }
 
     /// Ends a close: reopened (`None`), or for good (`Some`); wakes the leases waiting for an
     /// eviction's outcome.
     fn settle(&self, closing: Option<Closing>) {
-        let waited = self.state.with(|s| {
-            let evicting = matches!(s.closing, Some(Closing::Evicting | Closing::Designated));
-            s.closing = closing;
-            evicting
-        });
+        let ((), before) = self.state.update(|s| s.closing = closing);
+        let waited = matches!(before.closing, Some(Closing::Evicting | Closing::Designated));
         if waited && !self.changes.runtime().mutant(Mutant::LOST_WAKEUP_EVICTION_SETTLED) {
             self.state.notify_all();
         }
@@ -260,7 +258,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Closed<'_, M, R> {
     /// The model was unloaded: the slot stays closed for good.
     pub(crate) fn commit(mut self) {
         self.committed = true;
-        let evicting = self.slot.state.with(|s| s.closing == Some(Closing::Evicting));
+        let evicting = self.slot.state.get().closing == Some(Closing::Evicting);
         if evicting {
             self.slot.settle(Some(Closing::Evicted));
         }
@@ -304,23 +302,26 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
         // The last lease of a designated victim closes it for the waiting add in this step: a
         // lease that starts after it cannot take the victim back before the add runs.
         let hand_over = !slot.changes.runtime().mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
-        let (idle, draining) = slot.state.with(|s| {
-            s.leases -= 1;
-            let idle = s.leases == 0;
-            let draining = idle && s.closing.is_some();
-            if idle && s.designated > 0 && s.closing.is_none() {
-                slot.observe(SlotStep::IdleWhileDesignated);
-                if hand_over {
-                    s.closing = Some(Closing::Designated);
-                }
+        let ((), before) = slot.state.update(|s| {
+            s.leases = s.leases.saturating_sub(1);
+            if hand_over && s.leases == 0 && s.designated > 0 && s.closing.is_none() {
+                s.closing = Some(Closing::Designated);
             }
-            (idle, draining)
         });
+        if before.leases == 0 {
+            slot.changes.runtime().defect("a lease ended on a slot that counted none");
+        }
+        let idle = before.leases == 1;
+        if idle && before.designated > 0 && before.closing.is_none() {
+            slot.observe(SlotStep::IdleWhileDesignated);
+        }
+        let draining = idle && before.closing.is_some();
         if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
             slot.state.notify_all();
         }
         if idle {
-            slot.changes.bump_at(Mutant::LOST_WAKEUP_LEASE_END);
+            // Only an add or a resize waiting for room waits for this, and each watches.
+            slot.changes.bump_if_watched_at(Mutant::LOST_WAKEUP_LEASE_END);
         }
     }
 }
@@ -336,21 +337,21 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
 /// [`FixedSizeCache`]: crate::FixedSizeCache
 #[must_use = "a designation lasts only while it lives"]
 pub struct Designation<R: Runtime = StdRuntime> {
-    state: Arc<R::Monitor<UseState>>,
+    state: Arc<UseCell<R>>,
     runtime: R,
 }
 
 impl<R: Runtime> Drop for Designation<R> {
     fn drop(&mut self) {
-        let reopened = self.state.with(|s| {
-            s.designated -= 1;
-            self.runtime.observe(key(&self.state), SlotStep::Undesignated);
+        let (reopened, _) = self.state.update(|s| {
+            s.designated = s.designated.saturating_sub(1);
             let reopen = s.designated == 0 && s.closing == Some(Closing::Designated);
             if reopen {
                 s.closing = None;
             }
             reopen
         });
+        self.runtime.observe(key(&self.state), SlotStep::Undesignated);
         if reopened && !self.runtime.mutant(Mutant::LOST_WAKEUP_DESIGNATION_DROPPED) {
             self.state.notify_all();
         }
@@ -366,5 +367,20 @@ impl<R: Runtime> fmt::Debug for Designation<R> {
 impl<M: Send + Sync + 'static, R: Runtime> fmt::Debug for Lease<M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease").field("id", &self.slot.id).finish_non_exhaustive()
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
+    /// M-L3 (`eviction-close-not-atomic`): the close reads the word, then stores the closed
+    /// state it computed over whatever the word holds by then (a lease counted in between is
+    /// lost, and the eviction unloads the model under it).
+    fn close_by_overwrite(&self, idle: impl Fn(&UseState) -> bool) -> Option<Closed<'_, M, R>> {
+        let seen = self.state.get();
+        idle(&seen).then(|| {
+            self.state.overwrite(UseState { closing: Some(Closing::Evicting), ..seen });
+            self.observe(SlotStep::Closed);
+            Closed { slot: self, committed: false }
+        })
     }
 }

@@ -23,9 +23,11 @@ mod lease;
 mod lifecycle;
 mod model;
 mod outcome;
+mod registry;
 mod removal;
 mod swap;
 mod table;
+mod use_word;
 
 use std::fmt;
 
@@ -40,7 +42,8 @@ pub use removal::RemovalReport;
 
 use lease::ModelSlot;
 use lifecycle::{Reservation, SharedTable};
-use swap::Found;
+use registry::Found;
+use registry::Registry;
 use table::Table;
 
 use crate::deadline::Deadline;
@@ -79,6 +82,8 @@ pub struct ModelManager<L: Loader, R: Runtime = StdRuntime> {
     runtime: R,
     config: ManagerConfig,
     table: SharedTable<L::Model, R>,
+    /// The registry the table retires entries by, read here without the table's monitor.
+    registry: Arc<Registry<L::Model, R>>,
     changes: Arc<Signal<R>>,
 }
 
@@ -104,9 +109,10 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     }
 
     fn build(loader: L, config: ManagerConfig, runtime: R) -> Self {
-        let table = Arc::new(runtime.monitor(Table::new()));
+        let registry = Arc::new(Registry::new(&runtime));
+        let table = Arc::new(runtime.monitor(Table::new(Arc::clone(&registry))));
         let changes = Arc::new(Signal::new(&runtime));
-        Self { loader, runtime, config, table, changes }
+        Self { loader, runtime, config, table, registry, changes }
     }
 
     /// The configuration this manager runs with.
@@ -121,7 +127,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
 
     /// Whether the manager is shut down, and whether `id` is registered: one look at the table.
     fn state_of(&self, id: &ModelId) -> (bool, bool) {
-        self.table.with(|t| (t.shut_down, t.registry.contains_key(id)))
+        self.table.with(|t| (t.registry.is_shut_down(), t.registry.contains_key(id)))
     }
 
     /// How long a drain of leases under `guard` may wait: the configured drain timeout, or less
@@ -237,10 +243,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     fn remove_locked(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
         self.check_guard(guard)?;
         let id = guard.id();
-        let slot = self
-            .table
-            .with(|t| t.registry.get(id).cloned())
-            .ok_or_else(|| ManagerError::NotFound { id: id.clone() })?;
+        let slot = self.registry.get(id).ok_or_else(|| ManagerError::NotFound { id: id.clone() })?;
         let closed = if self.runtime.mutant(Mutant::UNLOAD_WHILE_LEASED) {
             None
         } else {
@@ -288,7 +291,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         if self.runtime.mutant(Mutant::EVICT_DRAINS_LEASES) {
             return self.evict_draining_leases(guard);
         }
-        let Some(slot) = self.table.with(|t| t.registry.get(guard.id()).cloned()) else {
+        let Some(slot) = self.registry.get(guard.id()) else {
             return Ok(Eviction::NotRegistered);
         };
         let Some(closed) = slot.try_close() else {
@@ -354,7 +357,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         })?;
         let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
-        let old = self.table.with(|t| t.registry.insert(id.clone(), new));
+        let old = self.registry.insert(id.clone(), new);
         let old = old.expect("registered: checked under the lifecycle lock");
         let drain = self.drain_bound(guard);
         // The old version is dropped at the end of this call (its `Drop` is user code), under
@@ -391,7 +394,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     ) -> Result<Replaced, ManagerError> {
         self.check_guard(guard)?;
         let id = guard.id();
-        match self.table.with(|t| (t.shut_down, t.registry.get(id).cloned())) {
+        match (self.registry.is_shut_down(), self.registry.get(id)) {
             (true, _) => Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() })),
             (false, None) => self.add_locked(guard, canonical).map(|_| Replaced::Added),
             (false, Some(old)) => self.swap_in_place(guard, old, canonical),
@@ -399,14 +402,14 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     fn contains(&self, id: &str) -> bool {
-        self.table.with(|t| t.registry.contains_key(id))
+        self.registry.contains_key(id)
     }
 
-    /// Reads the slot's lease count under the table monitor (table → slot use-state, both
-    /// leaves otherwise), so that no reference to the model outlives the call: a hint taken under
-    /// a layer's bookkeeping lock must never end up dropping a model there.
+    /// Reads the slot's lease count under the registry's read lock, so that no reference to the
+    /// model outlives the call: a hint taken under a layer's bookkeeping lock must never end up
+    /// dropping a model there.
     fn in_use(&self, id: &str) -> bool {
-        self.table.with(|t| t.registry.get(id).is_some_and(|slot| slot.leases() > 0))
+        self.registry.with_slot(id, |slot| slot.is_some_and(|slot| slot.leases() > 0))
     }
 
     /// The base pins nothing: pins live in the layers above it.
@@ -414,10 +417,10 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         false
     }
 
-    /// Under the table monitor (table → slot use-state, as for [`Manager::in_use`]); the
-    /// designation keeps no reference to the model.
+    /// Under the registry's read lock (as for [`Manager::in_use`]); the designation keeps no
+    /// reference to the model.
     fn designate(&self, id: &str) -> Option<Designation<R>> {
-        self.table.with(|t| t.registry.get(id).map(|slot| slot.designate()))
+        self.registry.with_slot(id, |slot| slot.map(ModelSlot::designate))
     }
 
     fn is_locked(&self, id: &str) -> bool {
@@ -426,11 +429,11 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     fn ids(&self) -> Vec<ModelId> {
-        self.table.with(|t| t.registry.keys().cloned().collect())
+        self.registry.ids()
     }
 
     fn is_shut_down(&self) -> bool {
-        self.table.with(|t| t.shut_down)
+        self.registry.is_shut_down()
     }
 
     fn begin_shutdown(&self) -> Vec<ModelId> {
@@ -443,8 +446,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     fn snapshot(&self) -> Snapshot {
-        let (registered, entries) =
-            self.table.with(|t| (t.registry.keys().cloned().collect(), t.lifecycle()));
+        let (registered, entries) = self.table.with(|t| (t.registry.ids(), t.lifecycle()));
         let lifecycle = entries
             .into_iter()
             .map(|(id, generation, reservations, entry)| LifecycleInfo {

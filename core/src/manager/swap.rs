@@ -10,21 +10,13 @@
 //! under way.
 
 use super::lease::ModelSlot;
-use super::table::Swap;
+use super::registry::{Found, Swap};
 use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::error::{ManagerError, SourceError};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime};
+use crate::runtime::{Arc, Runtime};
 use crate::telemetry;
-
-/// What a lease finds under an id.
-pub(crate) enum Found<M, R: Runtime> {
-    /// The registered model's slot.
-    Slot(Arc<ModelSlot<M, R>>),
-    /// An in-place replace of the id, to wait for.
-    Swapping(Arc<Swap<R>>),
-}
 
 /// Lists a swap in the table while it lives; on every exit (a panic too) takes it out and
 /// wakes its waiters, after whatever the exit left in the registry.
@@ -37,18 +29,14 @@ struct Listed<'a, L: Loader, R: Runtime> {
 impl<'a, L: Loader, R: Runtime> Listed<'a, L, R> {
     fn new(manager: &'a ModelManager<L, R>, id: &'a ModelId) -> Self {
         let swap = Arc::new(Swap::new(&manager.runtime));
-        manager.table.with(|t| t.swaps.insert(id.clone(), Arc::clone(&swap)));
+        manager.registry.insert_swap(id.clone(), Arc::clone(&swap));
         Self { manager, id, swap }
     }
 }
 
 impl<L: Loader, R: Runtime> Drop for Listed<'_, L, R> {
     fn drop(&mut self) {
-        self.manager.table.with(|t| {
-            if t.swaps.get(self.id).is_some_and(|s| Arc::ptr_eq(s, &self.swap)) {
-                t.swaps.remove(self.id);
-            }
-        });
+        self.manager.registry.remove_swap(self.id, &self.swap);
         self.swap.settle(&self.manager.runtime);
     }
 }
@@ -76,7 +64,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
             return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
         }
         closed.commit();
-        let removed = self.table.with(|t| t.registry.remove(id));
+        let removed = self.registry.remove(id);
         // The old version's `Drop` (user code) runs here, under the lifecycle lock only.
         drop((removed, old));
         tracing::debug!(%id, %canonical, "replace in place: loading the new version");
@@ -87,7 +75,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         })?;
         let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
-        self.table.with(|t| t.registry.insert(id.clone(), new));
+        // Dropped here: the id had no model while the swap was under way.
+        let _none = self.registry.insert(id.clone(), new);
         drop(listed);
         telemetry::loaded(canonical, took);
         Ok(Replaced::Unloaded)
@@ -101,16 +90,11 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         ModelId::validate(id)?;
         let refuse = !self.runtime.mutant(Mutant::LEASE_AFTER_SHUTDOWN);
         let swap_gone = self.runtime.mutant(Mutant::SWAP_LEASE_NOT_FOUND);
-        let found = self.table.with(|t| {
-            if t.shut_down && refuse {
-                return Err(());
-            }
-            Ok(match t.swaps.get(id) {
-                Some(_) if swap_gone => None,
-                Some(swap) => Some(Found::Swapping(Arc::clone(swap))),
-                None => t.registry.get(id).cloned().map(Found::Slot),
-            })
-        });
+        let found = if refuse && self.registry.is_shut_down() {
+            Err(())
+        } else {
+            Ok(self.registry.lookup(id, swap_gone))
+        };
         match found {
             Ok(Some(found)) => Ok(found),
             Ok(None) => Err(ManagerError::NotFound { id: ModelId::new(id)? }),

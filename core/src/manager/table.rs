@@ -7,35 +7,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::lease::ModelSlot;
+use super::registry::Registry;
 use crate::error::ManagerError;
 use crate::id::ModelId;
-use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, TimedLock, TimedOut};
-
-/// An in-place replace under way; settled once, when the id has its new version or none.
-pub(crate) struct Swap<R: Runtime> {
-    settled: R::Monitor<bool>,
-}
-
-impl<R: Runtime> Swap<R> {
-    pub(super) fn new(runtime: &R) -> Self {
-        Self { settled: runtime.monitor(false) }
-    }
-
-    /// Waits at most `timeout` for the swap to settle.
-    pub(crate) fn wait(&self, timeout: Duration) -> Result<(), TimedOut> {
-        self.settled.wait_until(Some(timeout), |settled| settled.then_some(()))
-    }
-
-    /// The swap is over (the table no longer lists it): wakes the leases waiting for it.
-    pub(super) fn settle(&self, runtime: &R) {
-        self.settled.with(|settled| *settled = true);
-        if !runtime.mutant(Mutant::LOST_WAKEUP_SWAP_SETTLED) {
-            self.settled.notify_all();
-        }
-    }
-}
+use crate::runtime::{Arc, Runtime, TimedLock};
 
 /// One generation of a resolved id's lifecycle lock.
 pub(crate) struct LifecycleEntry<R: Runtime> {
@@ -95,29 +70,20 @@ pub(crate) struct Reserved<R: Runtime> {
 
 // ---- The table ----------------------------------------------------------------------------------
 
-/// Registry (`resolved id -> model slot`) plus lifecycle table (`resolved id -> entry`).
-pub(crate) struct Table<M, R: Runtime> {
-    pub(crate) registry: BTreeMap<ModelId, Arc<ModelSlot<M, R>>>,
+/// Lifecycle table (`resolved id -> entry`), with the registry (`resolved id -> model slot`)
+/// it retires entries by: leases read the registry without this monitor, every change of it
+/// that the retirement rule depends on is made under it.
+pub(crate) struct Table<M: Send + Sync + 'static, R: Runtime> {
+    pub(crate) registry: Arc<Registry<M, R>>,
     lifecycle: BTreeMap<ModelId, LifecycleRecord<R>>,
     generations: u64,
     /// Recent failed loads by resolved id, while the negative cache is on.
     recent: BTreeMap<ModelId, Recent>,
-    /// Set for good by a shutdown: adds and leases are refused.
-    pub(crate) shut_down: bool,
-    /// In-place replaces under way, by resolved id: their leases wait for them.
-    pub(crate) swaps: BTreeMap<ModelId, Arc<Swap<R>>>,
 }
 
-impl<M, R: Runtime> Table<M, R> {
-    pub(crate) fn new() -> Self {
-        Self {
-            registry: BTreeMap::new(),
-            lifecycle: BTreeMap::new(),
-            generations: 0,
-            recent: BTreeMap::new(),
-            shut_down: false,
-            swaps: BTreeMap::new(),
-        }
+impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
+    pub(crate) fn new(registry: Arc<Registry<M, R>>) -> Self {
+        Self { registry, lifecycle: BTreeMap::new(), generations: 0, recent: BTreeMap::new() }
     }
 
     /// Reserves the current generation of `id`, creating one if there is none.
@@ -233,10 +199,10 @@ impl<M, R: Runtime> Table<M, R> {
     /// with a lifecycle entry (an add that got past the shut-down check before this holds one,
     /// and registers only under its lock). `registry_only` is the S-G1 mutant.
     pub(crate) fn shut_down(&mut self, registry_only: bool) -> Vec<ModelId> {
-        self.shut_down = true;
-        let mut ids: Vec<ModelId> = self.registry.keys().cloned().collect();
+        self.registry.shut_down();
+        let mut ids: Vec<ModelId> = self.registry.ids();
         if !registry_only {
-            ids.extend(self.lifecycle.keys().filter(|id| !self.registry.contains_key(*id)).cloned());
+            ids.extend(self.lifecycle.keys().filter(|id| !self.registry.contains_key(id)).cloned());
             ids.sort();
         }
         ids

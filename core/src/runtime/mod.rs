@@ -5,15 +5,20 @@
 //! the `resident-sim` crate supplies runtimes backed by the shuttle and loom model checkers, so
 //! one compiled crate serves production and schedule exploration at the same time.
 //!
-//! The facade is deliberately small. Its one primitive is a [`Monitor`]: a value behind a
+//! The facade is deliberately small. Its main primitive is a [`Monitor`]: a value behind a
 //! poison-free mutex that can be waited on for a condition, with an optional timeout. Timeouts
 //! belong to the runtime, so a model checker can decide *when* a deadline passes and explore it
-//! like any other scheduling event. The lock built on top of it (`TimedLock`, internal) lives here too.
+//! like any other scheduling event. The other is an [`AtomicWord`], for the read paths that must
+//! not serialise their callers (a lease counts itself in its slot's word), and an [`RwLock`]
+//! for the registry those paths read. The lock built on a
+//! monitor ([`TimedLock`]) lives here too.
 //!
 //! Closures passed to a monitor run with its mutex held; they must be short and must never call
 //! user code, wait, or take another monitor.
 
+mod atomic;
 mod observe;
+mod rw_lock;
 mod signal;
 mod std_runtime;
 mod timed_lock;
@@ -21,17 +26,22 @@ mod timed_lock;
 use std::fmt::Debug;
 use std::time::Duration;
 
+pub use std::sync::atomic::Ordering;
 pub use std::sync::{Arc, Weak};
 
 use crate::mutants::Mutant;
+pub use atomic::AtomicWord;
 pub use observe::{LineStep, SlotStep};
-pub use signal::Signal;
+pub use rw_lock::RwLock;
+pub use signal::{Signal, Watch};
 pub use std_runtime::StdRuntime;
 pub use timed_lock::{TimedLock, TimedLockGuard};
 
 /// A bounded wait ran out of time before its condition held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimedOut;
+
+// ---- The runtime ------------------------------------------------------------------------------
 
 /// A source of synchronization primitives and time.
 ///
@@ -43,6 +53,27 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
 
     /// Creates a monitor guarding `value`.
     fn monitor<T: Send + 'static>(&self, value: T) -> Self::Monitor<T>;
+
+    /// The reader-writer lock this runtime provides for values of type `T`.
+    type RwLock<T: Send + Sync + 'static>: RwLock<T>;
+
+    /// Creates a reader-writer lock guarding `value`.
+    fn rw_lock<T: Send + Sync + 'static>(&self, value: T) -> Self::RwLock<T>;
+
+    /// The atomic word this runtime provides.
+    type Atomic: AtomicWord;
+
+    /// Creates an atomic word holding `value`.
+    fn atomic(&self, value: u64) -> Self::Atomic;
+
+    /// A sequentially consistent fence (`std::sync::atomic::fence(SeqCst)`), for the one
+    /// pattern a monitor cannot cover cheaply: two threads each write one word and then read
+    /// the other's ([`Signal::watch`]). The default is the standard library's; a
+    /// model-checking runtime must use its checker's own (loom models these fences exactly).
+    #[inline]
+    fn fence(&self) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
 
     /// Time elapsed on this runtime's clock since the runtime was created.
     ///
@@ -130,6 +161,8 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
         std::panic::resume_unwind(payload)
     }
 }
+
+// ---- The monitor ------------------------------------------------------------------------------
 
 /// A value behind a poison-free mutex, with condition waits.
 ///

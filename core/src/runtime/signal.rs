@@ -2,9 +2,10 @@
 //! at whatever state it depends on, and waits for the epoch to move past what it read.
 
 use std::fmt;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::time::Duration;
 
-use super::{Monitor, Runtime, TimedOut};
+use super::{AtomicWord, Monitor, Runtime, TimedOut};
 use crate::mutants::Mutant;
 
 #[derive(Debug, Default)]
@@ -19,15 +20,67 @@ struct State {
 /// it inspects the state it waits on, then [`Signal::wait_past`] that epoch; a changer changes
 /// the state first and [`Signal::bump`]s after. Either the inspection sees the change, or the
 /// bump lands after the epoch was read and the wait returns at once.
+///
+/// One kind of change is announced only while someone [watches](Signal::watch): the end of a
+/// model's last lease, which is on the hottest path there is and almost never awaited. A thread
+/// that waits for a lease to end holds a [`Watch`] from before its first look at the state
+/// until it stops waiting.
 pub struct Signal<R: Runtime> {
     state: R::Monitor<State>,
+    /// Live [`Watch`]es.
+    watchers: R::Atomic,
     runtime: R,
+}
+
+/// A thread's declared interest in the changes its signal announces only while watched (the
+/// end of a lease): from its creation, which must come before the thread first looks at the
+/// state it waits on, until it is dropped.
+#[must_use = "a watch lasts only while it lives"]
+pub struct Watch<'a, R: Runtime> {
+    signal: &'a Signal<R>,
+}
+
+impl<R: Runtime> Drop for Watch<'_, R> {
+    fn drop(&mut self) {
+        self.signal.watchers.fetch_sub(1, Release);
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Watch<'_, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watch").finish_non_exhaustive()
+    }
 }
 
 impl<R: Runtime> Signal<R> {
     /// A signal at epoch zero.
     pub fn new(runtime: &R) -> Self {
-        Self { state: runtime.monitor(State::default()), runtime: runtime.clone() }
+        Self {
+            state: runtime.monitor(State::default()),
+            watchers: runtime.atomic(0),
+            runtime: runtime.clone(),
+        }
+    }
+
+    /// Watches the signal for the changes it announces only while watched (see the type's
+    /// docs): take it before the first look at the state, keep it until done waiting.
+    ///
+    /// The count and a fence, paired with the fence in [`Signal::bump_if_watched_at`]: of a
+    /// watcher that counts itself and then looks at the state, and a changer that changes the
+    /// state and then reads the count, at least one sees the other's write.
+    pub fn watch(&self) -> Watch<'_, R> {
+        self.watchers.fetch_add(1, Relaxed);
+        self.runtime.fence();
+        Watch { signal: self }
+    }
+
+    /// [`Signal::bump_at`] only while a [`Watch`] lives: a change nobody outside a watch waits
+    /// for (the end of a lease), made before this call.
+    pub(crate) fn bump_if_watched_at(&self, site: Mutant) {
+        self.runtime.fence();
+        if self.watchers.load(Relaxed) > 0 {
+            self.bump_at(site);
+        }
     }
 
     /// The current epoch: read it before inspecting the state a wait depends on.

@@ -41,6 +41,20 @@ impl Runtime for StdRuntime {
         StdMonitor { value: Mutex::new(value), changed: Condvar::new() }
     }
 
+    type RwLock<T: Send + Sync + 'static> = parking_lot::RwLock<T>;
+
+    #[inline]
+    fn rw_lock<T: Send + Sync + 'static>(&self, value: T) -> Self::RwLock<T> {
+        parking_lot::RwLock::new(value)
+    }
+
+    type Atomic = std::sync::atomic::AtomicU64;
+
+    #[inline]
+    fn atomic(&self, value: u64) -> Self::Atomic {
+        std::sync::atomic::AtomicU64::new(value)
+    }
+
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }

@@ -27,6 +27,18 @@ struct Recording {
 }
 
 impl Runtime for Recording {
+    type RwLock<T: Send + Sync + 'static> = <StdRuntime as Runtime>::RwLock<T>;
+
+    fn rw_lock<T: Send + Sync + 'static>(&self, value: T) -> Self::RwLock<T> {
+        StdRuntime::new().rw_lock(value)
+    }
+
+    type Atomic = std::sync::atomic::AtomicU64;
+
+    fn atomic(&self, value: u64) -> Self::Atomic {
+        std::sync::atomic::AtomicU64::new(value)
+    }
+
     type Monitor<T: Send + 'static> = <StdRuntime as Runtime>::Monitor<T>;
 
     fn monitor<T: Send + 'static>(&self, value: T) -> Self::Monitor<T> {

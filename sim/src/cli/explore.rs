@@ -47,6 +47,10 @@ pub(super) struct Args {
     /// left as it starts, and stops there (a loom search cut short is not exhaustive).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     time: Option<Duration>,
+    /// loom's preemption bound for every selected scenario, instead of each one's own (`just
+    /// loom` explores the lease word's kernel, M-L3, at 3 this way).
+    #[arg(long, value_name = "N")]
+    loom_bound: Option<usize>,
     /// Worker threads; default: one per core.
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
@@ -71,7 +75,9 @@ pub(super) fn run(args: &Args, verbose: bool, registry: &Registry, name: &str) -
             return ExitCode::from(2);
         }
     };
-    let plan = Plan::new(args.iterations, args.seed).with_mutants(mutants.into_iter().collect::<MutantSet>());
+    let mut plan =
+        Plan::new(args.iterations, args.seed).with_mutants(mutants.into_iter().collect::<MutantSet>());
+    plan.preemption_bound = args.loom_bound;
     let checkers: &[Checker] = match args.scheduler {
         SchedulerArg::Random => &[Checker::Random],
         SchedulerArg::Pct => &[Checker::Pct],

@@ -5,6 +5,8 @@ use std::ops::DerefMut;
 
 use shuttle::rand::Rng;
 
+use resident::runtime::AtomicWord;
+
 use super::Counter;
 
 /// The primitives of one model checker: its mutex, condition variable, threads and atomics.
@@ -23,6 +25,8 @@ pub trait Checker: Send + Sync + 'static {
     type Handle<T: Send + 'static>: Send;
     /// The checker's atomic counter.
     type Counter: Counter;
+    /// The checker's 64-bit atomic, as the facade's [`AtomicWord`].
+    type Word: AtomicWord;
 
     /// A new mutex.
     fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T>;
@@ -52,6 +56,18 @@ pub trait Checker: Send + Sync + 'static {
     fn thread_name() -> Option<String>;
     /// A new counter at zero.
     fn counter() -> Self::Counter;
+    /// A new atomic word holding `value`.
+    fn word(value: u64) -> Self::Word;
+    /// The checker's reader-writer lock.
+    type RwLock<T: Send + Sync + 'static>: Send + Sync;
+    /// A new reader-writer lock.
+    fn rw_lock<T: Send + Sync + 'static>(value: T) -> Self::RwLock<T>;
+    /// Runs `f` under a read lock (poison-free).
+    fn read<T: Send + Sync + 'static, U>(lock: &Self::RwLock<T>, f: impl FnOnce(&T) -> U) -> U;
+    /// Runs `f` under the write lock (poison-free).
+    fn write<T: Send + Sync + 'static, U>(lock: &Self::RwLock<T>, f: impl FnOnce(&mut T) -> U) -> U;
+    /// A sequentially consistent fence of the checker.
+    fn fence();
 
     /// Adds `delta` to the number of sim monitors the running checker thread holds (a checker
     /// thread-local); returns the new count.
@@ -80,10 +96,45 @@ macro_rules! counter {
     };
 }
 
+/// The checker's `AtomicU64` as the facade's [`AtomicWord`]: every access a scheduling point,
+/// at the ordering the code under test names.
+macro_rules! word {
+    ($word:ident, $krate:ident) => {
+        #[doc = concat!("The ", stringify!($krate), " model checker's `AtomicU64`.")]
+        #[derive(Debug)]
+        pub struct $word($krate::sync::atomic::AtomicU64);
+
+        impl AtomicWord for $word {
+            fn load(&self, order: std::sync::atomic::Ordering) -> u64 {
+                self.0.load(order)
+            }
+            fn store(&self, value: u64, order: std::sync::atomic::Ordering) {
+                self.0.store(value, order);
+            }
+            fn fetch_add(&self, value: u64, order: std::sync::atomic::Ordering) -> u64 {
+                self.0.fetch_add(value, order)
+            }
+            fn fetch_sub(&self, value: u64, order: std::sync::atomic::Ordering) -> u64 {
+                self.0.fetch_sub(value, order)
+            }
+            fn compare_exchange(
+                &self,
+                current: u64,
+                new: u64,
+                success: std::sync::atomic::Ordering,
+                failure: std::sync::atomic::Ordering,
+            ) -> Result<u64, u64> {
+                self.0.compare_exchange(current, new, success, failure)
+            }
+        }
+    };
+}
+
 /// Everything but the data choice is the same code for both checkers, but for the crate name.
 macro_rules! checker {
-    ($checker:ident, $krate:ident, $spurious:expr) => {
+    ($checker:ident, $word:ident, $krate:ident, $spurious:expr) => {
         counter!($krate);
+        word!($word, $krate);
 
         #[doc = concat!("The ", stringify!($krate), " model checker.")]
         #[derive(Debug, Clone, Copy)]
@@ -97,6 +148,7 @@ macro_rules! checker {
             type Condvar = $krate::sync::Condvar;
             type Handle<T: Send + 'static> = $krate::thread::JoinHandle<T>;
             type Counter = $krate::sync::atomic::AtomicUsize;
+            type Word = $word;
 
             fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
                 $krate::sync::Mutex::new(value)
@@ -163,6 +215,28 @@ macro_rules! checker {
                 $krate::sync::atomic::AtomicUsize::new(0)
             }
 
+            fn word(value: u64) -> Self::Word {
+                $word($krate::sync::atomic::AtomicU64::new(value))
+            }
+
+            type RwLock<T: Send + Sync + 'static> = $krate::sync::RwLock<T>;
+
+            fn rw_lock<T: Send + Sync + 'static>(value: T) -> Self::RwLock<T> {
+                $krate::sync::RwLock::new(value)
+            }
+
+            fn read<T: Send + Sync + 'static, U>(lock: &Self::RwLock<T>, f: impl FnOnce(&T) -> U) -> U {
+                f(&lock.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+            }
+
+            fn write<T: Send + Sync + 'static, U>(lock: &Self::RwLock<T>, f: impl FnOnce(&mut T) -> U) -> U {
+                f(&mut lock.write().unwrap_or_else(std::sync::PoisonError::into_inner))
+            }
+
+            fn fence() {
+                $krate::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            }
+
             fn held(delta: isize) -> usize {
                 $krate::thread_local! {
                     static HELD: std::cell::Cell<usize> = std::cell::Cell::new(0);
@@ -177,5 +251,5 @@ macro_rules! checker {
     };
 }
 
-checker!(ShuttleChecker, shuttle, shuttle::rand::thread_rng().gen_ratio(1, SPURIOUS_ODDS));
-checker!(LoomChecker, loom, false);
+checker!(ShuttleChecker, ShuttleWord, shuttle, shuttle::rand::thread_rng().gen_ratio(1, SPURIOUS_ODDS));
+checker!(LoomChecker, LoomWord, loom, false);

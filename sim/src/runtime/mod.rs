@@ -19,9 +19,9 @@ mod sim;
 
 use resident::runtime::Runtime;
 
-pub use checker::{Checker, LoomChecker, ShuttleChecker};
+pub use checker::{Checker, LoomChecker, LoomWord, ShuttleChecker, ShuttleWord};
 pub use clock::Time;
-pub use sim::{Sim, SimHandle, SimMonitor};
+pub use sim::{Sim, SimHandle, SimMonitor, SimRwLock};
 
 use crate::mutant_set::MutantSet;
 

@@ -10,7 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 use resident::mutants::Mutant;
-use resident::runtime::{Arc, LineStep, Monitor, Runtime, SlotStep, TimedOut};
+use resident::runtime::{Arc, LineStep, Monitor, Runtime, RwLock, SlotStep, TimedOut};
 
 use super::checker::Checker;
 use super::clock::{Clock, Deadline, Expire, Time};
@@ -137,6 +137,22 @@ impl<C: Checker> Runtime for Sim<C> {
         }
     }
 
+    type RwLock<T: Send + Sync + 'static> = SimRwLock<C, T>;
+
+    fn rw_lock<T: Send + Sync + 'static>(&self, value: T) -> SimRwLock<C, T> {
+        SimRwLock { lock: C::rw_lock(value), rt: self.clone() }
+    }
+
+    type Atomic = C::Word;
+
+    fn atomic(&self, value: u64) -> C::Word {
+        C::word(value)
+    }
+
+    fn fence(&self) {
+        C::fence();
+    }
+
     fn now(&self) -> Duration {
         Duration::from_nanos(self.clock().now())
     }
@@ -229,6 +245,31 @@ impl<C: Checker, T: Send + 'static> Expire for Inner<C, T> {
         cell.expiries += 1;
         cell.expired_at = self.rt.clock().activity();
         self.wake_all(&mut cell);
+    }
+}
+
+/// [`RwLock`] of the [`Sim`] runtime: the checker's own; a thread inside counts as holding a
+/// monitor (user code must never run there).
+pub struct SimRwLock<C: Checker, T: Send + Sync + 'static> {
+    lock: C::RwLock<T>,
+    rt: Sim<C>,
+}
+
+impl<C: Checker, T: Send + Sync + 'static> RwLock<T> for SimRwLock<C, T> {
+    fn read<U>(&self, f: impl FnOnce(&T) -> U) -> U {
+        C::read(&self.lock, |value| {
+            self.rt.clock().touch();
+            let _held = Held::<C>::enter();
+            f(value)
+        })
+    }
+
+    fn write<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
+        C::write(&self.lock, |value| {
+            self.rt.clock().touch();
+            let _held = Held::<C>::enter();
+            f(value)
+        })
     }
 }
 

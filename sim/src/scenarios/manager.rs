@@ -3,7 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use resident::runtime::Arc;
-use resident::{Added, Manager, ManagerError, ManagerExt, ModelId, ModelManager};
+use resident::{Added, Eviction, Manager, ManagerError, ManagerExt, ModelId, ModelManager};
 
 use crate::ensure;
 use crate::latch::Latch;
@@ -106,6 +106,47 @@ pub(super) fn remove_under_lease<R: SimRuntime>(rt: R) {
         );
     }
     ensure!(!world.manager.contains("X"), "contract", "X is still registered after remove");
+    world.check_quiescent();
+}
+
+/// M-L3, the lease word's kernel: X is registered in a bare manager; T1 leases and serves X
+/// twice, T2 evicts X (the non-blocking close: one compare-exchange on the slot's word) and T3
+/// removes it (the draining close). A lease and a close never both win: no lease serves an
+/// unloaded model, X is unloaded exactly once, the remove that finds X registered drains it
+/// (no count left behind by a refused lease), and nothing is left alive or locked.
+pub(super) fn lease_word<R: SimRuntime>(rt: R) {
+    let world = ManagerWorld::builder(rt).model("X", &[], &[]).build();
+    world.manager.add_model("X", None).expect("setup load succeeds");
+    let t1 = world.spawn("T1", |m, t| {
+        let lease = || traced(t, "lease(X)", || m.lease("X").map(|lease| lease.serve(t)));
+        [lease(), lease()]
+    });
+    let t2 = world
+        .spawn("T2", |m, t| traced(t, "evict(X)", || m.lock("X").and_then(|guard| m.evict_locked(&guard))));
+    let t3 = world.spawn("T3", |m, t| traced(t, "remove(X)", || m.remove("X")));
+    let served = join::<R, _>(t1);
+    let evicted = join::<R, _>(t2);
+    let removed = join::<R, _>(t3);
+    for lease in &served {
+        ensure!(
+            matches!(lease, Ok(()) | Err(ManagerError::NotFound { .. } | ManagerError::Removing { .. })),
+            "contract",
+            "T1's lease ended with {lease:?}"
+        );
+    }
+    let evicted = match evicted {
+        Ok(Eviction::Evicted) => true,
+        Ok(Eviction::InUse | Eviction::NotRegistered) => false,
+        other => {
+            ensure!(false, "contract", "evict(X) without timeouts gave {other:?}");
+            false
+        }
+    };
+    match (&removed, evicted) {
+        (Ok(()), false) | (Err(ManagerError::NotFound { .. }), true) => {}
+        _ => ensure!(false, "contract", "remove(X) gave {removed:?} with X evicted: {evicted}"),
+    }
+    ensure!(!world.manager.contains("X"), "contract", "X is still registered after its remove");
     world.check_quiescent();
 }
 

@@ -20,7 +20,7 @@ use crate::world::manager::ManagerWorld;
 use crate::world::traced;
 
 /// Scheduling points T1 passes before it releases the victim.
-const RELEASE_AFTER: usize = 24;
+const RELEASE_AFTER: usize = HEAD_START;
 
 /// Scheduling points a thread that changes what another one waits for passes first (see
 /// [`give_way`]).
@@ -87,9 +87,19 @@ fn room_after<R: SimRuntime, D: Depth, H: Send + 'static>(
     hold: H,
     release: impl FnOnce(&layers::Stack<R, D>, H) + Send + 'static,
 ) {
+    room_after_in::<R, D, H>(world, hold, RELEASE_AFTER, release);
+}
+
+/// [`room_after`], T1 passing `after` scheduling points before it releases.
+fn room_after_in<R: SimRuntime, D: Depth, H: Send + 'static>(
+    world: ManagerWorld<R, layers::Stack<R, D>>,
+    hold: H,
+    after: usize,
+    release: impl FnOnce(&layers::Stack<R, D>, H) + Send + 'static,
+) {
     let t2 = world.spawn("T2", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
     let t1 = world.spawn("T1", move |m, _| {
-        give_way::<R>(RELEASE_AFTER);
+        give_way::<R>(after);
         release(m, hold);
     });
     join::<R, _>(t1);
@@ -105,6 +115,14 @@ pub(super) fn room_after_lease<R: SimRuntime, D: Depth>(rt: R) {
     let world = full_cache::<R, D>(rt);
     let lease = world.manager.lease("A").expect("registered");
     room_after::<R, D, _>(world, lease, |_, lease| drop(lease));
+}
+
+/// W-3w: W-3 with the lease ending at once, while the add may still be planning: the add must
+/// have declared its watch for lease ends before it first looked at A.
+pub(super) fn room_after_lease_at_once<R: SimRuntime, D: Depth>(rt: R) {
+    let world = full_cache::<R, D>(rt);
+    let lease = world.manager.lease("A").expect("registered");
+    room_after_in::<R, D, _>(world, lease, 0, |_, lease| drop(lease));
 }
 
 /// W-4: A's lifecycle lock is held while B is added; T1 releases it.

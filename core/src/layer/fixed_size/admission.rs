@@ -89,6 +89,9 @@ impl<M: Manager> FixedSizeCache<M> {
         let wake = Arc::new(Signal::new(rt));
         let a = Admitting { id, beside, count_inflight, evict_leased, in_line, barge, partial, wake };
         let mut attempt = Attempt::new(self, a, wait, deadline);
+        // Before the first look: the end of a lease is announced only while watched.
+        let watch_late = self.mutant(Mutant::WATCH_AFTER_PLAN);
+        let mut watch = (!watch_late).then(|| changes.watch());
         loop {
             // Read before planning: any change after this read ends the wait below at once.
             let (epoch, line_epoch) = (changes.epoch(), attempt.a.wake.epoch());
@@ -107,6 +110,9 @@ impl<M: Manager> FixedSizeCache<M> {
             // change since the plan (a lease ending, a lock released, a pin lifted), at most
             // until the deadline. Victims that a layer below pins stay out of the plans until
             // this layer's queue or pins change, so a wake-up never re-tries them in a loop.
+            if watch_late {
+                watch.get_or_insert_with(|| changes.watch());
+            }
             let left = deadline.map(|d| d.saturating_sub(rt.now()));
             // Behind another add: only its leaving the line can let this one go (a shutdown or
             // a raised limit reaches the first, whose leaving wakes the next, and so on).

@@ -73,6 +73,8 @@ impl<M: Manager> FixedSizeCache<M> {
                 self.book.with(|b| (b.max_size, b.queue.iter().cloned().collect(), b.loading));
             telemetry::refused(ManagerError::OverLimit { max_size, held, loading, waited: wait })
         };
+        // Before the first look: the end of a lease is announced only while watched.
+        let _watch = changes.watch();
         loop {
             let epoch = changes.epoch();
             let Lowering { over, victims, seen } =

@@ -1,0 +1,161 @@
+//! The registry: resolved id → model slot, and the in-place replaces under way, read by every
+//! lease without the table's monitor. Sharded by id, each shard behind its own reader-writer
+//! lock on its own cache line, so that leases of different ids share no lock word and leases of
+//! one id only read theirs.
+//!
+//! Writes (registering, switching and removing versions) happen under the id's lifecycle lock
+//! and, where the table's retirement rule reads the registry, under the table's monitor too
+//! (lock order: table monitor → shard lock → nothing).
+
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use super::lease::ModelSlot;
+use crate::id::ModelId;
+use crate::runtime::Ordering::{Acquire, Release};
+use std::time::Duration;
+
+use crate::mutants::Mutant;
+use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, RwLock, TimedOut};
+
+/// What a lease finds under an id.
+pub(crate) enum Found<M, R: Runtime> {
+    /// The registered model's slot.
+    Slot(Arc<ModelSlot<M, R>>),
+    /// An in-place replace of the id, to wait for.
+    Swapping(Arc<Swap<R>>),
+}
+
+/// An in-place replace under way; settled once, when the id has its new version or none.
+pub(crate) struct Swap<R: Runtime> {
+    settled: R::Monitor<bool>,
+}
+
+impl<R: Runtime> Swap<R> {
+    pub(crate) fn new(runtime: &R) -> Self {
+        Self { settled: runtime.monitor(false) }
+    }
+
+    /// Waits at most `timeout` for the swap to settle.
+    pub(crate) fn wait(&self, timeout: Duration) -> Result<(), TimedOut> {
+        self.settled.wait_until(Some(timeout), |settled| settled.then_some(()))
+    }
+
+    /// The swap is over (the table no longer lists it): wakes the leases waiting for it.
+    pub(crate) fn settle(&self, runtime: &R) {
+        self.settled.with(|settled| *settled = true);
+        if !runtime.mutant(Mutant::LOST_WAKEUP_SWAP_SETTLED) {
+            self.settled.notify_all();
+        }
+    }
+}
+
+/// Shards: enough that two threads on different ids rarely meet on one (1 in 16).
+const SHARDS: usize = 16;
+
+/// What one shard keeps.
+struct Shard<M: Send + Sync + 'static, R: Runtime> {
+    slots: BTreeMap<ModelId, Arc<ModelSlot<M, R>>>,
+    swaps: BTreeMap<ModelId, Arc<Swap<R>>>,
+}
+
+/// One shard on a cache line of its own (two cores writing neighbouring lock words would
+/// otherwise share the line).
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// A shard behind its lock, on its own cache line.
+type Locked<M, R> = Padded<<R as Runtime>::RwLock<Shard<M, R>>>;
+
+/// The registry (see the module docs).
+pub(crate) struct Registry<M: Send + Sync + 'static, R: Runtime> {
+    shards: Box<[Locked<M, R>]>,
+    /// 1 once shut down, for good.
+    shut_down: R::Atomic,
+}
+
+impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
+    pub(crate) fn new(runtime: &R) -> Self {
+        let shard = || Padded(runtime.rw_lock(Shard { slots: BTreeMap::new(), swaps: BTreeMap::new() }));
+        Self { shards: (0..SHARDS).map(|_| shard()).collect(), shut_down: runtime.atomic(0) }
+    }
+
+    fn shard(&self, id: &str) -> &R::RwLock<Shard<M, R>> {
+        let hash = rustc_hash::FxBuildHasher.hash_one(id);
+        // The hash's high bits are its best mixed.
+        let at = usize::try_from(hash >> 60).unwrap_or(0) % SHARDS;
+        &self.shards[at].0
+    }
+
+    /// What a lease of `id` finds, in one read of its shard: the in-place replace it must wait
+    /// for, else the slot (`swap_gone`: the S-R2i mutant, which overlooks the replace).
+    pub(crate) fn lookup(&self, id: &str, swap_gone: bool) -> Option<Found<M, R>> {
+        self.shard(id).read(|s| match s.swaps.get(id) {
+            Some(_) if swap_gone => None,
+            Some(swap) => Some(Found::Swapping(Arc::clone(swap))),
+            None => s.slots.get(id).cloned().map(Found::Slot),
+        })
+    }
+
+    /// The slot registered under `id`. The caller drops the clone outside every lock.
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<ModelSlot<M, R>>> {
+        self.shard(id).read(|s| s.slots.get(id).cloned())
+    }
+
+    /// Runs `f` on the slot registered under `id` without taking a reference to it (so that
+    /// no model is ever dropped by the caller).
+    pub(crate) fn with_slot<U>(&self, id: &str, f: impl FnOnce(Option<&ModelSlot<M, R>>) -> U) -> U {
+        self.shard(id).read(|s| f(s.slots.get(id).map(|slot| &**slot)))
+    }
+
+    pub(crate) fn contains_key(&self, id: &str) -> bool {
+        self.shard(id).read(|s| s.slots.contains_key(id))
+    }
+
+    /// Registers `slot` under `id`; the slot it replaces, which the caller drops outside every
+    /// lock.
+    pub(crate) fn insert(&self, id: ModelId, slot: Arc<ModelSlot<M, R>>) -> Option<Arc<ModelSlot<M, R>>> {
+        self.shard(&id).write(|s| s.slots.insert(id, slot))
+    }
+
+    /// Unregisters `id`; the slot, which the caller drops outside every lock.
+    pub(crate) fn remove(&self, id: &str) -> Option<Arc<ModelSlot<M, R>>> {
+        self.shard(id).write(|s| s.slots.remove(id))
+    }
+
+    /// Every registered id, in order.
+    pub(crate) fn ids(&self) -> Vec<ModelId> {
+        let mut ids: Vec<ModelId> = self
+            .shards
+            .iter()
+            .flat_map(|shard| shard.0.read(|s| s.slots.keys().cloned().collect::<Vec<_>>()))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Lists an in-place replace of `id` under way: its leases wait for it.
+    pub(crate) fn insert_swap(&self, id: ModelId, swap: Arc<Swap<R>>) {
+        self.shard(&id).write(|s| s.swaps.insert(id, swap));
+    }
+
+    /// Unlists `swap` if it is still the one listed for `id`; whether it was.
+    pub(crate) fn remove_swap(&self, id: &str, swap: &Arc<Swap<R>>) -> bool {
+        self.shard(id).write(|s| {
+            let listed = s.swaps.get(id).is_some_and(|listed| Arc::ptr_eq(listed, swap));
+            if listed {
+                s.swaps.remove(id);
+            }
+            listed
+        })
+    }
+
+    /// Shuts down for good: adds and leases are refused from now on.
+    pub(crate) fn shut_down(&self) {
+        self.shut_down.store(1, Release);
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Acquire) != 0
+    }
+}
