@@ -60,12 +60,11 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         deadline: Deadline,
     ) -> Result<LifecycleGuard<M, R>, TimedOut> {
         let rt = self.changes.runtime().clone();
-        let started = rt.now();
-        let acquired = self.entry.lock.acquire(timeout);
+        let (acquired, waited_since) = self.entry.lock.acquire(timeout);
         // Report only once the claim has its handle: the recorder and the subscriber are user
         // code, and a panic of theirs must find the lock owned by a guard that releases it.
         let report_wait = |rt: &R| {
-            if acquired != Ok(false) {
+            if let Some(started) = waited_since {
                 telemetry::lock_waited(rt.now().saturating_sub(started));
             }
         };
@@ -164,8 +163,7 @@ impl<M: Send + Sync + 'static, R: Runtime> LifecycleGuard<M, R> {
             return None;
         }
         let (id, entry, ticket) = (&self.reservation.id, &self.reservation.entry, self.reservation.ticket);
-        let now = runtime.now();
-        self.reservation.table.with(|t| t.shared_failure(id, entry, ticket, canonical, now))
+        self.reservation.table.with(|t| t.shared_failure(id, entry, ticket, canonical, || runtime.now()))
     }
 
     /// Records that loading `canonical` under this guard failed with `error`, for the callers

@@ -144,14 +144,14 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     /// The failure that a caller holding ticket `ticket` of generation `entry` of `id`, about
     /// to load `canonical`, receives instead of loading: the generation's last failed load of
     /// the same canonical id if it failed after the caller reserved, else a failure of the
-    /// negative cache that has not expired at `now`.
+    /// negative cache that has not expired at `now()` (read only if there is one).
     pub(crate) fn shared_failure(
         &self,
         id: &ModelId,
         entry: &Arc<LifecycleEntry<R>>,
         ticket: u64,
         canonical: &ModelId,
-        now: Duration,
+        now: impl FnOnce() -> Duration,
     ) -> Option<ManagerError> {
         let shared = self
             .lifecycle
@@ -159,8 +159,11 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
             .filter(|r| Arc::ptr_eq(&r.entry, entry))
             .and_then(|r| r.failure.as_ref())
             .filter(|f| ticket < f.before && f.canonical == *canonical);
-        let recent =
-            || self.recent.get(id).filter(|r| r.canonical == *canonical && r.until.is_none_or(|u| now < u));
+        let recent = || {
+            let remembered = self.recent.get(id).filter(|r| r.canonical == *canonical)?;
+            // The clock is read only when there is a remembered failure to expire.
+            remembered.until.is_none_or(|u| now() < u).then_some(remembered)
+        };
         shared.map(|f| f.error.clone()).or_else(|| recent().map(|r| r.error.clone()))
     }
 

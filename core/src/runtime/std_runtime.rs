@@ -98,13 +98,14 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
         timeout: Option<Duration>,
         mut f: impl FnMut(&mut T) -> Option<U>,
     ) -> Result<U, TimedOut> {
+        let mut guard = self.value.lock();
+        if let Some(done) = f(&mut guard) {
+            // The uncontended pass reads no clock.
+            return Ok(done);
+        }
         // A deadline too far away to represent is no deadline at all.
         let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
-        let mut guard = self.value.lock();
         loop {
-            if let Some(done) = f(&mut guard) {
-                return Ok(done);
-            }
             match deadline {
                 None => self.changed.wait(&mut guard),
                 Some(deadline) => {
@@ -112,6 +113,9 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
                         return f(&mut guard).ok_or(TimedOut);
                     }
                 }
+            }
+            if let Some(done) = f(&mut guard) {
+                return Ok(done);
             }
         }
     }

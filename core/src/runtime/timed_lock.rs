@@ -73,7 +73,7 @@ impl<R: Runtime> TimedLock<R> {
 
     /// Takes the lock, waiting at most `timeout` on the runtime's clock.
     pub fn lock_for(&self, timeout: Duration) -> Result<TimedLockGuard<'_, R>, TimedOut> {
-        self.acquire(timeout).map(|_| TimedLockGuard { lock: self })
+        self.acquire(timeout).0.map(|()| TimedLockGuard { lock: self })
     }
 
     /// Takes the lock, waiting until `deadline` at most (a call's own deadline, as a layer's
@@ -90,15 +90,21 @@ impl<R: Runtime> TimedLock<R> {
         self.try_acquire().then(|| TimedLockGuard { lock: self })
     }
 
-    /// Acquires the lock, waiting at most `timeout`; `Ok(true)` if it had to wait (it was
-    /// held when first tried).
-    pub(crate) fn acquire(&self, timeout: Duration) -> Result<bool, TimedOut> {
-        let mut tries = 0u32;
+    /// Acquires the lock, waiting at most `timeout`. Also says since when (on the runtime's
+    /// clock) it waited, if it had to (it was held when first tried): the clock is read only
+    /// then, so the uncontended path reads none.
+    pub(crate) fn acquire(&self, timeout: Duration) -> (Result<(), TimedOut>, Option<Duration>) {
+        let mut waited_since = None;
         let acquired = self.held.wait_until(Some(timeout), |s| {
-            tries += 1;
-            (!s.held).then(|| s.held = true)
+            let free = !s.held;
+            if free {
+                s.held = true;
+            } else if waited_since.is_none() {
+                waited_since = Some(self.runtime.now());
+            }
+            free.then_some(())
         });
-        acquired.map(|()| tries > 1)
+        (acquired, waited_since)
     }
 
     /// Acquires the lock if it is free right now. A caller that finds it held is noted as
@@ -156,10 +162,12 @@ mod tests {
     #[test]
     fn acquire_release_and_try() {
         let lock = TimedLock::new(&StdRuntime::new());
-        assert_eq!(lock.acquire(Duration::from_millis(10)), Ok(false), "free: no wait");
+        assert_eq!(lock.acquire(Duration::from_millis(10)), (Ok(()), None), "free: no wait");
         assert!(lock.is_held());
         assert!(!lock.try_acquire(), "a held lock is not free");
-        assert_eq!(lock.acquire(Duration::from_millis(5)), Err(TimedOut));
+        let (timed_out, waited_since) = lock.acquire(Duration::from_millis(5));
+        assert_eq!(timed_out, Err(TimedOut));
+        assert!(waited_since.is_some(), "a held lock is waited for");
         lock.release();
         assert!(lock.try_acquire());
         lock.release();

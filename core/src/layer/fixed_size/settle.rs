@@ -2,8 +2,6 @@
 //! with the id's lifecycle lock, and the reconcile that drops ids a layer below removed (SPEC
 //! 2.4, 2.11: I4 at every depth).
 
-use std::collections::BTreeSet;
-
 use super::FixedSizeCache;
 use crate::id::ModelId;
 use crate::manager::Manager;
@@ -54,11 +52,11 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::NESTED_QUEUE_STALE) {
             return;
         }
-        let registered: BTreeSet<ModelId> = self.inner.ids().into_iter().collect();
-        let gone: Vec<ModelId> = self
-            .book
-            .with(|b| b.queue.iter().filter(|q| *q != except && !registered.contains(*q)).cloned().collect());
-        for id in &gone {
+        // The queue's ids, each asked of the registry below on its own: no copy of the whole
+        // registry per cold add (each is asked again under its lock before it is forgotten).
+        let queued: Vec<ModelId> =
+            self.book.with(|b| b.queue.iter().filter(|q| *q != except).cloned().collect());
+        for id in queued.iter().filter(|id| !self.inner.contains(id.as_str())) {
             let Some(guard) = self.inner.try_lock(id) else { continue };
             if !self.inner.contains(id.as_str()) {
                 self.book.with(|b| b.forget(id));
