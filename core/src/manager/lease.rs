@@ -1,7 +1,9 @@
 //! Model slots and leases: how inference keeps a model in use, and how `remove` waits for it.
 //!
-//! A lease is taken without any lifecycle lock. Each registered model has a slot with a small
-//! use-state monitor (`leases`, `closing`). `remove` closes the slot before it waits for the
+//! A lease is taken without any lifecycle lock or monitor. Each registered model has a slot
+//! whose use state (`leases`, `closing`, designations) is one atomic word
+//! ([`use_word`](super::use_word)): a lease and a close are each one compare-exchange on it, so
+//! they never both win. `remove` closes the slot before it waits for the
 //! leases to drain, and a closed slot refuses new leases, so no lease can ever observe a model
 //! that is being or has been unloaded. An eviction closes without waiting: only a slot with no
 //! live lease closes. A lease that loses the race to that close waits (bounded) for the

@@ -9,12 +9,15 @@
 //! use too (I1, I2), and the table never keeps entries of ids nobody needs (I3).
 //!
 //! # Lock order
-//! `lifecycle lock (per id)` → `table monitor` → `slot use-state monitor` (only `in_use` nests
-//! these two) → nothing; `lifecycle lock` → `slot use-state monitor` → nothing; `lifecycle
-//! lock` → `swap monitor` (an in-place replace's) → nothing, and a lease waits on a swap monitor
-//! holding nothing. The table monitor, the use-state and the swap monitors are never held while
-//! waiting, loading, unloading or calling any user code, and no thread ever waits for a second
-//! lifecycle lock while holding one.
+//! `lifecycle lock (per id)` → `table monitor` → `registry shard lock` (the retirement rule
+//! reads the registry) → nothing; a lease takes only its id's registry shard lock, for the
+//! lookup, then counts itself in its slot's use word (an atomic, no lock); `in_use` and
+//! `designate` read or change a slot's word under its shard's read lock. `lifecycle lock` →
+//! `slot wait monitor` (a drain or an eviction's outcome awaited) → nothing; `lifecycle lock` →
+//! `swap monitor` (an in-place replace's) → nothing, and a lease waits on a swap monitor or a
+//! slot's wait monitor holding nothing. None of them is held while waiting, loading, unloading
+//! or calling any user code, and no thread ever waits for a second lifecycle lock while
+//! holding one.
 
 mod config;
 mod contract;

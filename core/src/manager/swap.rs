@@ -84,10 +84,10 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
 }
 
 impl<L: Loader, R: Runtime> ModelManager<L, R> {
-    /// What a lease of `id` finds, validating the id without allocating on this hot path: its
-    /// slot, or the in-place replace it must wait for.
+    /// What a lease of `id` finds: its slot, or the in-place replace it must wait for. The id
+    /// is validated only on a miss (every id the registry holds is valid): a malformed one is
+    /// `InvalidId`, never `NotFound`.
     pub(super) fn lookup(&self, id: &str) -> Result<Found<L::Model, R>, ManagerError> {
-        ModelId::validate(id)?;
         let refuse = !self.runtime.mutant(Mutant::LEASE_AFTER_SHUTDOWN);
         let swap_gone = self.runtime.mutant(Mutant::SWAP_LEASE_NOT_FOUND);
         let found = if refuse && self.registry.is_shut_down() {
