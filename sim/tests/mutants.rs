@@ -3,6 +3,10 @@
 
 mod support;
 
+/// The stored replays (one test binary with the kill matrix: each binary links both checkers).
+#[path = "mutants/replays.rs"]
+mod replays;
+
 use resident::mutants::Mutant;
 use resident_sim::explore::{Checker, Plan, explore};
 use resident_sim::kill;

@@ -6,6 +6,10 @@
 
 mod support;
 
+/// A failed exploration leaves nothing behind (one test binary with the runtime's tests).
+#[path = "runtime/leftover.rs"]
+mod leftover;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 

@@ -65,9 +65,9 @@ impl<R: Runtime> Signal<R> {
     /// Watches the signal for the changes it announces only while watched (see the type's
     /// docs): take it before the first look at the state, keep it until done waiting.
     ///
-    /// The count and a fence, paired with the fence in [`Signal::bump_if_watched_at`]: of a
-    /// watcher that counts itself and then looks at the state, and a changer that changes the
-    /// state and then reads the count, at least one sees the other's write.
+    /// The count and a fence, paired with the fence a changer passes before it reads the
+    /// count: of a watcher that counts itself and then looks at the state, and a changer that
+    /// changes the state and then reads the count, at least one sees the other's write.
     pub fn watch(&self) -> Watch<'_, R> {
         self.watchers.fetch_add(1, Relaxed);
         self.runtime.fence();

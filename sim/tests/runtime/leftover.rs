@@ -9,10 +9,17 @@ use resident_sim::mutant_set::MutantSet;
 fn an_exploration_after_a_failure_starts_clean() {
     let scenario = resident_sim::scenarios::find("M-L1").expect("catalogue id");
     for checker in [Checker::Random, Checker::Loom] {
-        let plan = Plan::new(5000, 0x5eed).with_mutants(MutantSet::only(Mutant::UNLOAD_WHILE_LEASED));
+        // loom explores every schedule whatever the iterations: at preemption bound 1 the
+        // mutant is caught and the clean search is short (at M-L1's own 2 it takes 20 s).
+        let bounded = |mut plan: Plan| {
+            plan.preemption_bound = Some(1);
+            plan
+        };
+        let plan =
+            bounded(Plan::new(5000, 0x5eed).with_mutants(MutantSet::only(Mutant::UNLOAD_WHILE_LEASED)));
         let failed = explore(scenario, checker, plan);
         assert!(failed.failure.is_some(), "{checker}: the mutant is caught");
-        let clean = explore(scenario, checker, Plan::new(50, 1));
+        let clean = explore(scenario, checker, bounded(Plan::new(50, 1)));
         assert!(clean.failure.is_none(), "{checker}: {:?}", clean.failure.map(|f| f.violation));
     }
 }
