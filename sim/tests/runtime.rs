@@ -10,6 +10,10 @@ mod support;
 #[path = "runtime/leftover.rs"]
 mod leftover;
 
+/// Checking an application's own stack (one test binary with the runtime's tests).
+#[path = "runtime/harness.rs"]
+mod harness;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 

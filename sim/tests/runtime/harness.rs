@@ -3,7 +3,7 @@
 //! failing scenario with its replay file and a mutant that survives; a registry knows its
 //! scenarios and mutants by name.
 
-mod support;
+use super::support;
 
 use resident::mutants::Mutant;
 use resident::runtime::Monitor;
