@@ -125,11 +125,10 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
 
     /// Every registered id, in order.
     pub(crate) fn ids(&self) -> Vec<ModelId> {
-        let mut ids: Vec<ModelId> = self
-            .shards
-            .iter()
-            .flat_map(|shard| shard.0.read(|s| s.slots.keys().cloned().collect::<Vec<_>>()))
-            .collect();
+        let mut ids = Vec::new();
+        for shard in &self.shards {
+            shard.0.read(|s| ids.extend(s.slots.keys().cloned()));
+        }
         ids.sort();
         ids
     }

@@ -30,13 +30,13 @@ impl Runtime for Recording {
     type RwLock<T: Send + Sync + 'static> = <StdRuntime as Runtime>::RwLock<T>;
 
     fn rw_lock<T: Send + Sync + 'static>(&self, value: T) -> Self::RwLock<T> {
-        StdRuntime::new().rw_lock(value)
+        self.inner.rw_lock(value)
     }
 
-    type Atomic = std::sync::atomic::AtomicU64;
+    type Atomic = <StdRuntime as Runtime>::Atomic;
 
     fn atomic(&self, value: u64) -> Self::Atomic {
-        std::sync::atomic::AtomicU64::new(value)
+        self.inner.atomic(value)
     }
 
     type Monitor<T: Send + 'static> = <StdRuntime as Runtime>::Monitor<T>;
