@@ -17,6 +17,8 @@ loom:
     cargo run --release -p resident-sim -- explore --scheduler loom
     # The lease word's kernel one preemption deeper than `cargo test` runs it.
     cargo run --release -p resident-sim -- explore --scheduler loom --scenario M-L3 --loom-bound 3
+    # `cargo test` runs M-L1 at bound 1 (the lease word's own kernel, M-L3, covers the lease at 2).
+    cargo run --release -p resident-sim -- explore --scheduler loom --scenario M-L1 --loom-bound 2
 
 # A deep campaign of generated concurrent programs (linearizability and every invariant).
 programs programs="2000" schedules="200":

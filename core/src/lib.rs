@@ -126,6 +126,7 @@ mod line;
 mod manager;
 pub mod metrics;
 pub mod runtime;
+mod shards;
 mod telemetry;
 
 pub mod mutants;

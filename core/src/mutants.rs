@@ -308,6 +308,9 @@ mutants! {
     /// M-L3: an eviction's non-blocking close reads the slot's word and then stores the closed
     /// state over it, instead of one compare-exchange: a lease counted in between is lost.
     EVICTION_CLOSE_NOT_ATOMIC = "eviction-close-not-atomic",
+    /// M-L4: a lease's touch stores its stamp over the id's, instead of raising it: a touch
+    /// that drew its stamp before a later touch of the same id, but stores it after, hides it.
+    TOUCH_OVERWRITES_LATER_STAMP = "touch-overwrites-later-stamp",
     /// M-E3: a layer never learns of removals made below it (an inner cache's evictions).
     NESTED_QUEUE_STALE = "nested-queue-stale",
     /// M-E4: a cold add checks its capacity deadline only when nothing at all is evictable.

@@ -86,6 +86,7 @@ scenario_tests! {
     m_s2p => "M-S2p",
     m_l1 => "M-L1",
     m_l3 => "M-L3",
+    m_l4 => "M-L4",
     m_s3 => "M-S3",
     m_s4 => "M-S4",
     m_s5 => "M-S5",

@@ -8,7 +8,6 @@
 //! (lock order: table monitor → shard lock → nothing).
 
 use std::collections::BTreeMap;
-use std::hash::BuildHasher;
 
 use super::lease::ModelSlot;
 use crate::id::ModelId;
@@ -17,6 +16,7 @@ use std::time::Duration;
 
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, RwLock, TimedOut};
+use crate::shards::Shards;
 
 /// What a lease finds under an id.
 pub(crate) enum Found<M, R: Runtime> {
@@ -50,41 +50,27 @@ impl<R: Runtime> Swap<R> {
     }
 }
 
-/// Shards: enough that two threads on different ids rarely meet on one (1 in 16).
-const SHARDS: usize = 16;
-
 /// What one shard keeps.
 struct Shard<M: Send + Sync + 'static, R: Runtime> {
     slots: BTreeMap<ModelId, Arc<ModelSlot<M, R>>>,
     swaps: BTreeMap<ModelId, Arc<Swap<R>>>,
 }
 
-/// One shard on a cache line of its own (two cores writing neighbouring lock words would
-/// otherwise share the line).
-#[repr(align(128))]
-struct Padded<T>(T);
-
-/// A shard behind its lock, on its own cache line.
-type Locked<M, R> = Padded<<R as Runtime>::RwLock<Shard<M, R>>>;
-
 /// The registry (see the module docs).
 pub(crate) struct Registry<M: Send + Sync + 'static, R: Runtime> {
-    shards: Box<[Locked<M, R>]>,
+    shards: Shards<Shard<M, R>, R>,
     /// 1 once shut down, for good.
     shut_down: R::Atomic,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     pub(crate) fn new(runtime: &R) -> Self {
-        let shard = || Padded(runtime.rw_lock(Shard { slots: BTreeMap::new(), swaps: BTreeMap::new() }));
-        Self { shards: (0..SHARDS).map(|_| shard()).collect(), shut_down: runtime.atomic(0) }
+        let empty = || Shard { slots: BTreeMap::new(), swaps: BTreeMap::new() };
+        Self { shards: Shards::new(runtime, empty), shut_down: runtime.atomic(0) }
     }
 
     fn shard(&self, id: &str) -> &R::RwLock<Shard<M, R>> {
-        let hash = rustc_hash::FxBuildHasher.hash_one(id);
-        // The hash's high bits are its best mixed.
-        let at = usize::try_from(hash >> 60).unwrap_or(0) % SHARDS;
-        &self.shards[at].0
+        self.shards.of(id)
     }
 
     /// What a lease of `id` finds, in one read of its shard: the in-place replace it must wait
@@ -126,8 +112,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     /// Every registered id, in order.
     pub(crate) fn ids(&self) -> Vec<ModelId> {
         let mut ids = Vec::new();
-        for shard in &self.shards {
-            shard.0.read(|s| ids.extend(s.slots.keys().cloned()));
+        for shard in self.shards.iter() {
+            shard.read(|s| ids.extend(s.slots.keys().cloned()));
         }
         ids.sort();
         ids

@@ -22,6 +22,9 @@ pub trait AtomicWord: Send + Sync + 'static {
     /// Subtracts `value` (wrapping), returning the previous value.
     fn fetch_sub(&self, value: u64, order: Ordering) -> u64;
 
+    /// Stores the larger of the value and `value`, returning the previous value.
+    fn fetch_max(&self, value: u64, order: Ordering) -> u64;
+
     /// Stores `new` if the value is `current`: `Ok(current)`, else `Err(actual)` with nothing
     /// stored. Never fails spuriously.
     fn compare_exchange(
@@ -52,6 +55,11 @@ impl AtomicWord for std::sync::atomic::AtomicU64 {
     #[inline]
     fn fetch_sub(&self, value: u64, order: Ordering) -> u64 {
         self.fetch_sub(value, order)
+    }
+
+    #[inline]
+    fn fetch_max(&self, value: u64, order: Ordering) -> u64 {
+        self.fetch_max(value, order)
     }
 
     #[inline]

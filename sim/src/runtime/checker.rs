@@ -117,6 +117,9 @@ macro_rules! word {
             fn fetch_sub(&self, value: u64, order: std::sync::atomic::Ordering) -> u64 {
                 self.0.fetch_sub(value, order)
             }
+            fn fetch_max(&self, value: u64, order: std::sync::atomic::Ordering) -> u64 {
+                self.0.fetch_max(value, order)
+            }
             fn compare_exchange(
                 &self,
                 current: u64,

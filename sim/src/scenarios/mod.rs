@@ -17,6 +17,7 @@ mod eviction;
 mod instrumentation;
 mod keep_alive;
 pub mod layers;
+mod lru;
 mod manager;
 mod overload;
 mod panics;
@@ -92,9 +93,11 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         scenario!("M-S2p", "S2 where the loader panics: the panic reaches its caller only (S2, panic)",
         time: Off, loom: 2, targets: [LEAK_RESERVATION_ON_PANIC], manager::load_panic),
         scenario!("M-L1", "remove never unloads a model under a live lease",
-        time: Off, loom: 2, targets: [UNLOAD_WHILE_LEASED], manager::remove_under_lease),
+        time: Off, loom: 1, targets: [UNLOAD_WHILE_LEASED], manager::remove_under_lease),
         scenario!("M-L3", "the lease word: two leases race an eviction's compare-exchange close and a remove's draining close (1.5, 2.10)",
         time: Off, loom: 2, targets: [LEASE_COUNTS_BEFORE_CHECK, EVICTION_CLOSE_NOT_ATOMIC, LOST_WAKEUP_LEASE_DRAIN], manager::lease_word),
+        scenario!("M-L4", "LRU stamps: two leases' touches race each other and an evicting add's order; a later touch is never hidden (2.3)",
+        time: Off, loom: 2, targets: [TOUCH_OVERWRITES_LATER_STAMP], lru::stamps),
         scenario!("M-S3", "a decorator's warm path must not bypass a remove in progress (S3)",
         time: Any, loom: 1, targets: [UNLOCKED_WARM_PATH], layers::warm_path_vs_remove::<_, layers::ThreeDeep>),
         scenario!("M-S4", "a failed direct remove keeps the exact LRU order (S4)",

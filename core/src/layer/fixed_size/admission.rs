@@ -12,7 +12,7 @@ use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::manager::{Added, Designation, LifecycleGuard, Manager};
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Signal};
+use crate::runtime::{Arc, Runtime, Signal};
 use crate::telemetry;
 
 /// A slot counted against `max_size` while a cold load runs; released unless committed.
@@ -253,7 +253,8 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         let s =
             Standing { mine: self.claimed.is_some(), ticket: self.waiting.as_ref().map(|w| w.ticket), held };
         let (a, pinned_below) = (&self.a, &mut self.pinned_below);
-        let mut round = cache.book.with(|b| plans::admission(b, a, &s, pinned_below, &Stack(&cache.inner)));
+        let mut round =
+            cache.book.ordered(|b| plans::admission(b, a, &s, pinned_below, &Stack(&cache.inner)));
         if let Some(ticket) = round.joined {
             self.waiting = Some(Waiting { cache, ticket });
         }

@@ -7,7 +7,6 @@
 use super::FixedSizeCache;
 use crate::id::ModelId;
 use crate::manager::Manager;
-use crate::runtime::Monitor;
 
 impl<M: Manager> FixedSizeCache<M> {
     /// This layer's bookkeeping without its lifecycle locks. Only the model checker's historical
@@ -37,7 +36,7 @@ impl<M: Manager> AroundTheProtocol<'_, M> {
 
     /// Appends `id` to the queue, even if it is queued already.
     pub fn enqueue(&self, id: &ModelId) {
-        self.0.book.with(|b| b.queue.push_back(id.clone()));
+        self.0.book.with(|b| b.enqueue_again(id));
     }
 
     /// Queues `id` once, at the back (as an admitted add does).
@@ -47,7 +46,7 @@ impl<M: Manager> AroundTheProtocol<'_, M> {
 
     /// Drops every queue entry of `id`.
     pub fn dequeue_all(&self, id: &ModelId) {
-        self.0.book.with(|b| b.queue.retain(|q| q != id));
+        self.0.book.with(|b| b.dequeue_all(id));
     }
 
     /// Pins `id` in this layer.

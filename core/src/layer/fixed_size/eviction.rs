@@ -7,7 +7,6 @@ use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::manager::{Eviction, LifecycleGuard, Manager, ManagerExt};
 use crate::mutants::Mutant;
-use crate::runtime::Monitor;
 use crate::telemetry;
 
 impl<M: Manager> FixedSizeCache<M> {
@@ -110,8 +109,9 @@ impl<M: Manager> FixedSizeCache<M> {
     pub(super) fn enforce_bytes(&self, keep: &ModelId) {
         let Some(max_bytes) = self.config.max_bytes() else { return };
         loop {
-            let (bytes, victim) =
-                self.book.with(|b| (b.bytes(), plans::bytes_victim(b, keep, max_bytes, &Stack(&self.inner))));
+            let (bytes, victim) = self
+                .book
+                .ordered(|b| (b.bytes(), plans::bytes_victim(b, keep, max_bytes, &Stack(&self.inner))));
             let Some(victim) = victim else {
                 if bytes > max_bytes {
                     tracing::warn!(bytes, max_bytes, "over the byte budget, nothing evictable");

@@ -30,6 +30,11 @@
 //!   leaving the line wakes only the next), so a lease's end wakes one waiter, and a line of n
 //!   costs n wake-ups, not n². A warm add changes nothing a waiter could use: its lock's
 //!   release wakes no one, unless a waiter found the model locked and skipped it for that.
+//! - A lease touches its id without the bookkeeping monitor: each queued id has a stamp, which
+//!   the touch raises to a fresh value drawn from the cache's clock, and the LRU order is
+//!   derived from the stamps where an eviction plan or [`FixedSizeCache::queue`] reads it. A
+//!   touch that happened before the read counts; one concurrent with it may or may not (it
+//!   linearizes after or before the read); a touch of an unqueued id changes nothing.
 //! - A layer learns of removals below it: after every inner call that can evict (a cold add
 //!   through an inner cache), queued ids that are no longer registered are dropped, so I4 holds
 //!   at every depth of nesting (SPEC 2.11).
@@ -38,7 +43,9 @@
 //!   registry on every exit, so a model is either registered and queued, or neither (2.13).
 //!
 //! # Lock order (I12)
-//! `lifecycle lock (the id being added)` → `bookkeeping monitor` → `base monitors`. A thread
+//! `lifecycle lock (the id being added)` → `bookkeeping monitor` → `stamp shard lock`, and
+//! `bookkeeping monitor` → `base monitors`. A lease's touch takes only a stamp shard's read lock,
+//! after the inner lease returned. A thread
 //! holding a lifecycle lock takes a victim's lifecycle lock only with `try_lock` (a busy victim
 //! is skipped), and the bookkeeping monitor is never held while waiting for any lifecycle lock,
 //! loading or unloading.
@@ -51,6 +58,7 @@ mod plans;
 mod queue;
 mod resize;
 mod settle;
+mod stamps;
 mod steps;
 
 use std::fmt;
@@ -59,18 +67,19 @@ pub use config::{CapacityPolicy, FixedSizeConfig};
 
 use queue::Bookkeeping;
 use settle::{Settle, Settling};
+use stamps::Lru;
 
 use crate::error::InvalidConfig;
 use crate::id::ModelId;
 use crate::manager::{Manager, ManagerExt, Model};
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Signal};
+use crate::runtime::{Arc, Runtime, Signal};
 
 /// What wakes an add waiting for capacity behind another: its own signal, bumped when it
 /// becomes first.
 type Wake<M> = Arc<Signal<<M as Manager>::Runtime>>;
 
-type Book<M> = <<M as Manager>::Runtime as Runtime>::Monitor<Bookkeeping<Wake<M>>>;
+type Book<M> = Lru<Wake<M>, <M as Manager>::Runtime>;
 
 // ---- The face -----------------------------------------------------------------------------------
 
@@ -105,7 +114,7 @@ impl<M: Manager> FixedSizeCache<M> {
             book.push(&id);
             book.set_size(&id, bytes);
         }
-        let book = inner.runtime().monitor(book);
+        let book = Lru::new(inner.runtime(), book);
         Ok(Self { inner, config, book })
     }
 
@@ -130,9 +139,10 @@ impl<M: Manager> FixedSizeCache<M> {
         self.book.with(|b| b.max_size)
     }
 
-    /// The LRU queue, least recently used first.
+    /// The LRU queue, least recently used first (a lease running meanwhile may or may not
+    /// count as a touch).
     pub fn queue(&self) -> Vec<ModelId> {
-        self.book.with(|b| b.queue.iter().cloned().collect())
+        self.book.ordered(|b| b.queue.iter().cloned().collect())
     }
 
     /// The pinned ids, in order.
@@ -156,11 +166,12 @@ impl<M: Manager> FixedSizeCache<M> {
         self.inner.runtime().mutant(mutant)
     }
 
+    /// Moves `id` to the MRU end if it is queued: a store into its stamp, no monitor.
     fn touch(&self, id: &ModelId) {
         if self.mutant(Mutant::NO_QUEUE_DEDUP) {
-            self.book.with(|b| b.queue.push_back(id.clone()));
+            self.book.with(|b| b.enqueue_again(id));
         } else {
-            self.book.with(|b| b.touch(id));
+            self.book.touch(id.as_str());
         }
     }
 

@@ -1,5 +1,7 @@
 //! The cache's bookkeeping: the LRU queue of resolved ids, pins, cold loads in flight, sizes.
-//! Pure data; the cache keeps it behind one monitor.
+//! Pure data; the cache keeps it behind one monitor, beside the stamps that order the queue
+//! between a lease's touches (`stamps.rs`): the bookkeeping notes which ids moved to the back or
+//! left, for the stamps to follow.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -23,6 +25,10 @@ pub(crate) struct Bookkeeping<W = ()> {
     /// Adds waiting for capacity, in arrival order: only the first plans evictions and takes
     /// room that appears; the others wait behind it (SPEC 2.14), each for its turn.
     pub(crate) waiters: Line<W>,
+    /// Ids moved to the MRU end since the stamps last followed: each gets a fresh stamp.
+    pub(crate) restamped: Vec<ModelId>,
+    /// Ids dropped from the queue since: their stamps go (unless queued again).
+    pub(crate) unstamped: Vec<ModelId>,
 }
 
 impl<W> Default for Bookkeeping<W> {
@@ -35,6 +41,8 @@ impl<W> Default for Bookkeeping<W> {
             max_size: 0,
             version: 0,
             waiters: Line::default(),
+            restamped: Vec::new(),
+            unstamped: Vec::new(),
         }
     }
 }
@@ -46,6 +54,7 @@ impl<W> Bookkeeping<W> {
     pub(crate) fn touch(&mut self, id: &ModelId) {
         if let Some(at) = self.queue.iter().position(|q| q == id) {
             let id = self.queue.remove(at).expect("position is in range");
+            self.restamped.push(id.clone());
             self.queue.push_back(id);
         }
     }
@@ -54,12 +63,14 @@ impl<W> Bookkeeping<W> {
     pub(crate) fn push(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
         self.queue.push_back(id.clone());
+        self.restamped.push(id.clone());
         self.version += 1;
     }
 
     /// Drops `id` from the queue and the size table.
     pub(crate) fn forget(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
+        self.unstamped.push(id.clone());
         self.sizes.remove(id);
         self.version += 1;
     }
@@ -139,6 +150,19 @@ impl<W> Bookkeeping<W> {
     pub(crate) fn touch_appending(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
         self.queue.push_back(id.clone());
+        self.restamped.push(id.clone());
+    }
+
+    /// Appends `id` even if it is queued already (mutants only).
+    pub(crate) fn enqueue_again(&mut self, id: &ModelId) {
+        self.queue.push_back(id.clone());
+        self.restamped.push(id.clone());
+    }
+
+    /// Drops every queue entry of `id`, its size kept (mutants only).
+    pub(crate) fn dequeue_all(&mut self, id: &ModelId) {
+        self.queue.retain(|q| q != id);
+        self.unstamped.push(id.clone());
     }
 }
 

@@ -8,7 +8,7 @@ use crate::deadline::CallOptions;
 use crate::error::{InvalidConfig, ManagerError};
 use crate::manager::Manager;
 use crate::mutants::Mutant;
-use crate::runtime::{Monitor, Runtime};
+use crate::runtime::Runtime;
 use crate::telemetry;
 
 impl<M: Manager> FixedSizeCache<M> {
@@ -70,7 +70,7 @@ impl<M: Manager> FixedSizeCache<M> {
         let mut pinned_below = PinnedBelow::default();
         let over_limit = || {
             let (max_size, held, loading) =
-                self.book.with(|b| (b.max_size, b.queue.iter().cloned().collect(), b.loading));
+                self.book.ordered(|b| (b.max_size, b.queue.iter().cloned().collect(), b.loading));
             telemetry::refused(ManagerError::OverLimit { max_size, held, loading, waited: wait })
         };
         // Before the first look: the end of a lease is announced only while watched.
@@ -78,7 +78,7 @@ impl<M: Manager> FixedSizeCache<M> {
         loop {
             let epoch = changes.epoch();
             let Lowering { over, victims, seen } =
-                self.book.with(|b| plans::lowering(b, &mut pinned_below, &Stack(&self.inner)));
+                self.book.ordered(|b| plans::lowering(b, &mut pinned_below, &Stack(&self.inner)));
             tracing::debug!(over, ?victims, "lowering max_size: plan");
             if over == 0 {
                 return Ok(());

@@ -6,7 +6,6 @@ use super::FixedSizeCache;
 use crate::id::ModelId;
 use crate::manager::Manager;
 use crate::mutants::Mutant;
-use crate::runtime::Monitor;
 
 /// Which way a [`Settle`] guard brings an id's queue entry in line with the registry.
 #[derive(Clone, Copy, PartialEq, Eq)]

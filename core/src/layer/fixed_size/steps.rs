@@ -8,7 +8,6 @@ use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
 use crate::manager::{Added, Eviction, Lease, LifecycleGuard, Manager, Replaced};
 use crate::mutants::Mutant;
-use crate::runtime::Monitor;
 
 // ---- The layer's steps --------------------------------------------------------------------------
 
@@ -125,7 +124,7 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
             return self.inner.lease_until(id, deadline);
         }
         let lease = self.inner.lease_until(id, deadline)?;
-        self.book.with(|b| b.touch(lease.id()));
+        self.touch(lease.id());
         Ok(lease)
     }
 

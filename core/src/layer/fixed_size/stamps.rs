@@ -1,0 +1,175 @@
+//! The LRU order without a lock per lease: every queued id has a stamp, an atomic word that a
+//! lease's touch raises to a fresh value drawn from one clock, and the order is derived from
+//! the stamps where eviction (or [`FixedSizeCache::queue`](super::FixedSizeCache::queue)) needs
+//! it. Each cache keeps its own stamps: nested caches each keep their own order.
+//!
+//! The bookkeeping (membership, pins, sizes, the line) stays behind its monitor; [`Lru`] pairs
+//! it with the stamps and keeps the two in step before the monitor is released: an id queued or
+//! moved to the back gets a fresh stamp, an id dropped loses its stamp. A touch reads one
+//! shard of the stamps (a reader-writer lock, never written by a lease) and takes no monitor.
+//!
+//! # The order's semantics
+//! A touch draws its stamp from the clock (a `fetch_add`, so stamps follow every
+//! happens-before edge between touches) and raises the id's stamp to it (a `fetch_max`, so a
+//! touch that drew earlier but stores later never hides a later touch of the same id). An
+//! order read under the bookkeeping monitor sees every touch that happened before it; a touch
+//! concurrent with it may or may not count (it linearizes before or after the read). A touch
+//! of an unqueued id finds no stamp and changes nothing (no phantoms, I4).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::queue::Bookkeeping;
+use crate::id::ModelId;
+use crate::mutants::Mutant;
+use crate::runtime::Ordering::Relaxed;
+use crate::runtime::{AtomicWord, Monitor, Runtime, RwLock};
+use crate::shards::{Padded, Shards};
+
+/// The stamps of the queued ids and the clock they are drawn from.
+struct Stamps<R: Runtime> {
+    /// The last stamp drawn, on a cache line of its own (every touch writes it).
+    clock: Padded<R::Atomic>,
+    cells: Shards<BTreeMap<ModelId, R::Atomic>, R>,
+}
+
+impl<R: Runtime> Stamps<R> {
+    /// A fresh stamp, later than every stamp drawn before.
+    fn draw(&self) -> u64 {
+        self.clock.0.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Raises the stamp of `id` to a fresh one, if `id` has one (`overwrite`: the mutant that
+    /// stores the stamp over a later one instead).
+    fn touch(&self, id: &str, overwrite: bool) {
+        self.cells.of(id).read(|cells| {
+            if let Some(cell) = cells.get(id) {
+                let stamp = self.draw();
+                if overwrite {
+                    cell.store(stamp, Relaxed);
+                } else {
+                    cell.fetch_max(stamp, Relaxed);
+                }
+            }
+        });
+    }
+
+    /// Gives `id` a fresh stamp (it was queued or moved to the back).
+    fn restamp(&self, runtime: &R, id: &ModelId) {
+        let stamp = self.draw();
+        self.cells.of(id.as_str()).write(|cells| match cells.get(id) {
+            Some(cell) => {
+                cell.fetch_max(stamp, Relaxed);
+            }
+            None => {
+                cells.insert(id.clone(), runtime.atomic(stamp));
+            }
+        });
+    }
+
+    /// Drops the stamp of `id` (it left the queue).
+    fn unstamp(&self, id: &ModelId) {
+        self.cells.of(id.as_str()).write(|cells| cells.remove(id));
+    }
+
+    /// The stamp of `id`; an id without one counts as the most recent.
+    fn stamp(&self, id: &ModelId) -> u64 {
+        self.cells.of(id.as_str()).read(|cells| cells.get(id).map_or(u64::MAX, |c| c.load(Relaxed)))
+    }
+}
+
+/// The bookkeeping behind its monitor, with the stamps that order its queue.
+pub(super) struct Lru<W: Send + 'static, R: Runtime> {
+    book: R::Monitor<Bookkeeping<W>>,
+    stamps: Stamps<R>,
+    runtime: R,
+}
+
+impl<W: Send + 'static, R: Runtime> Lru<W, R> {
+    /// Stamps the ids `book` holds queued, in queue order.
+    pub(super) fn new(runtime: &R, book: Bookkeeping<W>) -> Self {
+        let stamps = Stamps { clock: Padded(runtime.atomic(0)), cells: Shards::new(runtime, BTreeMap::new) };
+        let lru = Self { book: runtime.monitor(book), stamps, runtime: runtime.clone() };
+        lru.with(|_| ());
+        lru
+    }
+
+    /// Runs `f` on the bookkeeping under its monitor; the queue's order may lag the touches
+    /// (use [`Lru::ordered`] to read it).
+    pub(super) fn with<U>(&self, f: impl FnOnce(&mut Bookkeeping<W>) -> U) -> U {
+        self.book.with(|b| {
+            let out = f(b);
+            self.follow(b);
+            out
+        })
+    }
+
+    /// Runs `f` on the bookkeeping under its monitor, its queue first put in LRU order.
+    pub(super) fn ordered<U>(&self, f: impl FnOnce(&mut Bookkeeping<W>) -> U) -> U {
+        self.book.with(|b| {
+            self.order(&mut b.queue);
+            let out = f(b);
+            self.follow(b);
+            out
+        })
+    }
+
+    /// A lease's touch: moves `id` to the MRU end if it is queued, without the monitor.
+    pub(super) fn touch(&self, id: &str) {
+        let overwrite = self.runtime.mutant(Mutant::TOUCH_OVERWRITES_LATER_STAMP);
+        self.stamps.touch(id, overwrite);
+    }
+
+    /// Brings the stamps in step with the queue's changes since they last were.
+    fn follow(&self, b: &mut Bookkeeping<W>) {
+        for id in std::mem::take(&mut b.unstamped) {
+            if !b.queue.contains(&id) {
+                self.stamps.unstamp(&id);
+            }
+        }
+        for id in std::mem::take(&mut b.restamped) {
+            if b.queue.contains(&id) {
+                self.stamps.restamp(&self.runtime, &id);
+            }
+        }
+    }
+
+    /// Sorts `queue` by stamp, stably (an id queued twice, a mutant's doing, keeps both places
+    /// next to each other).
+    fn order(&self, queue: &mut VecDeque<ModelId>) {
+        let mut keyed: Vec<(u64, ModelId)> = queue.drain(..).map(|id| (self.stamps.stamp(&id), id)).collect();
+        keyed.sort_by_key(|(stamp, _)| *stamp);
+        queue.extend(keyed.into_iter().map(|(_, id)| id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::StdRuntime;
+
+    fn id(s: &str) -> ModelId {
+        ModelId::new(s).unwrap()
+    }
+
+    fn order(lru: &Lru<(), StdRuntime>) -> Vec<String> {
+        lru.ordered(|b| b.queue.iter().map(|q| q.as_str().to_owned()).collect())
+    }
+
+    #[test]
+    fn touches_reorder_only_queued_ids_and_a_requeued_id_starts_fresh() {
+        let lru = Lru::new(&StdRuntime::default(), Bookkeeping::default());
+        lru.with(|b| ["a", "b", "c"].map(|s| b.push(&id(s))));
+        lru.touch("a");
+        lru.touch("zzz");
+        assert_eq!(order(&lru), ["b", "c", "a"], "a touch moves a queued id; an unknown one is no phantom");
+        lru.with(|b| b.forget(&id("b")));
+        lru.touch("b");
+        assert_eq!(order(&lru), ["c", "a"], "a forgotten id keeps no stamp to touch");
+        lru.touch("c");
+        lru.with(|b| b.push(&id("b")));
+        assert_eq!(order(&lru), ["a", "c", "b"], "queued again, b is the most recent");
+        lru.with(|b| b.push(&id("a")));
+        lru.touch("c");
+        assert_eq!(order(&lru), ["b", "a", "c"], "a push moves a queued id like a touch");
+    }
+}

@@ -1,0 +1,40 @@
+//! [`Shards`]: a value split into shards by id, each behind its own reader-writer lock on its
+//! own cache line, so that readers of different ids share no lock word and readers of one id
+//! only read theirs. The registry's slots and the LRU caches' stamps live in them.
+
+use std::hash::BuildHasher;
+
+use crate::runtime::Runtime;
+
+/// Shards: enough that two threads on different ids rarely meet on one (1 in 16).
+const SHARDS: usize = 16;
+
+/// One shard on a cache line of its own (two cores writing neighbouring lock words would
+/// otherwise share the line).
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+/// `T` split by id into [`SHARDS`] parts, each behind the runtime's reader-writer lock.
+pub(crate) struct Shards<T: Send + Sync + 'static, R: Runtime> {
+    shards: Box<[Padded<R::RwLock<T>>]>,
+}
+
+impl<T: Send + Sync + 'static, R: Runtime> Shards<T, R> {
+    /// Every shard starts as `empty()`.
+    pub(crate) fn new(runtime: &R, empty: impl Fn() -> T) -> Self {
+        Self { shards: (0..SHARDS).map(|_| Padded(runtime.rw_lock(empty()))).collect() }
+    }
+
+    /// The shard that holds `id`.
+    pub(crate) fn of(&self, id: &str) -> &R::RwLock<T> {
+        let hash = rustc_hash::FxBuildHasher.hash_one(id);
+        // The hash's high bits are its best mixed.
+        let at = usize::try_from(hash >> 60).unwrap_or(0) % SHARDS;
+        &self.shards[at].0
+    }
+
+    /// Every shard, in order (one at a time: not a snapshot across shards).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &R::RwLock<T>> {
+        self.shards.iter().map(|s| &s.0)
+    }
+}
