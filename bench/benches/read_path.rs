@@ -127,6 +127,7 @@ fn paths() -> Vec<Path> {
     let (manager, lru_manager) = (Arc::new(manager), Arc::new(lru_manager));
     let device = device_cache(None);
     let keep_alive = device_cache(Some(Duration::from_secs(3600)));
+    let one_step = device_cache(None);
     let m = Arc::clone(&manager);
     vec![
         Path {
@@ -171,6 +172,11 @@ fn paths() -> Vec<Path> {
             name: "DeviceCache::get+lock+drop, keep-alive",
             target: Some(0.4),
             op: Box::new(move |k| drop(black_box(keep_alive.1.get(IDS[k]).expect("resident").lock()))),
+        },
+        Path {
+            name: "DeviceCache::get_locked+drop",
+            target: Some(0.4),
+            op: Box::new(move |k| drop(black_box(one_step.1.get_locked(IDS[k]).expect("resident")))),
         },
     ]
 }

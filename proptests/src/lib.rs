@@ -325,6 +325,13 @@ pub enum CacheProgramOp {
         /// Lock it.
         lock: bool,
     },
+    /// `get_locked` on a cache (the lookup and the lock in one step); keep the lock.
+    GetLocked {
+        /// Which peer.
+        cache: usize,
+        /// Key index.
+        key: usize,
+    },
     /// Drop the oldest kept handle.
     Release,
     /// `make_room(bytes)` on a cache.

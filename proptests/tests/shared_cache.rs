@@ -23,6 +23,7 @@ fn op() -> impl Strategy<Value = CacheProgramOp> {
         5 => (cache.clone(), key.clone(), 1..60u64, any::<bool>(), 0..3u8)
             .prop_map(|(cache, key, bytes, shared, keep)| CacheProgramOp::Put { cache, key, bytes, shared, keep }),
         3 => (cache.clone(), key.clone(), any::<bool>()).prop_map(|(cache, key, lock)| CacheProgramOp::Get { cache, key, lock }),
+        1 => (cache.clone(), key.clone()).prop_map(|(cache, key)| CacheProgramOp::GetLocked { cache, key }),
         4 => Just(CacheProgramOp::Release),
         1 => (cache.clone(), 1..80u64).prop_map(|(cache, bytes)| CacheProgramOp::MakeRoom { cache, bytes }),
         1 => (cache.clone(), key).prop_map(|(cache, key)| CacheProgramOp::DropModel { cache, key }),
@@ -86,6 +87,13 @@ proptest! {
                         gets[cache].1 += 1;
                     }
                 }
+                CacheProgramOp::GetLocked { cache, key } => match caches[cache].get_locked(KEYS[key]) {
+                    Some(guard) => {
+                        gets[cache].0 += 1;
+                        kept.push(Box::new(guard));
+                    }
+                    None => gets[cache].1 += 1,
+                },
                 CacheProgramOp::Release => {
                     if !kept.is_empty() {
                         kept.remove(0);

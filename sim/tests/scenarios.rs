@@ -113,6 +113,7 @@ scenario_tests! {
     c_r12 => "C-R12",
     c_r13 => "C-R13",
     c_r14 => "C-R14",
+    c_r5l => "C-R5l",
     c_r18 => "C-R18",
     c_r19 => "C-R19",
     c_r21 => "C-R21",

@@ -102,7 +102,7 @@ impl<R: Runtime> ExpiryTimer<R> {
         }
         let (timer, caches) = (Arc::clone(self), Arc::downgrade(caches));
         if let Err(error) = self.runtime.spawn_background(THREAD_NAME, Box::new(move || timer.run(&caches))) {
-            // Expiry still runs inside `put`, `get` and `make_room`; the next keep-alive retries.
+            // Expiry still runs inside `put` and `make_room`; the next keep-alive retries.
             tracing::warn!(%error, "could not start the keep-alive timer thread");
             self.state.with(|t| t.running = false);
         }

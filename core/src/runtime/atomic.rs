@@ -22,8 +22,20 @@ pub trait AtomicWord: Send + Sync + 'static {
     /// Subtracts `value` (wrapping), returning the previous value.
     fn fetch_sub(&self, value: u64, order: Ordering) -> u64;
 
-    /// Stores the larger of the value and `value`, returning the previous value.
-    fn fetch_max(&self, value: u64, order: Ordering) -> u64;
+    /// Stores the larger of the value and `value`, returning the previous value. The default is
+    /// a compare-exchange loop (at `order` on success, relaxed on failure, and no write at all
+    /// when the value is already the larger, unlike a native one); an atomic with a
+    /// native one should use it.
+    fn fetch_max(&self, value: u64, order: Ordering) -> u64 {
+        let mut current = self.load(Ordering::Relaxed);
+        while current < value {
+            match self.compare_exchange(current, value, order, Ordering::Relaxed) {
+                Ok(previous) => return previous,
+                Err(actual) => current = actual,
+            }
+        }
+        current
+    }
 
     /// Stores `new` if the value is `current`: `Ok(current)`, else `Err(actual)` with nothing
     /// stored. Never fails spuriously.

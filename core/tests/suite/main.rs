@@ -13,6 +13,7 @@ mod hard_budget;
 mod house;
 mod keep_alive_timer;
 mod manager;
+mod manual_clock;
 mod metrics;
 mod module_graph;
 mod mutant_sites;

@@ -1,6 +1,8 @@
 //! The shared-weight cache on the production runtime: adoption across peers, truthful
 //! accounting through shutdown, drop_model and cache drop, holds and stale release.
 
+use std::time::Duration;
+
 use resident::CacheError;
 use resident::cache::{CacheGroup, PutOptions};
 use resident::runtime::Arc;
@@ -193,6 +195,37 @@ fn keep_alive_expires_idle_records_only_and_shutdown_cancels_it() {
     gpu.shutdown();
     assert_eq!(gpu.keep_alive(), None);
     assert!(!gpu.set_keep_alive(Some(std::time::Duration::ZERO)), "never re-armed after shutdown");
+}
+
+/// A record released while no keep-alive was in force is idle from when the expiry first looks
+/// at it (no claim read the clock), and a `get` expires nothing itself: only the timer, a
+/// `put` or `expire_idle` do.
+#[test]
+fn a_record_released_untimed_counts_as_idle_from_the_first_expiry_pass() {
+    // No timer thread: every expiry pass is the test's own.
+    let clock = crate::manual_clock::ManualClock::without_background();
+    let group = CacheGroup::<Weights, _>::with_runtime(100, clock.clone()).unwrap();
+    let gpu = group.cache("cuda:0");
+    drop(gpu.put("a", weights(10), 10, PutOptions::default()).unwrap().into_loaded().lock());
+    clock.advance(Duration::from_secs(100));
+    assert!(gpu.set_keep_alive(Some(Duration::from_secs(10))));
+    gpu.expire_idle();
+    assert_eq!(gpu.keys(), ["a"], "idle for 100 s before the keep-alive, but untimed: it starts now");
+    clock.advance(Duration::from_secs(9));
+    gpu.expire_idle();
+    assert_eq!(gpu.keys(), ["a"], "9 s of 10");
+    clock.advance(Duration::from_secs(1));
+    gpu.expire_idle();
+    assert!(gpu.keys().is_empty(), "10 s since the first pass timed it");
+    // Timed from its release now: a get of a record past its keep-alive is still a hit.
+    drop(gpu.put("b", weights(10), 10, PutOptions::default()).unwrap().into_loaded().lock());
+    clock.advance(Duration::from_secs(60));
+    let hit = gpu.get("b").expect("past its keep-alive, but no pass ran: a hit");
+    drop(hit.lock());
+    assert_eq!(gpu.stats().evictions, 1, "get itself expired nothing");
+    gpu.expire_idle();
+    assert_eq!(gpu.keys(), ["b"], "the get's lock made it recent again");
+    gpu.shutdown();
 }
 
 #[test]

@@ -7,8 +7,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use resident::runtime::{Arc, Runtime, StdRuntime};
+use resident::runtime::Arc;
+
+use crate::manual_clock::ManualClock;
 use resident::{
     Added, BoxError, FixedSizeCache, FixedSizeConfig, Loader, Manager, ManagerConfig, ManagerError,
     ManagerExt, Model, ModelId, ModelManager,
@@ -138,41 +139,6 @@ fn waiters_for_another_model_under_the_same_alias_load_their_own() {
     assert_eq!(loader.calls.load(Ordering::SeqCst), 2);
 }
 
-/// [`StdRuntime`] with a clock the test moves by hand.
-#[derive(Debug, Clone, Default)]
-struct ManualClock {
-    inner: StdRuntime,
-    now: Arc<Mutex<Duration>>,
-}
-
-impl Runtime for ManualClock {
-    type RwLock<T: Send + Sync + 'static> = <StdRuntime as Runtime>::RwLock<T>;
-
-    fn rw_lock<T: Send + Sync + 'static>(&self, value: T) -> Self::RwLock<T> {
-        self.inner.rw_lock(value)
-    }
-
-    type Atomic = <StdRuntime as Runtime>::Atomic;
-
-    fn atomic(&self, value: u64) -> Self::Atomic {
-        self.inner.atomic(value)
-    }
-
-    type Monitor<T: Send + 'static> = <StdRuntime as Runtime>::Monitor<T>;
-
-    fn monitor<T: Send + 'static>(&self, value: T) -> Self::Monitor<T> {
-        self.inner.monitor(value)
-    }
-
-    fn now(&self) -> Duration {
-        *self.now.lock()
-    }
-
-    fn spawn_background(&self, name: &str, f: Box<dyn FnOnce() + Send + 'static>) -> std::io::Result<()> {
-        self.inner.spawn_background(name, f)
-    }
-}
-
 #[test]
 fn the_negative_cache_answers_new_callers_until_it_expires() {
     let clock = ManualClock::default();
@@ -183,7 +149,7 @@ fn the_negative_cache_answers_new_callers_until_it_expires() {
     let first = manager.add_model("x", None);
     let Err(ManagerError::Load { source, .. }) = first else { panic!("{first:?}") };
     loader.broken.store(false, Ordering::SeqCst);
-    *clock.now.lock() += Duration::from_secs(1);
+    clock.advance(Duration::from_secs(1));
     match manager.add_model("x", None) {
         Err(ManagerError::Load { source: again, .. }) => {
             assert_eq!(again, source, "remembered, not reloaded")
@@ -197,10 +163,10 @@ fn the_negative_cache_answers_new_callers_until_it_expires() {
     loader.broken.store(true, Ordering::SeqCst);
     assert!(matches!(manager.add_model("x", None), Err(ManagerError::Load { .. })));
     loader.broken.store(false, Ordering::SeqCst);
-    *clock.now.lock() += Duration::from_millis(1999);
+    clock.advance(Duration::from_millis(1999));
     assert!(matches!(manager.add_model("x", None), Err(ManagerError::Load { .. })), "still remembered");
     assert_eq!(loader.calls.load(Ordering::SeqCst), 3);
-    *clock.now.lock() += Duration::from_millis(1);
+    clock.advance(Duration::from_millis(1));
     assert_eq!(manager.add_model("x", None).expect("expired: loads afresh"), Added::Loaded);
     assert_eq!(loader.calls.load(Ordering::SeqCst), 4);
     assert!(ManagerConfig::default().with_failure_cache(Duration::ZERO).validate().is_err());

@@ -58,6 +58,14 @@ pub enum CacheOp {
         /// Index into [`KEYS`].
         key: usize,
     },
+    /// `get_locked(KEYS[key])` on cache `cache` (the lookup and the lock in one step); a hit is
+    /// kept as a lock.
+    GetLocked {
+        /// Index of the cache.
+        cache: usize,
+        /// Index into [`KEYS`].
+        key: usize,
+    },
     /// `put` of fresh weights, shared through the store or a private copy; kept as a handle.
     Put {
         /// Index of the cache.
@@ -247,6 +255,7 @@ fn cache_op() -> impl Strategy<Value = CacheOp> {
     prop_oneof![
         5 => (cache(), key()).prop_map(|(cache, key)| CacheOp::GetOrPut { cache, key }),
         2 => (cache(), key()).prop_map(|(cache, key)| CacheOp::Get { cache, key }),
+        1 => (cache(), key()).prop_map(|(cache, key)| CacheOp::GetLocked { cache, key }),
         2 => (cache(), key(), any::<bool>()).prop_map(|(cache, key, shared)| CacheOp::Put { cache, key, shared }),
         3 => handle().prop_map(CacheOp::Lock),
         3 => handle().prop_map(CacheOp::LockOnDevice),

@@ -260,6 +260,19 @@ impl<R: SimRuntime> Thread<'_, R> {
                     self.keep(cache, Held::Loaded(loaded, invoked));
                 }
             }
+            CacheOp::GetLocked { cache, key } => {
+                let invoked = self.shared.freshness.now();
+                let got = self.record(
+                    op,
+                    || self.cache(cache).get_locked(KEYS[key]),
+                    |got| if got.is_some() { CacheRet::Hit } else { CacheRet::Miss },
+                );
+                if let Some(Some(guard)) = got {
+                    ensure_kept(self.cache(cache), &guard, self.name);
+                    self.ensure_fresh(&guard, invoked);
+                    self.keep(cache, Held::Locked(guard));
+                }
+            }
             CacheOp::Put { cache, key, shared } => self.put(cache, key, shared, CallOptions::new()),
             CacheOp::PutNow { cache, key, shared } => self.now(&op, |t| t.put(cache, key, shared, zero())),
             CacheOp::Lock(k) => match self.take(k) {

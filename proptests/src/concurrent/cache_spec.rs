@@ -221,11 +221,13 @@ impl Spec for CacheSpec {
                     Some(_) => Vec::new(),
                 }
             }
-            CacheCall::Called(CacheOp::Get { cache, key }) => match call.ret {
-                Some(CacheRet::Hit) => allowed(s.servable(cache, key)),
-                None | Some(CacheRet::Miss) => allowed(true),
-                Some(_) => Vec::new(),
-            },
+            CacheCall::Called(CacheOp::Get { cache, key } | CacheOp::GetLocked { cache, key }) => {
+                match call.ret {
+                    Some(CacheRet::Hit) => allowed(s.servable(cache, key)),
+                    None | Some(CacheRet::Miss) => allowed(true),
+                    Some(_) => Vec::new(),
+                }
+            }
             CacheCall::Called(CacheOp::Put { cache, key, shared }) => match call.ret {
                 None => vec![s.clone(), s.admit(cache, key, shared)],
                 Some(CacheRet::Admitted) => vec![s.admit(cache, key, shared)],

@@ -80,7 +80,7 @@ fn user_against_shutdown<R: SimRuntime>(
 /// C-R1: T1 uses m on cuda:0 while cuda:0 shuts down and cuda:1 reloads m: the reload adopts T1's
 /// canonical (one copy, counted once).
 pub(super) fn shutdown_keeps_weights<R: SimRuntime>(rt: R) {
-    shutdown_between_get_and_lock(rt, true);
+    shutdown_between_get_and_lock(rt, true, false);
 }
 
 /// C-R3: shutdown lands inside m's admission window; the loader still gets its record.
@@ -96,15 +96,21 @@ pub(super) fn shutdown_in_admission_window<R: SimRuntime>(rt: R) {
 
 /// C-R5 / C-R14: shutdown between the lookup of `get` and the first lock; with a peer reload
 /// (C-R14) the reload must adopt the same canonical.
-fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool) {
+fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool, in_one_step: bool) {
     let world = CacheWorld::new(rt, 100, 2);
     preload(&world.caches[0], "m", 30);
     let (held, reloaded) = (world.mailbox(), world.signal());
     let (c0, h1, r1) = (Arc::clone(&world.caches[0]), Arc::clone(&held), Arc::clone(&reloaded));
     let t1 = world.spawn("T1", move |_, _| {
-        let Some(loaded) = c0.get("m") else { return h1.post(None) };
-        R::yield_now();
-        let guard = loaded.lock();
+        let guard = if in_one_step {
+            c0.get_locked("m")
+        } else {
+            c0.get("m").map(|loaded| {
+                R::yield_now();
+                loaded.lock()
+            })
+        };
+        let Some(guard) = guard else { return h1.post(None) };
         ensure_resident(&c0, &guard, "T1");
         h1.post(guard.canonical_id());
         if peer_reload {
@@ -138,12 +144,17 @@ fn shutdown_between_get_and_lock<R: SimRuntime>(rt: R, peer_reload: bool) {
 
 /// C-R5.
 pub(super) fn shutdown_before_first_lock<R: SimRuntime>(rt: R) {
-    shutdown_between_get_and_lock(rt, false);
+    shutdown_between_get_and_lock(rt, false, false);
 }
 
 /// C-R14.
 pub(super) fn hold_armed_with_lookup<R: SimRuntime>(rt: R) {
-    shutdown_between_get_and_lock(rt, true);
+    shutdown_between_get_and_lock(rt, true, false);
+}
+
+/// C-R5l: C-R5 with `get_locked`, the lookup and the lock in one critical section.
+pub(super) fn locked_with_lookup<R: SimRuntime>(rt: R) {
+    shutdown_between_get_and_lock(rt, false, true);
 }
 
 /// C-R6: a holder dropped unused after shutdown still releases: the stale record goes.

@@ -152,6 +152,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, loom: 2, targets: [UNUSED_HANDLE_LEAKS], cache::prefetch_after_shutdown),
         scenario!("C-R14", "shutdown between lookup and hold: impossible by construction (14)",
         time: Off, loom: 1, targets: [HOLD_AFTER_LOOKUP], cache::hold_armed_with_lookup),
+        scenario!("C-R5l", "get_locked against a shutdown: the lookup and the lock are one step, so the guard is never on an evicted record (5)",
+        time: Off, loom: 2, targets: [HOLD_AFTER_LOOKUP], cache::locked_with_lookup),
         scenario!("C-R18", "a contended peer defers the reconcile to its next release (18)",
         time: Off, loom: 2, targets: [DEFERRED_RECONCILE_SKIPPED], cache::contended_peer_reconcile),
         scenario!("C-R19", "a reconcile request racing the busy peer's release: no lost wakeup (19)",

@@ -23,7 +23,8 @@ use std::time::Duration;
 use crate::error::InvalidConfig;
 use crate::line::Line;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, LineStep, Monitor, Runtime, Signal, StdRuntime, TimedOut};
+use crate::runtime::Ordering::Relaxed;
+use crate::runtime::{Arc, AtomicWord, LineStep, Monitor, Runtime, Signal, StdRuntime, TimedOut};
 
 mod seeking;
 
@@ -133,6 +134,8 @@ pub(crate) struct Overflow;
 /// The global RAM cap, and what is counted against it right now.
 pub struct RamBudget<R: Runtime = StdRuntime> {
     counters: R::Monitor<Counters<Arc<Signal<R>>>>,
+    /// 1 while the committed bytes exceed the cap (kept by [`RamBudget::tally`]), else 0.
+    over: R::Atomic,
     /// Bumped by every debit and every [`RamBudget::room_changed`]: what the first load in
     /// line (and any other waiter for room) waits to see move.
     room: Signal<R>,
@@ -145,7 +148,11 @@ impl<R: Runtime> RamBudget<R> {
             return Err(InvalidConfig { field: "cap", reason: "must be greater than zero" });
         }
         let counters = Counters::new(cap);
-        Ok(Arc::new(Self { counters: runtime.monitor(counters), room: Signal::new(runtime) }))
+        Ok(Arc::new(Self {
+            counters: runtime.monitor(counters),
+            over: runtime.atomic(0),
+            room: Signal::new(runtime),
+        }))
     }
 
     /// Lets admissions overshoot the cap (`true`), as before budgets were hard: a load that
@@ -153,7 +160,7 @@ impl<R: Runtime> RamBudget<R> {
     /// releases (SPEC 3.2). Off by default: the cap is a hard limit. Switching it on wakes the
     /// loads waiting for room, which then go ahead under it (S-Z3).
     pub fn set_overflow(&self, overflow: bool) {
-        let switched_on = self.counters.with(|c| overflow && !std::mem::replace(&mut c.overflow, overflow));
+        let switched_on = self.tally(|c| overflow && !std::mem::replace(&mut c.overflow, overflow));
         if switched_on {
             self.room.bump_at(Mutant::LOST_WAKEUP_OVERFLOW_ON);
         }
@@ -161,28 +168,28 @@ impl<R: Runtime> RamBudget<R> {
 
     /// Whether admissions may overshoot the cap.
     pub fn overflow(&self) -> bool {
-        self.counters.with(|c| c.overflow)
+        self.tally(|c| c.overflow)
     }
 
     /// Bounds how long a reservation waits for room once evicting found none (default 10 s).
     /// A zero wait refuses at once; `Duration::MAX` means unbounded.
     pub fn set_room_wait(&self, wait: Duration) {
-        self.counters.with(|c| c.room_wait = wait);
+        self.tally(|c| c.room_wait = wait);
     }
 
     /// How long a reservation waits for room.
     pub fn room_wait(&self) -> Duration {
-        self.counters.with(|c| c.room_wait)
+        self.tally(|c| c.room_wait)
     }
 
     /// Bytes reserved by loads not admitted yet.
     pub fn reserved(&self) -> u64 {
-        self.counters.with(|c| c.reserved)
+        self.tally(|c| c.reserved)
     }
 
     /// Bytes in use plus bytes reserved: what A7 holds to the cap.
     pub fn committed(&self) -> u64 {
-        self.counters.with(|c| c.committed())
+        self.tally(|c| c.committed())
     }
 
     /// Reserves `bytes` if they fit under the cap now (`None`, nothing changed, if not), for a
@@ -205,7 +212,7 @@ impl<R: Runtime> RamBudget<R> {
         ticket: Option<u64>,
     ) -> Result<Reservation<R>, NoReservation> {
         let barge = self.room.runtime().mutant(Mutant::ROOM_SEEKERS_BARGE);
-        let committed = self.counters.with(|c| {
+        let committed = self.tally(|c| {
             if c.overflow {
                 return Err(NoReservation::Overflow);
             }
@@ -251,17 +258,35 @@ impl<R: Runtime> RamBudget<R> {
         self.room.bump_at(site);
     }
 
+    /// Runs `f` on the counters under their monitor, and keeps `over` in step.
+    fn tally<U>(&self, f: impl FnOnce(&mut Counters<Arc<Signal<R>>>) -> U) -> U {
+        self.counters.with(|c| {
+            let out = f(c);
+            let over = u64::from(c.committed() > c.cap);
+            if self.over.load(Relaxed) != over {
+                self.over.store(over, Relaxed);
+            }
+            out
+        })
+    }
+
+    /// Whether the committed bytes may exceed the cap, read without the counters' monitor: a
+    /// change made before this call is seen, one made concurrently may not be.
+    pub(crate) fn maybe_over(&self) -> bool {
+        self.over.load(Relaxed) != 0
+    }
+
     /// Runs a debit, then wakes the waiters for room (the
     /// [`Mutant::LOST_WAKEUP_BUDGET_DEBIT`] mutant forgets to).
     fn debit<T>(&self, f: impl FnOnce(&mut Counters<Arc<Signal<R>>>) -> T) -> T {
-        let out = self.counters.with(f);
+        let out = self.tally(f);
         self.room.bump_at(Mutant::LOST_WAKEUP_BUDGET_DEBIT);
         out
     }
 
     /// The cap in bytes.
     pub fn cap(&self) -> u64 {
-        self.counters.with(|c| c.cap)
+        self.tally(|c| c.cap)
     }
 
     /// Changes the cap (SPEC 1.12); `true` if it was lowered. Either way it wakes the loads
@@ -275,7 +300,7 @@ impl<R: Runtime> RamBudget<R> {
         }
         // The loads behind the first are told of a lowering too (one may be too large now),
         // each through its own signal, read with the change.
-        let (lowered, behind) = self.counters.with(|c| {
+        let (lowered, behind) = self.tally(|c| {
             let lowered = std::mem::replace(&mut c.cap, cap) > cap;
             let behind: Vec<Arc<Signal<R>>> =
                 if lowered { c.line.behind_first().map(Arc::clone).collect() } else { Vec::new() };
@@ -296,44 +321,44 @@ impl<R: Runtime> RamBudget<R> {
 
     /// Bytes counted now: each live canonical once, plus every non-shared resident record.
     pub fn in_use(&self) -> u64 {
-        self.counters.with(|c| c.in_use())
+        self.tally(|c| c.in_use())
     }
 
     /// Bytes of live canonical weights (each counted once, however many records share it).
     pub fn shared_bytes(&self) -> u64 {
-        self.counters.with(|c| c.shared)
+        self.tally(|c| c.shared)
     }
 
     /// Bytes of non-shared resident records charged to `cache`.
     pub fn non_shared_bytes(&self, cache: CacheId) -> u64 {
-        self.counters.with(|c| c.non_shared.get(&cache).copied().unwrap_or(0))
+        self.tally(|c| c.non_shared.get(&cache).copied().unwrap_or(0))
     }
 
     /// Bytes in use plus reserved above the cap (0 when within it; only the overflow policy
     /// goes above).
     pub fn excess(&self) -> u64 {
-        self.counters.with(|c| c.committed().saturating_sub(c.cap))
+        self.tally(|c| c.committed().saturating_sub(c.cap))
     }
 
     /// Whether `bytes` more would fit under the cap once `pending` bytes (evictions decided,
     /// not yet debited) are given back: one read of the counters and the cap together.
     pub(crate) fn fits_after(&self, pending: u64, bytes: u64) -> bool {
-        self.counters.with(|c| c.committed().saturating_sub(pending).saturating_add(bytes) <= c.cap)
+        self.tally(|c| c.committed().saturating_sub(pending).saturating_add(bytes) <= c.cap)
     }
 
     /// Whether `bytes` more would still fit under the cap, next to what is in use and reserved.
     pub fn fits(&self, bytes: u64) -> bool {
-        self.counters.with(|c| c.committed().saturating_add(bytes) <= c.cap)
+        self.tally(|c| c.committed().saturating_add(bytes) <= c.cap)
     }
 
     /// The most ever counted at once, reservations included.
     pub fn high_water(&self) -> u64 {
-        self.counters.with(|c| c.high_water)
+        self.tally(|c| c.high_water)
     }
 
     /// A new cache identity for per-cache accounting.
     pub(crate) fn register_cache(&self) -> CacheId {
-        self.counters.with(|c| {
+        self.tally(|c| {
             c.caches += 1;
             CacheId(c.caches)
         })
@@ -351,7 +376,7 @@ impl<R: Runtime> RamBudget<R> {
         bytes: u64,
         reservation: Option<&mut Reservation<R>>,
     ) -> Result<SharedCharge<R>, Overflow> {
-        self.counters.with(|c| {
+        self.tally(|c| {
             Self::settle(c, reservation, bytes);
             c.add(bytes)?;
             c.shared += bytes;
@@ -377,7 +402,7 @@ impl<R: Runtime> RamBudget<R> {
         bytes: u64,
         reservation: Option<&mut Reservation<R>>,
     ) -> Result<NonSharedCharge<R>, Overflow> {
-        let committed = self.counters.with(|c| {
+        let committed = self.tally(|c| {
             Self::settle(c, reservation, bytes);
             c.add(bytes)?;
             *c.non_shared.entry(cache).or_default() += bytes;
@@ -400,7 +425,7 @@ impl<R: Runtime> RamBudget<R> {
     /// Mutant C-R2 only: subtracts `bytes` from `cache`'s non-shared count with no charge behind
     /// it (the historical mis-debit).
     pub(crate) fn mis_debit(&self, cache: CacheId, bytes: u64) {
-        self.counters.with(|c| {
+        self.tally(|c| {
             if let Some(charged) = c.non_shared.get_mut(&cache) {
                 let debit = bytes.min(*charged);
                 *charged -= debit;

@@ -30,8 +30,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// section as the lookup (so no eviction path can take it before its first lock). A stale
     /// occupant (dropped by `drop_model` or shut down while in use) is a miss: its weights are
     /// never handed out again.
+    ///
+    /// It expires nothing itself (the keep-alive timer does, on time): a record past its
+    /// keep-alive that the timer has not reached yet is still a hit.
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
-        self.expire_idle();
         if self.mutant(Mutant::HOLD_AFTER_LOOKUP) {
             return self.get_holding_after_lookup(key);
         }
@@ -44,6 +46,21 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             report();
             return self.hand_out(handle);
         }
+        self.hand_out_then(handle, report)
+    }
+
+    /// [`DeviceCache::get`] and [`LoadedModel::lock`] in one critical section: the model
+    /// resident under `key`, locked (never evicted while the guard lives), or `None` on a miss.
+    /// Counted as a hit or a miss like `get`.
+    pub fn get_locked(self: &Arc<Self>, key: &str) -> Option<ModelGuard<W, R>> {
+        if self.mutant(Mutant::HOLD_AFTER_LOOKUP) {
+            return self.get_holding_after_lookup(key).map(LoadedModel::lock);
+        }
+        let (serve_stale, now) = (self.mutant(Mutant::GET_SERVES_STALE), self.claim_time());
+        let record = self.state.with(|s| s.get_locked(key, serve_stale, now));
+        let hit = record.is_some();
+        let report = || tracing::debug!(device = %self.device, key, hit, "get_locked");
+        let handle = || record.map(|record| ModelGuard::new(Arc::clone(self), record));
         self.hand_out_then(handle, report)
     }
 
@@ -63,7 +80,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
             report(&record);
         }
-        let now = self.group.runtime.now();
+        let now = self.claim_time();
         let by_key = self.mutant(Mutant::KEY_MATCH_RELEASE);
         self.state.with(|s| s.convert(&record, (from, to), now, by_key));
         let reported = Arc::clone(&record);
@@ -87,7 +104,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         }
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
-        let now = self.group.runtime.now();
+        let now = self.claim_time();
         let flags = (self.mutant(Mutant::KEY_MATCH_RELEASE), ignore_holds);
         let Released { evicted, freed, expires, copy_unlocked } =
             self.with_state(|s| s.release(record, claim, now, flags));
@@ -113,7 +130,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
             .into_iter()
             .any(|m| self.mutant(m));
-        if !skip && self.group.budget.excess() > 0 {
+        if !skip && self.group.budget.maybe_over() && self.group.budget.excess() > 0 {
             self.make_room_here(0);
         }
         if !crate::runtime::panicking() && !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {

@@ -68,8 +68,7 @@ impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
     pub fn lock(mut self) -> ModelGuard<W, R> {
         let record = self.record.take().expect("a loaded model is locked once");
         let cache = Arc::clone(&self.cache);
-        self.cache
-            .convert(record, Claim::Hold, Claim::Lock, |record| ModelGuard { cache, record: Some(record) })
+        self.cache.convert(record, Claim::Hold, Claim::Lock, |record| ModelGuard::new(cache, record))
     }
 
     /// The key.
@@ -100,6 +99,11 @@ pub struct ModelGuard<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
+    /// The guard of a lock just counted on `record`.
+    pub(crate) fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
+        Self { cache, record: Some(record) }
+    }
+
     /// The key.
     pub fn key(&self) -> &str {
         &self.record().key

@@ -10,6 +10,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// good.
     pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
         let set = self.with_state(|s| s.set_keep_alive(keep_alive));
+        if set {
+            self.timed.store(u64::from(keep_alive.is_some()), Relaxed);
+        }
         if set && keep_alive.is_some() {
             self.group.start_timer();
         } else if set {
@@ -26,7 +29,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
     /// Evicts the records idle (unlocked, unheld, not admitting) for at least the keep-alive, on
     /// the runtime's clock, now. The group's keep-alive timer thread calls it when the earliest
-    /// deadline passes, so nobody has to; every `put`, `get` and `make_room` runs it first too.
+    /// deadline passes, so nobody has to; every `put` and `make_room` runs it first too.
     /// Returns how many went.
     pub fn expire_idle(&self) -> usize {
         let now = self.group.runtime.now();

@@ -53,7 +53,8 @@ use crate::deadline::{CallOptions, Deadline};
 use crate::error::{CacheError, InvalidConfig};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime};
+use crate::runtime::Ordering::Relaxed;
+use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, StdRuntime};
 use crate::telemetry;
 pub use handles::{Admission, LoadedModel, ModelGuard};
 
@@ -129,6 +130,9 @@ pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     /// The room a peer asked for while this cache was busy (`Some(0)`: back to the cap).
     reconcile_pending: RoomRequest<R>,
     on_evict: R::Monitor<Option<Arc<EvictionCallback>>>,
+    /// 1 while a keep-alive is set: only then do claims read the clock (a claim that misses a
+    /// keep-alive set concurrently leaves its record untimed, and the timer's next pass times it).
+    timed: R::Atomic,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
@@ -139,7 +143,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let id = group.budget.register_cache();
         let device_budget = DeviceBudget::new(rt);
         let device = device.to_owned();
-        Arc::new(Self { device, id, group, state, device_budget, reconcile_pending, on_evict })
+        let timed = rt.atomic(0);
+        Arc::new(Self { device, id, group, state, device_budget, reconcile_pending, on_evict, timed })
     }
 
     /// The device this cache serves.
@@ -254,6 +259,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The time on the group's runtime clock.
     pub(crate) fn now(&self) -> Duration {
         self.group.runtime.now()
+    }
+
+    /// The time a claim changes at, for keep-alive expiry: read only while a keep-alive is set.
+    pub(crate) fn claim_time(&self) -> Option<Duration> {
+        (self.timed.load(Relaxed) != 0).then(|| self.group.runtime.now())
     }
 
     /// The device budget's accounting.

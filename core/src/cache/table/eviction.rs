@@ -97,13 +97,16 @@ impl<E: Entry> Table<E> {
     /// mutant that counts held records free).
     pub(crate) fn expire(&mut self, now: Duration, ignore_holds: bool) -> Vec<Gone<E>> {
         let Some(keep_alive) = self.keep_alive else { return Vec::new() };
-        let expired: Vec<String> = self
-            .slots
-            .iter()
-            .filter(|(_, v)| v.free() || (ignore_holds && v.locks == 0 && v.admitting == 0))
-            .filter(|(_, v)| now.saturating_sub(v.idle_since) >= keep_alive)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let mut expired = Vec::new();
+        for (key, v) in &mut self.slots {
+            if v.free() || (ignore_holds && v.locks == 0 && v.admitting == 0) {
+                // An untimed record (released while no keep-alive was in force) starts now.
+                let since = *v.idle_since.get_or_insert(now);
+                if now.saturating_sub(since) >= keep_alive {
+                    expired.push(key.clone());
+                }
+            }
+        }
         expired.iter().filter_map(|k| self.take_out(k)).collect()
     }
 
@@ -111,7 +114,8 @@ impl<E: Entry> Table<E> {
     /// keep-alive; `Some(None)` when no record is free.
     pub(crate) fn next_expiry(&self) -> Option<Option<Duration>> {
         let keep_alive = self.keep_alive?;
-        let idle = self.slots.values().filter(|v| v.free()).map(|v| v.idle_since).min();
+        // An untimed record is timed by the next pass: due at once.
+        let idle = self.slots.values().filter(|v| v.free()).map(|v| v.idle_since.unwrap_or_default()).min();
         Some(idle.map(|since| since.saturating_add(keep_alive)))
     }
 }

@@ -69,8 +69,10 @@ struct Slot<E> {
     stale: bool,
     /// LRU clock of the last use.
     last_used: u64,
-    /// Runtime time of the last claim change (for keep-alive expiry).
-    idle_since: Duration,
+    /// Runtime time of the last claim change (for keep-alive expiry); `None` when it changed
+    /// while no keep-alive was in force (no clock read then): it counts as idle from the next
+    /// expiry pass on.
+    idle_since: Option<Duration>,
     /// The record's copy on the cache's device.
     device: DeviceCopy,
 }
@@ -229,19 +231,34 @@ impl<E: Entry> Table<E> {
     /// A lookup: the occupant of `key` with a first-use hold armed and its use stamped, unless
     /// it is stale (`serve_stale`: the C-D1 mutant). Counts a hit or a miss.
     pub(crate) fn get(&mut self, key: &str, serve_stale: bool) -> Option<Arc<E>> {
+        self.look_up(key, serve_stale, Claim::Hold).map(|slot| Arc::clone(&slot.record))
+    }
+
+    /// The occupant of `key` locked at `now` (`get` and `lock` in one step), unless absent or
+    /// stale (`serve_stale`: the C-D1 mutant).
+    pub(crate) fn get_locked(
+        &mut self,
+        key: &str,
+        serve_stale: bool,
+        now: Option<Duration>,
+    ) -> Option<Arc<E>> {
+        let slot = self.look_up(key, serve_stale, Claim::Lock)?;
+        slot.idle_since = now;
+        Some(Arc::clone(&slot.record))
+    }
+
+    /// A hit or a miss on `key`, counted: the occupant, claimed once more by `claim`, unless
+    /// absent or stale (`serve_stale`: the C-D1 mutant).
+    fn look_up(&mut self, key: &str, serve_stale: bool, claim: Claim) -> Option<&mut Slot<E>> {
         let clock = self.tick();
-        match self.slots.get_mut(key).filter(|slot| serve_stale || !slot.stale) {
-            Some(slot) => {
-                slot.holds += 1;
-                slot.last_used = clock;
-                self.stats.hits += 1;
-                Some(Arc::clone(&slot.record))
-            }
-            None => {
-                self.stats.misses += 1;
-                None
-            }
-        }
+        let Some(slot) = self.slots.get_mut(key).filter(|slot| serve_stale || !slot.stale) else {
+            self.stats.misses += 1;
+            return None;
+        };
+        *slot.counter(claim) += 1;
+        slot.last_used = clock;
+        self.stats.hits += 1;
+        Some(slot)
     }
 
     /// The occupant of `key`, admitted again (one more admission), unless absent or stale.
@@ -277,7 +294,7 @@ impl<E: Entry> Table<E> {
             admitting: 1,
             stale: (self.shut_down && !ignore_shutdown) || dropped,
             last_used: clock,
-            idle_since: now,
+            idle_since: Some(now),
             device: DeviceCopy::Absent,
         };
         self.stats.admitted(fresh.bytes());
@@ -304,7 +321,7 @@ impl<E: Entry> Table<E> {
         &mut self,
         record: &Arc<E>,
         (from, to): (Claim, Claim),
-        now: Duration,
+        now: Option<Duration>,
         by_key: bool,
     ) {
         let clock = self.tick();
@@ -323,7 +340,7 @@ impl<E: Entry> Table<E> {
         &mut self,
         record: &Arc<E>,
         claim: Claim,
-        now: Duration,
+        now: Option<Duration>,
         (by_key, ignore_holds): (bool, bool),
     ) -> Released<E> {
         let keep_alive = self.keep_alive;
@@ -336,7 +353,10 @@ impl<E: Entry> Table<E> {
         let freed = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
         let stale = slot.stale;
         let evicted = (stale && freed).then(|| self.take_out(record.key())).flatten();
-        let expires = keep_alive.filter(|_| freed && evicted.is_none()).map(|k| now.saturating_add(k));
+        // Released untimed under a keep-alive (set meanwhile): the timer's next pass times it.
+        let expires = keep_alive
+            .filter(|_| freed && evicted.is_none())
+            .map(|k| now.map_or(Duration::ZERO, |now| now.saturating_add(k)));
         Released { evicted, freed, expires, copy_unlocked }
     }
 }

@@ -33,8 +33,10 @@
 //! - A lease touches its id without the bookkeeping monitor: each queued id has a stamp, which
 //!   the touch raises to a fresh value drawn from the cache's clock, and the LRU order is
 //!   derived from the stamps where an eviction plan or [`FixedSizeCache::queue`] reads it. A
-//!   touch that happened before the read counts; one concurrent with it may or may not (it
-//!   linearizes after or before the read); a touch of an unqueued id changes nothing.
+//!   touch that returned before the read counts; one still in flight may or may not, and two
+//!   reads around the same touch in flight may place it differently (its place among other
+//!   touches is when it drew its stamp, what a read sees is when it stored it); a touch of an
+//!   unqueued id changes nothing.
 //! - A layer learns of removals below it: after every inner call that can evict (a cold add
 //!   through an inner cache), queued ids that are no longer registered are dropped, so I4 holds
 //!   at every depth of nesting (SPEC 2.11).

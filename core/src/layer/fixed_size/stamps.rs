@@ -13,8 +13,10 @@
 //! happens-before edge between touches) and raises the id's stamp to it (a `fetch_max`, so a
 //! touch that drew earlier but stores later never hides a later touch of the same id). An
 //! order read under the bookkeeping monitor sees every touch that happened before it; a touch
-//! concurrent with it may or may not count (it linearizes before or after the read). A touch
-//! of an unqueued id finds no stamp and changes nothing (no phantoms, I4).
+//! still in flight may or may not count, and two reads around the same touch in flight may
+//! place it differently (its place is when it drew, what a read sees is when it stored: an
+//! order read while leases run is not a snapshot of one instant). A touch of an unqueued id
+//! finds no stamp and changes nothing (no phantoms, I4).
 
 use std::collections::{BTreeMap, VecDeque};
 

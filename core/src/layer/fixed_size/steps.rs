@@ -170,7 +170,7 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::REPLACE_WAITS_FOR_NO_SLOT) || overflows || self.inner.is_shut_down() {
             return Ok(());
         }
-        let (max_size, others) = self.book.with(|b| {
+        let (max_size, others) = self.book.ordered(|b| {
             let others: Vec<ModelId> = b.queue.iter().filter(|q| *q != id).cloned().collect();
             (b.max_size, others)
         });

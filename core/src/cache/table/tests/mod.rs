@@ -281,7 +281,7 @@ impl World {
             Claim::Hold => Claim::Lock,
             Claim::Lock => return,
         };
-        self.table.convert(&record, (from, to), self.now, false);
+        self.table.convert(&record, (from, to), Some(self.now), false);
         self.handles[h].1 = to;
         if self.known[record.id].attached {
             self.touch(record.id);
@@ -291,7 +291,7 @@ impl World {
 
     fn release(&mut self, h: usize) -> Result<(), TestCaseError> {
         let (record, claim) = self.handles.remove(h);
-        let released = self.table.release(&record, claim, self.now, (false, false));
+        let released = self.table.release(&record, claim, Some(self.now), (false, false));
         let id = record.id;
         let attached = self.known[id].attached;
         let free = attached && self.claims(id) == 0;
