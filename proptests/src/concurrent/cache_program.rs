@@ -255,7 +255,6 @@ fn cache_op() -> impl Strategy<Value = CacheOp> {
     prop_oneof![
         5 => (cache(), key()).prop_map(|(cache, key)| CacheOp::GetOrPut { cache, key }),
         2 => (cache(), key()).prop_map(|(cache, key)| CacheOp::Get { cache, key }),
-        1 => (cache(), key()).prop_map(|(cache, key)| CacheOp::GetLocked { cache, key }),
         2 => (cache(), key(), any::<bool>()).prop_map(|(cache, key, shared)| CacheOp::Put { cache, key, shared }),
         3 => handle().prop_map(CacheOp::Lock),
         3 => handle().prop_map(CacheOp::LockOnDevice),
@@ -312,11 +311,13 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
         let now = super::generated::hash_of(&(drawn, "call now"));
         let policy = super::generated::hash_of(&(drawn, "policy"));
         let report = super::generated::hash_of(&(drawn, "report fault"));
+        let locked = super::generated::hash_of(&(drawn, "get locked"));
         let report_fault = report
             .is_multiple_of(6)
             .then(|| usize::try_from((report >> 16) % REPORT_FAULTS.len() as u64).unwrap_or(0));
         insert_resize(&mut threads, resize);
         insert_call_now(&mut threads, now);
+        insert_get_locked(&mut threads, locked);
         if now.is_multiple_of(4) {
             // A quarter of the programs place on the device with a zero timeout only.
             for op in threads.iter_mut().flatten() {
@@ -373,6 +374,16 @@ fn insert_call_now(threads: &mut [Vec<CacheOp>], hash: u64) {
         _ => CacheOp::LockOnDeviceNow(pick(48, 3)),
     };
     insert_at(threads, hash, op);
+}
+
+/// In a third of the programs, one `get_locked` (the lookup and the lock in one step) at a place
+/// chosen by `hash` (as for [`insert_resize`]).
+fn insert_get_locked(threads: &mut [Vec<CacheOp>], hash: u64) {
+    if !hash.is_multiple_of(3) {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    insert_at(threads, hash, CacheOp::GetLocked { cache: pick(40, CACHES), key: pick(44, KEYS.len()) });
 }
 
 /// In a quarter of the programs, the RAM budget's policy switched (the overflow policy on in a

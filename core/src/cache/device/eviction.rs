@@ -58,7 +58,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// idle records, running no user code; the caller finishes the returned evictions.
     pub(crate) fn mark_shut_down(&self) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
-        let (evicted, retained, cancelled) = self.with_state(|s| s.mark_shut_down(admitting));
+        let (evicted, retained, cancelled) = self.with_state(|s| {
+            self.timed.store(0, Relaxed);
+            s.mark_shut_down(admitting)
+        });
         // The timer may sleep to one of this cache's deadlines, or be kept by it alone.
         if cancelled {
             self.group.timer.poke(None, Mutant::TIMER_NOT_CANCELLED);

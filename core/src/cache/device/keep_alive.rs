@@ -9,10 +9,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Refused (returns `false`) after [`DeviceCache::shutdown`], which cancels keep-alive for
     /// good.
     pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
-        let set = self.with_state(|s| s.set_keep_alive(keep_alive));
-        if set {
-            self.timed.store(u64::from(keep_alive.is_some()), Relaxed);
-        }
+        // The flag changes with the table, under its lock: two calls racing leave both agreeing.
+        let set = self.with_state(|s| {
+            let set = s.set_keep_alive(keep_alive);
+            if set {
+                self.timed.store(u64::from(keep_alive.is_some()), Relaxed);
+            }
+            set
+        });
         if set && keep_alive.is_some() {
             self.group.start_timer();
         } else if set {

@@ -84,10 +84,15 @@ impl<E: Entry> Table<E> {
 }
 
 impl<E: Entry> Table<E> {
-    /// Sets the keep-alive; refused (`false`) after shutdown.
+    /// Sets the keep-alive; refused (`false`) after shutdown. Turned off, it forgets when each
+    /// record became idle: the claims meanwhile read no clock, so every record counts as idle
+    /// from the first expiry pass after a keep-alive is set again.
     pub(crate) fn set_keep_alive(&mut self, keep_alive: Option<Duration>) -> bool {
         if self.shut_down {
             return false;
+        }
+        if keep_alive.is_none() {
+            self.slots.values_mut().for_each(|slot| slot.idle_since = None);
         }
         self.keep_alive = keep_alive;
         true

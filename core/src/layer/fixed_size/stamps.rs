@@ -138,6 +138,18 @@ impl<W: Send + 'static, R: Runtime> Lru<W, R> {
     /// Sorts `queue` by stamp, stably (an id queued twice, a mutant's doing, keeps both places
     /// next to each other).
     fn order(&self, queue: &mut VecDeque<ModelId>) {
+        // Without a lease since the last order (or only leases of the most recent ids), the
+        // queue is in order already: one pass of reads, no allocation.
+        let mut previous = 0;
+        let in_order = queue.iter().all(|id| {
+            let stamp = self.stamps.stamp(id);
+            let after = previous <= stamp;
+            previous = stamp;
+            after
+        });
+        if in_order {
+            return;
+        }
         let mut keyed: Vec<(u64, ModelId)> = queue.drain(..).map(|id| (self.stamps.stamp(&id), id)).collect();
         keyed.sort_by_key(|(stamp, _)| *stamp);
         queue.extend(keyed.into_iter().map(|(_, id)| id));

@@ -123,7 +123,7 @@ struct Known {
     /// When it was last used, in the order of the program's steps.
     used_at: u64,
     /// When its claims last changed.
-    idle_since: Duration,
+    idle_since: Option<Duration>,
     /// The bytes of its device copy, if one is resident.
     copy: Option<u64>,
     /// A move of it to the device is in flight.
@@ -208,6 +208,10 @@ impl World {
                 prop_assert_eq!(self.table.set_keep_alive(keep_alive), !self.shut_down);
                 if !self.shut_down {
                     self.keep_alive = keep_alive;
+                    if keep_alive.is_none() {
+                        // Turned off, the table forgets when each record became idle.
+                        self.known.iter_mut().for_each(|k| k.idle_since = None);
+                    }
                 }
             }
             Op::Expire(secs) => self.expire(secs)?,
@@ -238,7 +242,7 @@ impl World {
         let fresh = Arc::new(Rec { id, key: key.to_owned(), bytes, shared });
         let live = self.occupant(key).filter(|&o| !self.known[o].stale);
         let inserted = self.table.insert(fresh, self.now, |_| false, (false, false));
-        let (stale, attached, gone, used_at, idle_since) = (false, false, false, 0, self.now);
+        let (stale, attached, gone, used_at, idle_since) = (false, false, false, 0, Some(self.now));
         let (owned, copy, moving) = (key.to_owned(), None, false);
         self.known.push(Known {
             key: owned,
@@ -266,7 +270,7 @@ impl World {
                     self.known[old].attached = false;
                 }
                 let k = &mut self.known[id];
-                (k.attached, k.stale, k.idle_since) = (true, self.shut_down, self.now);
+                (k.attached, k.stale, k.idle_since) = (true, self.shut_down, Some(self.now));
                 self.touch(id);
             }
         }
@@ -281,17 +285,17 @@ impl World {
             Claim::Hold => Claim::Lock,
             Claim::Lock => return,
         };
-        self.table.convert(&record, (from, to), Some(self.now), false);
+        self.table.convert(&record, (from, to), self.claim_time(), false);
         self.handles[h].1 = to;
         if self.known[record.id].attached {
             self.touch(record.id);
-            self.known[record.id].idle_since = self.now;
+            self.known[record.id].idle_since = self.claim_time();
         }
     }
 
     fn release(&mut self, h: usize) -> Result<(), TestCaseError> {
         let (record, claim) = self.handles.remove(h);
-        let released = self.table.release(&record, claim, Some(self.now), (false, false));
+        let released = self.table.release(&record, claim, self.claim_time(), (false, false));
         let id = record.id;
         let attached = self.known[id].attached;
         let free = attached && self.claims(id) == 0;
@@ -308,7 +312,7 @@ impl World {
         let expires = self.keep_alive.filter(|_| free && evicted.is_empty()).map(|k| self.now + k);
         prop_assert_eq!(released.expires, expires);
         if attached {
-            self.known[id].idle_since = self.now;
+            self.known[id].idle_since = self.claim_time();
         }
         Ok(())
     }
@@ -373,14 +377,25 @@ impl World {
         Ok(())
     }
 
+    /// The time a claim changes at, as the cache passes it: only while a keep-alive is set.
+    fn claim_time(&self) -> Option<Duration> {
+        self.keep_alive.map(|_| self.now)
+    }
+
     fn expire(&mut self, secs: u64) -> Result<(), TestCaseError> {
         self.now += Duration::from_secs(secs);
         let expected: Vec<usize> = match self.keep_alive {
             None => Vec::new(),
-            Some(k) => (0..self.known.len())
-                .filter(|&id| self.known[id].attached && self.claims(id) == 0)
-                .filter(|&id| self.now - self.known[id].idle_since >= k)
-                .collect(),
+            Some(k) => {
+                let free: Vec<usize> = (0..self.known.len())
+                    .filter(|&id| self.known[id].attached && self.claims(id) == 0)
+                    .collect();
+                // An untimed record (claimed while no keep-alive was set) starts now.
+                let now = self.now;
+                free.into_iter()
+                    .filter(|&id| now - *self.known[id].idle_since.get_or_insert(now) >= k)
+                    .collect()
+            }
         };
         let gone = self.table.expire(self.now, false);
         let mut got: Vec<usize> = gone.iter().map(|g| g.record().id).collect();
