@@ -123,12 +123,13 @@ impl<W: Send + 'static, R: Runtime> Lru<W, R> {
 
     /// Brings the stamps in step with the queue's changes since they last were.
     fn follow(&self, b: &mut Bookkeeping<W>) {
-        for id in std::mem::take(&mut b.unstamped) {
+        // Drained, not taken: the journal keeps its capacity for the next call.
+        for id in b.unstamped.drain(..) {
             if !b.queue.contains(&id) {
                 self.stamps.unstamp(&id);
             }
         }
-        for id in std::mem::take(&mut b.restamped) {
+        for id in b.restamped.drain(..) {
             if b.queue.contains(&id) {
                 self.stamps.restamp(&self.runtime, &id);
             }
