@@ -1,7 +1,7 @@
 //! The cache's bookkeeping: the LRU queue of resolved ids, pins, cold loads in flight, sizes.
 //! Pure data; the cache keeps it behind one monitor, beside the stamps that order the queue
-//! between a lease's touches (`stamps.rs`): the bookkeeping notes which ids moved to the back or
-//! left, for the stamps to follow.
+//! between a lease's touches (`stamps.rs`): the bookkeeping notes which ids moved to the back,
+//! for the stamps to follow.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -27,8 +27,9 @@ pub(crate) struct Bookkeeping<W = ()> {
     pub(crate) waiters: Line<W>,
     /// Ids moved to the MRU end since the stamps last followed: each gets a fresh stamp.
     pub(crate) restamped: Vec<ModelId>,
-    /// Ids dropped from the queue since: their stamps go (unless queued again).
-    pub(crate) unstamped: Vec<ModelId>,
+    /// How many ids the stamps hold a stamp for (queued or not: the stamps keep those of ids
+    /// dropped a while).
+    pub(crate) stamped: usize,
 }
 
 impl<W> Default for Bookkeeping<W> {
@@ -42,7 +43,7 @@ impl<W> Default for Bookkeeping<W> {
             version: 0,
             waiters: Line::default(),
             restamped: Vec::new(),
-            unstamped: Vec::new(),
+            stamped: 0,
         }
     }
 }
@@ -70,7 +71,6 @@ impl<W> Bookkeeping<W> {
     /// Drops `id` from the queue and the size table.
     pub(crate) fn forget(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
-        self.unstamped.push(id.clone());
         self.sizes.remove(id);
         self.version += 1;
     }
@@ -162,7 +162,6 @@ impl<W> Bookkeeping<W> {
     /// Drops every queue entry of `id`, its size kept (mutants only).
     pub(crate) fn dequeue_all(&mut self, id: &ModelId) {
         self.queue.retain(|q| q != id);
-        self.unstamped.push(id.clone());
     }
 }
 

@@ -5,8 +5,9 @@
 //!
 //! The bookkeeping (membership, pins, sizes, the line) stays behind its monitor; [`Lru`] pairs
 //! it with the stamps and keeps the two in step before the monitor is released: an id queued or
-//! moved to the back gets a fresh stamp, an id dropped loses its stamp. A touch reads one
-//! shard of the stamps (a reader-writer lock, never written by a lease) and takes no monitor.
+//! moved to the back gets a fresh stamp (an id dropped keeps its stamp a while, see
+//! [`Lru::follow`]). A touch reads one shard of the stamps (a reader-writer lock, never written
+//! by a lease) and takes no monitor.
 //!
 //! # The order's semantics
 //! A touch draws its stamp from the clock (a `fetch_add`, so stamps follow every
@@ -16,7 +17,7 @@
 //! still in flight may or may not count, and two reads around the same touch in flight may
 //! place it differently (its place is when it drew, what a read sees is when it stored: an
 //! order read while leases run is not a snapshot of one instant). A touch of an unqueued id
-//! finds no stamp and changes nothing (no phantoms, I4).
+//! changes no order (no phantoms, I4): only queued ids are ordered.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -26,6 +27,11 @@ use crate::mutants::Mutant;
 use crate::runtime::Ordering::Relaxed;
 use crate::runtime::{AtomicWord, Monitor, Runtime, RwLock};
 use crate::shards::{Padded, Shards};
+
+// ---- The stamps ---------------------------------------------------------------------------------
+
+/// How many stamps of ids no longer queued are kept beyond the queue's own length.
+const PRUNE_SLACK: usize = 16;
 
 /// The stamps of the queued ids and the clock they are drawn from.
 struct Stamps<R: Runtime> {
@@ -55,22 +61,26 @@ impl<R: Runtime> Stamps<R> {
         });
     }
 
-    /// Gives `id` a fresh stamp (it was queued or moved to the back).
-    fn restamp(&self, runtime: &R, id: &ModelId) {
-        let stamp = self.draw();
-        self.cells.of(id.as_str()).write(|cells| match cells.get(id) {
-            Some(cell) => {
-                cell.fetch_max(stamp, Relaxed);
-            }
-            None => {
-                cells.insert(id.clone(), runtime.atomic(stamp));
-            }
-        });
+    /// Gives `id` a fresh stamp (it was queued or moved to the back): raises the one it has, or
+    /// adds one (then `true`).
+    fn restamp(&self, runtime: &R, id: &ModelId) -> bool {
+        let shard = self.cells.of(id.as_str());
+        let raised = shard.read(|cells| cells.get(id).map(|cell| cell.fetch_max(self.draw(), Relaxed)));
+        raised.is_none()
+            && shard.write(|cells| cells.insert(id.clone(), runtime.atomic(self.draw())).is_none())
     }
 
-    /// Drops the stamp of `id` (it left the queue).
-    fn unstamp(&self, id: &ModelId) {
-        self.cells.of(id.as_str()).write(|cells| cells.remove(id));
+    /// Drops the stamps of the ids not in `queue`; how many are left.
+    fn keep_only(&self, queue: &VecDeque<ModelId>) -> usize {
+        self.cells
+            .iter()
+            .map(|shard| {
+                shard.write(|cells| {
+                    cells.retain(|id, _| queue.contains(id));
+                    cells.len()
+                })
+            })
+            .sum()
     }
 
     /// The stamp of `id`; an id without one counts as the most recent.
@@ -78,6 +88,8 @@ impl<R: Runtime> Stamps<R> {
         self.cells.of(id.as_str()).read(|cells| cells.get(id).map_or(u64::MAX, |c| c.load(Relaxed)))
     }
 }
+
+// ---- The bookkeeping with its stamps ------------------------------------------------------------
 
 /// The bookkeeping behind its monitor, with the stamps that order its queue.
 pub(super) struct Lru<W: Send + 'static, R: Runtime> {
@@ -121,18 +133,20 @@ impl<W: Send + 'static, R: Runtime> Lru<W, R> {
         self.stamps.touch(id, overwrite);
     }
 
-    /// Brings the stamps in step with the queue's changes since they last were.
+    /// Brings the stamps in step with the queue's changes since they last were. An id that
+    /// left the queue keeps its stamp (a touch of it changes no order: only queued ids are
+    /// ordered, and queued again it gets a fresh one), until the stamps of ids no longer queued
+    /// outnumber the queue: then they go, all at once (so churn over a working set of ids
+    /// writes no shard per add, and a stream of new ids keeps the stamps bounded).
     fn follow(&self, b: &mut Bookkeeping<W>) {
         // Drained, not taken: the journal keeps its capacity for the next call.
-        for id in b.unstamped.drain(..) {
-            if !b.queue.contains(&id) {
-                self.stamps.unstamp(&id);
+        for id in b.restamped.drain(..) {
+            if b.queue.contains(&id) && self.stamps.restamp(&self.runtime, &id) {
+                b.stamped += 1;
             }
         }
-        for id in b.restamped.drain(..) {
-            if b.queue.contains(&id) {
-                self.stamps.restamp(&self.runtime, &id);
-            }
+        if b.stamped > 2 * b.queue.len() + PRUNE_SLACK {
+            b.stamped = self.stamps.keep_only(&b.queue);
         }
     }
 
@@ -179,12 +193,29 @@ mod tests {
         assert_eq!(order(&lru), ["b", "c", "a"], "a touch moves a queued id; an unknown one is no phantom");
         lru.with(|b| b.forget(&id("b")));
         lru.touch("b");
-        assert_eq!(order(&lru), ["c", "a"], "a forgotten id keeps no stamp to touch");
+        assert_eq!(order(&lru), ["c", "a"], "a touch of a forgotten id queues nothing");
         lru.touch("c");
         lru.with(|b| b.push(&id("b")));
         assert_eq!(order(&lru), ["a", "c", "b"], "queued again, b is the most recent");
         lru.with(|b| b.push(&id("a")));
         lru.touch("c");
         assert_eq!(order(&lru), ["b", "a", "c"], "a push moves a queued id like a touch");
+    }
+
+    #[test]
+    fn the_stamps_of_ids_gone_stay_bounded() {
+        let lru = Lru::new(&StdRuntime::default(), Bookkeeping::default());
+        for n in 0..200 {
+            let (new, gone) = (id(&format!("m{n}")), id(&format!("m{}", n.max(1) - 1)));
+            lru.with(|b| {
+                b.push(&new);
+                if n > 0 {
+                    b.forget(&gone);
+                }
+            });
+        }
+        let held = lru.with(|b| b.stamped);
+        assert!(held <= 2 + PRUNE_SLACK, "{held} stamps kept for a queue of one");
+        assert_eq!(order(&lru), ["m199"]);
     }
 }
