@@ -17,8 +17,9 @@ loom:
     cargo run --release -p resident-sim -- explore --scheduler loom
     # The lease word's kernel one preemption deeper than `cargo test` runs it.
     cargo run --release -p resident-sim -- explore --scheduler loom --scenario M-L3 --loom-bound 3
-    # `cargo test` runs M-L1 at bound 1 (the lease word's own kernel, M-L3, covers the lease at 2).
-    cargo run --release -p resident-sim -- explore --scheduler loom --scenario M-L1 --loom-bound 2
+    # `cargo test` runs these at bound 1 (its time budget; each one's mutants die at 1 too, and
+    # the lease word's own kernel, M-L3, covers the lease at 2): here at 2.
+    cargo run --release -p resident-sim -- explore --scheduler loom --loom-bound 2 --scenario M-L1 --scenario M-S2 --scenario M-E5 --scenario W-7 --scenario X-1 --scenario X-3
 
 # A deep campaign of generated concurrent programs (linearizability and every invariant).
 programs programs="2000" schedules="200":

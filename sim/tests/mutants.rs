@@ -59,12 +59,24 @@ fn shuttle_kills_every_mutant_and_the_failure_replays(half: usize) {
     }
 }
 
+// Two halves, as for shuttle: the loom searches are the binary's longest test otherwise.
 #[test]
-fn loom_kills_every_mutant_of_a_loom_scenario() {
+fn loom_kills_every_mutant_of_a_loom_scenario_first_half() {
+    loom_kills_every_mutant_of_a_loom_scenario(0);
+}
+
+#[test]
+fn loom_kills_every_mutant_of_a_loom_scenario_second_half() {
+    loom_kills_every_mutant_of_a_loom_scenario(1);
+}
+
+/// Every other loom pair from `half` (0 or 1): loom finds each mutant.
+fn loom_kills_every_mutant_of_a_loom_scenario(half: usize) {
     if !support::loom_enabled() {
         return;
     }
-    for (mutant, scenario) in kill::pairs().filter(|(_, s)| s.loom.is_some() && s.loom_mutants) {
+    let pairs = kill::pairs().filter(|(_, s)| s.loom.is_some() && s.loom_mutants);
+    for (mutant, scenario) in pairs.skip(half).step_by(2) {
         let plan = Plan::new(0, 0).with_mutants(MutantSet::only(mutant));
         let outcome = explore(scenario, Checker::Loom, plan);
         let failure = outcome.failure.unwrap_or_else(|| {
