@@ -63,8 +63,40 @@ pub enum InvalidId {
 /// assert!(id.starts_with("coco/"));
 /// # Ok::<(), resident::InvalidId>(())
 /// ```
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Eq)]
 pub struct ModelId(Arc<str>);
+
+// Ids are compared on every queue and table lookup, mostly against clones of themselves: the
+// same string is equal without reading it. Hashing, equality and order all follow the content
+// (as `Borrow<str>` requires), the pointer only short-cuts it.
+impl std::hash::Hash for ModelId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialEq for ModelId {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Ord for ModelId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
+        self.0.cmp(&other.0)
+    }
+}
+
+impl PartialOrd for ModelId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+// ---- Validation --------------------------------------------------------------------------------
 
 impl ModelId {
     /// The longest accepted id, in bytes.
@@ -105,6 +137,11 @@ impl ModelId {
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The id's string, shared (a metrics label without a copy).
+    pub(crate) fn shared(&self) -> Arc<str> {
+        Arc::clone(&self.0)
     }
 }
 

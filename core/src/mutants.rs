@@ -313,6 +313,16 @@ mutants! {
     TOUCH_OVERWRITES_LATER_STAMP = "touch-overwrites-later-stamp",
     /// M-E3: a layer never learns of removals made below it (an inner cache's evictions).
     NESTED_QUEUE_STALE = "nested-queue-stale",
+    /// M-E3: the registry counts a removal before it takes effect: a layer that reads the new
+    /// count may find the id still registered, and then skip looking for it again.
+    REMOVAL_COUNTED_FIRST = "removal-counted-first",
+    /// M-E3: a layer's reconcile marks the count it read as looked at even though it left an
+    /// id removed below to a busy lock holder (a layer below's eviction, which settles only its
+    /// own queue).
+    RECONCILE_PAST_BUSY = "reconcile-past-busy",
+    /// M-E3: after its own eviction, a layer marks the stack's new count of removals as looked
+    /// at without checking that its eviction was the only removal since the count it read.
+    RECONCILE_PAST_OTHERS = "reconcile-past-others",
     /// M-E4: a cold add checks its capacity deadline only when nothing at all is evictable.
     DEADLINE_ONLY_WHEN_FULL = "deadline-only-when-full",
     /// M-P1: the cache asks the new model its size before queueing it.
@@ -380,6 +390,10 @@ mutants! {
     TIMER_NOT_CANCELLED = "timer-not-cancelled",
     /// W-11: a release that leaves a record idle does not wake the keep-alive timer.
     LOST_WAKEUP_KEEP_ALIVE_RELEASE = "lost-wakeup-keep-alive-release",
+    /// W-11l: the keep-alive timer leaves the deadline it slept to published while it looks
+    /// at the caches, so a release its look missed reads that deadline, finds its own no
+    /// earlier, and skips the wake-up.
+    LOST_WAKEUP_ARMED_WHILE_LOOKING = "lost-wakeup-armed-while-looking",
     /// W-12: a keep-alive set while the timer sleeps does not wake it.
     LOST_WAKEUP_KEEP_ALIVE_SET = "lost-wakeup-keep-alive-set",
     /// W-15: dropping a cache whose keep-alive kept the timer running does not wake the timer,

@@ -18,8 +18,10 @@ use crate::id::ModelId;
 
 /// A load of `model` succeeded after `took`.
 pub(crate) fn loaded(model: &ModelId, took: Duration) {
-    ::metrics::counter!("resident_model_loads_total", "model" => model.to_string()).increment(1);
-    ::metrics::histogram!("resident_model_load_duration_seconds", "model" => model.to_string())
+    // The label shares the id's string: no copy per load.
+    let label = ::metrics::SharedString::from(model.shared());
+    ::metrics::counter!("resident_model_loads_total", "model" => label.clone()).increment(1);
+    ::metrics::histogram!("resident_model_load_duration_seconds", "model" => label)
         .record(took.as_secs_f64());
 }
 
@@ -29,10 +31,37 @@ pub(crate) fn load_failed() {
     ::metrics::counter!("resident_model_load_failures_total").increment(1);
 }
 
-/// Something of `bytes` was evicted to make room, by `by` (`max_size` or `cache`).
-pub(crate) fn evicted(by: &'static str, bytes: u64) {
-    ::metrics::counter!("resident_evictions_total", "by" => by).increment(1);
-    ::metrics::counter!("resident_evicted_bytes_total", "by" => by).increment(bytes);
+/// Why something was evicted: the `by` label of the eviction counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EvictedBy {
+    /// A [`FixedSizeCache`](crate::FixedSizeCache)'s `max_size` (resizes included).
+    MaxSize,
+    /// A [`FixedSizeCache`](crate::FixedSizeCache)'s `max_bytes`.
+    MaxBytes,
+    /// A device cache made room for a load.
+    Room,
+    /// A device cache's keep-alive ran out.
+    Idle,
+    /// `drop_model`, a shutdown or a stale record's last unlock.
+    Dropped,
+}
+
+/// Something of `bytes` was evicted, `by` this.
+pub(crate) fn evicted(by: EvictedBy, bytes: u64) {
+    // Literal labels: each series' key is a static, built once (no allocation per eviction).
+    macro_rules! count {
+        ($by:literal) => {{
+            ::metrics::counter!("resident_evictions_total", "by" => $by).increment(1);
+            ::metrics::counter!("resident_evicted_bytes_total", "by" => $by).increment(bytes);
+        }};
+    }
+    match by {
+        EvictedBy::MaxSize => count!("max_size"),
+        EvictedBy::MaxBytes => count!("max_bytes"),
+        EvictedBy::Room => count!("room"),
+        EvictedBy::Idle => count!("idle"),
+        EvictedBy::Dropped => count!("dropped"),
+    }
 }
 
 /// Counts `error` as a refusal, if it is one, and hands it back.

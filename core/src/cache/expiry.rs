@@ -25,7 +25,9 @@
 //! # The wake-up rule
 //! Every change that can bring the earliest deadline forward wakes the sleeping timer: a
 //! release that leaves a record idle (when its deadline is earlier than the one the timer sleeps
-//! to — usually it is not, and then nothing is notified), a keep-alive set or changed, a
+//! to — usually it is not, and then nothing is notified: the release reads that deadline from
+//! an atomic, without the timer's monitor, and the timer publishes "looking" before each look,
+//! W-11l), a keep-alive set or changed, a
 //! shutdown, a cache with a keep-alive dropped. The timer reads the epoch before it looks at the caches and
 //! sleeps only if no change landed meanwhile, so none is lost; each notify site has a mutant.
 //! Under the model checkers the timer is a checker thread and its sleep a bounded wait on the
@@ -36,7 +38,8 @@ use std::time::Duration;
 
 use super::member::Members;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Weak};
+use crate::runtime::Ordering::Relaxed;
+use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, Weak};
 
 /// The name of the timer thread.
 const THREAD_NAME: &str = "resident-keep-alive";
@@ -65,6 +68,10 @@ struct TimerState {
 pub(crate) struct ExpiryTimer<R: Runtime> {
     runtime: R,
     state: R::Monitor<TimerState>,
+    /// The deadline the timer sleeps to, for a release to read without the monitor:
+    /// [`encode`]d, 0 while it looks, sleeps with no deadline or does not run. Written under
+    /// the monitor with `armed`.
+    armed_at: R::Atomic,
 }
 
 /// What the timer thread does after a look.
@@ -74,10 +81,16 @@ enum Next {
     Sleep(Option<Duration>),
 }
 
+// ---- The timer ---------------------------------------------------------------------------------
+
 impl<R: Runtime> ExpiryTimer<R> {
     pub(crate) fn new(runtime: &R) -> Arc<Self> {
         let state = TimerState { running: false, epoch: 0, armed: Armed::Looking, waiting: false };
-        Arc::new(Self { runtime: runtime.clone(), state: runtime.monitor(state) })
+        Arc::new(Self {
+            runtime: runtime.clone(),
+            state: runtime.monitor(state),
+            armed_at: runtime.atomic(0),
+        })
     }
 
     /// Whether a timer thread runs.
@@ -113,6 +126,18 @@ impl<R: Runtime> ExpiryTimer<R> {
     /// deadline. Cheap when no timer runs or it needs no waking. `site` is the caller's
     /// lost-wakeup mutant.
     pub(crate) fn poke(&self, deadline: Option<Duration>, site: Mutant) {
+        // Asleep to a deadline no later than this one: nothing to do, without the monitor. A
+        // stale read is harmless: the timer publishes 0 before it looks at the caches, so a
+        // release whose change its look missed (the change comes after the look, under the
+        // cache's lock) reads that 0, or the deadline the look then chose, and compares again.
+        let armed = self.armed_at.load(Relaxed);
+        if let Some(deadline) = deadline
+            && armed != 0
+            && encode(Some(deadline)) >= armed
+            && armed != u64::MAX
+        {
+            return;
+        }
         let notify = self.state.with(|t| {
             let earlier = match (t.armed, deadline) {
                 (Armed::Looking, _) | (Armed::Until(None), _) | (_, None) => true,
@@ -133,8 +158,12 @@ impl<R: Runtime> ExpiryTimer<R> {
     fn run(&self, caches: &Weak<Members<R>>) {
         tracing::debug!("keep-alive timer started");
         loop {
+            let kept = self.runtime.mutant(Mutant::LOST_WAKEUP_ARMED_WHILE_LOOKING);
             let seen = self.state.with(|t| {
                 t.armed = Armed::Looking;
+                if !kept {
+                    self.armed_at.store(0, Relaxed);
+                }
                 t.epoch
             });
             // Expire, and find the next deadline; the group's caches are let go before
@@ -149,6 +178,7 @@ impl<R: Runtime> ExpiryTimer<R> {
                 }
                 Some(Some(deadline)) => {
                     t.armed = Armed::Until(deadline);
+                    self.armed_at.store(encode(deadline), Relaxed);
                     t.waiting = true;
                     Next::Sleep(deadline.map(|d| d.saturating_sub(now)))
                 }
@@ -187,6 +217,12 @@ fn expire_all<R: Runtime>(caches: &Arc<Members<R>>) -> Option<Option<Duration>> 
         };
     }
     next
+}
+
+/// A deadline as `ExpiryTimer::armed_at` holds it: nanoseconds plus one (saturating at
+/// `u64::MAX`, which a release never trusts), 0 for none.
+fn encode(deadline: Option<Duration>) -> u64 {
+    deadline.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).saturating_add(1))
 }
 
 /// The earlier of two optional deadlines (`None` is never).

@@ -187,6 +187,11 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().is_shut_down()
     }
 
+    /// See [`Manager::removals`] (never block).
+    fn removals(&self) -> Option<u64> {
+        self.inner().removals()
+    }
+
     /// See [`Manager::begin_shutdown`].
     fn begin_shutdown(&self) -> Vec<ModelId> {
         self.inner().begin_shutdown()
@@ -295,6 +300,10 @@ impl<D: Decorator> Manager for D {
 
     fn is_shut_down(&self) -> bool {
         Decorator::is_shut_down(self)
+    }
+
+    fn removals(&self) -> Option<u64> {
+        Decorator::removals(self)
     }
 
     fn begin_shutdown(&self) -> Vec<ModelId> {

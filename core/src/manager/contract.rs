@@ -166,6 +166,17 @@ pub trait Manager: Send + Sync + 'static {
     /// layer's bookkeeping lock (see the module docs): answer at once, never block.
     fn is_shut_down(&self) -> bool;
 
+    /// How many times an id has stopped being registered in the innermost base so far, if it
+    /// counts them: a layer that mirrors the registry (a cache's queue) looks for ids removed
+    /// below it only when the count moved since it last looked. Each removal must be counted
+    /// after it took effect (a caller that reads a count with acquire ordering and then asks
+    /// [`Manager::contains`] sees every removal the count includes). `None` (the provided
+    /// default): not counted, so such a layer looks every time. Answer at once, never block.
+    /// Decorators forward it.
+    fn removals(&self) -> Option<u64> {
+        None
+    }
+
     /// The first step of [`ManagerExt::shutdown`](super::ManagerExt::shutdown), in the innermost
     /// base: from now on adds and
     /// leases are refused with `ShutDown`, and the stack's waiters are woken so that they see

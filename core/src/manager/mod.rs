@@ -45,8 +45,7 @@ pub use removal::RemovalReport;
 
 use lease::ModelSlot;
 use lifecycle::{Reservation, SharedTable};
-use registry::Found;
-use registry::Registry;
+use registry::{Found, Registry};
 use table::Table;
 
 use crate::deadline::Deadline;
@@ -437,6 +436,10 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
 
     fn is_shut_down(&self) -> bool {
         self.registry.is_shut_down()
+    }
+
+    fn removals(&self) -> Option<u64> {
+        Some(self.registry.removals())
     }
 
     fn begin_shutdown(&self) -> Vec<ModelId> {

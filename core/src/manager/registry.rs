@@ -61,12 +61,19 @@ pub(crate) struct Registry<M: Send + Sync + 'static, R: Runtime> {
     shards: Shards<Shard<M, R>, R>,
     /// 1 once shut down, for good.
     shut_down: R::Atomic,
+    /// How many times an id has stopped being registered, counted after each such removal
+    /// (see [`Registry::removals`]).
+    removals: R::Atomic,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     pub(crate) fn new(runtime: &R) -> Self {
         let empty = || Shard { slots: BTreeMap::new(), swaps: BTreeMap::new() };
-        Self { shards: Shards::new(runtime, empty), shut_down: runtime.atomic(0) }
+        Self {
+            shards: Shards::new(runtime, empty),
+            shut_down: runtime.atomic(0),
+            removals: runtime.atomic(0),
+        }
     }
 
     fn shard(&self, id: &str) -> &R::RwLock<Shard<M, R>> {
@@ -105,8 +112,24 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     }
 
     /// Unregisters `id`; the slot, which the caller drops outside every lock.
-    pub(crate) fn remove(&self, id: &str) -> Option<Arc<ModelSlot<M, R>>> {
-        self.shard(id).write(|s| s.slots.remove(id))
+    pub(crate) fn remove(&self, runtime: &R, id: &str) -> Option<Arc<ModelSlot<M, R>>> {
+        // Counted after the removal, so that a reader that sees the count sees the id gone.
+        let first = runtime.mutant(Mutant::REMOVAL_COUNTED_FIRST);
+        if first && self.contains_key(id) {
+            self.removals.fetch_add(1, Release);
+        }
+        let removed = self.shard(id).write(|s| s.slots.remove(id));
+        if removed.is_some() && !first {
+            self.removals.fetch_add(1, Release);
+        }
+        removed
+    }
+
+    /// How many times an id has stopped being registered so far. Each removal is counted after
+    /// it took effect (release), so a reader of a count (acquire) that then asks whether an id
+    /// is registered sees every removal the count includes.
+    pub(crate) fn removals(&self) -> u64 {
+        self.removals.load(Acquire)
     }
 
     /// Every registered id, in order.

@@ -151,7 +151,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
             closed.commit();
         }
         let removed = self.table.with(|t| {
-            let removed = t.registry.remove(id);
+            let removed = t.registry.remove(&self.runtime, id);
             if self.runtime.mutant(Mutant::RETIRE_WHILE_HELD) {
                 t.forget(id);
             }

@@ -64,7 +64,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
             return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
         }
         closed.commit();
-        let removed = self.registry.remove(id);
+        let removed = self.registry.remove(&self.runtime, id);
         // The old version's `Drop` (user code) runs here, under the lifecycle lock only.
         drop((removed, old));
         tracing::debug!(%id, %canonical, "replace in place: loading the new version");

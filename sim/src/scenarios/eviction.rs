@@ -149,6 +149,29 @@ pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R) {
     world.check_quiescent();
 }
 
+/// M-E7: a cache (max 2) holding X and Y. T1 adds Z through the cache, which evicts X (its
+/// least recently used), while T2 removes Y from the manager below directly, behind the cache's
+/// back. The cache skips looking for removals below only while the stack counted none since a
+/// look that settled every id (its own eviction may move the mark past that eviction alone):
+/// once its limit is raised, its next add (W, with room: no eviction drops Y by accident) must
+/// find Y gone (I4).
+pub(super) fn removals_below_are_looked_for<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).model("Y", &[], &[]).model("Z", &[], &[]);
+    let cfg = FixedSizeConfig::new(2).with_capacity_wait(Duration::from_millis(30));
+    let world = builder
+        .model("W", &[], &[])
+        .preloaded(&["X", "Y"], |base| FixedSizeCache::new(base, cfg).expect("valid"));
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(Z)", || m.add_model("Z", None)));
+    let t2 = world.spawn("T2", |m, t| traced(t, "manager remove(Y)", || m.manager.get_ref().remove("Y")));
+    let (z, y) = (join::<R, _>(t1), join::<R, _>(t2));
+    ensure!(z.is_ok() && y.is_ok(), "contract", "add(Z) gave {z:?}, the manager's remove(Y) {y:?}");
+    world.manager.set_max_size(3, CallOptions::new()).expect("raising the limit evicts nothing");
+    let w = traced("main", "add(W)", || world.manager.add_model("W", None));
+    ensure!(w.is_ok(), "contract", "add(W) gave {w:?}");
+    check_queue(&world.manager);
+    world.check_quiescent();
+}
+
 /// M-E6: an outer cache (max 2) over an inner one (max 1) holding A; B's first unload fails.
 /// T1 adds B (the inner cache evicts A) while T2 adds A back (the inner cache's eviction of B
 /// fails, so the add fails). When T2 holds A's lock as T1's reconcile runs, that reconcile

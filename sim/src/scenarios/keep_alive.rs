@@ -110,6 +110,34 @@ pub(super) fn release_wakes_the_timer<R: SimRuntime>(rt: R) {
     finish(&world);
 }
 
+/// W-11l: the timer sleeps to a's deadline while the main thread holds b. It wakes, evicts a
+/// and (a's eviction callback wakes the main thread) the main thread lets b go while the timer
+/// still looks: the release, which reads the timer's deadline without its monitor, must not
+/// take a's old deadline for the one the timer will sleep to (b is the only idle record then).
+pub(super) fn release_during_the_timers_look<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 1);
+    let cache = &world.caches[0];
+    preload(cache, "a", BYTES);
+    preload(cache, "b", BYTES);
+    // One callback per cache: it posts the eviction of either.
+    let (a_gone, b_gone) = (world.mailbox(), world.mailbox());
+    let (post_a, post_b) = (Arc::clone(&a_gone), Arc::clone(&b_gone));
+    cache.on_evict(move |gone, _| match gone {
+        "a" => post_a.post(()),
+        "b" => post_b.post(()),
+        _ => {}
+    });
+    trace::record("main", "lock(b); set_keep_alive(10 s); waits for a's eviction (no call)");
+    let held = cache.get("b").map(|b| b.lock());
+    ensure!(held.is_some(), "contract", "b was preloaded");
+    keep_alive(cache, KEEP_ALIVE);
+    a_gone.wait();
+    trace::record("main", "unlock(b) during the timer's look; waits for b's eviction (no call)");
+    drop(held);
+    b_gone.wait();
+    finish(&world);
+}
+
 /// W-12: the timer sleeps for cuda:0 (a keep-alive, nothing idle); T1 gives cuda:1, whose record
 /// is idle, a shorter keep-alive, which must wake the timer. Then the world is dropped with the
 /// timer asleep again (the caches' drop wakes it: W-15).

@@ -3,6 +3,7 @@
 //! — `get`, conversions between claims, and their release.
 
 use super::*;
+use crate::telemetry::EvictedBy;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Builds the handle of a claim just counted, then honours pending reconcile requests (which
@@ -126,7 +127,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         {
             self.group.budget.mis_debit(self.id, gone.record().bytes);
         }
-        self.finish_evictions(evicted.into_iter().collect(), "dropped");
+        self.finish_evictions(evicted.into_iter().collect(), EvictedBy::Dropped);
         let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
             .into_iter()
             .any(|m| self.mutant(m));

@@ -3,6 +3,7 @@
 //! callbacks and destructors are user code).
 
 use super::*;
+use crate::telemetry::EvictedBy;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Evicts unprotected records of this cache, least recently used first, until `bytes`
@@ -78,7 +79,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let evicted =
             self.with_state(|s| s.evict_lru_while(|pending| self.fits_after(pending, room), admitting));
-        self.finish_evictions(evicted, "room")
+        self.finish_evictions(evicted, EvictedBy::Room)
     }
 
     /// Whether `room` more bytes fit the global budget once `pending` bytes (of evictions not
@@ -95,7 +96,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// and reported, and the first panic then goes on unwinding, unless this thread is already
     /// unwinding (a guard dropped by another panic, C-P5): then the panic is dropped, since
     /// one leaving a `Drop` during an unwind aborts the process.
-    pub(super) fn finish_evictions(&self, evicted: Evicted<W, R>, by: &'static str) -> usize {
+    pub(super) fn finish_evictions(&self, evicted: Evicted<W, R>, by: EvictedBy) -> usize {
         let callback = if evicted.is_empty() { None } else { self.on_evict.with(|c| c.clone()) };
         let count = evicted.len();
         if self.mutant(Mutant::EVICTION_FORGETS_CANONICAL) {

@@ -1,6 +1,7 @@
 //! Keep-alive: how long an idle record stays, and expiring the ones past it.
 
 use super::*;
+use crate::telemetry::EvictedBy;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Evicts records that stayed unprotected for `keep_alive` on the runtime's clock, without
@@ -39,7 +40,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let now = self.group.runtime.now();
         let ignore_holds = self.mutant(Mutant::KEEP_ALIVE_EVICTS_HELD);
         let evicted = self.with_state(|s| s.expire(now, ignore_holds));
-        self.finish_evictions(evicted, "idle")
+        self.finish_evictions(evicted, EvictedBy::Idle)
     }
 
     /// The keep-alive in force and the earliest deadline on the runtime's clock at which one of

@@ -56,6 +56,7 @@ use crate::mutants::Mutant;
 use crate::runtime::Ordering::Relaxed;
 use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, StdRuntime};
 use crate::telemetry;
+use crate::telemetry::EvictedBy;
 pub use handles::{Admission, LoadedModel, ModelGuard};
 
 /// How to admit a model in [`DeviceCache::put`].
@@ -106,7 +107,7 @@ pub(crate) struct Dropped<'a, W: Send + Sync + 'static, R: Runtime> {
 impl<W: Send + Sync + 'static, R: Runtime> Dropped<'_, W, R> {
     /// Drops and reports the records, then honours pending reconcile requests; returns how many.
     pub(crate) fn finish(self) -> usize {
-        let count = self.cache.finish_evictions(self.evicted, "dropped");
+        let count = self.cache.finish_evictions(self.evicted, EvictedBy::Dropped);
         self.cache.drain_requests();
         count
     }

@@ -3,6 +3,7 @@
 //! protocol).
 
 use super::*;
+use crate::telemetry::EvictedBy;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
@@ -21,7 +22,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         match self.reconcile_now(bytes) {
             Some(evicted) => {
-                self.finish_evictions(evicted, "room");
+                self.finish_evictions(evicted, EvictedBy::Room);
                 self.drain_requests();
             }
             None if set_after_try => self.reconcile_pending.leave(bytes),
@@ -69,7 +70,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         while self.reconcile_pending.is_pending() {
             let Some(evicted) = self.reconcile_now(0) else { return };
-            self.finish_evictions(evicted, "room");
+            self.finish_evictions(evicted, EvictedBy::Room);
         }
     }
 }

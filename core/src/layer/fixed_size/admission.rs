@@ -253,8 +253,9 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         let s =
             Standing { mine: self.claimed.is_some(), ticket: self.waiting.as_ref().map(|w| w.ticket), held };
         let (a, pinned_below) = (&self.a, &mut self.pinned_below);
-        let mut round =
-            cache.book.ordered(|b| plans::admission(b, a, &s, pinned_below, &Stack(&cache.inner)));
+        let mut round = cache
+            .book
+            .planned(|b, order| plans::admission(b, a, &s, pinned_below, &Stack(&cache.inner), order));
         if let Some(ticket) = round.joined {
             self.waiting = Some(Waiting { cache, ticket });
         }
@@ -276,10 +277,13 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
     /// the planned victims, or says to wait; refuses once the deadline has passed.
     fn act(&mut self, round: Round<Designation<M::Runtime>>) -> Result<Next<'a, M>, ManagerError> {
         let (cache, id) = (self.cache, self.a.id);
+        // Once, before the first eviction or wait: ids a layer below removed free their slots
+        // (plan again if some went).
         if !self.reconciled && !matches!(round.plan, EvictionPlan::Admit) {
             self.reconciled = true;
-            cache.reconcile_below(id);
-            return Ok(Next::Replan);
+            if cache.reconcile_below(id) {
+                return Ok(Next::Replan);
+            }
         }
         match round.plan {
             EvictionPlan::Admit => {

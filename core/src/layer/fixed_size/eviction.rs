@@ -8,6 +8,7 @@ use crate::id::ModelId;
 use crate::manager::{Eviction, LifecycleGuard, Manager, ManagerExt};
 use crate::mutants::Mutant;
 use crate::telemetry;
+use crate::telemetry::EvictedBy;
 
 impl<M: Manager> FixedSizeCache<M> {
     /// Evicts `victims` in order: `None` if at least one went, else the skipped victims that
@@ -20,7 +21,7 @@ impl<M: Manager> FixedSizeCache<M> {
         let popped_pins = self.pop_for_eviction(victims);
         let (mut evicted, mut pinned) = (false, Vec::new());
         for victim in victims {
-            match self.evict(victim, "max_size")? {
+            match self.evict(victim, EvictedBy::MaxSize)? {
                 Some(Eviction::Evicted | Eviction::NotRegistered) => evicted = true,
                 Some(Eviction::Pinned) => pinned.push(victim.clone()),
                 Some(Eviction::InUse) | None => {}
@@ -66,7 +67,7 @@ impl<M: Manager> FixedSizeCache<M> {
     }
 
     /// Evicts one victim; `None` if its lifecycle lock is busy (skipped).
-    pub(super) fn evict(&self, victim: &ModelId, by: &'static str) -> Result<Option<Eviction>, ManagerError> {
+    pub(super) fn evict(&self, victim: &ModelId, by: EvictedBy) -> Result<Option<Eviction>, ManagerError> {
         let Some(guard) = self.inner.try_lock(victim) else {
             tracing::debug!(%victim, "evict: busy, skipped");
             return Ok(None);
@@ -118,7 +119,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 }
                 return;
             };
-            match self.evict(&victim, "max_bytes") {
+            match self.evict(&victim, EvictedBy::MaxBytes) {
                 Ok(Some(Eviction::Evicted | Eviction::NotRegistered)) => {}
                 Ok(Some(Eviction::Pinned | Eviction::InUse) | None) => return,
                 Err(error) => {
@@ -144,6 +145,7 @@ impl<M: Manager> FixedSizeCache<M> {
             id,
             way: Settling::Remove,
         });
+        let before = self.inner.removals();
         let evicted = self.inner.evict_locked(guard)?;
         let mut bytes = 0;
         if evicted == Eviction::Evicted {
@@ -152,6 +154,7 @@ impl<M: Manager> FixedSizeCache<M> {
                 b.forget(id);
                 bytes
             });
+            self.reconciled_past_own(before);
         }
         drop(settle);
         Ok((evicted, bytes))

@@ -104,12 +104,17 @@ pub struct FixedSizeCache<M: Manager> {
     inner: M,
     config: FixedSizeConfig,
     book: Book<M>,
+    /// The stack's count of removals ([`Manager::removals`]) when the queue was last found to
+    /// hold no id removed below (see `reconcile_below`).
+    reconciled_at: <M::Runtime as Runtime>::Atomic,
 }
 
 impl<M: Manager> FixedSizeCache<M> {
     /// Wraps `inner`; models it already holds are queued in id order.
     pub fn new(inner: M, config: FixedSizeConfig) -> Result<Self, InvalidConfig> {
         config.validate()?;
+        // Read before the ids: a removal after this read is looked for at the first reconcile.
+        let reconciled_at = inner.runtime().atomic(inner.removals().unwrap_or(0));
         let mut book = Bookkeeping { max_size: config.max_size(), ..Bookkeeping::default() };
         for id in inner.ids() {
             let bytes = inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
@@ -117,7 +122,7 @@ impl<M: Manager> FixedSizeCache<M> {
             book.set_size(&id, bytes);
         }
         let book = Lru::new(inner.runtime(), book);
-        Ok(Self { inner, config, book })
+        Ok(Self { inner, config, book, reconciled_at })
     }
 
     /// The wrapped manager.

@@ -5,6 +5,8 @@
 //! under the bookkeeping monitor and touch no runtime and no user code, so they are
 //! property-tested alone (`plans/tests.rs`); the layer acts on what they return outside it.
 
+use std::collections::VecDeque;
+
 use super::queue::{Bookkeeping, PinnedBelow};
 use crate::id::ModelId;
 use crate::manager::{Designation, Manager};
@@ -107,13 +109,16 @@ pub(super) struct Round<D> {
 }
 
 /// Plans one round of `a`'s admission from where it stands (`s`), under the book's monitor:
-/// it changes only the slots counted (`loading`) and the line, never the queue or the pins.
+/// it changes only the slots counted (`loading`) and the line, never the queue's members or
+/// the pins. `order` puts the queue in LRU order; it is called only if the round picks
+/// victims.
 pub(super) fn admission<W: Clone, B: Below>(
     b: &mut Bookkeeping<W>,
     a: &Admitting<'_, W>,
     s: &Standing<'_>,
     pinned_below: &mut PinnedBelow,
     below: &B,
+    order: impl FnOnce(&mut VecDeque<ModelId>),
 ) -> Round<B::Designation> {
     let (id, mine, ticket) = (a.id, s.mine, s.ticket);
     let (seen, max) = (b.version, b.max_size);
@@ -134,6 +139,7 @@ pub(super) fn admission<W: Clone, B: Below>(
         serve(b, mine, ticket, below);
         return round(EvictionPlan::Admit, !mine, None, None, false);
     }
+    order(&mut b.queue);
     let needed = occupied + 1 - max;
     let victims = b.victims(needed, Some(id), |v| {
         !pinned_below.contains(v) && (a.evict_leased || !below.in_use(v)) && !below.is_locked(v)

@@ -6,6 +6,8 @@ use super::FixedSizeCache;
 use crate::id::ModelId;
 use crate::manager::Manager;
 use crate::mutants::Mutant;
+use crate::runtime::AtomicWord;
+use crate::runtime::Ordering::{AcqRel, Acquire};
 
 /// Which way a [`Settle`] guard brings an id's queue entry in line with the registry.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -45,22 +47,52 @@ impl<M: Manager> Drop for Settle<'_, M> {
 
 impl<M: Manager> FixedSizeCache<M> {
     /// Drops queued ids (other than `except`) that a layer below removed — an inner cache's
-    /// evictions — so that this layer's queue equals the registry again (I4 at every depth). An
-    /// id whose lifecycle lock is busy is left to its holder, who settles it.
-    pub(super) fn reconcile_below(&self, except: &ModelId) {
+    /// evictions — so that this layer's queue equals the registry again (I4 at every depth);
+    /// whether it dropped any. An id whose lifecycle lock is busy is left to its holder, who
+    /// settles it. Nothing to look for while the stack counted no removal since the last look
+    /// that found every queued id registered or dropped it ([`Manager::removals`]).
+    pub(super) fn reconcile_below(&self, except: &ModelId) -> bool {
         if self.mutant(Mutant::NESTED_QUEUE_STALE) {
-            return;
+            return false;
+        }
+        // Read before the queue: a removal counted after this read is looked for next time.
+        let count = self.inner.removals();
+        if count.is_some_and(|count| count == self.reconciled_at.load(Acquire)) {
+            return false;
         }
         // The queue's ids, each asked of the registry below on its own: no copy of the whole
         // registry per cold add (each is asked again under its lock before it is forgotten).
         let queued: Vec<ModelId> =
             self.book.with(|b| b.queue.iter().filter(|q| *q != except).cloned().collect());
+        let (mut dropped, mut all_settled) = (false, true);
         for id in queued.iter().filter(|id| !self.inner.contains(id.as_str())) {
-            let Some(guard) = self.inner.try_lock(id) else { continue };
+            let Some(guard) = self.inner.try_lock(id) else {
+                all_settled = false;
+                continue;
+            };
             if !self.inner.contains(id.as_str()) {
                 self.book.with(|b| b.forget(id));
+                dropped = true;
             }
             drop(guard);
+        }
+        // A busy id left to its holder may be a layer below's eviction, which settles only its
+        // own queue: it is looked for again next time.
+        let past_busy = self.mutant(Mutant::RECONCILE_PAST_BUSY);
+        if let Some(count) = count.filter(|_| all_settled || past_busy) {
+            self.reconciled_at.fetch_max(count, AcqRel);
+        }
+        dropped
+    }
+
+    /// After this layer's own eviction, counted from `before` on, and its queue updated: if the
+    /// queue was reconciled at `before` and the eviction was the only removal since, it still
+    /// is (so the next reconcile looks for nothing).
+    pub(super) fn reconciled_past_own(&self, before: Option<u64>) {
+        let (Some(before), Some(after)) = (before, self.inner.removals()) else { return };
+        let past_others = self.mutant(Mutant::RECONCILE_PAST_OTHERS);
+        if after == before + 1 || past_others {
+            let _ = self.reconciled_at.compare_exchange(before, after, AcqRel, Acquire);
         }
     }
 }

@@ -127,6 +127,19 @@ impl<W: Send + 'static, R: Runtime> Lru<W, R> {
         })
     }
 
+    /// Runs `f` on the bookkeeping under its monitor, with what puts its queue in LRU order
+    /// (for `f` to call only if it needs the order).
+    pub(super) fn planned<U>(
+        &self,
+        f: impl FnOnce(&mut Bookkeeping<W>, &dyn Fn(&mut VecDeque<ModelId>)) -> U,
+    ) -> U {
+        self.book.with(|b| {
+            let out = f(b, &|queue| self.order(queue));
+            self.follow(b);
+            out
+        })
+    }
+
     /// A lease's touch: moves `id` to the MRU end if it is queued, without the monitor.
     pub(super) fn touch(&self, id: &str) {
         let overwrite = self.runtime.mutant(Mutant::TOUCH_OVERWRITES_LATER_STAMP);

@@ -196,7 +196,7 @@ fn check_admission(c: &Case, flags: Flags) -> Result<(), TestCaseError> {
     };
     let s = Standing { mine: c.mine, ticket, held: held.as_ref() };
     let (loading, line) = (b.loading, b.waiters.len());
-    let round = admission(&mut b, &a, &s, &mut pinned_below, &fake);
+    let round = admission(&mut b, &a, &s, &mut pinned_below, &fake, |_| ());
     untouched(&b, c)?;
     let taken = matches!(round.plan, EvictionPlan::Admit | EvictionPlan::Evict(_));
     prop_assert_eq!(round.claim, taken && !c.mine, "a slot is claimed once, when taken");
