@@ -12,9 +12,13 @@
 //! GET    /models              the served ids
 //! POST   /models/{id}/infer   {"input": [f32]} -> {"output": [f32]}
 //! GET    /metrics             Prometheus text
+//!
+//! GET    /v2, /v2/health/{live,ready}                     the Open Inference Protocol (KServe v2):
+//! GET    /v2/models/{name}[/versions/1][/ready]           server and model metadata, readiness,
+//! POST   /v2/models/{name}[/versions/1]/infer             inference on named FP32 tensors
 //! ```
 //!
-//! [`routes`] documents each route, [`error`] the status of each error.
+//! [`routes`] documents each route, [`v2`] the protocol's, [`error`] the status of each error.
 //!
 //! ## Pieces
 //! - [`ServeConfig`]: models directory, most models resident, RAM cap, request and shutdown
@@ -70,6 +74,7 @@ pub mod error;
 mod model;
 pub mod routes;
 pub mod telemetry;
+pub mod v2;
 pub mod zoo;
 
 use std::future::{Future, IntoFuture};

@@ -11,10 +11,19 @@ pub trait ServeModel: Model {
     /// Runs whole rows of `input` through the model; returns the output rows, flat. Input that
     /// is not whole rows is [`BurnError::Input`].
     fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError>;
+
+    /// The width of an input row and of an output row (the Open Inference Protocol's model
+    /// metadata: `[-1, input]` in, `[-1, output]` out).
+    fn widths(&self) -> (usize, usize);
 }
 
 impl<A: Architecture, T: ServeBackend> ServeModel for Served<A, T> {
     fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
         Served::infer(self, input)
+    }
+
+    fn widths(&self) -> (usize, usize) {
+        let architecture = self.architecture();
+        (architecture.input_width(), architecture.output_width())
     }
 }

@@ -83,6 +83,7 @@ where
         .route("/models", get(list_models::<L>).fallback(method_not_allowed))
         .route("/models/{*id}", model.fallback(method_not_allowed))
         .route("/metrics", get(metrics::<L>).fallback(method_not_allowed))
+        .merge(crate::v2::routes::<L>())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)

@@ -294,6 +294,10 @@ impl ServeModel for GatedModel {
         self.gate.exit();
         output
     }
+
+    fn widths(&self) -> (usize, usize) {
+        self.inner.widths()
+    }
 }
 
 fn gated() -> (App<Gated>, Arc<Gate>) {
@@ -627,4 +631,114 @@ async fn shutdown_drains_requests_in_flight_then_unloads_everything() {
         state.exits,
         state.unloads
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Open Inference Protocol
+
+impl Client {
+    async fn get_v2(&self, path: &str) -> (u16, Value) {
+        Self::reply(self.http.get(format!("{}/v2{path}", self.base)).send().await.expect("GET /v2")).await
+    }
+
+    async fn infer_v2(&self, path: &str, request: &Value) -> (u16, Value) {
+        let url = format!("{}/v2/models/{path}/infer", self.base);
+        Self::reply(self.http.post(url).json(request).send().await.expect("POST /v2 infer")).await
+    }
+}
+
+/// An inference request of `fixture`'s input as rows of `width`, `data` laid out by `nest`.
+fn v2_request(fixture: &Fixture, width: usize, nested: bool) -> Value {
+    let rows = fixture.input.len() / width;
+    let data = if nested {
+        json!(fixture.input.chunks(width).map(<[f32]>::to_vec).collect::<Vec<_>>())
+    } else {
+        json!(fixture.input)
+    };
+    json!({ "id": "r-1", "inputs": [{ "name": "input", "shape": [rows, width], "datatype": "FP32", "data": data }] })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
+    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let client = &server.client;
+    assert_eq!(client.get_v2("/health/live").await.0, 200);
+    assert_eq!(client.get_v2("/health/ready").await.0, 200);
+    let (status, meta) = client.get_v2("").await;
+    assert_eq!((status, &meta["name"]), (200, &json!("resident-serve")), "{meta}");
+    assert_eq!(client.get_v2("/models/mlp/ready").await.0, 400, "not loaded yet: not ready");
+    let (status, body) = client.get_v2("/models/mlp").await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body["error"].is_string(), "the protocol's error object: {body}");
+
+    for id in ["mlp", "cnn"] {
+        assert_eq!(client.put(id, None).await.0, 201);
+        assert_eq!(client.get_v2(&format!("/models/{id}/ready")).await.0, 200);
+        assert_eq!(client.get_v2(&format!("/models/{id}/versions/1/ready")).await.0, 200);
+        let (status, meta) = client.get_v2(&format!("/models/{id}")).await;
+        assert_eq!(status, 200, "{meta}");
+        assert_eq!((&meta["name"], &meta["versions"]), (&json!(id), &json!(["1"])), "{meta}");
+        assert_eq!(
+            (&meta["inputs"][0]["name"], &meta["inputs"][0]["datatype"]),
+            (&json!("input"), &json!("FP32"))
+        );
+        assert_eq!(meta["inputs"][0]["shape"][0], json!(-1), "any number of rows: {meta}");
+        let width = usize::try_from(meta["inputs"][0]["shape"][1].as_u64().expect("a width")).expect("small");
+        let out_width = meta["outputs"][0]["shape"][1].as_u64().expect("an output width");
+        let fixture = fixture(id);
+        for (path, nested) in [(id.to_owned(), false), (format!("{id}/versions/1"), true)] {
+            let (status, body) = client.infer_v2(&path, &v2_request(&fixture, width, nested)).await;
+            assert_eq!(status, 200, "{path}: {body}");
+            assert_eq!(
+                (&body["model_name"], &body["model_version"], &body["id"]),
+                (&json!(id), &json!("1"), &json!("r-1"))
+            );
+            let output = &body["outputs"][0];
+            assert_eq!((&output["name"], &output["datatype"]), (&json!("output"), &json!("FP32")), "{body}");
+            let rows = (fixture.input.len() / width) as u64;
+            assert_eq!(output["shape"], json!([rows, out_width]), "{body}");
+            assert_close(&output["data"], &fixture.output, &path);
+        }
+    }
+
+    // Refusals: the protocol's error object, the route's status, nothing changed.
+    let mlp = fixture("mlp");
+    let (_, meta) = client.get_v2("/models/mlp").await;
+    let width = usize::try_from(meta["inputs"][0]["shape"][1].as_u64().expect("a width")).expect("small");
+    let good = v2_request(&mlp, width, false);
+    let with = |pointer: &str, value: Value| {
+        let mut request = good.clone();
+        *request.pointer_mut(pointer).expect("a field of the request") = value;
+        request
+    };
+    let refusals = [
+        ("mlp/versions/2", good.clone(), 404),
+        ("nope", good.clone(), 404),
+        ("mlp", with("/inputs/0/datatype", json!("FP64")), 400),
+        ("mlp", with("/inputs/0/name", json!("x")), 400),
+        ("mlp", with("/inputs/0/shape", json!([1, mlp.input.len() + 1])), 400),
+        ("mlp", with("/inputs/0/shape", json!([mlp.input.len(), 1])), 400),
+        ("mlp", with("/inputs/0/data/0", json!(1e39)), 400),
+        ("mlp", with("/inputs/0/data/0", json!("1")), 400),
+        ("mlp", json!({ "inputs": [] }), 400),
+        ("mlp", json!({ "inputs": good["inputs"], "outputs": [{ "name": "logits" }] }), 400),
+    ];
+    for (path, request, want) in refusals {
+        let (status, body) = client.infer_v2(path, &request).await;
+        assert_eq!(status, want, "{path} {request}: {body}");
+        assert!(
+            body["error"].is_string() && body.get("kind").is_none(),
+            "the protocol's error object: {body}"
+        );
+    }
+    let (status, body) = raw(server.addr, "POST", "/v2/models/mlp/infer", "[1, 2]").await;
+    assert_eq!(status, 400, "an array is no request object: {body}");
+    assert_eq!(client.models().await, ["cnn", "mlp"]);
+
+    // Once the shutdown begins, the server is no longer ready (but still live).
+    let summary = server.app.shutdown().await;
+    assert_eq!(summary.unloaded, ["cnn", "mlp"]);
+    assert_eq!(client.get_v2("/health/ready").await.0, 400);
+    assert_eq!(client.get_v2("/health/live").await.0, 200);
+    server.stop().await;
 }

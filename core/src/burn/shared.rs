@@ -222,6 +222,11 @@ impl<A: Architecture, T: ServeBackend> Served<A, T> {
         self.model.guard()
     }
 
+    /// The architecture the model was built with (its input and output widths, its tensors).
+    pub fn architecture(&self) -> &A {
+        &self.arch
+    }
+
     /// Runs whole rows of `input` through the device copy; returns the output rows, flat.
     pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
         let guard = self.model.guard();
