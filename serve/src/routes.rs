@@ -37,7 +37,9 @@
 //! # `POST /models/{id}/infer`
 //! Body `{"input": [f32, ...]}`: whole rows of the model's input width. Runs them under a lease
 //! (the model cannot be unloaded meanwhile) and answers `{"output": [f32, ...]}`, the output
-//! rows, flat. Input that is not whole rows is 400 `bad_input`.
+//! rows, flat. Input that is not whole rows, or holds a value past `f32`'s range (`1e39`), is
+//! 400 `bad_input`; a model that answers a non-finite value is 500 `inference_failed` (never a
+//! `null` in the output).
 
 use std::time::Instant;
 
@@ -262,9 +264,18 @@ where
     let result = async {
         ModelId::validate(&id)?;
         let InferBody { input } = json_required(&received(body)?)?;
+        // JSON has no infinities, but a number past `f32::MAX` (`1e39`) parses as one.
+        if let Some(value) = input.iter().find(|v| !v.is_finite()) {
+            return Err(ApiError::bad_request("bad_input", format!("{value} is not a finite f32 input")));
+        }
         let output = app
             .run(started, move |stack, options| stack.infer_with(&id, options, |model| model.infer(&input)))
             .await???;
+        // JSON would carry a non-finite output as `null`: that is the model's failure, not data.
+        if let Some(value) = output.iter().find(|v| !v.is_finite()) {
+            let text = format!("the model answered a non-finite value ({value})");
+            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text));
+        }
         Ok(Json(serde_json::json!({ "output": output })).into_response())
     };
     answer(INFER, result.await)

@@ -533,6 +533,13 @@ async fn bad_requests_get_their_statuses_and_change_nothing() {
             "bad_input",
         ),
         ("POST", "/models/mlp/infer".into(), json!({ "input": [] }).to_string(), 400, "bad_input"),
+        (
+            "POST",
+            "/models/mlp/infer".into(),
+            format!("{{\"input\": [1e39{}]}}", ", 0".repeat(15)),
+            400,
+            "bad_input",
+        ),
         ("POST", "/models/mlp".into(), mlp.clone(), 405, "method_not_allowed"),
         ("GET", "/models/mlp".into(), String::new(), 405, "method_not_allowed"),
         ("GET", "/nowhere".into(), String::new(), 404, "no_route"),
