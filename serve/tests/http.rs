@@ -749,3 +749,66 @@ async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
     assert_eq!(client.get_v2("/health/live").await.0, 200);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_tensor_data_goes_in_and_comes_out_after_the_json() {
+    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    assert_eq!(server.client.put("mlp", None).await.0, 201);
+    let (_, meta) = server.client.get_v2("/models/mlp").await;
+    let width = meta["inputs"][0]["shape"][1].as_u64().expect("a width");
+    let mlp = fixture("mlp");
+    let rows = mlp.input.len() as u64 / width;
+    let raw: Vec<u8> = mlp.input.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let send = |header: Value, raw: &[u8], length: Option<usize>| {
+        let header = serde_json::to_vec(&header).expect("JSON");
+        let length = length.unwrap_or(header.len());
+        let body = [header.as_slice(), raw].concat();
+        let url = format!("{}/v2/models/mlp/infer", server.client.base);
+        let request =
+            server.client.http.post(url).header("Inference-Header-Content-Length", length).body(body);
+        async move { request.send().await.expect("POST binary") }
+    };
+    let input = json!({
+        "name": "input", "shape": [rows, width], "datatype": "FP32",
+        "parameters": { "binary_data_size": raw.len() },
+    });
+    let asked = json!({ "inputs": [input], "outputs": [{ "name": "output", "parameters": { "binary_data": true } }] });
+    let response = send(asked.clone(), &raw, None).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let length: usize = response.headers()["inference-header-content-length"]
+        .to_str()
+        .expect("ASCII")
+        .parse()
+        .expect("a length");
+    let body = response.bytes().await.expect("a body");
+    let header: Value = serde_json::from_slice(&body[..length]).expect("the JSON part");
+    let output = &header["outputs"][0];
+    assert!(output.get("data").is_none(), "binary output has no JSON data: {header}");
+    let size = output["parameters"]["binary_data_size"].as_u64().expect("a size");
+    assert_eq!(size as usize, body.len() - length, "{header}");
+    let values: Vec<f32> =
+        body[length..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    assert_close(&json!(values), &mlp.output, "binary output");
+
+    // Binary in, JSON out (the default without a `binary_data` parameter).
+    let json_out = json!({ "inputs": [asked["inputs"][0].clone()] });
+    let (status, body) = Client::reply(send(json_out, &raw, None).await).await;
+    assert_eq!(status, 200, "{body}");
+    assert_close(&body["outputs"][0]["data"], &mlp.output, "JSON output of binary input");
+
+    // A length past the body, a short tensor, bytes left over, a non-finite element: 400s.
+    let mut infinite = raw.clone();
+    infinite[..4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+    let cases = [
+        (asked.clone(), raw.clone(), Some(1 << 20)),
+        (asked.clone(), raw[..raw.len() - 4].to_vec(), None),
+        (asked.clone(), [raw.as_slice(), &[0, 0, 0, 0]].concat(), None),
+        (asked.clone(), infinite, None),
+    ];
+    for (header, raw, length) in cases {
+        let (status, body) = Client::reply(send(header, &raw, length).await).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"].is_string(), "{body}");
+    }
+    server.stop().await;
+}

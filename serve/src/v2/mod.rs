@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `GET /v2/health/live` | 200 while the process serves requests |
 //! | `GET /v2/health/ready` | 200 until the shutdown begins, then 400 |
-//! | `GET /v2` | server metadata: `{"name", "version", "extensions": []}` |
+//! | `GET /v2` | server metadata: `{"name", "version", "extensions": ["binary_tensor_data"]}` |
 //! | `GET /v2/models/{name}[/versions/1]` | model metadata: `{"name", "versions": ["1"], "platform", "inputs", "outputs"}` |
 //! | `GET /v2/models/{name}[/versions/1]/ready` | 200 if `name` is served, else 400 |
 //! | `POST /v2/models/{name}[/versions/1]/infer` | inference: named tensors in and out |
@@ -22,8 +22,13 @@
 //! `[rows, output width]`. An inference request's `data` is the tensor's elements in row-major
 //! order, flat or nested as the shape; the answer's `data` is flat. Another datatype, another
 //! input name, a shape that does not match the data or the model, a non-finite element, or a
-//! requested output other than `output` are 400s; only JSON data is read (the binary tensor
-//! extension is not spoken yet). A non-finite output is a 500, never a `null`.
+//! requested output other than `output` are 400s. A non-finite output is a 500, never a `null`.
+//!
+//! The binary tensor data extension is spoken (`tritonclient.http` sends and asks binary by
+//! default): the body is the JSON object followed by the raw little-endian elements, the JSON's
+//! length in the `Inference-Header-Content-Length` header and the input's byte count in its
+//! `binary_data_size` parameter; the output comes back the same way when asked (its own
+//! `binary_data` parameter, else the request's `binary_data_output`).
 //!
 //! # Errors
 //! Every error answers the protocol's error object `{"error": "<text>"}`, with the status the
@@ -36,18 +41,20 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use resident::burn::BurnError;
 use resident::{InvalidId, Loader, Manager, ManagerError, ManagerExt, ModelId};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::ServeModel;
 use crate::telemetry::count_request;
+
+mod binary;
 
 /// Route labels of `resident_http_requests_total`.
 const HEALTH: &str = "GET /v2/health/{live,ready}";
@@ -143,7 +150,7 @@ async fn server_metadata() -> Response {
     let body = serde_json::json!({
         "name": "resident-serve",
         "version": env!("CARGO_PKG_VERSION"),
-        "extensions": [],
+        "extensions": ["binary_tensor_data"],
     });
     answer(SERVER, Ok(Json(body).into_response()))
 }
@@ -225,33 +232,48 @@ fn metadata(name: &str, input: usize, output: usize) -> Value {
 
 // ---- Inference ----------------------------------------------------------------------------------
 
-/// An inference request (the protocol's "Inference Request JSON Object"; its `parameters`,
-/// and its tensors', are accepted and not read).
+/// An inference request (the protocol's "Inference Request JSON Object"; of its parameters,
+/// and its tensors', only the binary data extension's are read).
 #[derive(Debug, Deserialize)]
 struct InferRequest {
     id: Option<String>,
+    parameters: Option<Map<String, Value>>,
     inputs: Vec<InputTensor>,
     outputs: Option<Vec<RequestedOutput>>,
 }
 
-/// One input tensor of a request.
+/// One input tensor of a request: its elements in `data`, or (the binary data extension) in
+/// the body after the JSON, `binary_data_size` bytes of them.
 #[derive(Debug, Deserialize)]
 struct InputTensor {
     name: String,
     shape: Vec<i64>,
     datatype: String,
-    data: Value,
+    parameters: Option<Map<String, Value>>,
+    data: Option<Value>,
 }
 
-/// One output a request asks for.
+/// One output a request asks for (`binary_data`: in binary after the JSON).
 #[derive(Debug, Deserialize)]
 struct RequestedOutput {
     name: String,
+    parameters: Option<Map<String, Value>>,
+}
+
+impl InferRequest {
+    /// Whether the output is asked for in binary: its own `binary_data` parameter, else the
+    /// request's `binary_data_output` (JSON by default).
+    fn binary_output(&self) -> bool {
+        let own =
+            self.outputs.iter().flatten().find_map(|o| binary::flag(o.parameters.as_ref(), "binary_data"));
+        own.or_else(|| binary::flag(self.parameters.as_ref(), "binary_data_output")).unwrap_or(false)
+    }
 }
 
 async fn post_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
@@ -268,8 +290,9 @@ where
         let body = body.map_err(|rejection| {
             V2Error(ApiError::new(rejection.status(), "bad_body", rejection.body_text()))
         })?;
-        let request: InferRequest = serde_json::from_slice(&body).map_err(|error| bad(error.to_string()))?;
-        let (rows, input) = checked_input(&request)?;
+        let (json, binary) = binary::split(&headers, body)?;
+        let request: InferRequest = serde_json::from_slice(&json).map_err(|error| bad(error.to_string()))?;
+        let (rows, input) = checked_input(&request, &binary)?;
         let name = path.name.to_owned();
         let (output, width) = app
             .run(started, move |stack, options| {
@@ -284,27 +307,30 @@ where
             let text = format!("the model answered a non-finite value ({bad_value})");
             return Err(V2Error(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text)));
         }
-        let mut body = serde_json::json!({
-            "model_name": path.name,
-            "model_version": VERSION,
-            "outputs": [{
-                "name": OUTPUT,
-                "datatype": FP32,
-                "shape": [rows, width],
-                "data": output,
-            }],
-        });
+        let binary_output = request.binary_output();
+        let mut tensor = serde_json::json!({ "name": OUTPUT, "datatype": FP32, "shape": [rows, width] });
+        let raw = if binary_output {
+            let raw = binary::bytes(&output);
+            tensor["parameters"] = serde_json::json!({ binary::SIZE: raw.len() });
+            raw
+        } else {
+            tensor["data"] = output.into();
+            Vec::new()
+        };
+        let mut body =
+            serde_json::json!({ "model_name": path.name, "model_version": VERSION, "outputs": [tensor] });
         if let Some(id) = request.id {
             body["id"] = id.into();
         }
-        Ok(Json(body).into_response())
+        Ok(if binary_output { binary::respond(&body, &raw) } else { Json(body).into_response() })
     };
     answer(INFER, result.await)
 }
 
 /// The request's one input, checked against the protocol (name, datatype, shape against the
-/// data, finite elements) and its requested outputs: its rows and its elements, flat.
-fn checked_input(request: &InferRequest) -> Result<(usize, Vec<f32>), V2Error> {
+/// data, finite elements; its data in JSON or all of `binary`) and its requested outputs: its
+/// rows and its elements, flat.
+fn checked_input(request: &InferRequest, binary: &[u8]) -> Result<(usize, Vec<f32>), V2Error> {
     if let Some(wrong) = request.outputs.iter().flatten().find(|o| o.name != OUTPUT) {
         return Err(bad(format!("unknown output {:?}: the model answers {OUTPUT:?}", wrong.name)));
     }
@@ -326,8 +352,19 @@ fn checked_input(request: &InferRequest) -> Result<(usize, Vec<f32>), V2Error> {
             tensor.shape
         )));
     };
-    let mut data = Vec::new();
-    flatten(&tensor.data, &mut data)?;
+    let data = match (binary::size(tensor.parameters.as_ref())?, &tensor.data) {
+        (Some(size), None) if size == binary.len() => binary::floats(binary)?,
+        (Some(size), None) => {
+            return Err(bad(format!("{INPUT:?} has {} of {size} bytes after the JSON", binary.len())));
+        }
+        (None, Some(json)) if binary.is_empty() => {
+            let mut data = Vec::new();
+            flatten(json, &mut data)?;
+            data
+        }
+        (None, None) => return Err(bad(format!("input {INPUT:?} has no data"))),
+        _ => return Err(bad(format!("input {INPUT:?} has its data in JSON and in binary"))),
+    };
     let elements = tensor.shape.iter().try_fold(1_i64, |n, d| n.checked_mul(*d).filter(|_| *d >= 0));
     if elements.and_then(|n| usize::try_from(n).ok()) != Some(data.len()) {
         return Err(bad(format!("input {INPUT:?} has shape {:?} but {} elements", tensor.shape, data.len())));

@@ -1,0 +1,100 @@
+//! The protocol's binary tensor data extension (Triton's, which `tritonclient.http` uses by
+//! default): a request or an answer whose body is the JSON object followed by raw tensor bytes,
+//! the JSON's length in the `Inference-Header-Content-Length` header, and each binary tensor's
+//! length in its `binary_data_size` parameter. `FP32` elements are little-endian.
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+use super::{V2Error, bad};
+
+/// The header that carries the JSON part's length.
+pub(super) const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// The parameter that gives a binary tensor's length in bytes.
+pub(super) const SIZE: &str = "binary_data_size";
+
+/// A request body split into its JSON part and its binary part (empty without the header).
+pub(super) fn split(headers: &HeaderMap, body: Bytes) -> Result<(Bytes, Bytes), V2Error> {
+    let Some(length) = headers.get(HEADER_LENGTH) else { return Ok((body, Bytes::new())) };
+    let length = length
+        .to_str()
+        .ok()
+        .and_then(|text| text.trim().parse::<usize>().ok())
+        .ok_or_else(|| bad(format!("{HEADER_LENGTH} is not a length: {length:?}")))?;
+    if length > body.len() {
+        return Err(bad(format!("{HEADER_LENGTH} is {length} but the body has {} bytes", body.len())));
+    }
+    let mut json = body;
+    let binary = json.split_off(length);
+    Ok((json, binary))
+}
+
+/// A tensor's `binary_data_size` parameter, if it has one.
+pub(super) fn size(parameters: Option<&Map<String, Value>>) -> Result<Option<usize>, V2Error> {
+    let Some(size) = parameters.and_then(|p| p.get(SIZE)) else { return Ok(None) };
+    let size = size.as_u64().and_then(|s| usize::try_from(s).ok());
+    size.map(Some).ok_or_else(|| bad(format!("{SIZE} must be a byte count")))
+}
+
+/// A boolean parameter, if set.
+pub(super) fn flag(parameters: Option<&Map<String, Value>>, name: &str) -> Option<bool> {
+    parameters.and_then(|p| p.get(name)).and_then(Value::as_bool)
+}
+
+/// `bytes` as little-endian `FP32` elements, each finite.
+pub(super) fn floats(bytes: &[u8]) -> Result<Vec<f32>, V2Error> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(bad(format!("{} bytes of FP32 data: not a whole number of elements", bytes.len())));
+    }
+    bytes
+        .chunks_exact(4)
+        .map(|chunk| {
+            let value = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            if value.is_finite() {
+                Ok(value)
+            } else {
+                Err(bad(format!("{value} is not a finite FP32 value")))
+            }
+        })
+        .collect()
+}
+
+/// `values` as little-endian bytes.
+pub(super) fn bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// An answer of `json` followed by `binary`.
+pub(super) fn respond(json: &Value, binary: &[u8]) -> Response {
+    let mut body = serde_json::to_vec(json).unwrap_or_default();
+    let length = HeaderValue::from(body.len());
+    body.extend_from_slice(binary);
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")),
+        (header::HeaderName::from_static(HEADER_LENGTH), length),
+    ];
+    (StatusCode::OK, headers, body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_splits_at_the_header_length_and_floats_round_trip() {
+        let mut headers = HeaderMap::new();
+        headers.insert(HEADER_LENGTH, HeaderValue::from_static("2"));
+        let (json, binary) =
+            split(&headers, Bytes::from_static(b"{}abcd")).map_err(|e| e.0.status()).unwrap();
+        assert_eq!((&json[..], &binary[..]), (&b"{}"[..], &b"abcd"[..]));
+        headers.insert(HEADER_LENGTH, HeaderValue::from_static("7"));
+        assert!(split(&headers, Bytes::from_static(b"{}abcd")).is_err());
+        let values = [1.5_f32, -2.0, 0.25];
+        assert_eq!(floats(&bytes(&values)).ok(), Some(values.to_vec()));
+        assert!(floats(&[0, 0, 128]).is_err());
+        assert!(floats(&f32::INFINITY.to_le_bytes()).is_err());
+    }
+}
