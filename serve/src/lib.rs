@@ -16,6 +16,7 @@
 //! GET    /v2, /v2/health/{live,ready}                     the Open Inference Protocol (KServe v2):
 //! GET    /v2/models/{name}[/versions/1][/ready]           server and model metadata, readiness,
 //! POST   /v2/models/{name}[/versions/1]/infer             inference on named FP32 tensors
+//! POST   /v2/repository/index, .../models/{name}/{load,unload}   explicit model control
 //! ```
 //!
 //! [`routes`] documents each route, [`v2`] the protocol's, [`error`] the status of each error.

@@ -181,42 +181,68 @@ where
     L::Model: ServeModel,
 {
     let id = captured(path)?;
-    ModelId::validate(&id)?;
     let request: PutBody = json_body(body)?;
-    let source = request.source.unwrap_or_else(|| id.clone());
+    let served = serve_under(app, started, id, request.source, request.replace).await?;
+    let status = if served.loaded { StatusCode::CREATED } else { StatusCode::OK };
+    let mut body = serde_json::json!({ "id": served.id, "source": served.source, "status": served.status });
+    if let Some(warning) = served.warning {
+        body["warning"] = warning.into();
+    }
+    Ok((status, Json(body)).into_response())
+}
+
+/// What serving a catalogue model under an id did.
+pub(crate) struct ServedUnder {
+    pub(crate) id: String,
+    pub(crate) source: String,
+    /// This call loaded a model that nothing was served under `id` before.
+    pub(crate) loaded: bool,
+    /// `loaded`, `replaced` or `present`.
+    pub(crate) status: &'static str,
+    /// The old version's leases outlived the drain: it was detached, not unloaded.
+    pub(crate) warning: Option<String>,
+}
+
+/// Makes `id` serve the catalogue model `source` (`id` itself if `None`): an atomic replace
+/// ([`ManagerExt::replace_with`]), or with `replace: false` an add if absent
+/// ([`ManagerExt::add_model_with`]).
+pub(crate) async fn serve_under<L>(
+    app: &App<L>,
+    started: Instant,
+    id: String,
+    source: Option<String>,
+    replace: bool,
+) -> Result<ServedUnder, ApiError>
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    ModelId::validate(&id)?;
+    let source = source.unwrap_or_else(|| id.clone());
     ModelId::validate(&source)?;
     if !app.catalogue().contains(&source) {
         return Err(NotInCatalogue { id: source }.into());
     }
     let alias = (source != id).then(|| id.clone());
-    let reply = |status: StatusCode, word: &str, warning: Option<String>| {
-        let mut body = serde_json::json!({ "id": id, "source": source, "status": word });
-        if let Some(warning) = warning {
-            body["warning"] = warning.into();
-        }
-        (status, Json(body)).into_response()
-    };
-    let (call_source, call_alias) = (source.clone(), alias.clone());
-    if request.replace {
+    let served =
+        |loaded, status, warning| ServedUnder { id, source: source.clone(), loaded, status, warning };
+    let call_source = source.clone();
+    if replace {
         let replaced = app
-            .run(started, move |stack, options| {
-                stack.replace_with(&call_source, call_alias.as_deref(), options)
-            })
+            .run(started, move |stack, options| stack.replace_with(&call_source, alias.as_deref(), options))
             .await??;
         Ok(match replaced {
-            Replaced::Added => reply(StatusCode::CREATED, "loaded", None),
-            Replaced::Unloaded => reply(StatusCode::OK, "replaced", None),
-            Replaced::Detached(error) => reply(StatusCode::OK, "replaced", Some(error.to_string())),
+            Replaced::Added => served(true, "loaded", None),
+            Replaced::Unloaded => served(false, "replaced", None),
+            Replaced::Detached(error) => served(false, "replaced", Some(error.to_string())),
         })
     } else {
         let added = app
-            .run(started, move |stack, options| {
-                stack.add_model_with(&call_source, call_alias.as_deref(), options)
-            })
+            .run(started, move |stack, options| stack.add_model_with(&call_source, alias.as_deref(), options))
             .await??;
         Ok(match added {
-            Added::Loaded => reply(StatusCode::CREATED, "loaded", None),
-            Added::Warm => reply(StatusCode::OK, "present", None),
+            Added::Loaded => served(true, "loaded", None),
+            Added::Warm => served(false, "present", None),
         })
     }
 }

@@ -812,3 +812,62 @@ async fn binary_tensor_data_goes_in_and_comes_out_after_the_json() {
     }
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repository_extension_loads_replaces_and_unloads() {
+    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let client = &server.client;
+    let post = |path: &str, body: Option<Value>| {
+        let request = client.http.post(format!("{}/v2/repository{path}", client.base));
+        let request = match body {
+            Some(body) => request.json(&body),
+            None => request,
+        };
+        async move { Client::reply(request.send().await.expect("POST /v2/repository")).await }
+    };
+    let states = |index: &Value| -> Vec<(String, String)> {
+        let entries = index.as_array().expect("an array of models");
+        entries
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap().to_owned(), e["state"].as_str().unwrap().to_owned()))
+            .collect()
+    };
+    let (status, index) = post("/index", None).await;
+    assert_eq!(status, 200, "{index}");
+    let unloaded = |name: &str| (name.to_owned(), "UNAVAILABLE".to_owned());
+    assert_eq!(states(&index), [unloaded("cnn"), unloaded("mlp")]);
+
+    assert_eq!(post("/models/mlp/load", None).await.0, 200);
+    let config = json!({ "parameters": { "config": json!({ "source": "cnn" }).to_string() } });
+    assert_eq!(post("/models/detector/load", Some(config)).await.0, 200, "an alias of cnn");
+    let ready = |name: &str| (name.to_owned(), "READY".to_owned());
+    assert_eq!(states(&post("/index", None).await.1), [unloaded("cnn"), ready("detector"), ready("mlp")]);
+    assert_eq!(
+        states(&post("/index", Some(json!({ "ready": true }))).await.1),
+        [ready("detector"), ready("mlp")]
+    );
+    let cnn = fixture("cnn");
+    let (_, meta) = client.get_v2("/models/detector").await;
+    let width = usize::try_from(meta["inputs"][0]["shape"][1].as_u64().expect("a width")).expect("small");
+    let (status, body) = client.infer_v2("detector", &v2_request(&cnn, width, false)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_close(&body["outputs"][0]["data"], &cnn.output, "the alias serves cnn");
+    assert_eq!(post("/models/mlp/load", None).await.0, 200, "a load of a served model replaces it");
+
+    assert_eq!(post("/models/detector/unload", None).await.0, 200);
+    assert_eq!(client.get_v2("/models/detector/ready").await.0, 400);
+    for (path, body, want) in [
+        ("/models/detector/unload", None, 404),
+        ("/models/nope/load", None, 404),
+        ("/models/x/load", Some(json!({ "parameters": { "source": "nope" } })), 404),
+        ("/models/x/load", Some(json!({ "parameters": { "config": "{" } })), 400),
+        ("/models/mlp/reload", None, 404),
+        ("/index", Some(json!([1])), 400),
+    ] {
+        let (status, reply) = post(path, body).await;
+        assert_eq!(status, want, "{path}: {reply}");
+        assert!(reply["error"].is_string(), "{path}: {reply}");
+    }
+    assert_eq!(client.models().await, ["mlp"]);
+    server.stop().await;
+}

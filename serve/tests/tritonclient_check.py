@@ -1,6 +1,7 @@
 """Drives a running resident-serve with NVIDIA's `tritonclient.http`, unmodified: health,
-server and model metadata, readiness, inference with numpy inputs sent in binary and in JSON
-(checked against fixtures/models/expected.json), and the protocol's refusals.
+server and model metadata, readiness, the model repository (index, load, unload), inference
+with numpy inputs sent in binary and in JSON (checked against fixtures/models/expected.json),
+and the protocol's refusals.
 
     python serve/tests/tritonclient_check.py HOST:PORT MODELS_DIR
 
@@ -11,7 +12,6 @@ server it starts; any failure exits non-zero.
 import json
 import sys
 import time
-import urllib.request
 
 import numpy as np
 import tritonclient.http as httpclient
@@ -30,14 +30,6 @@ def wait_live(client, seconds=60):
         if time.monotonic() > deadline:
             sys.exit(f"the server did not come up within {seconds} s")
         time.sleep(0.2)
-
-
-def put(url, model):
-    """Loads `model` through the server's own route (the protocol's repository extension is
-    not spoken yet)."""
-    request = urllib.request.Request(f"http://{url}/models/{model}", method="PUT")
-    with urllib.request.urlopen(request) as response:
-        assert response.status in (200, 201), response.status
 
 
 def refused(call, status):
@@ -59,9 +51,11 @@ def main():
     assert "binary_tensor_data" in server["extensions"], server
     with open(f"{models_dir}/expected.json") as file:
         fixtures = {m["id"]: m for m in json.load(file)["models"]}
+    index = {m["name"]: m["state"] for m in client.get_model_repository_index()}
+    assert index == {"cnn": "UNAVAILABLE", "mlp": "UNAVAILABLE"}, index
     for name in ("mlp", "cnn"):
         assert not client.is_model_ready(name)
-        put(url, name)
+        client.load_model(name)
         assert client.is_model_ready(name) and client.is_model_ready(name, model_version="1")
         meta = client.get_model_metadata(name)
         assert meta["name"] == name and meta["versions"] == ["1"], meta
@@ -85,6 +79,14 @@ def main():
     refused(lambda: client.infer("mlp", wrong, model_version="2"), 404)
     refused(lambda: client.get_model_metadata("nope"), 404)
     print("refusals: a bad input name 400, another version 404, an unknown model 404")
+    client.load_model("detector", config=json.dumps({"source": "cnn"}))
+    assert client.is_model_ready("detector")
+    client.unload_model("detector")
+    assert not client.is_model_ready("detector")
+    index = {m["name"]: m["state"] for m in client.get_model_repository_index()}
+    assert index == {"cnn": "READY", "mlp": "READY"}, index
+    refused(lambda: client.load_model("nope"), 404)
+    print("repository: index, load (an alias through its config), unload")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `GET /v2/health/live` | 200 while the process serves requests |
 //! | `GET /v2/health/ready` | 200 until the shutdown begins, then 400 |
-//! | `GET /v2` | server metadata: `{"name", "version", "extensions": ["binary_tensor_data"]}` |
+//! | `GET /v2` | server metadata: `{"name", "version", "extensions": ["binary_tensor_data", "model_repository"]}` |
 //! | `GET /v2/models/{name}[/versions/1]` | model metadata: `{"name", "versions": ["1"], "platform", "inputs", "outputs"}` |
 //! | `GET /v2/models/{name}[/versions/1]/ready` | 200 if `name` is served, else 400 |
 //! | `POST /v2/models/{name}[/versions/1]/infer` | inference: named tensors in and out |
@@ -13,8 +13,9 @@
 //! A model is served under its resident id (the name in these paths; `coco/3` included: a
 //! path's last `/ready`, `/infer` and `/versions/<v>` are read as the protocol's). resident has
 //! no model versions: every model reports one version, `1`; a path naming any other version is
-//! answered 404. Models are loaded, replaced and unloaded through `PUT` and `DELETE
-//! /models/{id}` (the protocol's repository extension is not spoken yet).
+//! answered 404. Models are loaded, replaced and unloaded through the repository extension
+//! (`/v2/repository/...`, documented in its module) or the server's own `PUT` and `DELETE
+//! /models/{id}`.
 //!
 //! # Tensors
 //! A model takes one tensor `input` of datatype `FP32` and shape `[rows, input width]` (`-1`
@@ -55,6 +56,7 @@ use crate::model::ServeModel;
 use crate::telemetry::count_request;
 
 mod binary;
+mod repository;
 
 /// Route labels of `resident_http_requests_total`.
 const HEALTH: &str = "GET /v2/health/{live,ready}";
@@ -80,6 +82,7 @@ where
         .route("/v2/health/live", get(live))
         .route("/v2/health/ready", get(ready::<L>))
         .route("/v2/models/{*rest}", get(get_model::<L>).post(post_model::<L>))
+        .merge(repository::routes::<L>())
 }
 
 /// An error as the protocol answers it: `{"error": "<text>"}` with the status of
@@ -150,7 +153,7 @@ async fn server_metadata() -> Response {
     let body = serde_json::json!({
         "name": "resident-serve",
         "version": env!("CARGO_PKG_VERSION"),
-        "extensions": ["binary_tensor_data"],
+        "extensions": ["binary_tensor_data", "model_repository"],
     });
     answer(SERVER, Ok(Json(body).into_response()))
 }
