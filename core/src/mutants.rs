@@ -394,6 +394,10 @@ mutants! {
     /// at the caches, so a release its look missed reads that deadline, finds its own no
     /// earlier, and skips the wake-up.
     LOST_WAKEUP_ARMED_WHILE_LOOKING = "lost-wakeup-armed-while-looking",
+    /// W-12x: a keep-alive set while the timer runs reads `running` in one critical section and
+    /// pokes the timer in another: a timer that decided to exit in between (it found no
+    /// keep-alive) leaves the new one without a timer.
+    TIMER_START_SPLIT = "timer-start-split",
     /// W-12: a keep-alive set while the timer sleeps does not wake it.
     LOST_WAKEUP_KEEP_ALIVE_SET = "lost-wakeup-keep-alive-set",
     /// W-15: dropping a cache whose keep-alive kept the timer running does not wake the timer,

@@ -740,6 +740,9 @@ async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
     }
     let (status, body) = raw(server.addr, "POST", "/v2/models/mlp/infer", "[1, 2]").await;
     assert_eq!(status, 400, "an array is no request object: {body}");
+    let (status, body) = raw(server.addr, "PUT", "/v2/models/mlp", "").await;
+    assert_eq!(status, 405, "{body}");
+    assert!(body["error"].is_string() && body.get("kind").is_none(), "the protocol's error object: {body}");
     assert_eq!(client.models().await, ["cnn", "mlp"]);
 
     // Once the shutdown begins, the server is no longer ready (but still live).
@@ -862,6 +865,8 @@ async fn the_repository_extension_loads_replaces_and_unloads() {
         ("/models/x/load", Some(json!({ "parameters": { "source": "nope" } })), 404),
         ("/models/x/load", Some(json!({ "parameters": { "config": "{" } })), 400),
         ("/models/mlp/reload", None, 404),
+        ("/models/a/versions/1/load", None, 400),
+        ("/models/x/load", Some(json!({ "parameters": { "file:1/model.onnx": "AAAA" } })), 400),
         ("/index", Some(json!([1])), 400),
     ] {
         let (status, reply) = post(path, body).await;

@@ -101,18 +101,30 @@ impl<R: Runtime> ExpiryTimer<R> {
     /// A keep-alive was set or changed in a cache of `caches` (a group's): starts the timer
     /// thread if none runs, or makes the running one look again.
     pub(crate) fn start(self: &Arc<Self>, caches: &Arc<Members<R>>) {
-        let spawn = self.state.with(|t| {
-            let spawn = !t.running;
-            if spawn {
-                t.running = true;
-                t.armed = Armed::Looking;
-            }
-            spawn
-        });
-        if !spawn {
-            self.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
-            return;
+        if self.runtime.mutant(Mutant::TIMER_START_SPLIT) {
+            return self.start_split(caches);
         }
+        // One critical section: a running timer about to exit for want of a keep-alive sees
+        // this one (the epoch moved: it looks again), or has exited already (it is started).
+        let (spawn, notify) = self.state.with(|t| {
+            if t.running {
+                t.epoch += 1;
+                return (false, t.waiting);
+            }
+            t.running = true;
+            t.armed = Armed::Looking;
+            (true, false)
+        });
+        if notify && !self.runtime.mutant(Mutant::LOST_WAKEUP_KEEP_ALIVE_SET) {
+            self.state.notify_all();
+        }
+        if spawn {
+            self.spawn(caches);
+        }
+    }
+
+    /// Starts the timer thread over `caches`.
+    fn spawn(self: &Arc<Self>, caches: &Arc<Members<R>>) {
         let (timer, caches) = (Arc::clone(self), Arc::downgrade(caches));
         if let Err(error) = self.runtime.spawn_background(THREAD_NAME, Box::new(move || timer.run(&caches))) {
             // Expiry still runs inside `put` and `make_room`; the next keep-alive retries.
@@ -194,6 +206,28 @@ impl<R: Runtime> ExpiryTimer<R> {
             }
         }
         tracing::debug!("keep-alive timer exited");
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<R: Runtime> ExpiryTimer<R> {
+    /// W-12x (`timer-start-split`): whether a timer runs is read in one critical section and
+    /// the running one is poked in another: a timer that decides to exit between the two (it
+    /// found no keep-alive) takes the poke for nothing, and the new keep-alive has no timer.
+    fn start_split(self: &Arc<Self>, caches: &Arc<Members<R>>) {
+        let spawn = self.state.with(|t| {
+            let spawn = !t.running;
+            if spawn {
+                t.running = true;
+                t.armed = Armed::Looking;
+            }
+            spawn
+        });
+        if spawn {
+            self.spawn(caches);
+        } else {
+            self.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
+        }
     }
 }
 

@@ -187,7 +187,8 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().is_shut_down()
     }
 
-    /// See [`Manager::removals`] (never block).
+    /// See [`Manager::removals`] (never block). Override it (or answer `None`) if this
+    /// decorator hides ids from `contains` or `ids`.
     fn removals(&self) -> Option<u64> {
         self.inner().removals()
     }

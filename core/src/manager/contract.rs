@@ -172,7 +172,9 @@ pub trait Manager: Send + Sync + 'static {
     /// after it took effect (a caller that reads a count with acquire ordering and then asks
     /// [`Manager::contains`] sees every removal the count includes). `None` (the provided
     /// default): not counted, so such a layer looks every time. Answer at once, never block.
-    /// Decorators forward it.
+    /// Decorators forward it: a decorator that hides ids from [`Manager::contains`] or
+    /// [`Manager::ids`] (answers differently from the stack below) must count its own hidings
+    /// into this too, or answer `None`.
     fn removals(&self) -> Option<u64> {
         None
     }

@@ -56,13 +56,17 @@ use crate::model::ServeModel;
 use crate::telemetry::count_request;
 
 mod binary;
+mod elements;
 mod repository;
+
+use elements::Elements;
 
 /// Route labels of `resident_http_requests_total`.
 const HEALTH: &str = "GET /v2/health/{live,ready}";
 const SERVER: &str = "GET /v2";
 const MODEL: &str = "GET /v2/models/{name}";
 const INFER: &str = "POST /v2/models/{name}/infer";
+const OTHER: &str = "other";
 
 /// The one version every model reports.
 const VERSION: &str = "1";
@@ -78,10 +82,10 @@ where
     L::Model: ServeModel,
 {
     Router::new()
-        .route("/v2", get(server_metadata))
-        .route("/v2/health/live", get(live))
-        .route("/v2/health/ready", get(ready::<L>))
-        .route("/v2/models/{*rest}", get(get_model::<L>).post(post_model::<L>))
+        .route("/v2", get(server_metadata).fallback(method_not_allowed))
+        .route("/v2/health/live", get(live).fallback(method_not_allowed))
+        .route("/v2/health/ready", get(ready::<L>).fallback(method_not_allowed))
+        .route("/v2/models/{*rest}", get(get_model::<L>).post(post_model::<L>).fallback(method_not_allowed))
         .merge(repository::routes::<L>())
 }
 
@@ -125,6 +129,30 @@ fn bad(message: impl Into<String>) -> V2Error {
 
 fn not_found(message: impl Into<String>) -> V2Error {
     V2Error(ApiError::new(StatusCode::NOT_FOUND, "not_found", message))
+}
+
+/// Any other method on a protocol route: 405 with the protocol's error object.
+async fn method_not_allowed() -> Response {
+    let error = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    );
+    answer(OTHER, Err(V2Error(error)))
+}
+
+/// A name the protocol's paths can address without ambiguity: none of its segments is
+/// `versions`, and its last is neither `ready` nor `infer` (`a/versions/1/infer` would
+/// otherwise run `a`).
+fn addressable(name: &str) -> Result<(), V2Error> {
+    let clash = name.split('/').any(|segment| segment == "versions")
+        || name.rsplit('/').next().is_some_and(|last| matches!(last, "ready" | "infer"));
+    if clash {
+        return Err(bad(format!(
+            "{name:?} cannot be addressed in the protocol's paths (a `versions` segment, or a last segment `ready` or `infer`)"
+        )));
+    }
+    Ok(())
 }
 
 /// Counts the answer under `route` and returns it.
@@ -203,15 +231,21 @@ where
     let result = async {
         let rest = captured(path)?;
         let path = model_path(&rest)?;
-        let name = path.name.to_owned();
-        let widths =
-            app.run(Instant::now(), move |stack, _| stack.lease(&name).map(|model| model.widths())).await?;
-        match (path.action, widths) {
-            (Some("ready"), Ok(_)) => Ok(StatusCode::OK.into_response()),
-            (Some("ready"), Err(_)) => Ok(StatusCode::BAD_REQUEST.into_response()),
-            (None, Ok((input, output))) => Ok(Json(metadata(path.name, input, output)).into_response()),
-            (None, Err(error)) => Err(error.into()),
-            (Some(action), _) => Err(not_found(format!("no GET route for {action:?}"))),
+        match path.action {
+            // A probe is no use of the model: it neither touches the LRU order nor leases.
+            Some("ready") => {
+                let ready = app.stack().contains(path.name);
+                Ok(if ready { StatusCode::OK } else { StatusCode::BAD_REQUEST }.into_response())
+            }
+            Some(action) => Err(not_found(format!("no GET route for {action:?}"))),
+            None => {
+                // The manager's own lease, under the cache: reading metadata is no use either.
+                let name = path.name.to_owned();
+                let widths = app
+                    .run(Instant::now(), move |stack, _| stack.get_ref().lease(&name).map(|m| m.widths()))
+                    .await??;
+                Ok(Json(metadata(path.name, widths.0, widths.1)).into_response())
+            }
         }
     };
     answer(MODEL, result.await)
@@ -253,7 +287,7 @@ struct InputTensor {
     shape: Vec<i64>,
     datatype: String,
     parameters: Option<Map<String, Value>>,
-    data: Option<Value>,
+    data: Option<Elements>,
 }
 
 /// One output a request asks for (`binary_data`: in binary after the JSON).
@@ -294,8 +328,9 @@ where
             V2Error(ApiError::new(rejection.status(), "bad_body", rejection.body_text()))
         })?;
         let (json, binary) = binary::split(&headers, body)?;
-        let request: InferRequest = serde_json::from_slice(&json).map_err(|error| bad(error.to_string()))?;
-        let (rows, input) = checked_input(&request, &binary)?;
+        let mut request: InferRequest =
+            serde_json::from_slice(&json).map_err(|error| bad(error.to_string()))?;
+        let (rows, input) = checked_input(&mut request, &binary)?;
         let name = path.name.to_owned();
         let (output, width) = app
             .run(started, move |stack, options| {
@@ -333,12 +368,13 @@ where
 /// The request's one input, checked against the protocol (name, datatype, shape against the
 /// data, finite elements; its data in JSON or all of `binary`) and its requested outputs: its
 /// rows and its elements, flat.
-fn checked_input(request: &InferRequest, binary: &[u8]) -> Result<(usize, Vec<f32>), V2Error> {
+fn checked_input(request: &mut InferRequest, binary: &[u8]) -> Result<(usize, Vec<f32>), V2Error> {
     if let Some(wrong) = request.outputs.iter().flatten().find(|o| o.name != OUTPUT) {
         return Err(bad(format!("unknown output {:?}: the model answers {OUTPUT:?}", wrong.name)));
     }
-    let [tensor] = request.inputs.as_slice() else {
-        return Err(bad(format!("expected one input, {INPUT:?}, got {}", request.inputs.len())));
+    let count = request.inputs.len();
+    let [tensor] = request.inputs.as_mut_slice() else {
+        return Err(bad(format!("expected one input, {INPUT:?}, got {count}")));
     };
     if tensor.name != INPUT {
         return Err(bad(format!("unknown input {:?}: the model takes {INPUT:?}", tensor.name)));
@@ -355,16 +391,12 @@ fn checked_input(request: &InferRequest, binary: &[u8]) -> Result<(usize, Vec<f3
             tensor.shape
         )));
     };
-    let data = match (binary::size(tensor.parameters.as_ref())?, &tensor.data) {
+    let data = match (binary::size(tensor.parameters.as_ref())?, tensor.data.take()) {
         (Some(size), None) if size == binary.len() => binary::floats(binary)?,
         (Some(size), None) => {
             return Err(bad(format!("{INPUT:?} has {} of {size} bytes after the JSON", binary.len())));
         }
-        (None, Some(json)) if binary.is_empty() => {
-            let mut data = Vec::new();
-            flatten(json, &mut data)?;
-            data
-        }
+        (None, Some(Elements(data))) if binary.is_empty() => data,
         (None, None) => return Err(bad(format!("input {INPUT:?} has no data"))),
         _ => return Err(bad(format!("input {INPUT:?} has its data in JSON and in binary"))),
     };
@@ -374,25 +406,6 @@ fn checked_input(request: &InferRequest, binary: &[u8]) -> Result<(usize, Vec<f3
     }
     let rows = usize::try_from(rows).map_err(|_| bad("a negative row count"))?;
     Ok((rows, data))
-}
-
-/// Appends the numbers of `data` (a number or nested arrays of them) to `out`; each must be a
-/// finite `f32`.
-fn flatten(data: &Value, out: &mut Vec<f32>) -> Result<(), V2Error> {
-    match data {
-        Value::Array(items) => items.iter().try_for_each(|item| flatten(item, out)),
-        Value::Number(n) => {
-            #[allow(
-                clippy::cast_possible_truncation,
-                reason = "FP32 data: rounding to f32 is the protocol's"
-            )]
-            let value = n.as_f64().map(|v| v as f32).filter(|v| v.is_finite());
-            let value = value.ok_or_else(|| bad(format!("{n} is not a finite FP32 value")))?;
-            out.push(value);
-            Ok(())
-        }
-        other => Err(bad(format!("input data must be numbers, got {other}"))),
-    }
 }
 
 /// The input, if its rows are the model's `width` wide.
@@ -422,12 +435,12 @@ mod tests {
     }
 
     #[test]
-    fn nested_and_flat_data_read_the_same_and_non_finite_values_are_refused() {
-        let (mut flat, mut nested) = (Vec::new(), Vec::new());
-        assert!(flatten(&serde_json::json!([1.0, 2.0, 3.0, 4.0]), &mut flat).is_ok());
-        assert!(flatten(&serde_json::json!([[1.0, 2.0], [3.0, 4.0]]), &mut nested).is_ok());
-        assert_eq!(flat, nested);
-        assert!(flatten(&serde_json::json!([1e39]), &mut Vec::new()).is_err());
-        assert!(flatten(&serde_json::json!(["1"]), &mut Vec::new()).is_err());
+    fn names_the_paths_would_misread_cannot_be_loaded() {
+        for clash in ["a/versions/1", "versions", "a/ready", "infer"] {
+            assert!(addressable(clash).is_err(), "{clash}");
+        }
+        for fine in ["mlp", "coco/3", "ready-made", "a/inference"] {
+            assert!(addressable(fine).is_ok(), "{fine}");
+        }
     }
 }

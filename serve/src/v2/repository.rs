@@ -29,7 +29,7 @@ use resident::{Loader, Manager, ManagerExt};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{V2Error, VERSION, answer, bad, captured, not_found};
+use super::{V2Error, VERSION, addressable, answer, bad, captured, method_not_allowed, not_found};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::ServeModel;
@@ -46,8 +46,8 @@ where
     L::Model: ServeModel,
 {
     Router::new()
-        .route("/v2/repository/index", post(index::<L>))
-        .route("/v2/repository/models/{*rest}", post(control::<L>))
+        .route("/v2/repository/index", post(index::<L>).fallback(method_not_allowed))
+        .route("/v2/repository/models/{*rest}", post(control::<L>).fallback(method_not_allowed))
 }
 
 /// The optional body of the index.
@@ -114,11 +114,13 @@ where
     let started = Instant::now();
     let result = async {
         let rest = captured(path)?;
-        let request: ControlRequest = optional(body)?;
         if let Some(name) = rest.strip_suffix("/load") {
+            let request: ControlRequest = optional(body)?;
+            addressable(name)?;
             let source = source(request.parameters.as_ref())?;
             serve_under(&app, started, name.to_owned(), source, true).await?;
         } else if let Some(name) = rest.strip_suffix("/unload") {
+            let _: ControlRequest = optional(body)?;
             let name = name.to_owned();
             app.run(started, move |stack, options| stack.remove_with(&name, options)).await??;
         } else {
@@ -133,6 +135,10 @@ where
 /// `source` field; `None`: the loaded name itself.
 fn source(parameters: Option<&Map<String, Value>>) -> Result<Option<String>, V2Error> {
     let Some(parameters) = parameters else { return Ok(None) };
+    // tritonclient's `load_model(files=...)`: the server loads its catalogue, never uploads.
+    if let Some(file) = parameters.keys().find(|key| key.starts_with("file:")) {
+        return Err(bad(format!("{file:?}: model files cannot be uploaded; the server loads its catalogue")));
+    }
     let config = match parameters.get("config") {
         Some(Value::String(text)) => serde_json::from_str::<Value>(text)
             .map_err(|error| bad(format!("config is not JSON: {error}")))?,
@@ -163,5 +169,6 @@ mod tests {
         assert_eq!(read(serde_json::json!({ "config": "{}" })), Ok(None));
         assert_eq!(read(serde_json::json!({ "config": "{" })), Err(StatusCode::BAD_REQUEST));
         assert_eq!(read(serde_json::json!({ "source": 3 })), Err(StatusCode::BAD_REQUEST));
+        assert_eq!(read(serde_json::json!({ "file:1/model.onnx": "AAAA" })), Err(StatusCode::BAD_REQUEST));
     }
 }

@@ -158,6 +158,33 @@ pub(super) fn keep_alive_set_wakes_the_timer<R: SimRuntime>(rt: R) {
     trace::record("main", "drops the world with its timer asleep");
 }
 
+/// W-12x: five caches; the timer sleeps for cuda:4's keep-alive (nothing idle); cuda:0 holds n
+/// idle, with no keep-alive. T1 turns cuda:4's keep-alive off (the timer wakes, looks at the
+/// caches in order, finds none, and decides to exit) while T2 gives cuda:0 one (the three caches
+/// between are what the timer looks at after cuda:0, the window of the race): the timer must
+/// look again, or exit and be started anew — never exit with cuda:0's keep-alive in force. n
+/// must then expire with no call.
+pub(super) fn keep_alive_set_while_the_timer_exits<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 5);
+    preload(&world.caches[0], "n", BYTES);
+    let evicted = on_eviction_of(&world, &world.caches[0], "n");
+    keep_alive(&world.caches[4], KEEP_ALIVE);
+    let (c0, c4) = (Arc::clone(&world.caches[0]), Arc::clone(&world.caches[4]));
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "set_keep_alive(None) on cuda:4");
+        ensure!(c4.set_keep_alive(None), "contract", "keep-alive refused before shutdown");
+    });
+    let t2 = world.spawn("T2", move |_, _| {
+        trace::record("T2", "set_keep_alive(10 s) on cuda:0");
+        keep_alive(&c0, KEEP_ALIVE);
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    trace::record("main", "waits for n's eviction (no call)");
+    evicted.wait();
+    finish(&world);
+}
+
 /// W-15: the timer sleeps for cuda:0's keep-alive, with nothing idle; T1 drops cuda:0 without
 /// shutting it down. The drop must wake the timer, which then finds no keep-alive and exits while
 /// the group lives.

@@ -274,6 +274,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 1, loom_mutants_abort: TIMER_DEADLOCK_ABORTS_LOOM, targets: [LOST_WAKEUP_KEEP_ALIVE_RELEASE], keep_alive::release_wakes_the_timer),
         scenario!("W-11l", "a release during the keep-alive timer's look reads no stale deadline and wakes it",
         time: Auto, loom: 1, loom_mutants_abort: TIMER_DEADLOCK_ABORTS_LOOM, targets: [LOST_WAKEUP_ARMED_WHILE_LOOKING], keep_alive::release_during_the_timers_look),
+        scenario!("W-12x", "a keep-alive set while the timer decides to exit: it looks again or is started anew",
+        time: Auto, no_loom: "a timer started anew is a fifth thread beside the main thread, T1, T2 and the first timer: over loom's limit", targets: [TIMER_START_SPLIT], keep_alive::keep_alive_set_while_the_timer_exits),
         scenario!("W-12", "a keep-alive set wakes the sleeping keep-alive timer",
         time: Auto, loom: 1, loom_mutants_abort: TIMER_DEADLOCK_ABORTS_LOOM, targets: [LOST_WAKEUP_KEEP_ALIVE_SET], keep_alive::keep_alive_set_wakes_the_timer),
         scenario!("W-15", "dropping a cache with a keep-alive wakes the sleeping timer, which exits",

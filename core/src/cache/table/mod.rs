@@ -242,6 +242,8 @@ impl<E: Entry> Table<E> {
         serve_stale: bool,
         now: Option<Duration>,
     ) -> Option<Arc<E>> {
+        // An idle time only while a keep-alive is set (one turned off meanwhile forgot them).
+        let now = now.filter(|_| self.keep_alive.is_some());
         let slot = self.look_up(key, serve_stale, Claim::Lock)?;
         slot.idle_since = now;
         Some(Arc::clone(&slot.record))
@@ -325,6 +327,7 @@ impl<E: Entry> Table<E> {
         by_key: bool,
     ) {
         let clock = self.tick();
+        let now = now.filter(|_| self.keep_alive.is_some());
         if let Some(slot) = self.occupant(record, by_key) {
             decrement(slot.counter(from));
             *slot.counter(to) += 1;
@@ -348,7 +351,9 @@ impl<E: Entry> Table<E> {
             return Released { evicted: None, freed: false, expires: None, copy_unlocked: false };
         };
         decrement(slot.counter(claim));
-        slot.idle_since = now;
+        // An idle time only while a keep-alive is set: a release that read the clock before a
+        // `set_keep_alive(None)` must not bring back the idle time that call forgot.
+        slot.idle_since = now.filter(|_| keep_alive.is_some());
         let copy_unlocked = claim == Claim::Lock && slot.locks == 0 && slot.device.resident_bytes() > 0;
         let freed = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
         let stale = slot.stale;

@@ -277,11 +277,13 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
     /// the planned victims, or says to wait; refuses once the deadline has passed.
     fn act(&mut self, round: Round<Designation<M::Runtime>>) -> Result<Next<'a, M>, ManagerError> {
         let (cache, id) = (self.cache, self.a.id);
-        // Once, before the first eviction or wait: ids a layer below removed free their slots
-        // (plan again if some went).
+        // Once, before the first eviction or wait: ids a layer below removed free their slots.
+        // Plan again if some went, or if the book moved since the plan (another add's
+        // reconcile may have dropped them meanwhile): the plan must not evict a live model
+        // for room that is free already.
         if !self.reconciled && !matches!(round.plan, EvictionPlan::Admit) {
             self.reconciled = true;
-            if cache.reconcile_below(id) {
+            if cache.reconcile_below(id) || cache.book.with(|b| b.version) != round.seen {
                 return Ok(Next::Replan);
             }
         }

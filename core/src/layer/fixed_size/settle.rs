@@ -91,7 +91,7 @@ impl<M: Manager> FixedSizeCache<M> {
     pub(super) fn reconciled_past_own(&self, before: Option<u64>) {
         let (Some(before), Some(after)) = (before, self.inner.removals()) else { return };
         let past_others = self.mutant(Mutant::RECONCILE_PAST_OTHERS);
-        if after == before + 1 || past_others {
+        if before.checked_add(1) == Some(after) || past_others {
             let _ = self.reconciled_at.compare_exchange(before, after, AcqRel, Acquire);
         }
     }
