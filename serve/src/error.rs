@@ -55,8 +55,32 @@ impl ApiError {
 impl From<ManagerError> for ApiError {
     fn from(error: ManagerError) -> Self {
         let (status, kind) = classify(&error);
+        if let ManagerError::Load { id, source } = &error {
+            // The operator's copy keeps the model file's path; the client's is cut to the file's
+            // name: a client never learns where the server keeps its models.
+            tracing::warn!(%id, kind, error = %source, "load failed");
+            return Self::new(status, kind, without_paths(&error.to_string()));
+        }
         Self::new(status, kind, error.to_string())
     }
+}
+
+/// `text` with every absolute path (a whitespace-separated word starting with `/` that has
+/// another `/` in it) cut to its last component.
+fn without_paths(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('/') {
+        let word_start = rest[..at].rfind(char::is_whitespace).map_or(0, |w| w + 1);
+        let word_end = rest[at..].find(char::is_whitespace).map_or(rest.len(), |w| at + w);
+        let word = &rest[word_start..word_end];
+        out.push_str(&rest[..word_start]);
+        let absolute = word.starts_with('/') && word[1..].contains('/');
+        out.push_str(if absolute { word.rsplit('/').next().unwrap_or(word) } else { word });
+        rest = &rest[word_end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 impl From<InvalidId> for ApiError {
@@ -216,5 +240,21 @@ mod tests {
         for (error, status) in cases {
             assert_eq!(ApiError::from(error.clone()).status().as_u16(), status, "{error:?}");
         }
+    }
+
+    #[test]
+    fn absolute_paths_are_cut_to_their_file_names() {
+        let cut = without_paths;
+        assert_eq!(
+            cut("model file /srv/models/x.safetensors not found"),
+            "model file x.safetensors not found"
+        );
+        assert_eq!(cut("/a/b: gone, /c/d too"), "b: gone, d too");
+        assert_eq!(cut("model `coco/3` is not registered"), "model `coco/3` is not registered");
+        assert_eq!(cut("a / b and /root"), "a / b and /root");
+        let error = load_error(BurnError::NotFound { path: "/srv/models/x.safetensors".into() });
+        let api = ApiError::from(error);
+        assert!(!api.message().contains("/srv"), "{}", api.message());
+        assert!(api.message().contains("x.safetensors"), "{}", api.message());
     }
 }
