@@ -93,6 +93,11 @@ where
 
 /// Counts the answer under `route` and returns it.
 fn answer(route: &'static str, result: Result<Response, ApiError>) -> Response {
+    counted(route, result)
+}
+
+/// Counts the answer under `route` and returns it (an error in whichever body its routes use).
+pub(crate) fn counted<E: IntoResponse>(route: &'static str, result: Result<Response, E>) -> Response {
     let response = result.unwrap_or_else(IntoResponse::into_response);
     count_request(route, response.status());
     response

@@ -196,6 +196,9 @@ fn two_device_caches_share_one_copy_of_the_cpu_weights() {
     for cache in [&gpu0, &gpu1] {
         let output = cache.infer("mlp", |m| m.infer(&e.input)).unwrap().unwrap();
         assert_close(&output, &e.output, "served");
+        let widths =
+            cache.infer("mlp", |m| (m.architecture().input_width(), m.architecture().output_width()));
+        assert_eq!(widths.unwrap(), (spec.input_width(), spec.output_width()), "the architecture served");
     }
     let shared =
         gpu0.infer("mlp", |a| gpu1.infer("mlp", |b| a.guard().cpu().shares_weights_with(b.guard().cpu())));

@@ -53,7 +53,7 @@ use serde_json::{Map, Value};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::ServeModel;
-use crate::telemetry::count_request;
+use crate::routes::counted;
 
 mod binary;
 mod elements;
@@ -157,9 +157,7 @@ fn addressable(name: &str) -> Result<(), V2Error> {
 
 /// Counts the answer under `route` and returns it.
 fn answer(route: &'static str, result: Result<Response, V2Error>) -> Response {
-    let response = result.unwrap_or_else(IntoResponse::into_response);
-    count_request(route, response.status());
-    response
+    counted(route, result)
 }
 
 // ---- Health and metadata ------------------------------------------------------------------------
