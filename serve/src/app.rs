@@ -11,10 +11,14 @@ use resident::{
     CallOptions, FixedSizeCache, FixedSizeConfig, InvalidConfig, Loader, ManagerExt, ModelManager,
 };
 
+use crate::admit::InFlight;
 use crate::catalogue::{Catalogue, CatalogueError, CatalogueLoader, Group};
 use crate::config::ServeConfig;
 use crate::error::ApiError;
+use crate::forward::{Cancelled, Pass};
+use crate::limits::{Activation, Charge};
 use crate::model::ServeModel;
+use crate::queue::Queue;
 use crate::telemetry;
 
 /// The resident stack the server runs: an LRU of at most `max_models` over the manager.
@@ -61,6 +65,10 @@ struct Inner<L: Loader> {
     catalogue: Arc<Catalogue>,
     config: ServeConfig,
     metrics: PrometheusHandle,
+    queue: std::sync::Arc<Queue>,
+    in_flight: InFlight,
+    charge: Charge,
+    open: tokio::sync::watch::Sender<usize>,
 }
 
 impl<L: Loader> Clone for App<L> {
@@ -91,7 +99,22 @@ where
         let group = Group::new(config.ram_cap_bytes)?;
         let loader = wrap(CatalogueLoader::new(Arc::clone(&catalogue), &group)?);
         let stack = FixedSizeCache::new(ModelManager::new(loader), FixedSizeConfig::new(config.max_models))?;
-        Ok(Self { inner: Arc::new(Inner { stack, group, catalogue, config, metrics }) })
+        let architectures = || catalogue.ids().filter_map(|id| catalogue.get(id));
+        let expansion = architectures().map(|arch| arch.expansion()).fold(0.0, f64::max);
+        let activation = architectures().map(|arch| arch.activation()).fold(
+            Activation { per_row: 0, per_element: 0.0 },
+            |most, arch| Activation {
+                per_row: most.per_row.max(arch.per_row),
+                per_element: most.per_element.max(arch.per_element),
+            },
+        );
+        let limits = &config.limits;
+        let charge = Charge::new(limits, expansion, activation);
+        let queue = Queue::new(limits.max_blocking, limits.max_per_model);
+        let in_flight = InFlight::new(limits.inflight_bytes);
+        let open = tokio::sync::watch::Sender::new(0);
+        let inner = Inner { stack, group, catalogue, config, metrics, queue, in_flight, charge, open };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// The resident stack.
@@ -119,15 +142,65 @@ where
         &self.inner.metrics
     }
 
+    /// What a request is charged against the in-flight byte budget.
+    pub(crate) fn charge(&self) -> &Charge {
+        &self.inner.charge
+    }
+
+    /// A forward pass for a request that arrived at `started`, stopped by `cancelled`.
+    pub(crate) fn pass(&self, started: Instant, cancelled: Cancelled) -> Pass {
+        let limits = &self.config().limits;
+        let deadline = started.checked_add(self.config().request_timeout);
+        Pass { batch_rows: limits.batch_rows, max_elements: limits.max_elements, deadline, cancelled }
+    }
+
+    /// The bytes a request whose body has `body` bytes is charged against the in-flight budget
+    /// ([`Charge`](crate::limits::Charge)).
+    pub fn charge_for(&self, body: u64) -> u64 {
+        self.inner.charge.bytes(body)
+    }
+
+    /// The in-flight byte budget.
+    pub(crate) fn in_flight(&self) -> &InFlight {
+        &self.inner.in_flight
+    }
+
+    /// Bytes of the in-flight budget ([`Limits::inflight_bytes`](crate::Limits::inflight_bytes))
+    /// not charged to a request now.
+    pub fn in_flight_available(&self) -> u64 {
+        self.inner.in_flight.available()
+    }
+
+    /// The connections [`serve`](crate::serve) has open, as they change (a test waits on it for
+    /// a client's hang-up to reach the server).
+    pub fn connections(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.inner.open.subscribe()
+    }
+
+    pub(crate) fn open(&self) -> &tokio::sync::watch::Sender<usize> {
+        &self.inner.open
+    }
+
+    /// Calls into resident running or waiting now (at most
+    /// [`Limits::max_blocking`](crate::Limits::max_blocking)).
+    pub fn calls_in_flight(&self) -> usize {
+        self.inner.queue.total()
+    }
+
     /// Runs `call` on the stack on tokio's blocking pool (resident's calls block: locks,
-    /// loads, drains), with the request's deadline: the request timeout from `started`.
+    /// loads, drains), with the request's deadline: the request timeout from `started`. The
+    /// call takes a place in the server's [`Queue`] (and in `model`'s, for a call about one
+    /// model) first; without one it is refused at once (503 or 429 with `Retry-After`).
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         started: Instant,
+        model: Option<&str>,
         call: impl FnOnce(&Stack<L>, CallOptions) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
+        let ticket = self.inner.queue.enter(model)?;
         let app = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _ticket = ticket;
             let left = app.config().request_timeout.saturating_sub(started.elapsed());
             call(app.stack(), CallOptions::new().with_timeout(left))
         })

@@ -4,6 +4,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::limits::Limits;
+
 /// The server's settings. [`ServeConfig::default`] serves the repository's fixture models on
 /// `127.0.0.1:8080`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +28,8 @@ pub struct ServeConfig {
     pub shutdown_timeout: Duration,
     /// The address the binary listens on.
     pub bind: SocketAddr,
+    /// What requests can make the server spend ([`Limits`]).
+    pub limits: Limits,
 }
 
 impl ServeConfig {
@@ -45,6 +49,7 @@ impl Default for ServeConfig {
             request_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            limits: Limits::default(),
         }
     }
 }

@@ -6,10 +6,15 @@
 //! | [`ManagerError::InvalidId`]; malformed JSON; input that is not whole rows | 400 | `invalid_id`, `bad_json`, `bad_input` |
 //! | [`ManagerError::CapacityExhausted`], [`ManagerError::OverLimit`], [`ManagerError::NoSlotBeside`]; a load refused by the RAM budget ([`CacheError::TooLarge`], [`CacheError::NoRoom`], ..., [`BurnError::TooLarge`]) | 507 | `capacity_exhausted`, `over_limit`, `no_slot_beside`, `over_budget` |
 //! | [`ManagerError::Busy`], [`ManagerError::LockTimeout`], [`ManagerError::Removing`], [`ManagerError::ShutDown`]; a load wait that ran out; a model file rewritten while it was read ([`BurnError::Changed`], [`CacheError::SourceChanged`]) | 503 | `busy`, `lock_timeout`, `removing`, `shut_down`, `load_timeout`, `model_file_changing` |
+//! | Too many calls waiting for one model ([`Limits::max_per_model`](crate::Limits::max_per_model)) | 429, with `Retry-After` | `too_many_requests` |
+//! | Too many calls waiting in the server ([`Limits::max_blocking`](crate::Limits::max_blocking)); the in-flight byte budget still spent at the request's deadline | 503, with `Retry-After` | `overloaded` |
+//! | A body over [`Limits::max_body_bytes`](crate::Limits::max_body_bytes), a tensor over [`Limits::max_elements`](crate::Limits::max_elements) | 413 | `too_large` |
+//! | A body not sent within [`Limits::body_timeout`](crate::Limits::body_timeout) | 408 | `body_timeout` |
+//! | A forward pass past the request's deadline | 503 | `deadline` |
 //! | anything else (a corrupt file, a failed unload, a panic) | 500 | `load_failed`, `unload_failed`, `inference_failed`, `internal` |
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use resident::burn::BurnError;
 use resident::{CacheError, InvalidId, ManagerError, SourceError};
@@ -23,12 +28,21 @@ pub struct ApiError {
     status: StatusCode,
     kind: &'static str,
     message: String,
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
     /// An error answered with `status`.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into() }
+        Self { status, kind, message: message.into(), retry_after: None }
+    }
+
+    /// The same error, answered with a `Retry-After` of `seconds` (a refusal for load: the
+    /// client may try again then).
+    #[must_use]
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// A request the server cannot parse (400).
@@ -49,6 +63,15 @@ impl ApiError {
     /// The error's text.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The answer with `body` (its `Retry-After` header, if any, included).
+    pub(crate) fn respond(&self, body: serde_json::Value) -> Response {
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -109,8 +132,7 @@ impl From<BurnError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.message, "kind": self.kind });
-        (self.status, Json(body)).into_response()
+        self.respond(serde_json::json!({ "error": self.message, "kind": self.kind }))
     }
 }
 

@@ -23,7 +23,7 @@
 //!
 //! ## Pieces
 //! - [`ServeConfig`]: models directory, most models resident, RAM cap, request and shutdown
-//!   timeouts, bind address.
+//!   timeouts, bind address, and the [`Limits`] on what requests may spend.
 //! - [`Catalogue`]: the models the server can load (`<id>.safetensors` and an architecture,
 //!   from the directory's [`MANIFEST`]); [`Zoo`] puts resident's MLP and CNN under one
 //!   architecture type so that both share the one cache group.
@@ -35,27 +35,39 @@
 //! ## Blocking calls
 //! resident's calls block the calling thread: a lifecycle lock, a load, a wait for room in
 //! the budget, a drain of live leases, and inference itself. A handler never makes them on an
-//! async worker: every call into the stack runs in [`tokio::task::spawn_blocking`], and the
-//! handler awaits its result. Each call gets the request's deadline as its
-//! [`CallOptions`](resident::CallOptions): what is left of [`ServeConfig::request_timeout`]
-//! since the request's body was received bounds every wait inside resident (reading the body
-//! is not bounded by it: put a timeout layer in front for slow clients), and a wait that runs out is
-//! answered with its typed error (503 or 507), never a hung request. (The forward pass itself
-//! is not interruptible; only the waits around it are bounded.)
+//! async worker: every call into the stack — with the decoding of its request and the encoding
+//! of its answer — runs in [`tokio::task::spawn_blocking`], and the handler awaits its result.
+//! At most [`Limits::max_blocking`] such calls run or wait at once, and
+//! [`Limits::max_per_model`] for one model: past either, a request is refused at once (503 or
+//! 429 with `Retry-After`), never queued behind a draining model. Each call gets the request's
+//! deadline as its [`CallOptions`](resident::CallOptions): what is left of
+//! [`ServeConfig::request_timeout`] since the request's body was received bounds every wait
+//! inside resident, and a wait that runs out is answered with its typed error (503 or 507),
+//! never a hung request. A forward pass runs in batches of [`Limits::batch_rows`] rows and
+//! stops between two of them when its deadline has passed or its client has gone.
+//!
+//! ## Hostile clients
+//! [`Limits`] bounds what clients can make the server spend: body bytes (refused from
+//! `Content-Length` up front), tensor elements, the bytes all requests hold at once (each
+//! request charged before its body is read), blocking threads, connections, and the time a
+//! client may take to send a request's head and body. [`limits`] documents each.
 //!
 //! ## Shutdown
 //! [`serve`] stops accepting connections when its shutdown future completes (the binary's is
-//! [`shutdown_signal`]: Ctrl-C or SIGTERM), lets the requests in flight finish, then calls
-//! [`App::shutdown`]: [`ManagerExt::shutdown`](resident::ManagerExt::shutdown) unloads every model
-//! (refusing new adds and leases, draining the live ones), then the group's shutdown evicts
-//! the released weights. The summary is logged and returned.
+//! [`shutdown_signal`]: Ctrl-C or SIGTERM; a second one exits the binary at once), lets the
+//! requests in flight finish for at most [`ServeConfig::shutdown_timeout`], drops those left
+//! (their forward passes stop at their next batch), then calls [`App::shutdown`]:
+//! [`ManagerExt::shutdown`](resident::ManagerExt::shutdown) unloads every model (refusing new
+//! adds and leases, draining the live ones, within the shutdown timeout again), then the
+//! group's shutdown evicts the released weights. The summary is logged and returned; the
+//! binary exits then, without waiting for blocking calls still running.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use resident_serve::{App, ServeConfig, serve, shutdown_signal};
 //! let config = ServeConfig::default();
 //! let listener = tokio::net::TcpListener::bind(config.bind).await?;
-//! let summary = serve(listener, App::new(config)?, shutdown_signal()).await?;
+//! let summary = serve(listener, App::new(config)?, shutdown_signal()).await;
 //! assert!(summary.failed.is_empty());
 //! # Ok(())
 //! # }
@@ -65,21 +77,29 @@
 //! `GET /metrics` renders the process's Prometheus recorder ([`telemetry::recorder`],
 //! installed once per process): resident's own metrics (`resident_model_loads_total{model}`,
 //! load failures and durations, evictions, refusals, lease and lock waits, models resident,
-//! memory per device) and the server's `resident_http_requests_total{route, status}`.
+//! memory per device) and the server's `resident_http_requests_total{route, status}` (route
+//! `admission` for requests refused before any route saw them), `resident_http_connections`,
+//! `resident_http_calls_in_flight` and `resident_http_inflight_bytes_available`.
 #![forbid(unsafe_code)]
 
+mod admit;
 mod app;
 pub mod catalogue;
 mod config;
+mod connections;
 pub mod error;
+mod forward;
+pub mod limits;
 mod model;
+mod queue;
 pub mod routes;
 pub mod telemetry;
 pub mod v2;
 pub mod zoo;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 
+use connections::Ended;
 use resident::Loader;
 use tokio::net::TcpListener;
 
@@ -87,6 +107,7 @@ pub use app::{App, ServeError, ShutdownSummary, Stack};
 pub use catalogue::{Catalogue, CatalogueLoader, Group, MANIFEST};
 pub use config::ServeConfig;
 pub use error::ApiError;
+pub use limits::Limits;
 pub use model::ServeModel;
 pub use zoo::Zoo;
 
@@ -102,8 +123,10 @@ where
 }
 
 /// Serves `app` on `listener` until `shutdown` completes: then stops accepting, waits for the
-/// requests in flight, and shuts the stack and its group down ([`App::shutdown`]), returning
-/// what that did.
+/// requests in flight for at most the shutdown timeout (then drops them: a forward pass stops
+/// at its next batch), and shuts the stack and its group down ([`App::shutdown`], bounded by
+/// the shutdown timeout too), returning what that did. [`Limits`] bounds the connections and
+/// how long a client may take to send a request.
 ///
 /// A test passes any future (a channel's receiver, say); the binary passes
 /// [`shutdown_signal`].
@@ -111,39 +134,22 @@ pub async fn serve<L>(
     listener: TcpListener,
     app: App<L>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<ShutdownSummary>
+) -> ShutdownSummary
 where
     L: Loader,
     L::Model: ServeModel,
 {
     let upkeep = tokio::spawn(telemetry::upkeep(app.metrics().clone()));
-    let (fired, signalled) = tokio::sync::oneshot::channel::<()>();
-    let shutdown = async move {
-        shutdown.await;
-        let _ = fired.send(());
-    };
-    let served = axum::serve(listener, app.router()).with_graceful_shutdown(shutdown).into_future();
-    // The requests in flight get the shutdown timeout to finish; then their connections go.
-    let drain = app.config().shutdown_timeout;
-    let overdue = async move {
-        match signalled.await {
-            Ok(()) => tokio::time::sleep(drain).await,
-            Err(_) => std::future::pending().await,
-        }
-    };
-    let served = tokio::select! {
-        served = served => {
-            tracing::info!("stopped accepting; requests drained");
-            served
-        }
-        () = overdue => {
+    let config = app.config();
+    let drain = config.shutdown_timeout;
+    match connections::run(listener, app.router(), &config.limits, shutdown, drain, app.open()).await {
+        Ended::Drained => tracing::info!("stopped accepting; requests drained"),
+        Ended::Dropped => {
             tracing::warn!(?drain, "requests still in flight after the shutdown timeout: dropped");
-            Ok(())
         }
-    };
+    }
     upkeep.abort();
-    let summary = app.shutdown().await;
-    served.map(|()| summary)
+    app.shutdown().await
 }
 
 /// Completes on Ctrl-C, or on SIGTERM on Unix. If a signal handler cannot be installed, that

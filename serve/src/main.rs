@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use resident_serve::{App, ServeConfig, serve, shutdown_signal};
+use resident_serve::{App, Limits, ServeConfig, serve, shutdown_signal};
 
 /// Serves burn models over HTTP from a models directory, through resident.
 #[derive(Debug, clap::Parser)]
@@ -33,6 +33,33 @@ struct Options {
     /// The address to listen on.
     #[arg(long, default_value_t = ServeConfig::default().bind)]
     bind: SocketAddr,
+    /// The largest request body, in bytes (a larger Content-Length is refused up front: 413).
+    #[arg(long, default_value_t = Limits::default().max_body_bytes)]
+    max_body_bytes: u64,
+    /// The most elements of a request's input tensor, and of its output tensor.
+    #[arg(long, default_value_t = Limits::default().max_elements)]
+    max_elements: u64,
+    /// The bytes all requests may hold in the server at once (bodies, tensors, answers).
+    #[arg(long, default_value_t = Limits::default().inflight_bytes)]
+    inflight_bytes: u64,
+    /// The most calls into resident running or waiting at once (more: 503, Retry-After).
+    #[arg(long, default_value_t = Limits::default().max_blocking)]
+    max_blocking: usize,
+    /// The most calls running or waiting at once for one model (more: 429, Retry-After).
+    #[arg(long, default_value_t = Limits::default().max_per_model)]
+    max_per_model: usize,
+    /// The most connections open at once.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+    /// How long a client may take to send a request's head, in seconds.
+    #[arg(long, default_value_t = Limits::default().header_timeout.as_secs_f64())]
+    header_timeout: f64,
+    /// How long a client may take to send a request's body, in seconds (then 408).
+    #[arg(long, default_value_t = Limits::default().body_timeout.as_secs_f64())]
+    body_timeout: f64,
+    /// The rows a forward pass runs at a time (it stops between batches once its client left).
+    #[arg(long, default_value_t = Limits::default().batch_rows)]
+    batch_rows: usize,
 }
 
 fn seconds(value: f64, name: &str) -> Result<Duration, String> {
@@ -48,19 +75,55 @@ impl Options {
             request_timeout: seconds(self.request_timeout, "request-timeout")?,
             shutdown_timeout: seconds(self.shutdown_timeout, "shutdown-timeout")?,
             bind: self.bind,
+            limits: Limits {
+                max_body_bytes: self.max_body_bytes,
+                max_elements: self.max_elements,
+                inflight_bytes: self.inflight_bytes,
+                max_blocking: self.max_blocking,
+                max_per_model: self.max_per_model,
+                max_connections: self.max_connections,
+                header_timeout: seconds(self.header_timeout, "header-timeout")?,
+                body_timeout: seconds(self.body_timeout, "body-timeout")?,
+                batch_rows: self.batch_rows,
+            },
         })
     }
 }
 
+/// The exit status after a second shutdown signal (128 + SIGINT's number, as shells report it).
+const INTERRUPTED: i32 = 130;
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt().with_max_level(tracing::Level::INFO).init();
-    match run(<Options as clap::Parser>::parse()).await {
+    // `RUST_LOG` picks what is logged (`info` if unset or invalid).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let code = match run(<Options as clap::Parser>::parse()).await {
         Ok(code) => code,
         Err(error) => {
             tracing::error!("{error}");
             ExitCode::FAILURE
         }
+    };
+    // The runtime's drop would wait for every blocking call still running (a forward pass
+    // dropped at the shutdown stops at its next batch, but a load or a user's model need not):
+    // the shutdown is bounded by its timeouts, so the process exits now.
+    std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 })
+}
+
+/// Completes on the first Ctrl-C or SIGTERM; a second one exits the process at once.
+fn first_signal() -> impl std::future::Future<Output = ()> {
+    let (fired, first) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = fired.send(());
+        shutdown_signal().await;
+        tracing::warn!("a second signal: exiting at once");
+        std::process::exit(INTERRUPTED);
+    });
+    async move {
+        let _ = first.await;
     }
 }
 
@@ -73,6 +136,6 @@ async fn run(options: Options) -> Result<ExitCode, Box<dyn std::error::Error>> {
         models = ?app.catalogue().ids().collect::<Vec<_>>(),
         "serving"
     );
-    let summary = serve(listener, app, shutdown_signal()).await?;
+    let summary = serve(listener, app, first_signal()).await;
     Ok(if summary.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -59,6 +59,7 @@ use serde::de::DeserializeOwned;
 use crate::app::App;
 use crate::catalogue::NotInCatalogue;
 use crate::error::ApiError;
+use crate::forward::cancellation;
 use crate::model::ServeModel;
 use crate::telemetry::count_request;
 
@@ -69,10 +70,6 @@ const DELETE: &str = "DELETE /models/{id}";
 const INFER: &str = "POST /models/{id}/infer";
 const METRICS: &str = "GET /metrics";
 const OTHER: &str = "other";
-
-/// The largest request body accepted (an inference input of a few million values); a larger
-/// one is answered 413 with a JSON error.
-pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// The server's routes over `app`.
 pub fn router<L>(app: App<L>) -> Router
@@ -87,7 +84,9 @@ where
         .route("/metrics", get(metrics::<L>).fallback(method_not_allowed))
         .merge(crate::v2::routes::<L>())
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // The admission reads every body, within its own limit.
+        .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::admit::admit::<L>))
         .with_state(app)
 }
 
@@ -103,7 +102,7 @@ pub(crate) fn counted<E: IntoResponse>(route: &'static str, result: Result<Respo
     response
 }
 
-/// The request's body, or its rejection (over [`MAX_BODY_BYTES`]: 413) as a JSON error.
+/// The request's body, or its rejection as a JSON error.
 fn received(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| ApiError::new(rejection.status(), "bad_body", rejection.body_text()))
 }
@@ -118,7 +117,21 @@ fn json_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> 
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
+    small_body(body)?;
     json_required(body)
+}
+
+/// The largest body a control route (a load, an unload, a `PUT`) parses: its JSON is a few
+/// fields, and a larger document could decode into many times its size.
+pub const MAX_CONTROL_BODY_BYTES: usize = 64 * 1024;
+
+/// Refuses a control route's body over [`MAX_CONTROL_BODY_BYTES`] (413) before it is parsed.
+pub(crate) fn small_body(body: &[u8]) -> Result<(), ApiError> {
+    if body.len() > MAX_CONTROL_BODY_BYTES {
+        let text = format!("a control body of {} bytes; at most {MAX_CONTROL_BODY_BYTES}", body.len());
+        return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", text));
+    }
+    Ok(())
 }
 
 fn json_required<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -130,7 +143,7 @@ where
     L: Loader,
     L::Model: ServeModel,
 {
-    let result = app.run(Instant::now(), |stack, _| stack.ids()).await.map(|ids| {
+    let result = app.run(Instant::now(), None, |stack, _| stack.ids()).await.map(|ids| {
         let models: Vec<String> = ids.iter().map(ToString::to_string).collect();
         Json(serde_json::json!({ "models": models })).into_response()
     });
@@ -229,12 +242,15 @@ where
         return Err(NotInCatalogue { id: source }.into());
     }
     let alias = (source != id).then(|| id.clone());
+    let key = id.clone();
     let served =
         |loaded, status, warning| ServedUnder { id, source: source.clone(), loaded, status, warning };
     let call_source = source.clone();
     if replace {
         let replaced = app
-            .run(started, move |stack, options| stack.replace_with(&call_source, alias.as_deref(), options))
+            .run(started, Some(&key), move |stack, options| {
+                stack.replace_with(&call_source, alias.as_deref(), options)
+            })
             .await??;
         Ok(match replaced {
             Replaced::Added => served(true, "loaded", None),
@@ -243,7 +259,9 @@ where
         })
     } else {
         let added = app
-            .run(started, move |stack, options| stack.add_model_with(&call_source, alias.as_deref(), options))
+            .run(started, Some(&key), move |stack, options| {
+                stack.add_model_with(&call_source, alias.as_deref(), options)
+            })
             .await??;
         Ok(match added {
             Added::Loaded => served(true, "loaded", None),
@@ -261,7 +279,7 @@ where
     let result = async {
         let id = captured(path)?;
         ModelId::validate(&id)?;
-        app.run(started, move |stack, options| stack.remove_with(&id, options)).await??;
+        app.run(started, Some(&id.clone()), move |stack, options| stack.remove_with(&id, options)).await??;
         Ok(StatusCode::NO_CONTENT.into_response())
     };
     answer(DELETE, result.await)
@@ -272,6 +290,24 @@ where
 #[serde(deny_unknown_fields)]
 struct InferBody {
     input: Vec<f32>,
+}
+
+/// The answer of `POST /models/{id}/infer`.
+#[derive(Debug, serde::Serialize)]
+struct InferAnswer<'a> {
+    output: &'a [f32],
+}
+
+/// `answer` as a JSON body of `elements` floats and a few fields, written once into a buffer of
+/// its final size (a finite f32 takes at most fifteen characters and a comma), never through a
+/// JSON value per element.
+pub(crate) fn json_answer(answer: &impl serde::Serialize, elements: usize) -> Response {
+    let mut body = Vec::with_capacity(elements.saturating_mul(16).saturating_add(512));
+    if let Err(error) = serde_json::to_writer(&mut body, answer) {
+        let text = format!("cannot write the answer: {error}");
+        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", text).into_response();
+    }
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// `POST /models/{*rest}`: `{id}/infer` runs the model; anything else is 405.
@@ -285,6 +321,7 @@ where
     L::Model: ServeModel,
 {
     let started = Instant::now();
+    let (_cancel_on_drop, cancelled) = cancellation();
     let rest = match captured(path) {
         Ok(rest) => rest,
         Err(error) => return answer(INFER, Err(error)),
@@ -294,20 +331,22 @@ where
     };
     let result = async {
         ModelId::validate(&id)?;
-        let InferBody { input } = json_required(&received(body)?)?;
-        // JSON has no infinities, but a number past `f32::MAX` (`1e39`) parses as one.
-        if let Some(value) = input.iter().find(|v| !v.is_finite()) {
-            return Err(ApiError::bad_request("bad_input", format!("{value} is not a finite f32 input")));
-        }
-        let output = app
-            .run(started, move |stack, options| stack.infer_with(&id, options, |model| model.infer(&input)))
-            .await???;
-        // JSON would carry a non-finite output as `null`: that is the model's failure, not data.
-        if let Some(value) = output.iter().find(|v| !v.is_finite()) {
-            let text = format!("the model answered a non-finite value ({value})");
-            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text));
-        }
-        Ok(Json(serde_json::json!({ "output": output })).into_response())
+        let body = received(body)?;
+        let pass = app.pass(started, cancelled);
+        let model = id.clone();
+        // Decoding, the forward pass and encoding all run on the blocking pool.
+        app.run(started, Some(&model), move |stack, options| {
+            let InferBody { input } = json_required(&body)?;
+            drop(body);
+            // JSON has no infinities, but a number past `f32::MAX` (`1e39`) parses as one.
+            if let Some(value) = input.iter().find(|v| !v.is_finite()) {
+                return Err(ApiError::bad_request("bad_input", format!("{value} is not a finite f32 input")));
+            }
+            let output = stack.infer_with(&id, options, |model| pass.run(model, &input))??;
+            drop(input);
+            Ok(json_answer(&InferAnswer { output: &output }, output.len()))
+        })
+        .await?
     };
     answer(INFER, result.await)
 }
@@ -320,6 +359,9 @@ where
     // Gauges are read off the stack and the budget when scraped (resident::metrics).
     resident::metrics::record_models(app.stack(), crate::catalogue::DEVICE);
     resident::metrics::record_budget(app.group().budget());
+    metrics::gauge!("resident_http_connections").set(*app.connections().borrow() as f64);
+    metrics::gauge!("resident_http_calls_in_flight").set(app.calls_in_flight() as f64);
+    metrics::gauge!("resident_http_inflight_bytes_available").set(app.in_flight_available() as f64);
     let text = app.metrics().render();
     answer(METRICS, Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()))
 }

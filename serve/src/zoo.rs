@@ -12,6 +12,8 @@ use burn::tensor::backend::Backend;
 use resident::burn::Architecture;
 use resident::burn::zoo::{Cnn, CnnSpec, Mlp, MlpSpec};
 
+use crate::limits::Activation;
+
 /// One of the zoo's architectures, with its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Zoo {
@@ -31,6 +33,38 @@ impl Zoo {
             "cnn" => Some(Self::Cnn(CnnSpec { side: a, channels: b, d_out: c })),
             _ => None,
         }
+    }
+
+    /// Output elements per input element (an output row's width over an input row's).
+    pub fn expansion(&self) -> f64 {
+        let (input, output) = (self.input_width().max(1), self.output_width());
+        // Widths are far below f64's exact integers.
+        #[allow(clippy::cast_precision_loss)]
+        let ratio = output as f64 / input as f64;
+        ratio
+    }
+
+    /// What this architecture's forward pass holds at once
+    /// ([`activation_floats`](Self::activation_floats) a row, and per input element).
+    pub fn activation(&self) -> Activation {
+        let per_row = self.activation_floats();
+        // Widths are far below f64's exact integers.
+        #[allow(clippy::cast_precision_loss)]
+        let per_element = per_row as f64 / self.input_width().max(1) as f64;
+        Activation { per_row, per_element }
+    }
+
+    /// An upper bound on the floats one row's forward pass holds at once: the input row's copy,
+    /// each layer's output (a convolution's unfolded 3×3 patches included), the output row's
+    /// copies — twice over, for a backend's scratch space.
+    pub fn activation_floats(&self) -> u64 {
+        let floats = match *self {
+            Self::Mlp(MlpSpec { d_in, hidden, d_out }) => d_in + 2 * hidden + 3 * d_out,
+            Self::Cnn(CnnSpec { side, channels, d_out }) => {
+                side * side * (1 + 9 + 3 * channels) + channels + 3 * d_out
+            }
+        };
+        2 * u64::try_from(floats).unwrap_or(u64::MAX / 2)
     }
 }
 

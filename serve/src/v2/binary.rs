@@ -6,7 +6,6 @@
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value};
 
 use super::{V2Error, bad};
 
@@ -32,18 +31,6 @@ pub(super) fn split(headers: &HeaderMap, body: Bytes) -> Result<(Bytes, Bytes), 
     Ok((json, binary))
 }
 
-/// A tensor's `binary_data_size` parameter, if it has one.
-pub(super) fn size(parameters: Option<&Map<String, Value>>) -> Result<Option<usize>, V2Error> {
-    let Some(size) = parameters.and_then(|p| p.get(SIZE)) else { return Ok(None) };
-    let size = size.as_u64().and_then(|s| usize::try_from(s).ok());
-    size.map(Some).ok_or_else(|| bad(format!("{SIZE} must be a byte count")))
-}
-
-/// A boolean parameter, if set.
-pub(super) fn flag(parameters: Option<&Map<String, Value>>, name: &str) -> Option<bool> {
-    parameters.and_then(|p| p.get(name)).and_then(Value::as_bool)
-}
-
 /// `bytes` as little-endian `FP32` elements, each finite.
 pub(super) fn floats(bytes: &[u8]) -> Result<Vec<f32>, V2Error> {
     if !bytes.len().is_multiple_of(4) {
@@ -63,15 +50,18 @@ pub(super) fn floats(bytes: &[u8]) -> Result<Vec<f32>, V2Error> {
 }
 
 /// `values` as little-endian bytes.
-pub(super) fn bytes(values: &[f32]) -> Vec<u8> {
+#[cfg(test)]
+fn bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
-/// An answer of `json` followed by `binary`.
-pub(super) fn respond(json: &Value, binary: &[u8]) -> Response {
-    let mut body = serde_json::to_vec(json).unwrap_or_default();
-    let length = HeaderValue::from(body.len());
-    body.extend_from_slice(binary);
+/// An answer of `head` (JSON) followed by `values` as little-endian `FP32` bytes (the body
+/// allocated once, at its final size).
+pub(super) fn respond(head: &[u8], values: &[f32]) -> Response {
+    let length = HeaderValue::from(head.len());
+    let mut body = Vec::with_capacity(head.len() + 4 * values.len());
+    body.extend_from_slice(head);
+    body.extend(values.iter().flat_map(|v| v.to_le_bytes()));
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")),
         (header::HeaderName::from_static(HEADER_LENGTH), length),

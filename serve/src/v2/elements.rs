@@ -64,6 +64,45 @@ impl<'de> Visitor<'de> for Append<'_> {
     }
 }
 
+/// A JSON array of at most `N` items, refused while it is parsed once it has more: a request's
+/// small lists (a shape's dimensions, its input and output tensors) cannot grow past their few
+/// entries, whatever the body's size.
+#[derive(Debug, PartialEq)]
+pub(super) struct Bounded<T, const N: usize>(pub(super) Vec<T>);
+
+impl<T, const N: usize> Default for Bounded<T, N> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Bounded<T, N> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(BoundedVisitor::<T, N>(std::marker::PhantomData))
+    }
+}
+
+struct BoundedVisitor<T, const N: usize>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for BoundedVisitor<T, N> {
+    type Value = Bounded<T, N>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an array of at most {N} items")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            if out.len() == N {
+                return Err(de::Error::custom(format!("more than {N} items")));
+            }
+            out.push(item);
+        }
+        Ok(Bounded(out))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +119,14 @@ mod tests {
         for bad in ["[1e39]", "[\"1\"]", "[null]", "{\"a\": 1}", "[[1], true]"] {
             assert_eq!(read(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_bounded_array_stops_at_its_bound() {
+        let read = |json| serde_json::from_str::<Bounded<i64, 2>>(json).ok().map(|b| b.0);
+        assert_eq!(read("[1, -1]"), Some(vec![1, -1]));
+        assert_eq!(read("[]"), Some(vec![]));
+        assert_eq!(read("[1, 2, 3]"), None);
+        assert_eq!(read("{\"a\": 1}"), None);
     }
 }

@@ -48,10 +48,11 @@ use axum::routing::get;
 use resident::burn::BurnError;
 use resident::{InvalidId, Loader, Manager, ManagerError, ManagerExt, ModelId};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::app::App;
 use crate::error::ApiError;
+use crate::forward::cancellation;
 use crate::model::ServeModel;
 use crate::routes::counted;
 
@@ -59,7 +60,7 @@ mod binary;
 mod elements;
 mod repository;
 
-use elements::Elements;
+use elements::{Bounded, Elements};
 
 /// Route labels of `resident_http_requests_total`.
 const HEALTH: &str = "GET /v2/health/{live,ready}";
@@ -119,7 +120,7 @@ impl From<BurnError> for V2Error {
 
 impl IntoResponse for V2Error {
     fn into_response(self) -> Response {
-        (self.0.status(), Json(serde_json::json!({ "error": self.0.message() }))).into_response()
+        self.0.respond(serde_json::json!({ "error": self.0.message() }))
     }
 }
 
@@ -240,7 +241,9 @@ where
                 // The manager's own lease, under the cache: reading metadata is no use either.
                 let name = path.name.to_owned();
                 let widths = app
-                    .run(Instant::now(), move |stack, _| stack.get_ref().lease(&name).map(|m| m.widths()))
+                    .run(Instant::now(), Some(path.name), move |stack, _| {
+                        stack.get_ref().lease(&name).map(|m| m.widths())
+                    })
                     .await??;
                 Ok(Json(metadata(path.name, widths.0, widths.1)).into_response())
             }
@@ -267,14 +270,30 @@ fn metadata(name: &str, input: usize, output: usize) -> Value {
 
 // ---- Inference ----------------------------------------------------------------------------------
 
+/// The most dimensions of a tensor's shape, and the most input or output tensors of a request.
+const MAX_DIMS: usize = 8;
+const MAX_TENSORS: usize = 8;
+
 /// An inference request (the protocol's "Inference Request JSON Object"; of its parameters,
-/// and its tensors', only the binary data extension's are read).
+/// and its tensors', only the binary data extension's are read, the others skipped unread).
 #[derive(Debug, Deserialize)]
 struct InferRequest {
     id: Option<String>,
-    parameters: Option<Map<String, Value>>,
-    inputs: Vec<InputTensor>,
-    outputs: Option<Vec<RequestedOutput>>,
+    parameters: Option<Parameters>,
+    inputs: Bounded<InputTensor, MAX_TENSORS>,
+    outputs: Option<Bounded<RequestedOutput, MAX_TENSORS>>,
+}
+
+/// The parameters the server reads (of a request, a tensor or a requested output); any other is
+/// skipped without being stored.
+#[derive(Debug, Default, Deserialize)]
+struct Parameters {
+    /// A binary input's length in bytes.
+    binary_data_size: Option<u64>,
+    /// A requested output's: answer it in binary.
+    binary_data: Option<bool>,
+    /// The request's: answer every output in binary unless it says otherwise.
+    binary_data_output: Option<bool>,
 }
 
 /// One input tensor of a request: its elements in `data`, or (the binary data extension) in
@@ -282,9 +301,9 @@ struct InferRequest {
 #[derive(Debug, Deserialize)]
 struct InputTensor {
     name: String,
-    shape: Vec<i64>,
+    shape: Bounded<i64, MAX_DIMS>,
     datatype: String,
-    parameters: Option<Map<String, Value>>,
+    parameters: Option<Parameters>,
     data: Option<Elements>,
 }
 
@@ -292,16 +311,16 @@ struct InputTensor {
 #[derive(Debug, Deserialize)]
 struct RequestedOutput {
     name: String,
-    parameters: Option<Map<String, Value>>,
+    parameters: Option<Parameters>,
 }
 
 impl InferRequest {
     /// Whether the output is asked for in binary: its own `binary_data` parameter, else the
     /// request's `binary_data_output` (JSON by default).
     fn binary_output(&self) -> bool {
-        let own =
-            self.outputs.iter().flatten().find_map(|o| binary::flag(o.parameters.as_ref(), "binary_data"));
-        own.or_else(|| binary::flag(self.parameters.as_ref(), "binary_data_output")).unwrap_or(false)
+        let outputs = self.outputs.iter().flat_map(|o| &o.0);
+        let own = outputs.filter_map(|o| o.parameters.as_ref()).find_map(|p| p.binary_data);
+        own.or_else(|| self.parameters.as_ref().and_then(|p| p.binary_data_output)).unwrap_or(false)
     }
 }
 
@@ -316,6 +335,7 @@ where
     L::Model: ServeModel,
 {
     let started = Instant::now();
+    let (_cancel_on_drop, cancelled) = cancellation();
     let result = async {
         let rest = captured(path)?;
         let path = model_path(&rest)?;
@@ -325,53 +345,101 @@ where
         let body = body.map_err(|rejection| {
             V2Error(ApiError::new(rejection.status(), "bad_body", rejection.body_text()))
         })?;
-        let (json, binary) = binary::split(&headers, body)?;
-        let mut request: InferRequest =
-            serde_json::from_slice(&json).map_err(|error| bad(error.to_string()))?;
-        let (rows, input) = checked_input(&mut request, &binary)?;
+        let pass = app.pass(started, cancelled);
         let name = path.name.to_owned();
-        let (output, width) = app
-            .run(started, move |stack, options| {
-                stack.infer_with(&name, options, |model| {
-                    let (expected, width) = model.widths();
-                    let input = fit(rows, expected, input)?;
-                    Ok::<_, V2Error>((model.infer(&input)?, width))
-                })
-            })
-            .await???;
-        if let Some(bad_value) = output.iter().find(|v| !v.is_finite()) {
-            let text = format!("the model answered a non-finite value ({bad_value})");
-            return Err(V2Error(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text)));
-        }
-        let binary_output = request.binary_output();
-        let mut tensor = serde_json::json!({ "name": OUTPUT, "datatype": FP32, "shape": [rows, width] });
-        let raw = if binary_output {
-            let raw = binary::bytes(&output);
-            tensor["parameters"] = serde_json::json!({ binary::SIZE: raw.len() });
-            raw
-        } else {
-            tensor["data"] = output.into();
-            Vec::new()
-        };
-        let mut body =
-            serde_json::json!({ "model_name": path.name, "model_version": VERSION, "outputs": [tensor] });
-        if let Some(id) = request.id {
-            body["id"] = id.into();
-        }
-        Ok(if binary_output { binary::respond(&body, &raw) } else { Json(body).into_response() })
+        // Decoding, the forward pass and encoding all run on the blocking pool.
+        app.run(started, Some(path.name), move |stack, options| {
+            let (request, rows, input) = decoded(&headers, body, pass.max_elements)?;
+            let (output, width) = stack.infer_with(&name, options, |model| {
+                let (expected, width) = model.widths();
+                let input = fit(rows, expected, input)?;
+                Ok::<_, V2Error>((pass.run(model, &input)?, width))
+            })??;
+            Ok(encoded(&request, &name, rows, width, &output))
+        })
+        .await?
     };
     answer(INFER, result.await)
 }
 
+/// The request a body holds, with its input's rows and elements (flat).
+fn decoded(
+    headers: &HeaderMap,
+    body: Bytes,
+    max_elements: u64,
+) -> Result<(InferRequest, usize, Vec<f32>), V2Error> {
+    let (json, binary) = binary::split(headers, body)?;
+    let mut request: InferRequest = serde_json::from_slice(&json).map_err(|error| bad(error.to_string()))?;
+    drop(json);
+    let (rows, input) = checked_input(&mut request, &binary, max_elements)?;
+    Ok((request, rows, input))
+}
+
+/// The protocol's "Inference Response JSON Object", with the one output tensor.
+#[derive(Debug, Serialize)]
+struct InferResponse<'a> {
+    model_name: &'a str,
+    model_version: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    outputs: [OutputTensor<'a>; 1],
+}
+
+/// The output tensor: its elements in `data`, or (binary) their length in `parameters`.
+#[derive(Debug, Serialize)]
+struct OutputTensor<'a> {
+    name: &'static str,
+    datatype: &'static str,
+    shape: [usize; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a [f32]>,
+}
+
+/// The answer to `request`: the output tensor, in JSON or (asked for) in binary after it; either
+/// body written once into a buffer of its final size.
+fn encoded(request: &InferRequest, name: &str, rows: usize, width: usize, output: &[f32]) -> Response {
+    let binary_output = request.binary_output();
+    let tensor = OutputTensor {
+        name: OUTPUT,
+        datatype: FP32,
+        shape: [rows, width],
+        parameters: binary_output.then(|| serde_json::json!({ binary::SIZE: output.len() * 4 })),
+        data: (!binary_output).then_some(output),
+    };
+    let answer = InferResponse {
+        model_name: name,
+        model_version: VERSION,
+        id: request.id.as_deref(),
+        outputs: [tensor],
+    };
+    if binary_output {
+        match serde_json::to_vec(&answer) {
+            Ok(head) => binary::respond(&head, output),
+            Err(error) => {
+                let text = format!("cannot write the answer: {error}");
+                V2Error(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", text)).into_response()
+            }
+        }
+    } else {
+        crate::routes::json_answer(&answer, output.len())
+    }
+}
+
 /// The request's one input, checked against the protocol (name, datatype, shape against the
-/// data, finite elements; its data in JSON or all of `binary`) and its requested outputs: its
-/// rows and its elements, flat.
-fn checked_input(request: &mut InferRequest, binary: &[u8]) -> Result<(usize, Vec<f32>), V2Error> {
-    if let Some(wrong) = request.outputs.iter().flatten().find(|o| o.name != OUTPUT) {
+/// data, finite elements, at most `max_elements` of them; its data in JSON or all of `binary`)
+/// and its requested outputs: its rows and its elements, flat.
+fn checked_input(
+    request: &mut InferRequest,
+    binary: &[u8],
+    max_elements: u64,
+) -> Result<(usize, Vec<f32>), V2Error> {
+    if let Some(wrong) = request.outputs.iter().flat_map(|o| &o.0).find(|o| o.name != OUTPUT) {
         return Err(bad(format!("unknown output {:?}: the model answers {OUTPUT:?}", wrong.name)));
     }
-    let count = request.inputs.len();
-    let [tensor] = request.inputs.as_mut_slice() else {
+    let count = request.inputs.0.len();
+    let [tensor] = request.inputs.0.as_mut_slice() else {
         return Err(bad(format!("expected one input, {INPUT:?}, got {count}")));
     };
     if tensor.name != INPUT {
@@ -383,14 +451,20 @@ fn checked_input(request: &mut InferRequest, binary: &[u8]) -> Result<(usize, Ve
             tensor.datatype
         )));
     }
-    let &[rows, _] = tensor.shape.as_slice() else {
-        return Err(bad(format!(
-            "input {INPUT:?} has shape {:?}; the model takes [rows, width]",
-            tensor.shape
-        )));
+    let shape = &tensor.shape.0;
+    let &[rows, _] = shape.as_slice() else {
+        return Err(bad(format!("input {INPUT:?} has shape {shape:?}; the model takes [rows, width]")));
     };
-    let data = match (binary::size(tensor.parameters.as_ref())?, tensor.data.take()) {
-        (Some(size), None) if size == binary.len() => binary::floats(binary)?,
+    let elements = shape.iter().try_fold(1_u64, |n, d| u64::try_from(*d).ok().and_then(|d| n.checked_mul(d)));
+    let Some(elements) = elements else { return Err(bad(format!("input {INPUT:?} has shape {shape:?}"))) };
+    if elements > max_elements {
+        let text =
+            format!("input {INPUT:?} has {elements} elements; the server takes at most {max_elements}");
+        return Err(V2Error(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", text)));
+    }
+    let size = tensor.parameters.as_ref().and_then(|p| p.binary_data_size);
+    let data = match (size, tensor.data.take()) {
+        (Some(size), None) if usize::try_from(size).ok() == Some(binary.len()) => binary::floats(binary)?,
         (Some(size), None) => {
             return Err(bad(format!("{INPUT:?} has {} of {size} bytes after the JSON", binary.len())));
         }
@@ -398,9 +472,8 @@ fn checked_input(request: &mut InferRequest, binary: &[u8]) -> Result<(usize, Ve
         (None, None) => return Err(bad(format!("input {INPUT:?} has no data"))),
         _ => return Err(bad(format!("input {INPUT:?} has its data in JSON and in binary"))),
     };
-    let elements = tensor.shape.iter().try_fold(1_i64, |n, d| n.checked_mul(*d).filter(|_| *d >= 0));
-    if elements.and_then(|n| usize::try_from(n).ok()) != Some(data.len()) {
-        return Err(bad(format!("input {INPUT:?} has shape {:?} but {} elements", tensor.shape, data.len())));
+    if u64::try_from(data.len()).ok() != Some(elements) {
+        return Err(bad(format!("input {INPUT:?} has shape {shape:?} but {} elements", data.len())));
     }
     let rows = usize::try_from(rows).map_err(|_| bad("a negative row count"))?;
     Ok((rows, data))

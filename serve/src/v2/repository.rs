@@ -72,6 +72,7 @@ fn optional<T: Default + for<'de> Deserialize<'de>>(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
+    crate::routes::small_body(&body)?;
     serde_json::from_slice(&body).map_err(|error| bad(error.to_string()))
 }
 
@@ -82,7 +83,7 @@ where
 {
     let result = async {
         let request: IndexRequest = optional(body)?;
-        let served = app.run(Instant::now(), |stack, _| stack.ids()).await?;
+        let served = app.run(Instant::now(), None, |stack, _| stack.ids()).await?;
         let served: Vec<String> = served.iter().map(ToString::to_string).collect();
         let mut names: Vec<String> = app.catalogue().ids().map(str::to_owned).collect();
         names.extend(served.iter().cloned());
@@ -122,7 +123,8 @@ where
         } else if let Some(name) = rest.strip_suffix("/unload") {
             let _: ControlRequest = optional(body)?;
             let name = name.to_owned();
-            app.run(started, move |stack, options| stack.remove_with(&name, options)).await??;
+            app.run(started, Some(&name.clone()), move |stack, options| stack.remove_with(&name, options))
+                .await??;
         } else {
             return Err(not_found(format!("no repository route for {rest:?}")));
         }

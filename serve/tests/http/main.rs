@@ -18,6 +18,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+mod hostile;
+mod signals;
+
 // ---------------------------------------------------------------------------------------------
 // Fixtures
 
@@ -55,7 +58,7 @@ struct Server<L: Loader> {
     addr: SocketAddr,
     client: Client,
     stop: oneshot::Sender<()>,
-    task: JoinHandle<std::io::Result<ShutdownSummary>>,
+    task: JoinHandle<ShutdownSummary>,
 }
 
 impl<L> Server<L>
@@ -82,7 +85,7 @@ where
     /// Signals the shutdown and waits for the server to finish it.
     async fn stop(self) -> ShutdownSummary {
         self.stop.send(()).expect("the server is running");
-        self.task.await.expect("the server task").expect("the server")
+        self.task.await.expect("the server task")
     }
 }
 
@@ -301,9 +304,13 @@ impl ServeModel for GatedModel {
 }
 
 fn gated() -> (App<Gated>, Arc<Gate>) {
+    gated_with(ServeConfig::default())
+}
+
+fn gated_with(config: ServeConfig) -> (App<Gated>, Arc<Gate>) {
     let gate = Arc::new(Gate::default());
     let inner = Arc::clone(&gate);
-    let app = App::with_loader(ServeConfig::default(), move |loader| Gated { inner: loader, gate: inner })
+    let app = App::with_loader(config, move |loader| Gated { inner: loader, gate: inner })
         .expect("the server builds");
     (app, gate)
 }
@@ -624,7 +631,7 @@ async fn shutdown_drains_requests_in_flight_then_unloads_everything() {
     assert_eq!(status, 200, "the request in flight completes: {body}");
     assert_close(&body["output"], &mlp.output, "in flight during the shutdown");
 
-    let summary = server.task.await.expect("the server task").expect("the server");
+    let summary = server.task.await.expect("the server task");
     assert!(TcpStream::connect(server.addr).await.is_err(), "a stopped server accepts no connection");
     assert_eq!(summary.unloaded, ["cnn", "mlp"]);
     assert!(summary.failed.is_empty(), "{summary:?}");

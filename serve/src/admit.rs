@@ -1,0 +1,218 @@
+//! [`admit`]: the middleware every request passes before its handler — the body's length checked
+//! from its head, its [`Charge`](crate::limits::Charge) taken from the in-flight byte budget,
+//! its body read within the body timeout. The charge is given back when the answer's body has
+//! been written or dropped ([`crate::limits`] has the rules).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::{Frame, SizeHint};
+use resident::Loader;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::model::ServeModel;
+use crate::routes::counted;
+
+/// The budget's unit: a charge is taken in whole KiB (a semaphore takes at most `u32::MAX`
+/// permits at once).
+const UNIT: u64 = 1024;
+
+/// Seconds a client refused for a spent budget is told to wait.
+const RETRY_AFTER: u32 = 1;
+
+/// Route label of requests refused here, before any route saw them.
+const ADMISSION: &str = "admission";
+
+/// The server's in-flight byte budget ([`Limits::inflight_bytes`](crate::Limits::inflight_bytes)).
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    permits: Arc<Semaphore>,
+    units: u64,
+}
+
+impl InFlight {
+    /// A budget of `bytes`, in whole KiB.
+    pub(crate) fn new(bytes: u64) -> Self {
+        let units = (bytes / UNIT).min(Semaphore::MAX_PERMITS as u64);
+        Self { permits: Arc::new(Semaphore::new(usize::try_from(units).unwrap_or(0))), units }
+    }
+
+    /// Bytes not charged to any request now.
+    pub(crate) fn available(&self) -> u64 {
+        self.permits.available_permits() as u64 * UNIT
+    }
+
+    /// Takes `bytes` (rounded up to a KiB), waiting for them; `None` if they can never fit.
+    async fn take(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let units = bytes.div_ceil(UNIT);
+        if units > self.units {
+            return None;
+        }
+        let units = u32::try_from(units).ok()?;
+        Arc::clone(&self.permits).acquire_many_owned(units).await.ok()
+    }
+}
+
+/// An answer's body that holds its request's charge until it is dropped.
+struct Charged {
+    body: Body,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl http_body::Body for Charged {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The request's body length from its head: `Content-Length`, else the largest body accepted
+/// if it has one of unknown length (chunked), else zero.
+fn declared_length(headers: &HeaderMap, max: u64) -> Result<u64, ApiError> {
+    if let Some(length) = headers.get(header::CONTENT_LENGTH) {
+        return length.to_str().ok().and_then(|text| text.parse::<u64>().ok()).ok_or_else(|| {
+            ApiError::bad_request("bad_body", format!("Content-Length is not a length: {length:?}"))
+        });
+    }
+    Ok(if headers.contains_key(header::TRANSFER_ENCODING) { max } else { 0 })
+}
+
+fn too_large(text: String) -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", text)
+}
+
+/// Checks, charges and reads the request's body, then runs the rest of the stack on it.
+pub(crate) async fn admit<L>(State(app): State<App<L>>, request: Request, next: Next) -> Response
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    match admitted(&app, request).await {
+        Ok((request, permit)) => {
+            let response = next.run(request).await;
+            let Some(permit) = permit else { return response };
+            // The charge covers the answer too: it goes back when hyper drops the body, written.
+            response.map(|body| Body::new(Charged { body, _permit: permit }))
+        }
+        Err(error) => counted(ADMISSION, Err::<Response, _>(error)).into_response(),
+    }
+}
+
+async fn admitted<L>(
+    app: &App<L>,
+    request: Request,
+) -> Result<(Request, Option<OwnedSemaphorePermit>), ApiError>
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    let limits = &app.config().limits;
+    let length = declared_length(request.headers(), limits.max_body_bytes)?;
+    if length == 0 {
+        return Ok((request, None));
+    }
+    if length > limits.max_body_bytes {
+        return Err(too_large(format!(
+            "a body of {length} bytes; the server takes at most {}",
+            limits.max_body_bytes
+        )));
+    }
+    let charge = app.charge().bytes(length);
+    let waited = tokio::time::timeout(app.config().request_timeout, app.in_flight().take(charge));
+    let permit = match waited.await {
+        Ok(Some(permit)) => permit,
+        Ok(None) => {
+            return Err(too_large(format!(
+                "a body of {length} bytes may hold {charge} bytes in the server, more than its in-flight budget ({})",
+                limits.inflight_bytes
+            )));
+        }
+        Err(_) => {
+            let text = format!("no room for {charge} more bytes in flight within the request timeout");
+            return Err(
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", text).retry_after(RETRY_AFTER)
+            );
+        }
+    };
+    let (parts, body) = request.into_parts();
+    let limit = usize::try_from(length).unwrap_or(usize::MAX);
+    let bytes = match tokio::time::timeout(limits.body_timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(error)) => {
+            let text = format!("cannot read the body: {error}");
+            let limited =
+                std::error::Error::source(&error).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            return Err(if limited { too_large(text) } else { ApiError::bad_request("bad_body", text) });
+        }
+        Err(_) => {
+            let text = format!("the body was not received within {:?}", limits.body_timeout);
+            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", text));
+        }
+    };
+    Ok((Request::from_parts(parts, Body::from(bytes)), Some(permit)))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn a_body_declares_its_length_or_the_largest() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(declared_length(&headers, 99).ok(), Some(0));
+        headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        assert_eq!(declared_length(&headers, 99).ok(), Some(99));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("12"));
+        assert_eq!(declared_length(&headers, 99).ok(), Some(12));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("-1"));
+        assert!(declared_length(&headers, 99).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_charge_past_the_budget_is_refused_and_one_within_it_waits_its_turn() {
+        let budget = InFlight::new(4 * UNIT);
+        assert!(budget.take(5 * UNIT).await.is_none(), "can never fit");
+        let held = budget.take(3 * UNIT + 1).await.expect("fits");
+        assert_eq!(budget.available(), 0, "rounded up to whole units");
+        let waiting = budget.take(UNIT);
+        tokio::pin!(waiting);
+        assert!(futures_poll_once(waiting.as_mut()).await.is_none(), "waits while the budget is spent");
+        drop(held);
+        assert!(waiting.await.is_some(), "then gets its turn");
+    }
+
+    /// Polls `future` once: its output if it was ready.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(future: F) -> Option<F::Output> {
+        let mut future = future;
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match std::pin::Pin::new(&mut future).poll(cx) {
+                std::task::Poll::Ready(output) => Some(output),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
+    }
+}

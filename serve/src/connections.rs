@@ -1,0 +1,101 @@
+//! The connection loop: accepts at most [`Limits::max_connections`] connections at once, gives
+//! each client [`Limits::header_timeout`] to send a request's head, and at shutdown stops
+//! accepting, lets the requests in flight finish within the drain time, then drops whatever is
+//! left (its handlers' forward passes stop at their next batch: [`crate::forward`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::limits::Limits;
+
+/// How long the loop waits after a failed accept (out of descriptors, say) before it accepts
+/// again, so that a lasting failure does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// How a [`run`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Every connection finished its requests within the drain time.
+    Drained,
+    /// Connections still had requests in flight at the end of the drain time: they were dropped.
+    Dropped,
+}
+
+/// Counts a connection open until dropped (with its task: ended, or aborted).
+struct Counted(watch::Sender<usize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// Serves `router` on `listener` under `limits` until `shutdown` completes, then drains for at
+/// most `drain`. `open` counts the connections open.
+pub(crate) async fn run(
+    listener: TcpListener,
+    router: Router,
+    limits: &Limits,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+    open: &watch::Sender<usize>,
+) -> Ended {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+        };
+        let Ok(slot) = slot else { break };
+        let accepted = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "cannot accept a connection");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        while connections.try_join_next().is_some() {}
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(router.clone()));
+        let connection = graceful.watch(connection);
+        open.send_modify(|n| *n += 1);
+        let open = open.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let _counted = Counted(open);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    let ended = tokio::select! {
+        () = graceful.shutdown() => Ended::Drained,
+        () = tokio::time::sleep(drain) => Ended::Dropped,
+    };
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+    ended
+}

@@ -1,0 +1,133 @@
+//! The binary's shutdown over real signals: bounded by about twice `--shutdown-timeout` with a
+//! long forward pass in flight, and cut short by a second signal.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// A running `resident-serve` and the address it printed.
+struct Process {
+    child: Child,
+    addr: SocketAddr,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Process {
+    fn start(shutdown_timeout: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_resident-serve"))
+            .args(["--bind", "127.0.0.1:0", "--shutdown-timeout", shutdown_timeout])
+            .arg("--models-dir")
+            .arg(ServeConfig::fixtures_dir())
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        let stdout = BufReader::new(child.stdout.take().expect("its output"));
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let serving = Self::wait_line(&lines, "serving");
+        let addr = serving
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("address="))
+            .and_then(|addr| addr.parse().ok())
+            .unwrap_or_else(|| panic!("an address in {serving:?}"));
+        Self { child, addr, lines }
+    }
+
+    fn wait_line(lines: &std::sync::mpsc::Receiver<String>, needle: &str) -> String {
+        loop {
+            let line =
+                lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{needle:?}: {e}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    fn signal(&self) {
+        let status = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -TERM");
+    }
+
+    /// Waits for the process to exit; its status and how long that took.
+    fn exit(mut self, bound: Duration) -> (Option<i32>, Duration) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the process") {
+                return (status.code(), started.elapsed());
+            }
+            if started.elapsed() > bound {
+                let _ = self.child.kill();
+                panic!("the server did not exit within {bound:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Starts a forward pass of many CNN rows on `addr`, and returns once the server reports it in
+/// flight (its `/metrics`).
+async fn long_inference(addr: SocketAddr) -> JoinHandle<Option<u16>> {
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let put = client.put(format!("{base}/models/cnn")).send().await.expect("PUT");
+    assert_eq!(put.status().as_u16(), 201);
+    // Within the default element cap (4 Mi): 64 values a row.
+    let rows = 65_000;
+    let head = json!({ "inputs": [{ "name": "input", "datatype": "FP32", "shape": [rows, 64],
+                                    "parameters": { "binary_data_size": rows * 256 } }] });
+    let mut body = serde_json::to_vec(&head).expect("JSON");
+    let length = body.len();
+    body.extend(std::iter::repeat_n(0.5_f32.to_le_bytes(), rows * 64).flatten());
+    let request = client
+        .post(format!("{base}/v2/models/cnn/infer"))
+        .header("Inference-Header-Content-Length", length)
+        .body(body);
+    let task = tokio::spawn(async move { request.send().await.ok().map(|r| r.status().as_u16()) });
+    loop {
+        let text =
+            client.get(format!("{base}/metrics")).send().await.expect("GET").text().await.expect("text");
+        if metric(&text, "resident_http_calls_in_flight", &[]).is_some_and(|n| n >= 1.0) {
+            return task;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shutdown_is_bounded_with_a_long_forward_pass_in_flight() {
+    let process = Process::start("1");
+    let inference = long_inference(process.addr).await;
+    process.signal();
+    let (code, took) =
+        tokio::task::spawn_blocking(move || process.exit(Duration::from_secs(60))).await.unwrap();
+    assert_eq!(code, Some(0), "the pass stopped at its next batch, and every model was unloaded");
+    assert!(
+        took < Duration::from_secs(6),
+        "exited {took:?} after the signal, over twice the 1 s timeout and slack"
+    );
+    assert_ne!(inference.await.expect("the request task"), Some(200), "the pass was cut short");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once() {
+    let process = Process::start("600");
+    let _inference = long_inference(process.addr).await;
+    process.signal();
+    Process::wait_line(&process.lines, "shutting down");
+    process.signal();
+    let (code, took) =
+        tokio::task::spawn_blocking(move || process.exit(Duration::from_secs(60))).await.unwrap();
+    assert_eq!(code, Some(130));
+    assert!(took < Duration::from_secs(10), "exited {took:?} after the second signal");
+}
