@@ -26,7 +26,9 @@ pub enum InvalidId {
         /// The limit, [`ModelId::MAX_LEN`].
         max: usize,
     },
-    /// The id contains a NUL, another control character, or a backslash.
+    /// The id contains a NUL, another control character, a backslash, or an invisible
+    /// formatting character (a bidirectional override or isolate, a zero-width character, a
+    /// byte-order mark) that would make the id read as another in a log or a listing.
     #[error("model id {id:?} contains the forbidden character {ch:?}")]
     ForbiddenChar {
         /// The refused id.
@@ -122,7 +124,7 @@ impl ModelId {
         if id.len() > Self::MAX_LEN {
             return Err(InvalidId::TooLong { len: id.len(), max: Self::MAX_LEN });
         }
-        if let Some(ch) = id.chars().find(|c| c.is_control() || *c == '\\') {
+        if let Some(ch) = id.chars().find(|c| c.is_control() || *c == '\\' || invisible(*c)) {
             return Err(InvalidId::ForbiddenChar { id: id.to_owned(), ch });
         }
         if id.starts_with('/') {
@@ -143,6 +145,13 @@ impl ModelId {
     pub(crate) fn shared(&self) -> Arc<str> {
         Arc::clone(&self.0)
     }
+}
+
+/// A formatting character that changes how text around it reads without showing itself: the
+/// bidirectional marks, embeddings, overrides and isolates, the zero-width characters and the
+/// byte-order mark.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 impl fmt::Debug for ModelId {
@@ -231,6 +240,14 @@ mod tests {
         assert!(matches!(ModelId::new("a/./b"), Err(InvalidId::BadComponent { .. })));
         assert!(matches!(ModelId::new("a\0b"), Err(InvalidId::ForbiddenChar { ch: '\0', .. })));
         assert!(matches!(ModelId::new("a\\b"), Err(InvalidId::ForbiddenChar { .. })));
+        for hidden in ['\u{202E}', '\u{2066}', '\u{200B}', '\u{200F}', '\u{FEFF}', '\u{061C}'] {
+            let id = format!("admin{hidden}gpj.exe");
+            assert!(
+                matches!(ModelId::new(&id), Err(InvalidId::ForbiddenChar { ch, .. }) if ch == hidden),
+                "{id:?}"
+            );
+        }
+        assert!(ModelId::new("modèle/日本").is_ok(), "visible non-ASCII letters are ids");
         let long = "x".repeat(ModelId::MAX_LEN + 1);
         assert!(matches!(ModelId::new(&long), Err(InvalidId::TooLong { .. })));
     }

@@ -98,6 +98,25 @@ fn declared_length(headers: &HeaderMap, max: u64) -> Result<u64, ApiError> {
     Ok(if headers.contains_key(header::TRANSFER_ENCODING) { max } else { 0 })
 }
 
+/// Refuses a body whose `Content-Type` is neither JSON nor, for the binary tensor data
+/// extension (an `Inference-Header-Content-Length` header), raw bytes (415). A body without one
+/// is read as JSON (`tritonclient` sends none).
+fn checked_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
+    let mime = value.to_str().ok().and_then(|v| v.split(';').next()).map(|m| m.trim().to_ascii_lowercase());
+    match mime.as_deref() {
+        Some("application/json") => Ok(()),
+        Some("application/octet-stream") if headers.contains_key("inference-header-content-length") => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "a body of type {value:?}: the server reads application/json (or application/octet-stream with Inference-Header-Content-Length)"
+            ),
+        )),
+    }
+}
+
 fn too_large(text: String) -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", text)
 }
@@ -132,6 +151,7 @@ where
     if length == 0 {
         return Ok((request, None));
     }
+    checked_type(request.headers())?;
     if length > limits.max_body_bytes {
         return Err(too_large(format!(
             "a body of {length} bytes; the server takes at most {}",

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use resident::burn::{BurnError, Cpu, Served, SharedLoader, SharedWeights};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
-use resident::{BoxError, Deadline, Loader, ModelId};
+use resident::{BoxError, Deadline, Loader, Model, ModelId};
 
+use crate::model::ServeModel;
 use crate::zoo::Zoo;
 
 /// The manifest [`Catalogue::from_manifest`] reads in the models directory: the fixtures'
@@ -175,20 +176,66 @@ impl CatalogueLoader {
     }
 }
 
+/// A catalogue model as the server serves it: the burn model, and the catalogue id it was
+/// loaded from (an alias's source).
+pub struct CatalogueModel {
+    source: ModelId,
+    served: Served<Zoo, Cpu>,
+}
+
+impl CatalogueModel {
+    /// The burn model.
+    pub fn served(&self) -> &Served<Zoo, Cpu> {
+        &self.served
+    }
+}
+
+impl Model for CatalogueModel {
+    fn size_bytes(&self) -> u64 {
+        self.served.size_bytes()
+    }
+
+    fn unload(&self) -> Result<(), BoxError> {
+        self.served.unload()
+    }
+}
+
+impl ServeModel for CatalogueModel {
+    fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
+        self.served.infer(input)
+    }
+
+    fn widths(&self) -> (usize, usize) {
+        ServeModel::widths(&self.served)
+    }
+
+    fn source(&self) -> Option<&str> {
+        Some(&self.source)
+    }
+}
+
+impl fmt::Debug for CatalogueModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CatalogueModel").field("source", &self.source).finish_non_exhaustive()
+    }
+}
+
 impl Loader for CatalogueLoader {
-    type Model = Served<Zoo, Cpu>;
+    type Model = CatalogueModel;
 
     fn load(&self, id: &ModelId) -> Result<Self::Model, BoxError> {
         self.load_until(id, Deadline::NONE)
     }
 
     fn load_until(&self, id: &ModelId, deadline: Deadline) -> Result<Self::Model, BoxError> {
-        self.loader(id)?.load_until(id, deadline)
+        let served = self.loader(id)?.load_until(id, deadline)?;
+        Ok(CatalogueModel { source: id.clone(), served })
     }
 
     /// A replace (`PUT` of a served id) reads the model's file again.
     fn reload_until(&self, id: &ModelId, deadline: Deadline) -> Result<Self::Model, BoxError> {
-        self.loader(id)?.reload_until(id, deadline)
+        let served = self.loader(id)?.reload_until(id, deadline)?;
+        Ok(CatalogueModel { source: id.clone(), served })
     }
 
     fn declared_bytes(&self, id: &ModelId) -> Result<Option<u64>, BoxError> {

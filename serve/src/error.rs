@@ -9,6 +9,8 @@
 //! | Too many calls waiting for one model ([`Limits::max_per_model`](crate::Limits::max_per_model)) | 429, with `Retry-After` | `too_many_requests` |
 //! | Too many calls waiting in the server ([`Limits::max_blocking`](crate::Limits::max_blocking)); the in-flight byte budget still spent at the request's deadline | 503, with `Retry-After` | `overloaded` |
 //! | A body over [`Limits::max_body_bytes`](crate::Limits::max_body_bytes), a tensor over [`Limits::max_elements`](crate::Limits::max_elements) | 413 | `too_large` |
+//! | A body whose `Content-Type` is not JSON (nor raw bytes with `Inference-Header-Content-Length`) | 415 | `unsupported_media_type` |
+//! | An alias that would take a catalogue model's name | 409 | `catalogue_name` |
 //! | A body not sent within [`Limits::body_timeout`](crate::Limits::body_timeout) | 408 | `body_timeout` |
 //! | A forward pass past the request's deadline | 503 | `deadline` |
 //! | anything else (a corrupt file, a failed unload, a panic) | 500 | `load_failed`, `unload_failed`, `inference_failed`, `internal` |

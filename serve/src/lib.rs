@@ -104,7 +104,7 @@ use resident::Loader;
 use tokio::net::TcpListener;
 
 pub use app::{App, ServeError, ShutdownSummary, Stack};
-pub use catalogue::{Catalogue, CatalogueLoader, Group, MANIFEST};
+pub use catalogue::{Catalogue, CatalogueLoader, CatalogueModel, Group, MANIFEST};
 pub use config::ServeConfig;
 pub use error::ApiError;
 pub use limits::Limits;

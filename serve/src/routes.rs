@@ -9,7 +9,10 @@
 //! | `GET /metrics` | | 200, Prometheus text |
 //!
 //! An id may contain `/` (`coco/3`); it is percent-decoded, then validated by resident
-//! ([`ModelId`]) before anything else. Errors answer `{"error": "<text>", "kind": "<kind>"}`
+//! ([`ModelId`]: no control, invisible or bidirectional formatting characters, no `.`, `..` or
+//! empty segments) before anything else. An id the server is asked to serve must also be one the
+//! Open Inference Protocol's paths can address (no `versions` segment, no last segment `ready`
+//! or `infer`). A body must be a JSON object (`Content-Type: application/json`, or none). Errors answer `{"error": "<text>", "kind": "<kind>"}`
 //! with the status of [`crate::error`]'s table; an unknown route or method answers 404 or 405
 //! the same way.
 //!
@@ -17,7 +20,9 @@
 //! Makes `id` serve the catalogue model `source`. The body is optional:
 //! `{"source": "<catalogue id>", "replace": true}`. `source` defaults to `id` (the model file
 //! `<id>.safetensors`); another source makes `id` an alias of it (resident's `alias`). The
-//! source must be in the catalogue (else 404 `unknown_model`).
+//! source must be in the catalogue (else 404 `unknown_model`), and an alias may not take a
+//! catalogue model's name (409 `catalogue_name`). The answer's `source` is what `id` serves
+//! once the call is done (for `present`, the source served already, whatever the body asked).
 //!
 //! - `"replace": true` (the default): an atomic replacement ([`ManagerExt::replace`]): the new
 //!   version is loaded beside the one served, if any, and switched in, so no request sees the
@@ -135,6 +140,16 @@ pub(crate) fn small_body(body: &[u8]) -> Result<(), ApiError> {
 }
 
 fn json_required<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    json_object(body)
+}
+
+/// `body` as a `T`, if it is a JSON object: serde would read a struct from an array of its
+/// fields' values too (`["mlp", true]`), which no route takes.
+pub(crate) fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::bad_request("bad_json", "the body must be a JSON object"));
+    }
     serde_json::from_slice(body).map_err(|error| ApiError::bad_request("bad_json", error.to_string()))
 }
 
@@ -236,38 +251,47 @@ where
     L::Model: ServeModel,
 {
     ModelId::validate(&id)?;
+    crate::v2::addressable(&id)?;
     let source = source.unwrap_or_else(|| id.clone());
     ModelId::validate(&source)?;
     if !app.catalogue().contains(&source) {
         return Err(NotInCatalogue { id: source }.into());
     }
+    if source != id && app.catalogue().contains(&id) {
+        let text = format!("{id:?} is a catalogue model's name: an alias of {source:?} cannot take it");
+        return Err(ApiError::new(StatusCode::CONFLICT, "catalogue_name", text));
+    }
     let alias = (source != id).then(|| id.clone());
     let key = id.clone();
-    let served =
-        |loaded, status, warning| ServedUnder { id, source: source.clone(), loaded, status, warning };
     let call_source = source.clone();
-    if replace {
-        let replaced = app
-            .run(started, Some(&key), move |stack, options| {
-                stack.replace_with(&call_source, alias.as_deref(), options)
-            })
-            .await??;
-        Ok(match replaced {
-            Replaced::Added => served(true, "loaded", None),
-            Replaced::Unloaded => served(false, "replaced", None),
-            Replaced::Detached(error) => served(false, "replaced", Some(error.to_string())),
+    let call_id = id.clone();
+    let (outcome, served_source) = app
+        .run(started, Some(&key), move |stack, options| {
+            let outcome = if replace {
+                stack.replace_with(&call_source, alias.as_deref(), options).map(Outcome::Replaced)
+            } else {
+                stack.add_model_with(&call_source, alias.as_deref(), options).map(Outcome::Added)
+            }?;
+            // What `id` serves now: a `present` answer names the source already served.
+            let lease = stack.get_ref().lease(&call_id);
+            let served = lease.ok().and_then(|model| model.source().map(str::to_owned));
+            Ok::<_, ApiError>((outcome, served.unwrap_or(call_source)))
         })
-    } else {
-        let added = app
-            .run(started, Some(&key), move |stack, options| {
-                stack.add_model_with(&call_source, alias.as_deref(), options)
-            })
-            .await??;
-        Ok(match added {
-            Added::Loaded => served(true, "loaded", None),
-            Added::Warm => served(false, "present", None),
-        })
-    }
+        .await??;
+    let served = |loaded, status, warning| ServedUnder { id, source: served_source, loaded, status, warning };
+    Ok(match outcome {
+        Outcome::Replaced(Replaced::Added) => served(true, "loaded", None),
+        Outcome::Replaced(Replaced::Unloaded) => served(false, "replaced", None),
+        Outcome::Replaced(Replaced::Detached(error)) => served(false, "replaced", Some(error.to_string())),
+        Outcome::Added(Added::Loaded) => served(true, "loaded", None),
+        Outcome::Added(Added::Warm) => served(false, "present", None),
+    })
+}
+
+/// What the stack's call did.
+enum Outcome {
+    Replaced(Replaced),
+    Added(Added),
 }
 
 async fn delete_model<L>(State(app): State<App<L>>, path: Result<Path<String>, PathRejection>) -> Response
@@ -379,4 +403,38 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     let error =
         ApiError::new(StatusCode::NOT_FOUND, "no_route", format!("no route for {method} {}", uri.path()));
     answer(OTHER, Err(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any body of the server's own routes: its request or a 400 — never a panic.
+        #[test]
+        fn any_body_is_a_request_or_a_bad_request(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..256),
+            text in r#"[\[\]{}",:0-9.e\-a-z ]{0,64}"#,
+        ) {
+            for body in [body.as_slice(), text.as_bytes()] {
+                if let Err(error) = json_required::<InferBody>(body) {
+                    proptest::prop_assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+                }
+                match json_body::<PutBody>(body) {
+                    Err(error) => proptest::prop_assert!(error.status().is_client_error()),
+                    Ok(_) => proptest::prop_assert!(body.len() <= MAX_CONTROL_BODY_BYTES),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_objects_are_bodies() {
+        assert!(json_required::<InferBody>(b"[[1.0]]").is_err(), "an array of the fields' values");
+        assert!(json_body::<PutBody>(br#"["mlp", true]"#).is_err());
+        assert!(json_body::<PutBody>(b"  ").is_ok(), "an empty body is the default");
+        assert!(json_body::<PutBody>(br#" {"source": "mlp"}"#).is_ok());
+    }
 }

@@ -179,4 +179,32 @@ mod tests {
         assert!(parse_header(br#"{"a":{"dtype":"F32"}}"#, 8).is_err(), "no offsets");
         assert!(parse_header(b"[1]", 8).is_err(), "not an object");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any bytes as a header, and any JSON object of tensors with any offsets: a list of
+        /// tensors within the data, or a typed refusal — never a panic.
+        #[test]
+        fn any_header_is_tensors_within_the_data_or_refused(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..128),
+            offsets in proptest::collection::vec((proptest::num::u64::ANY, proptest::num::u64::ANY), 0..4),
+            data in proptest::num::u64::ANY,
+        ) {
+            let _ = parse_header(&bytes, data);
+            let entries: Vec<String> = offsets
+                .iter()
+                .enumerate()
+                .map(|(i, (start, end))| format!(r#""t{i}":{{"dtype":"F32","data_offsets":[{start},{end}]}}"#))
+                .collect();
+            let json = format!("{{{}}}", entries.join(","));
+            match parse_header(json.as_bytes(), data) {
+                Ok(tensors) => {
+                    proptest::prop_assert_eq!(tensors.len(), offsets.len());
+                    proptest::prop_assert!(offsets.iter().all(|(s, e)| s <= e && *e <= data));
+                }
+                Err(_) => proptest::prop_assert!(offsets.iter().any(|(s, e)| s > e || *e > data)),
+            }
+        }
+    }
 }

@@ -241,3 +241,56 @@ proptest::proptest! {
         proptest::prop_assert!(matches!(missing, Err(BurnError::NotFound { .. })), "{:?}", missing);
     }
 }
+
+/// A valid model file's bytes (version 1 of [`SPEC`]), made once.
+fn valid_file() -> &'static [u8] {
+    static BYTES: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BYTES.get_or_init(|| {
+        let dir = scratch("valid-file");
+        let bytes = version(&dir, 1).0;
+        std::fs::remove_dir_all(&dir).expect("scratch removed");
+        bytes
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Any model file — a valid one with bytes overwritten (its header's length, its JSON, its
+    /// data), cut short, or extended — loads as the model it still is or fails with a typed
+    /// error through both loaders: never a panic, and no byte stays counted.
+    #[test]
+    fn any_model_file_is_a_model_or_a_typed_error(
+        edits in proptest::collection::vec((0usize..512, proptest::num::u8::ANY), 0..6),
+        cut in proptest::option::of(0usize..600),
+        tail in proptest::collection::vec(proptest::num::u8::ANY, 0..8),
+    ) {
+        let mut bytes = valid_file().to_vec();
+        for (at, byte) in edits {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut.min(bytes.len()));
+        }
+        bytes.extend_from_slice(&tail);
+        let dir = scratch("fuzzed");
+        rewrite(&dir, &bytes);
+        let group = CacheGroup::<SharedWeights<MlpSpec, Cpu>>::new(1 << 20).expect("a group");
+        let shared = ModelManager::new(SharedLoader::new(Arc::new(SPEC), &dir, &group, "cpu:0").expect("a loader"));
+        let direct = ModelManager::new(FileLoader::new(SPEC, &dir));
+        for outcome in [direct.add_model("m", None), shared.add_model("m", None)] {
+            if let Err(error) = outcome {
+                let ManagerError::Load { source, .. } = &error else {
+                    return Err(proptest::test_runner::TestCaseError::fail(format!("not a load error: {error:?}")));
+                };
+                let typed = source.downcast_ref::<BurnError>().is_some() || source.downcast_ref::<CacheError>().is_some();
+                proptest::prop_assert!(typed, "not the loaders' typed error: {:?}", source);
+            }
+        }
+        drop((direct, shared));
+        group.shutdown();
+        proptest::prop_assert_eq!(group.budget().in_use() + group.budget().reserved(), 0);
+        std::fs::remove_dir_all(&dir).expect("scratch removed");
+    }
+}

@@ -6,7 +6,7 @@
 //! | `GET /v2/health/live` | 200 while the process serves requests |
 //! | `GET /v2/health/ready` | 200 until the shutdown begins, then 400 |
 //! | `GET /v2` | server metadata: `{"name", "version", "extensions": ["binary_tensor_data", "model_repository"]}` |
-//! | `GET /v2/models/{name}[/versions/1]` | model metadata: `{"name", "versions": ["1"], "platform", "inputs", "outputs"}` |
+//! | `GET /v2/models/{name}[/versions/1]` | model metadata: `{"name", "versions": ["1"], "platform", "inputs", "outputs", "parameters": {"source"}}` (`source`: the catalogue model it was loaded from) |
 //! | `GET /v2/models/{name}[/versions/1]/ready` | 200 if `name` is served, else 400 |
 //! | `POST /v2/models/{name}[/versions/1]/infer` | inference: named tensors in and out |
 //!
@@ -144,14 +144,18 @@ async fn method_not_allowed() -> Response {
 
 /// A name the protocol's paths can address without ambiguity: none of its segments is
 /// `versions`, and its last is neither `ready` nor `infer` (`a/versions/1/infer` would
-/// otherwise run `a`).
-fn addressable(name: &str) -> Result<(), V2Error> {
+/// otherwise run `a`, and a model `a/infer` could be added but never run). Every id the server
+/// is asked to serve, through either family of routes, must be one.
+pub(crate) fn addressable(name: &str) -> Result<(), ApiError> {
     let clash = name.split('/').any(|segment| segment == "versions")
         || name.rsplit('/').next().is_some_and(|last| matches!(last, "ready" | "infer"));
     if clash {
-        return Err(bad(format!(
-            "{name:?} cannot be addressed in the protocol's paths (a `versions` segment, or a last segment `ready` or `infer`)"
-        )));
+        return Err(ApiError::bad_request(
+            "invalid_id",
+            format!(
+                "{name:?} cannot be addressed in the protocol's paths (a `versions` segment, or a last segment `ready` or `infer`)"
+            ),
+        ));
     }
     Ok(())
 }
@@ -242,18 +246,20 @@ where
                 let name = path.name.to_owned();
                 let widths = app
                     .run(Instant::now(), Some(path.name), move |stack, _| {
-                        stack.get_ref().lease(&name).map(|m| m.widths())
+                        stack.get_ref().lease(&name).map(|m| (m.widths(), m.source().map(str::to_owned)))
                     })
                     .await??;
-                Ok(Json(metadata(path.name, widths.0, widths.1)).into_response())
+                let ((input, output), source) = widths;
+                Ok(Json(metadata(path.name, input, output, source)).into_response())
             }
         }
     };
     answer(MODEL, result.await)
 }
 
-/// The metadata of a model of these widths.
-fn metadata(name: &str, input: usize, output: usize) -> Value {
+/// The metadata of a model of these widths, loaded from `source` (in the metadata's
+/// `parameters`, resident's addition: the catalogue model an alias serves).
+fn metadata(name: &str, input: usize, output: usize, source: Option<String>) -> Value {
     let tensor = |name, width: usize| TensorMetadata {
         name,
         datatype: FP32,
@@ -265,6 +271,7 @@ fn metadata(name: &str, input: usize, output: usize) -> Value {
         "platform": "resident_burn",
         "inputs": [tensor(INPUT, input)],
         "outputs": [tensor(OUTPUT, output)],
+        "parameters": { "source": source },
     })
 }
 
@@ -369,7 +376,7 @@ fn decoded(
     max_elements: u64,
 ) -> Result<(InferRequest, usize, Vec<f32>), V2Error> {
     let (json, binary) = binary::split(headers, body)?;
-    let mut request: InferRequest = serde_json::from_slice(&json).map_err(|error| bad(error.to_string()))?;
+    let mut request: InferRequest = crate::routes::json_object(&json)?;
     drop(json);
     let (rows, input) = checked_input(&mut request, &binary, max_elements)?;
     Ok((request, rows, input))
@@ -503,6 +510,68 @@ mod tests {
         assert_eq!(path("mlp/versions/1"), Ok(ModelPath { name: "mlp", action: None }));
         assert_eq!(path("mlp/versions/2/infer"), Err(StatusCode::NOT_FOUND));
         assert_eq!(path("../etc/infer"), Err(StatusCode::BAD_REQUEST));
+    }
+
+    /// A JSON value of the shapes a request holds, from a few leaves up.
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            "[a-z_]{0,8}".prop_map(Value::from),
+            prop_oneof![Just("input"), Just("output"), Just("FP32"), Just("INT8")].prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("inputs"),
+                        Just("outputs"),
+                        Just("name"),
+                        Just("shape"),
+                        Just("datatype"),
+                        Just("data"),
+                        Just("parameters"),
+                        Just("binary_data_size"),
+                        Just("binary_data"),
+                        Just("id"),
+                    ]
+                    .prop_map(str::to_owned),
+                    inner,
+                    0..5,
+                )
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any body, with or without the binary extension's header: a decoded request or a
+        /// client error (4xx) — never a panic, never a server error.
+        #[test]
+        fn any_body_decodes_or_is_a_client_error(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..256),
+            json in json_value(),
+            split in proptest::option::of(0usize..300),
+            binary in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let mut headers = HeaderMap::new();
+            if let Some(at) = split {
+                headers.insert(binary::HEADER_LENGTH, axum::http::HeaderValue::from(at));
+            }
+            let mut structured = serde_json::to_vec(&json).expect("JSON");
+            structured.extend_from_slice(&binary);
+            for body in [body, structured] {
+                if let Err(error) = decoded(&headers, Bytes::from(body), 1 << 10) {
+                    proptest::prop_assert!(error.0.status().is_client_error(), "{:?}", error.0);
+                }
+            }
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ use resident::{Loader, Manager, ManagerExt};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{V2Error, VERSION, addressable, answer, bad, captured, method_not_allowed, not_found};
+use super::{V2Error, VERSION, answer, bad, captured, method_not_allowed, not_found};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::ServeModel;
@@ -73,7 +73,7 @@ fn optional<T: Default + for<'de> Deserialize<'de>>(
         return Ok(T::default());
     }
     crate::routes::small_body(&body)?;
-    serde_json::from_slice(&body).map_err(|error| bad(error.to_string()))
+    Ok(crate::routes::json_object(&body)?)
 }
 
 async fn index<L>(State(app): State<App<L>>, body: Result<Bytes, BytesRejection>) -> Response
@@ -117,7 +117,6 @@ where
         let rest = captured(path)?;
         if let Some(name) = rest.strip_suffix("/load") {
             let request: ControlRequest = optional(body)?;
-            addressable(name)?;
             let source = source(request.parameters.as_ref())?;
             serve_under(&app, started, name.to_owned(), source, true).await?;
         } else if let Some(name) = rest.strip_suffix("/unload") {

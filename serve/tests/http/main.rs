@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 mod hostile;
+mod hygiene;
 mod signals;
 
 // ---------------------------------------------------------------------------------------------
@@ -300,6 +301,10 @@ impl ServeModel for GatedModel {
 
     fn widths(&self) -> (usize, usize) {
         self.inner.widths()
+    }
+
+    fn source(&self) -> Option<&str> {
+        self.inner.source()
     }
 }
 
