@@ -61,9 +61,16 @@ impl InFlight {
     }
 }
 
-/// An answer's body that holds its request's charge until it is dropped.
+/// The largest frame an answer is handed to hyper in: hyper buffers a few frames ahead of the
+/// socket, so the charge is held until all but the last few are written.
+const FRAME: usize = 64 * 1024;
+
+/// An answer's body that holds its request's charge until it is dropped, handing its bytes to
+/// hyper in frames of at most [`FRAME`] bytes (hyper drops a body once it has taken its last
+/// frame, written or not).
 struct Charged {
     body: Body,
+    pending: Bytes,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -75,15 +82,33 @@ impl http_body::Body for Charged {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let this = self.get_mut();
+        if this.pending.is_empty() {
+            match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => this.pending = data,
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                other => return other,
+            }
+        }
+        let piece = this.pending.split_to(this.pending.len().min(FRAME));
+        Poll::Ready(Some(Ok(Frame::data(piece))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.pending.is_empty() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        let inner = self.body.size_hint();
+        let pending = self.pending.len() as u64;
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + pending);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + pending);
+        }
+        hint
     }
 }
 
@@ -132,7 +157,7 @@ where
             let response = next.run(request).await;
             let Some(permit) = permit else { return response };
             // The charge covers the answer too: it goes back when hyper drops the body, written.
-            response.map(|body| Body::new(Charged { body, _permit: permit }))
+            response.map(|body| Body::new(Charged { body, pending: Bytes::new(), _permit: permit }))
         }
         Err(error) => counted(ADMISSION, Err::<Response, _>(error)).into_response(),
     }

@@ -37,6 +37,9 @@ pub enum ServeError {
     /// A setting was refused (a zero `max_models` or `ram_cap_bytes`).
     #[error(transparent)]
     Config(#[from] InvalidConfig),
+    /// A limit was refused ([`Limits::validate`](crate::Limits::validate)).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::InvalidLimit),
 }
 
 /// What the shutdown did.
@@ -94,6 +97,7 @@ where
         config: ServeConfig,
         wrap: impl FnOnce(CatalogueLoader) -> L,
     ) -> Result<Self, ServeError> {
+        config.limits.validate()?;
         let metrics = telemetry::recorder().clone();
         let catalogue = Arc::new(Catalogue::from_manifest(&config.models_dir)?);
         let group = Group::new(config.ram_cap_bytes)?;

@@ -4,10 +4,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::auth::Secret;
 use crate::limits::Limits;
 
-/// The server's settings. [`ServeConfig::default`] serves the repository's fixture models on
-/// `127.0.0.1:8080`.
+/// The server's settings. [`ServeConfig::default`] serves the models of `fixtures/models` under
+/// the working directory (the repository's fixtures, run from its root) on `127.0.0.1:8080`;
+/// [`ServeConfig::fixtures`] the repository's fixtures wherever it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeConfig {
     /// The models directory: `<id>.safetensors` files and the catalogue manifest
@@ -30,26 +32,35 @@ pub struct ServeConfig {
     pub bind: SocketAddr,
     /// What requests can make the server spend ([`Limits`]).
     pub limits: Limits,
+    /// The bearer token the routes that change what is served require ([`crate::auth`]);
+    /// `None`: they are open (bind to a trusted interface).
+    pub control_token: Option<Secret>,
 }
 
 impl ServeConfig {
     /// The repository's fixture models (`fixtures/models` of the workspace this crate was
-    /// built in).
+    /// built in: for tests and examples, never a deployment's default).
     pub fn fixtures_dir() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models")
+    }
+
+    /// The default settings over the repository's fixture models ([`ServeConfig::fixtures_dir`]).
+    pub fn fixtures() -> Self {
+        Self { models_dir: Self::fixtures_dir(), ..Self::default() }
     }
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
         Self {
-            models_dir: Self::fixtures_dir(),
+            models_dir: PathBuf::from("fixtures/models"),
             max_models: 8,
             ram_cap_bytes: 256 * 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
             limits: Limits::default(),
+            control_token: None,
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The connection loop: accepts at most [`Limits::max_connections`] connections at once, gives
-//! each client [`Limits::header_timeout`] to send a request's head, and at shutdown stops
+//! each client [`Limits::header_timeout`] to send a request's head (of at most [`MAX_HEAD`]
+//! bytes) and closes its connection once a write of its answer stalls for
+//! [`Limits::send_timeout`]; at shutdown it stops
 //! accepting, lets the requests in flight finish within the drain time, then drops whatever is
 //! left (its handlers' forward passes stop at their next batch: [`crate::forward`]).
 
@@ -17,10 +19,15 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::limits::Limits;
+use crate::stall::Stalling;
 
 /// How long the loop waits after a failed accept (out of descriptors, say) before it accepts
 /// again, so that a lasting failure does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The most bytes of a request's head (its line and headers) and of a connection's read buffer:
+/// hyper's own default is about 400 KiB per connection.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
 /// How a [`run`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +61,8 @@ pub(crate) async fn run(
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut http = http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    // A request's head (and the connection's read buffer) is at most MAX_HEAD bytes.
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).max_buf_size(MAX_HEAD);
     tokio::pin!(shutdown);
     loop {
         let slot = tokio::select! {
@@ -77,14 +85,16 @@ pub(crate) async fn run(
             }
         };
         while connections.try_join_next().is_some() {}
+        let stream = Stalling::new(stream, limits.send_timeout);
         let connection =
             http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(router.clone()));
         let connection = graceful.watch(connection);
         open.send_modify(|n| *n += 1);
-        let open = open.clone();
+        // Counted before the task runs: a task aborted before its first poll still uncounts.
+        let counted = Counted(open.clone());
         connections.spawn(async move {
             let _slot = slot;
-            let _counted = Counted(open);
+            let _counted = counted;
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");
             }

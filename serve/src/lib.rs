@@ -82,8 +82,10 @@
 //! `resident_http_calls_in_flight` and `resident_http_inflight_bytes_available`.
 #![forbid(unsafe_code)]
 
+pub mod access;
 mod admit;
 mod app;
+pub mod auth;
 pub mod catalogue;
 mod config;
 mod connections;
@@ -93,6 +95,7 @@ pub mod limits;
 mod model;
 mod queue;
 pub mod routes;
+mod stall;
 pub mod telemetry;
 pub mod v2;
 pub mod zoo;
@@ -104,6 +107,7 @@ use resident::Loader;
 use tokio::net::TcpListener;
 
 pub use app::{App, ServeError, ShutdownSummary, Stack};
+pub use auth::Secret;
 pub use catalogue::{Catalogue, CatalogueLoader, CatalogueModel, Group, MANIFEST};
 pub use config::ServeConfig;
 pub use error::ApiError;
@@ -119,6 +123,16 @@ where
     /// The server's routes ([`routes`]) over this state.
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
+    }
+
+    /// Serves the catalogue model `source` (`id` itself if `None`) under `id`, as `PUT
+    /// /models/{id}` does (an atomic replace if `id` is served): the binary's `--load`. Returns
+    /// the source served.
+    pub async fn load(&self, id: &str, source: Option<&str>) -> Result<String, ApiError> {
+        let started = std::time::Instant::now();
+        let served =
+            routes::serve_under(self, started, id.to_owned(), source.map(str::to_owned), true).await?;
+        Ok(served.source)
     }
 }
 
@@ -155,28 +169,68 @@ where
 /// Completes on Ctrl-C, or on SIGTERM on Unix. If a signal handler cannot be installed, that
 /// signal is never awaited (and the failure is logged).
 pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
+    Signals::new().next().await;
+}
+
+/// The shutdown signals — Ctrl-C (SIGINT), and SIGTERM on Unix — listened to from when it is
+/// made: a signal arriving between two [`Signals::next`] calls is not lost.
+#[derive(Debug)]
+pub struct Signals {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                terminate.recv().await;
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Starts listening (within a tokio runtime). A handler that cannot be installed is logged,
+    /// and its signal never awaited.
+    pub fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let listen = |kind: SignalKind, name: &str| {
+                signal(kind).map_err(|error| tracing::error!(%error, "cannot listen for {name}")).ok()
+            };
+            Self {
+                interrupt: listen(SignalKind::interrupt(), "Ctrl-C"),
+                terminate: listen(SignalKind::terminate(), "SIGTERM"),
             }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// Completes on the next signal.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                () = received(self.interrupt.as_mut()) => tracing::info!("Ctrl-C: shutting down"),
+                () = received(self.terminate.as_mut()) => tracing::info!("SIGTERM: shutting down"),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if let Err(error) = tokio::signal::ctrl_c().await {
+                tracing::error!(%error, "cannot listen for Ctrl-C");
                 std::future::pending::<()>().await;
             }
+            tracing::info!("Ctrl-C: shutting down");
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
-        () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self::new()
     }
 }

@@ -5,15 +5,28 @@
 //! A request's body is at most [`Limits::max_body_bytes`]: a larger `Content-Length` is refused
 //! with 413 before a byte of the body is read, and a body without one is cut off there (413).
 //! Its input tensor and its output tensor hold at most [`Limits::max_elements`] elements each
-//! (413 otherwise; the output's count is checked against the model before the forward pass).
+//! (413 otherwise): the JSON decoders stop at the cap while they parse, a binary tensor's bytes
+//! are checked against its shape before a float is decoded, and the output's count is checked
+//! against the model before the forward pass. Names and ids a request carries are at most 256
+//! bytes, a shape at most 8 dimensions, a request at most 8 tensors; a request's head (line and
+//! headers) at most 64 KiB.
 //!
 //! Before its body is read, every request with a body is charged, against the server's
 //! in-flight byte budget ([`Limits::inflight_bytes`], a semaphore of bytes), everything it can
 //! make the server allocate ([`Charge`]); the charge is returned when its answer has been
-//! written (or dropped). A request that finds the budget spent waits for its turn, up to the
-//! request timeout (then 503 with `Retry-After`); one whose charge is larger than the whole
-//! budget is refused at once (413). So all requests together hold at most `inflight_bytes` of
-//! bodies, decoded tensors, activations and answers.
+//! handed to hyper (or dropped). A request that finds the budget spent waits for its turn, up to
+//! the request timeout (then 503 with `Retry-After`); one whose charge is larger than the whole
+//! budget is refused at once (413). An answer is handed to hyper in frames of 64 KiB, so the
+//! charge is held until all but the last few hundred KiB of it have been written; a client that
+//! stops reading is cut off after [`Limits::send_timeout`]. So all requests together hold at
+//! most `inflight_bytes` of bodies, decoded tensors, activations and answers, plus, per open
+//! connection, hyper's buffers (a head of at most 64 KiB, a few frames of an answer).
+//!
+//! Known limit: a request is charged for its declared length while its body arrives, so clients
+//! that announce large bodies and send them slowly hold the budget for up to
+//! [`Limits::body_timeout`] each, and honest requests wait behind them (the budget is first come,
+//! first served). Size `body_timeout` and `max_connections` against `inflight_bytes` where
+//! clients are not trusted.
 //!
 //! # Threads
 //! Every call into resident blocks a thread of tokio's blocking pool (a lifecycle lock, a load,
@@ -25,8 +38,9 @@
 //! # Sockets and time
 //! At most [`Limits::max_connections`] connections are open (the listener stops accepting until
 //! one closes); a client has [`Limits::header_timeout`] to send its request's head and
-//! [`Limits::body_timeout`] to send its body (408); a forward pass runs in batches of
-//! [`Limits::batch_rows`] rows and stops between two batches when its client has gone or its
+//! [`Limits::body_timeout`] to send its body (408), and [`Limits::send_timeout`] for each write
+//! of its answer to make progress (else the connection is closed); a forward pass runs in
+//! batches of [`Limits::batch_rows`] rows and stops between two batches when its client has gone or its
 //! deadline has passed.
 
 use std::time::Duration;
@@ -52,9 +66,52 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// How long a client may take to send a request's body, from the end of its head.
     pub body_timeout: Duration,
+    /// How long a write of an answer may wait for the client to read (then the connection is
+    /// closed).
+    pub send_timeout: Duration,
     /// The rows a forward pass runs at a time: its activations are bounded by this many rows,
     /// and between two batches it stops if its client has gone or its deadline has passed.
     pub batch_rows: usize,
+}
+
+/// A [`Limits`] value the server cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("limit `{name}` is {value}; it must be at least {least}")]
+pub struct InvalidLimit {
+    /// The field.
+    pub name: &'static str,
+    /// Its value, as text.
+    pub value: String,
+    /// The least value that works, as text.
+    pub least: &'static str,
+}
+
+impl Limits {
+    /// Checks every limit can admit a request: counts and sizes of at least one (the in-flight
+    /// budget at least one KiB, its unit), timeouts of more than zero.
+    pub fn validate(&self) -> Result<(), InvalidLimit> {
+        let counts = [
+            ("max_body_bytes", self.max_body_bytes, 1, "1"),
+            ("max_elements", self.max_elements, 1, "1"),
+            ("inflight_bytes", self.inflight_bytes, 1024, "1024"),
+            ("max_blocking", self.max_blocking as u64, 1, "1"),
+            ("max_per_model", self.max_per_model as u64, 1, "1"),
+            ("max_connections", self.max_connections as u64, 1, "1"),
+            ("batch_rows", self.batch_rows as u64, 1, "1"),
+        ];
+        if let Some((name, value, _, least)) = counts.into_iter().find(|(_, value, least, _)| value < least) {
+            return Err(InvalidLimit { name, value: value.to_string(), least });
+        }
+        let times = [
+            ("header_timeout", self.header_timeout),
+            ("body_timeout", self.body_timeout),
+            ("send_timeout", self.send_timeout),
+        ];
+        if let Some((name, value)) = times.into_iter().find(|(_, value)| value.is_zero()) {
+            return Err(InvalidLimit { name, value: format!("{value:?}"), least: "a nanosecond" });
+        }
+        Ok(())
+    }
 }
 
 impl Default for Limits {
@@ -68,6 +125,7 @@ impl Default for Limits {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
             batch_rows: 256,
         }
     }
@@ -142,6 +200,17 @@ impl Charge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_that_admit_nothing_are_refused() {
+        assert_eq!(Limits::default().validate(), Ok(()));
+        let zero = Limits { max_blocking: 0, ..Limits::default() };
+        assert_eq!(zero.validate().map_err(|e| e.name), Err("max_blocking"));
+        let tiny = Limits { inflight_bytes: 1023, ..Limits::default() };
+        assert_eq!(tiny.validate().map_err(|e| e.name), Err("inflight_bytes"));
+        let instant = Limits { header_timeout: Duration::ZERO, ..Limits::default() };
+        assert_eq!(instant.validate().map_err(|e| e.name), Err("header_timeout"));
+    }
 
     #[test]
     fn a_charge_covers_the_body_its_tensors_and_a_batch() {

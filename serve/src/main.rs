@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use resident_serve::{App, Limits, ServeConfig, serve, shutdown_signal};
+use resident_serve::{App, Limits, Secret, ServeConfig, Signals, serve};
 
 /// Serves burn models over HTTP from a models directory, through resident.
 #[derive(Debug, clap::Parser)]
@@ -57,9 +57,20 @@ struct Options {
     /// How long a client may take to send a request's body, in seconds (then 408).
     #[arg(long, default_value_t = Limits::default().body_timeout.as_secs_f64())]
     body_timeout: f64,
+    /// How long a write of an answer may wait for the client to read, in seconds.
+    #[arg(long, default_value_t = Limits::default().send_timeout.as_secs_f64())]
+    send_timeout: f64,
     /// The rows a forward pass runs at a time (it stops between batches once its client left).
     #[arg(long, default_value_t = Limits::default().batch_rows)]
     batch_rows: usize,
+    /// The bearer token the routes that change what is served require (load, replace, unload,
+    /// pin, unpin); unset, they are open. Read from the environment, never a flag: a command
+    /// line is visible to every user of the machine.
+    #[arg(long = "control-token-env", value_name = "VARIABLE", default_value = "RESIDENT_CONTROL_TOKEN")]
+    control_token_env: String,
+    /// Models to load before serving: `id` or `id=source`, comma-separated (`--load mlp,detector=cnn`).
+    #[arg(long, value_delimiter = ',')]
+    load: Vec<String>,
 }
 
 fn seconds(value: f64, name: &str) -> Result<Duration, String> {
@@ -84,8 +95,13 @@ impl Options {
                 max_connections: self.max_connections,
                 header_timeout: seconds(self.header_timeout, "header-timeout")?,
                 body_timeout: seconds(self.body_timeout, "body-timeout")?,
+                send_timeout: seconds(self.send_timeout, "send-timeout")?,
                 batch_rows: self.batch_rows,
             },
+            control_token: std::env::var(&self.control_token_env)
+                .ok()
+                .filter(|t| !t.is_empty())
+                .map(Secret::new),
         })
     }
 }
@@ -115,10 +131,12 @@ async fn main() -> ExitCode {
 /// Completes on the first Ctrl-C or SIGTERM; a second one exits the process at once.
 fn first_signal() -> impl std::future::Future<Output = ()> {
     let (fired, first) = tokio::sync::oneshot::channel::<()>();
+    // Listening from now on: a second signal right after the first is not lost.
+    let mut signals = Signals::new();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signals.next().await;
         let _ = fired.send(());
-        shutdown_signal().await;
+        signals.next().await;
         tracing::warn!("a second signal: exiting at once");
         std::process::exit(INTERRUPTED);
     });
@@ -128,8 +146,18 @@ fn first_signal() -> impl std::future::Future<Output = ()> {
 }
 
 async fn run(options: Options) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let load = options.load.clone();
     let config = options.config()?;
     let app = App::new(config.clone())?;
+    for entry in &load {
+        let (id, source) = match entry.split_once('=') {
+            Some((id, source)) => (id, Some(source)),
+            None => (entry.as_str(), None),
+        };
+        let loaded =
+            app.load(id, source).await.map_err(|error| format!("--load {entry}: {}", error.message()))?;
+        tracing::info!(id, source = loaded.as_str(), "loaded at start");
+    }
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     tracing::info!(
         address = %listener.local_addr()?,

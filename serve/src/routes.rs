@@ -6,6 +6,7 @@
 //! | `DELETE /models/{id}` | [`ManagerExt::remove_with`] | 204, no body |
 //! | `GET /models` | [`Manager::ids`] | 200 `{"models": [ids]}` |
 //! | `POST /models/{id}/infer` | [`ManagerExt::infer_with`] | 200 `{"output": [f32]}` |
+//! | `POST /models/{id}/pin`, `/unpin` | [`ManagerExt::pin_with`], [`ManagerExt::unpin_with`] | 204, no body |
 //! | `GET /metrics` | | 200, Prometheus text |
 //!
 //! An id may contain `/` (`coco/3`); it is percent-decoded, then validated by resident
@@ -39,6 +40,12 @@
 //! the request timeout), unloads the model and answers 204 with no body; 503 `busy` if they
 //! outlived the timeout (the model then stays served), 404 if nothing is served under `id`.
 //!
+//! # `POST /models/{id}/pin` and `/unpin`
+//! A pinned id's model is never evicted to make room for another (the LRU and the RAM budget
+//! pass it by); a pin of an id not served yet waits for it. Unpinning makes it evictable again.
+//! Both answer 204. With a control token set ([`crate::auth`]), both need it, as `PUT` and
+//! `DELETE` do.
+//!
 //! # `POST /models/{id}/infer`
 //! Body `{"input": [f32, ...]}`: whole rows of the model's input width. Runs them under a lease
 //! (the model cannot be unloaded meanwhile) and answers `{"output": [f32, ...]}`, the output
@@ -67,12 +74,14 @@ use crate::error::ApiError;
 use crate::forward::cancellation;
 use crate::model::ServeModel;
 use crate::telemetry::count_request;
+use crate::v2::elements::{self, Elements, Refused};
 
 /// Route labels of `resident_http_requests_total`.
 const LIST: &str = "GET /models";
 const PUT: &str = "PUT /models/{id}";
 const DELETE: &str = "DELETE /models/{id}";
 const INFER: &str = "POST /models/{id}/infer";
+const PIN: &str = "POST /models/{id}/{pin,unpin}";
 const METRICS: &str = "GET /metrics";
 const OTHER: &str = "other";
 
@@ -83,7 +92,7 @@ where
     L::Model: ServeModel,
 {
     let model: MethodRouter<App<L>> = put(put_model::<L>).delete(delete_model::<L>).post(post_model::<L>);
-    Router::new()
+    let routes = Router::new()
         .route("/models", get(list_models::<L>).fallback(method_not_allowed))
         .route("/models/{*id}", model.fallback(method_not_allowed))
         .route("/metrics", get(metrics::<L>).fallback(method_not_allowed))
@@ -92,7 +101,9 @@ where
         // The admission reads every body, within its own limit.
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::admit::admit::<L>))
-        .with_state(app)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::auth::authorize::<L>))
+        .with_state(app);
+    crate::access::logged(routes)
 }
 
 /// Counts the answer under `route` and returns it.
@@ -313,7 +324,7 @@ where
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct InferBody {
-    input: Vec<f32>,
+    input: Elements,
 }
 
 /// The answer of `POST /models/{id}/infer`.
@@ -350,6 +361,11 @@ where
         Ok(rest) => rest,
         Err(error) => return answer(INFER, Err(error)),
     };
+    for (suffix, pin) in [("/pin", true), ("/unpin", false)] {
+        if let Some(id) = rest.strip_suffix(suffix) {
+            return answer(PIN, pinned(&app, started, id.to_owned(), pin).await);
+        }
+    }
     let Some(id) = rest.strip_suffix("/infer").map(str::to_owned) else {
         return answer(OTHER, Ok(method_not_allowed_response()));
     };
@@ -360,12 +376,11 @@ where
         let model = id.clone();
         // Decoding, the forward pass and encoding all run on the blocking pool.
         app.run(started, Some(&model), move |stack, options| {
-            let InferBody { input } = json_required(&body)?;
+            // At most the element cap decoded, however long the body; JSON has no infinities,
+            // but a number past `f32::MAX` (`1e39`) would parse as one: refused as bad input.
+            let (parsed, refused) = elements::capped(pass.max_elements, || json_required::<InferBody>(&body));
+            let Elements(input) = parsed.map_err(|error| refused.map_or(error, Refused::error))?.input;
             drop(body);
-            // JSON has no infinities, but a number past `f32::MAX` (`1e39`) parses as one.
-            if let Some(value) = input.iter().find(|v| !v.is_finite()) {
-                return Err(ApiError::bad_request("bad_input", format!("{value} is not a finite f32 input")));
-            }
             let output = stack.infer_with(&id, options, |model| pass.run(model, &input))??;
             drop(input);
             Ok(json_answer(&InferAnswer { output: &output }, output.len()))
@@ -373,6 +388,21 @@ where
         .await?
     };
     answer(INFER, result.await)
+}
+
+/// Pins `id` (its model is never evicted to make room, `true`) or unpins it: 204.
+async fn pinned<L>(app: &App<L>, started: Instant, id: String, pin: bool) -> Result<Response, ApiError>
+where
+    L: Loader,
+    L::Model: ServeModel,
+{
+    ModelId::validate(&id)?;
+    let key = id.clone();
+    app.run(started, Some(&key), move |stack, options| {
+        if pin { stack.pin_with(&id, options) } else { stack.unpin_with(&id, options) }
+    })
+    .await??;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn metrics<L>(State(app): State<App<L>>) -> Response

@@ -1,8 +1,8 @@
 //! The in-flight byte budget, measured by the allocator and by the kernel rather than by the
-//! server's own counter: four concurrent maximal requests (bodies at the body limit, tensors at
-//! the element cap, two as JSON and two as binary tensors) make the heap grow by no more than
-//! the budget they are charged against, and the process's peak RSS by no more than that plus
-//! the allocator's slack.
+//! server's own counter: five concurrent maximal requests (bodies at the body limit, tensors at
+//! the element cap — two as JSON, two as binary tensors, and one JSON body of twice the cap's
+//! elements, refused while it decodes) make the heap grow by no more than the budget they are
+//! charged against, and the process's peak RSS by no more than twice that.
 //!
 //! One test in this binary, so that no other test's allocations are counted.
 
@@ -56,9 +56,8 @@ async fn exchange(addr: SocketAddr, head: String, body: &[u8]) -> (u16, usize) {
     (status, total)
 }
 
-/// A body of exactly [`BODY`] bytes for the server's own route: rows of zeros, then padding.
-fn json_body() -> Vec<u8> {
-    let elements = (usize::try_from(BODY).unwrap() - 32) / 2 / 16 * 16;
+/// A body of exactly [`BODY`] bytes for the server's own route: `elements` zeros, then padding.
+fn json_body(elements: usize) -> Vec<u8> {
     let mut body = b"{\"input\":[".to_vec();
     body.extend(std::iter::repeat_n(b"0,".as_slice(), elements - 1).flatten());
     body.extend_from_slice(b"0]}");
@@ -82,17 +81,18 @@ fn binary_body() -> (String, Vec<u8>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn four_maximal_requests_stay_within_the_in_flight_budget() {
-    let probe = App::new(ServeConfig::default()).expect("the server builds");
-    let limits = Limits { max_body_bytes: BODY, max_elements: BODY / 2, ..Limits::default() };
-    let charge = App::new(ServeConfig { limits: limits.clone(), ..ServeConfig::default() })
+async fn five_maximal_requests_stay_within_the_in_flight_budget() {
+    let probe = App::new(ServeConfig::fixtures()).expect("the server builds");
+    // A quarter of what a body of zeros could hold: the decoders must stop at the cap.
+    let limits = Limits { max_body_bytes: BODY, max_elements: BODY / 4, ..Limits::default() };
+    let charge = App::new(ServeConfig { limits: limits.clone(), ..ServeConfig::fixtures() })
         .expect("the server builds")
         .charge_for(BODY);
     drop(probe);
-    // Room for the four charges at once, so that all four run together.
-    let limits = Limits { inflight_bytes: 4 * charge + 4 * 1024, ..limits };
+    // Room for the five charges at once, so that all five run together.
+    let limits = Limits { inflight_bytes: 5 * charge + 5 * 1024, ..limits };
     let budget = limits.inflight_bytes;
-    let app = App::new(ServeConfig { limits, ..ServeConfig::default() }).expect("the server builds");
+    let app = App::new(ServeConfig { limits, ..ServeConfig::fixtures() }).expect("the server builds");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("an address");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -102,36 +102,41 @@ async fn four_maximal_requests_stay_within_the_in_flight_budget() {
     let (status, _) = exchange(addr, "PUT /models/mlp HTTP/1.1".into(), b"").await;
     assert_eq!(status, 201);
 
-    let json = json_body();
+    // At the cap, and (refused while it decodes) twice past it.
+    let cap = usize::try_from(BODY / 4).unwrap();
+    let json = json_body(cap);
+    let over = json_body(cap * 2 - 16);
     let (binary_header, binary) = binary_body();
     // The peak RSS restarts from now (Linux: `5` to clear_refs resets VmHWM).
     std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak RSS");
     let rss_before = status_bytes("VmRSS:");
     HEAP.reset_peak_memory();
-    let requests = (0..4).map(|i| {
-        let (json, binary, header) = (json.clone(), binary.clone(), binary_header.clone());
+    let requests = (0..5).map(|i| {
+        let (json, over, binary, header) =
+            (json.clone(), over.clone(), binary.clone(), binary_header.clone());
         tokio::spawn(async move {
-            if i % 2 == 0 {
-                exchange(addr, "POST /models/mlp/infer HTTP/1.1".into(), &json).await
-            } else {
-                exchange(addr, format!("POST /v2/models/mlp/infer HTTP/1.1\r\n{header}"), &binary).await
+            match i {
+                0 | 1 => exchange(addr, "POST /models/mlp/infer HTTP/1.1".into(), &json).await,
+                2 => exchange(addr, "POST /models/mlp/infer HTTP/1.1".into(), &over).await,
+                _ => exchange(addr, format!("POST /v2/models/mlp/infer HTTP/1.1\r\n{header}"), &binary).await,
             }
         })
     });
     let answers = futures_join(requests.collect()).await;
     let peak = HEAP.get_peak_memory() as u64;
     let rss_peak = status_bytes("VmHWM:");
-    for (status, length) in &answers {
-        assert_eq!(*status, 200, "a maximal request is served ({length} bytes)");
+    for (i, (status, length)) in answers.iter().enumerate() {
+        let want = if i == 2 { 413 } else { 200 };
+        assert_eq!(*status, want, "request {i} ({length} bytes)");
     }
-    // The clients' copies of the bodies (4 MiB) are counted too: the heap saw the requests.
-    assert!(peak >= 4 * BODY, "heap peak {peak} below four bodies: the measurement is blind");
-    let bound = budget + 4 * BODY + SLACK;
+    // The clients' copies of the bodies (5 MiB) are counted too: the heap saw the requests.
+    assert!(peak >= 5 * BODY, "heap peak {peak} below five bodies: the measurement is blind");
+    let bound = budget + 5 * BODY + SLACK;
     assert!(peak <= bound, "heap peak {peak} over the budget {budget} + the clients' bodies + slack");
     let rss_growth = rss_peak.saturating_sub(rss_before);
     assert!(rss_growth <= 2 * bound, "peak RSS grew by {rss_growth}, over twice the heap bound {bound}");
     println!(
-        "4 maximal requests: charge {charge} each, budget {budget}; heap peak {peak}; RSS {rss_before} -> peak {rss_peak} (+{rss_growth}); answers {:?}",
+        "5 maximal requests: charge {charge} each, budget {budget}; heap peak {peak}; RSS {rss_before} -> peak {rss_peak} (+{rss_growth}); answers {:?}",
         answers.iter().map(|(_, n)| n).collect::<Vec<_>>()
     );
     stop.send(()).expect("the server runs");

@@ -36,17 +36,15 @@ pub(super) fn floats(bytes: &[u8]) -> Result<Vec<f32>, V2Error> {
     if !bytes.len().is_multiple_of(4) {
         return Err(bad(format!("{} bytes of FP32 data: not a whole number of elements", bytes.len())));
     }
-    bytes
-        .chunks_exact(4)
-        .map(|chunk| {
-            let value = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            if value.is_finite() {
-                Ok(value)
-            } else {
-                Err(bad(format!("{value} is not a finite FP32 value")))
-            }
-        })
-        .collect()
+    let mut values = Vec::with_capacity(bytes.len() / 4);
+    for chunk in bytes.chunks_exact(4) {
+        let value = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        if !value.is_finite() {
+            return Err(bad(format!("{value} is not a finite FP32 value")));
+        }
+        values.push(value);
+    }
+    Ok(values)
 }
 
 /// `values` as little-endian bytes.

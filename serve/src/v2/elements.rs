@@ -1,7 +1,10 @@
 //! A tensor's JSON `data`, read straight into `f32`s while it is parsed: numbers, flat or nested
 //! in arrays (row-major), each a finite `FP32` value. No JSON tree is built, so a request's
-//! elements cost four bytes each, not a `serde_json::Value` (about 32) each.
+//! elements cost four bytes each, not a `serde_json::Value` (about 32) each; and a decode run
+//! through [`capped`] stops at its cap, so however long the body, the elements decoded are at
+//! most the cap.
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde::Deserialize;
@@ -9,7 +12,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Visitor};
 
 /// The elements of a tensor's `data`, flattened.
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct Elements(pub(super) Vec<f32>);
+pub(crate) struct Elements(pub(crate) Vec<f32>);
 
 impl<'de> Deserialize<'de> for Elements {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -17,6 +20,59 @@ impl<'de> Deserialize<'de> for Elements {
         Append(&mut out).deserialize(deserializer)?;
         Ok(Self(out))
     }
+}
+
+/// Why a capped decode refused its elements, beside the parser's own error.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Refused {
+    /// More elements than the cap.
+    TooMany(u64),
+    /// An element past `f32`'s range (`1e39`).
+    NonFinite(f64),
+}
+
+thread_local! {
+    /// Elements still readable by the decode running on this thread, and its cap (`None`: no
+    /// cap).
+    static LEFT: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+    /// Why the decode running on this thread refused its elements.
+    static REFUSED: Cell<Option<Refused>> = const { Cell::new(None) };
+}
+
+/// Runs `decode` on this thread with at most `cap` elements readable by every [`Elements`] it
+/// parses together; returns its result and, if it failed on the elements, why.
+pub(crate) fn capped<T>(cap: u64, decode: impl FnOnce() -> T) -> (T, Option<Refused>) {
+    let outer = LEFT.replace(Some((cap, cap)));
+    let outer_refusal = REFUSED.take();
+    let result = decode();
+    LEFT.set(outer);
+    (result, REFUSED.replace(outer_refusal))
+}
+
+impl Refused {
+    /// The answer to a request refused for its elements: 413 past the cap, 400 for a value
+    /// `f32` cannot hold.
+    pub(crate) fn error(self) -> crate::error::ApiError {
+        use axum::http::StatusCode;
+        match self {
+            Self::TooMany(cap) => crate::error::ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("more than {cap} elements; the server takes at most {cap}"),
+            ),
+            Self::NonFinite(value) => {
+                crate::error::ApiError::bad_request("bad_input", format!("{value} is not a finite f32 input"))
+            }
+        }
+    }
+}
+
+fn refuse<E: de::Error>(why: Refused) -> E {
+    REFUSED.set(Some(why));
+    E::custom(match why {
+        Refused::TooMany(cap) => format!("more than {cap} elements"),
+        Refused::NonFinite(value) => format!("{value} is not a finite FP32 value"),
+    })
 }
 
 /// Appends the numbers of one JSON value (a number or an array) to a vector.
@@ -41,7 +97,11 @@ impl<'de> Visitor<'de> for Append<'_> {
         #[allow(clippy::cast_possible_truncation, reason = "FP32 data: rounding to f32 is the protocol's")]
         let element = value as f32;
         if !element.is_finite() {
-            return Err(E::custom(format!("{value} is not a finite FP32 value")));
+            return Err(refuse(Refused::NonFinite(value)));
+        }
+        if let Some((left, cap)) = LEFT.get() {
+            let Some(left) = left.checked_sub(1) else { return Err(refuse(Refused::TooMany(cap))) };
+            LEFT.set(Some((left, cap)));
         }
         self.0.push(element);
         Ok(())
@@ -119,6 +179,18 @@ mod tests {
         for bad in ["[1e39]", "[\"1\"]", "[null]", "{\"a\": 1}", "[[1], true]"] {
             assert_eq!(read(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_capped_decode_stops_at_its_cap_across_tensors() {
+        let (two, refused) = capped(4, || serde_json::from_str::<[Elements; 2]>("[[1, 2], [3, 4]]"));
+        assert_eq!((two.map(|[a, b]| (a.0.len(), b.0.len())).ok(), refused), (Some((2, 2)), None));
+        let (over, refused) = capped(3, || serde_json::from_str::<[Elements; 2]>("[[1, 2], [3, 4]]"));
+        assert!(over.is_err());
+        assert!(matches!(refused, Some(Refused::TooMany(_))), "{refused:?}");
+        let (_, refused) = capped(9, || serde_json::from_str::<Elements>("[1e39]"));
+        assert_eq!(refused, Some(Refused::NonFinite(1e39)));
+        assert_eq!(read("[1, 2, 3]").map(|v| v.len()), Some(3), "no cap outside a capped decode");
     }
 
     #[test]

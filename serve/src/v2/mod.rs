@@ -57,7 +57,7 @@ use crate::model::ServeModel;
 use crate::routes::counted;
 
 mod binary;
-mod elements;
+pub(crate) mod elements;
 mod repository;
 
 use elements::{Bounded, Elements};
@@ -281,10 +281,29 @@ fn metadata(name: &str, input: usize, output: usize, source: Option<String>) -> 
 const MAX_DIMS: usize = 8;
 const MAX_TENSORS: usize = 8;
 
+/// The longest name (a tensor's, a datatype) or request id the server reads: it echoes them in
+/// answers and errors.
+const MAX_NAME: usize = 256;
+
+/// A string of at most [`MAX_NAME`] bytes.
+fn short<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    if text.len() > MAX_NAME {
+        return Err(serde::de::Error::custom(format!("a name of {} bytes; at most {MAX_NAME}", text.len())));
+    }
+    Ok(text)
+}
+
+/// An optional [`short`] string.
+fn short_option<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    short(deserializer).map(Some)
+}
+
 /// An inference request (the protocol's "Inference Request JSON Object"; of its parameters,
 /// and its tensors', only the binary data extension's are read, the others skipped unread).
 #[derive(Debug, Deserialize)]
 struct InferRequest {
+    #[serde(default, deserialize_with = "short_option")]
     id: Option<String>,
     parameters: Option<Parameters>,
     inputs: Bounded<InputTensor, MAX_TENSORS>,
@@ -307,8 +326,10 @@ struct Parameters {
 /// the body after the JSON, `binary_data_size` bytes of them.
 #[derive(Debug, Deserialize)]
 struct InputTensor {
+    #[serde(deserialize_with = "short")]
     name: String,
     shape: Bounded<i64, MAX_DIMS>,
+    #[serde(deserialize_with = "short")]
     datatype: String,
     parameters: Option<Parameters>,
     data: Option<Elements>,
@@ -317,6 +338,7 @@ struct InputTensor {
 /// One output a request asks for (`binary_data`: in binary after the JSON).
 #[derive(Debug, Deserialize)]
 struct RequestedOutput {
+    #[serde(deserialize_with = "short")]
     name: String,
     parameters: Option<Parameters>,
 }
@@ -376,7 +398,9 @@ fn decoded(
     max_elements: u64,
 ) -> Result<(InferRequest, usize, Vec<f32>), V2Error> {
     let (json, binary) = binary::split(headers, body)?;
-    let mut request: InferRequest = crate::routes::json_object(&json)?;
+    let (parsed, refused) =
+        elements::capped(max_elements, || crate::routes::json_object::<InferRequest>(&json));
+    let mut request = parsed.map_err(|error| refused.map_or(error, elements::Refused::error))?;
     drop(json);
     let (rows, input) = checked_input(&mut request, &binary, max_elements)?;
     Ok((request, rows, input))
@@ -471,7 +495,13 @@ fn checked_input(
     }
     let size = tensor.parameters.as_ref().and_then(|p| p.binary_data_size);
     let data = match (size, tensor.data.take()) {
-        (Some(size), None) if usize::try_from(size).ok() == Some(binary.len()) => binary::floats(binary)?,
+        (Some(size), None) if usize::try_from(size).ok() == Some(binary.len()) => {
+            // Checked against the shape before a float is decoded: the vector is the shape's.
+            if elements.checked_mul(4) != u64::try_from(binary.len()).ok() {
+                return Err(bad(format!("input {INPUT:?} has shape {shape:?} but {} bytes", binary.len())));
+            }
+            binary::floats(binary)?
+        }
         (Some(size), None) => {
             return Err(bad(format!("{INPUT:?} has {} of {size} bytes after the JSON", binary.len())));
         }

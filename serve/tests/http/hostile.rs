@@ -75,18 +75,18 @@ async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> 
         .unwrap_or_else(|_| panic!("{what}: not within {EVENTUALLY:?}"))
 }
 
-/// Waits until the server reports `done` of itself (yielding between looks).
+/// Waits until the server reports `done` of itself (looking again every millisecond).
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     within(what, async {
         while !done() {
-            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     })
     .await;
 }
 
 fn config(limits: Limits) -> ServeConfig {
-    ServeConfig { limits, ..ServeConfig::default() }
+    ServeConfig { limits, ..ServeConfig::fixtures() }
 }
 
 fn v2_body(rows: usize) -> Vec<u8> {
@@ -137,7 +137,7 @@ async fn bodies_and_tensors_past_their_limits_are_refused_before_they_are_read()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spent_in_flight_budget_queues_bodies_and_refuses_what_never_fits() {
-    let probe = App::new(ServeConfig::default()).expect("the server builds");
+    let probe = App::new(ServeConfig::fixtures()).expect("the server builds");
     let length = 1000_u64;
     // One charge of a 1,000-byte body fits, two do not.
     let limits = Limits { inflight_bytes: probe.charge_for(length) + 1024, ..Limits::default() };
@@ -311,5 +311,41 @@ async fn a_client_that_hangs_up_stops_its_forward_pass_between_batches() {
         (state.inside, state.exits.len())
     };
     assert_eq!(ran, (1, 1), "one batch of three ran");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_answer_is_cut_off_and_its_charge_returns() {
+    let limits = Limits { send_timeout: Duration::from_millis(300), ..Limits::default() };
+    let app = App::new(config(limits)).expect("the server builds");
+    let server = Server::start(app.clone()).await;
+    assert_eq!(raw(server.addr, "PUT", "/models/mlp", "").await.0, 201);
+    let mut open = app.connections();
+    within("the PUT's connection closed", open.wait_for(|n| *n == 0)).await.expect("the server runs");
+    let budget = app.in_flight_available();
+
+    // An answer of a few MB in JSON, far more than a 4 KiB receive buffer and the server's
+    // send buffer hold: the server's writes stall while the client reads nothing.
+    let rows = 150_000;
+    let head = json!({ "inputs": [{ "name": "input", "datatype": "FP32", "shape": [rows, 16],
+                                    "parameters": { "binary_data_size": rows * 64 } }] });
+    let mut body = serde_json::to_vec(&head).expect("JSON");
+    let length = body.len();
+    body.extend(std::iter::repeat_n(0.5_f32.to_le_bytes(), rows * 16).flatten());
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small receive buffer");
+    let mut stream = socket.connect(server.addr).await.expect("connect");
+    let head = format!(
+        "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: {length}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("send the head");
+    stream.write_all(&body).await.expect("send the body");
+    drop(body);
+    until("the request charged", || app.in_flight_available() < budget).await;
+    // The server gives up on the stalled answer: the connection goes, and the charge with it.
+    within("the stalled connection closed", open.wait_for(|n| *n == 0)).await.expect("the server runs");
+    until("the charge returned", || app.in_flight_available() == budget).await;
+    drop(stream);
     server.stop().await;
 }

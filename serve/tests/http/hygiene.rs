@@ -13,7 +13,7 @@ async fn typed(client: &Client, method: reqwest::Method, path: &str, kind: &str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_must_be_json_objects_of_a_json_type() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     let client = &server.client;
     assert_eq!(client.put("mlp", None).await.0, 201);
     let input = json!({ "input": fixture("mlp").input }).to_string();
@@ -41,7 +41,7 @@ async fn bodies_must_be_json_objects_of_a_json_type() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_hiding_characters_or_unaddressable_are_refused_and_aliases_keep_to_their_names() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     let client = &server.client;
     for id in ["mlp%E2%80%AEtxt", "a%E2%81%A6b", "zero%E2%80%8Bwidth", "a/infer", "a/versions/2", "ready"] {
         let (status, body) = client.put(id, Some(json!({ "source": "mlp" }))).await;

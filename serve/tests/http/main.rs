@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 mod hostile;
 mod hygiene;
+mod operations;
 mod signals;
 
 // ---------------------------------------------------------------------------------------------
@@ -309,7 +310,7 @@ impl ServeModel for GatedModel {
 }
 
 fn gated() -> (App<Gated>, Arc<Gate>) {
-    gated_with(ServeConfig::default())
+    gated_with(ServeConfig::fixtures())
 }
 
 fn gated_with(config: ServeConfig) -> (App<Gated>, Arc<Gate>) {
@@ -330,7 +331,7 @@ async fn wait_inside(gate: &Arc<Gate>, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_inferences_on_warm_models_give_the_stored_outputs() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     for id in ["mlp", "cnn"] {
         let (status, body) = server.client.put(id, None).await;
         assert_eq!((status, &body["status"]), (201, &json!("loaded")), "PUT {id}: {body}");
@@ -356,7 +357,7 @@ async fn concurrent_inferences_on_warm_models_give_the_stored_outputs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_replaces_a_served_model_and_serves_aliases() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     let client = &server.client;
     assert_eq!(client.put("mlp", None).await.0, 201);
     let (status, body) = client.put("mlp", None).await;
@@ -414,7 +415,7 @@ fn models_dir_with_copy(name: &str, of: &str) -> std::path::PathBuf {
 async fn a_cold_stampede_on_one_id_loads_it_once() {
     const N: usize = 8;
     let config =
-        ServeConfig { models_dir: models_dir_with_copy("stampede", "mlp"), ..ServeConfig::default() };
+        ServeConfig { models_dir: models_dir_with_copy("stampede", "mlp"), ..ServeConfig::fixtures() };
     let server = Server::start(App::new(config).expect("the server builds")).await;
     let puts: Vec<_> = (0..N)
         .map(|_| {
@@ -514,7 +515,7 @@ async fn delete_waits_for_the_inferences_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_their_statuses_and_change_nothing() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     assert_eq!(server.client.put("mlp", None).await.0, 201);
     let before = server.client.models().await;
     let mlp = json!({ "input": fixture("mlp").input }).to_string();
@@ -679,7 +680,7 @@ fn v2_request(fixture: &Fixture, width: usize, nested: bool) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     let client = &server.client;
     assert_eq!(client.get_v2("/health/live").await.0, 200);
     assert_eq!(client.get_v2("/health/ready").await.0, 200);
@@ -767,7 +768,7 @@ async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_tensor_data_goes_in_and_comes_out_after_the_json() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     assert_eq!(server.client.put("mlp", None).await.0, 201);
     let (_, meta) = server.client.get_v2("/models/mlp").await;
     let width = meta["inputs"][0]["shape"][1].as_u64().expect("a width");
@@ -830,7 +831,7 @@ async fn binary_tensor_data_goes_in_and_comes_out_after_the_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_repository_extension_loads_replaces_and_unloads() {
-    let server = Server::start(App::new(ServeConfig::default()).expect("the server builds")).await;
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     let client = &server.client;
     let post = |path: &str, body: Option<Value>| {
         let request = client.http.post(format!("{}/v2/repository{path}", client.base));

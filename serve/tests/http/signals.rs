@@ -16,8 +16,13 @@ struct Process {
 
 impl Process {
     fn start(shutdown_timeout: &str) -> Self {
+        Self::start_with(&["--shutdown-timeout", shutdown_timeout])
+    }
+
+    fn start_with(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_resident-serve"))
-            .args(["--bind", "127.0.0.1:0", "--shutdown-timeout", shutdown_timeout])
+            .args(["--bind", "127.0.0.1:0"])
+            .args(args)
             .arg("--models-dir")
             .arg(ServeConfig::fixtures_dir())
             .env("RUST_LOG", "info")
@@ -130,4 +135,20 @@ async fn a_second_signal_exits_at_once() {
         tokio::task::spawn_blocking(move || process.exit(Duration::from_secs(60))).await.unwrap();
     assert_eq!(code, Some(130));
     assert!(took < Duration::from_secs(10), "exited {took:?} after the second signal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_load_at_start_and_requests_are_logged_with_their_ids() {
+    let process = Process::start_with(&["--load", "mlp,detector=cnn"]);
+    let client = reqwest::Client::new();
+    let base = format!("http://{}", process.addr);
+    let response =
+        client.get(format!("{base}/models")).header("x-request-id", "trace-me").send().await.expect("GET");
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body["models"], json!(["detector", "mlp"]));
+    let line = Process::wait_line(&process.lines, "trace-me");
+    assert!(line.contains("status=200") && line.contains("/models"), "an access line: {line}");
+    process.signal();
+    let (code, _) = tokio::task::spawn_blocking(move || process.exit(Duration::from_secs(60))).await.unwrap();
+    assert_eq!(code, Some(0));
 }

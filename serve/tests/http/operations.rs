@@ -1,0 +1,62 @@
+//! Operating the server: request ids, the control token, pins over HTTP, and models loaded at
+//! start with their access log lines.
+
+use super::*;
+use resident_serve::Secret;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_are_honoured_or_made_and_echoed() {
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
+    let url = format!("{}/v2/health/live", server.client.base);
+    let mine = server.client.http.get(&url).header("x-request-id", "abc-123").send().await.expect("GET");
+    assert_eq!(mine.headers().get("x-request-id").map(|v| v.to_str().unwrap()), Some("abc-123"));
+    let ids: Vec<String> = futures_ids(&server.client, &url).await;
+    assert!(ids.iter().all(|id| !id.is_empty()), "{ids:?}");
+    assert_ne!(ids[0], ids[1], "each request gets an id of its own");
+    server.stop().await;
+}
+
+async fn futures_ids(client: &Client, url: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let response = client.http.get(url).send().await.expect("GET");
+        ids.push(response.headers().get("x-request-id").expect("an id").to_str().expect("text").to_owned());
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold() {
+    let config =
+        ServeConfig { control_token: Some(Secret::new("s3cret")), max_models: 1, ..ServeConfig::fixtures() };
+    let server = Server::start(App::new(config).expect("the server builds")).await;
+    let base = &server.client.base;
+    let http = &server.client.http;
+    let send = |request: reqwest::RequestBuilder| async move {
+        Client::reply(request.send().await.expect("a request")).await
+    };
+    // Without the token (or with another), nothing changes.
+    let (status, body) = send(http.put(format!("{base}/models/mlp"))).await;
+    assert_eq!((status, &body["kind"]), (401, &json!("unauthorized")), "{body}");
+    let wrong = http.put(format!("{base}/models/mlp")).bearer_auth("guess");
+    assert_eq!(send(wrong).await.0, 401);
+    let load = http.post(format!("{base}/v2/repository/models/mlp/load"));
+    assert_eq!(send(load).await.0, 401);
+    assert!(server.client.models().await.is_empty());
+
+    let put = |id: &str| http.put(format!("{base}/models/{id}")).bearer_auth("s3cret");
+    assert_eq!(send(put("mlp")).await.0, 201);
+    // Inference and metadata stay open.
+    assert_eq!(server.client.infer("mlp", &fixture("mlp").input).await.0, 200);
+    // A pinned model is not evicted for another: with room for one, the add is refused.
+    let pin = |id: &str, what: &str| http.post(format!("{base}/models/{id}/{what}")).bearer_auth("s3cret");
+    assert_eq!(send(http.post(format!("{base}/models/mlp/pin"))).await.0, 401);
+    assert_eq!(send(pin("mlp", "pin")).await.0, 204);
+    let (status, body) = send(put("cnn")).await;
+    assert_eq!(status, 507, "{body}");
+    assert_eq!(server.client.models().await, ["mlp"]);
+    assert_eq!(send(pin("mlp", "unpin")).await.0, 204);
+    assert_eq!(send(put("cnn")).await.0, 201, "unpinned, mlp makes room");
+    assert_eq!(server.client.models().await, ["cnn"]);
+    server.stop().await;
+}
