@@ -147,11 +147,31 @@ impl ModelId {
     }
 }
 
-/// A formatting character that changes how text around it reads without showing itself: the
-/// bidirectional marks, embeddings, overrides and isolates, the zero-width characters and the
-/// byte-order mark.
+/// A character that changes how text around it reads without showing itself — Unicode's
+/// default-ignorable code points (the bidirectional marks, embeddings, overrides and isolates,
+/// the zero-width characters, the soft hyphen, variation selectors, tags, fillers, the
+/// byte-order mark) — or that breaks a line of a log (the line and paragraph separators).
 fn invisible(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
 }
 
 impl fmt::Debug for ModelId {
@@ -240,7 +260,19 @@ mod tests {
         assert!(matches!(ModelId::new("a/./b"), Err(InvalidId::BadComponent { .. })));
         assert!(matches!(ModelId::new("a\0b"), Err(InvalidId::ForbiddenChar { ch: '\0', .. })));
         assert!(matches!(ModelId::new("a\\b"), Err(InvalidId::ForbiddenChar { .. })));
-        for hidden in ['\u{202E}', '\u{2066}', '\u{200B}', '\u{200F}', '\u{FEFF}', '\u{061C}'] {
+        let hidden_chars = [
+            '\u{202E}',
+            '\u{2066}',
+            '\u{200B}',
+            '\u{200F}',
+            '\u{FEFF}',
+            '\u{061C}',
+            '\u{00AD}',
+            '\u{2028}',
+            '\u{FE0F}',
+            '\u{E0041}',
+        ];
+        for hidden in hidden_chars {
             let id = format!("admin{hidden}gpj.exe");
             assert!(
                 matches!(ModelId::new(&id), Err(InvalidId::ForbiddenChar { ch, .. }) if ch == hidden),

@@ -1,19 +1,55 @@
-//! The access log: every request gets an id (`x-request-id`, honoured if the client sent one,
-//! else the server's own), echoed in the answer's `x-request-id`, and one `INFO` line per answer
-//! from `tower-http`'s trace layer — method, path, request id, status, latency — under the
-//! `resident_serve::access` target (`RUST_LOG=resident_serve::access=info`).
+//! The access log: every request gets an id (`x-request-id`: the client's if it is at most
+//! [`MAX_ID`] bytes of letters, digits and `.`, `_`, `:`, `-`, else the server's own), echoed
+//! in the answer's `x-request-id`, and one `INFO` line per answer through `tower-http`'s trace
+//! layer — method, path, request id, status, latency — under the `resident_serve::access`
+//! target (`RUST_LOG=resident_serve::access=info` shows them alone).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderValue, Request, header::HeaderName};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use tower_http::trace::{OnResponse, TraceLayer};
+use tracing::Span;
 
 /// The header that carries a request's id.
 pub const REQUEST_ID: &str = "x-request-id";
+
+/// The longest request id a client may choose.
+pub const MAX_ID: usize = 128;
+
+/// Whether a client's request id can be logged and echoed as it is.
+fn acceptable(id: &HeaderValue) -> bool {
+    let id = id.as_bytes();
+    !id.is_empty()
+        && id.len() <= MAX_ID
+        && id.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// Drops a client's request id the log could not carry as it is: the server makes its own.
+async fn screened(mut request: axum::extract::Request) -> axum::extract::Request {
+    if request.headers().get(REQUEST_ID).is_some_and(|id| !acceptable(id)) {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    request
+}
+
+/// One access line per answer, under the `resident_serve::access` target.
+#[derive(Debug, Clone, Copy)]
+struct Answered;
+
+impl<B> OnResponse<B> for Answered {
+    fn on_response(self, response: &axum::http::Response<B>, latency: Duration, _: &Span) {
+        tracing::info!(
+            target: "resident_serve::access",
+            status = response.status().as_u16(),
+            latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            "answered"
+        );
+    }
+}
 
 /// The server's own request ids: `<process start, hex>-<count>`, unique within a process and
 /// across its restarts.
@@ -51,14 +87,31 @@ pub(crate) fn logged(router: Router) -> Router {
                 "request",
                 method = %request.method(),
                 path = %request.uri().path(),
-                request_id = %id,
+                request_id = id,
             )
         })
         .on_request(())
-        .on_response(DefaultOnResponse::new().level(Level::INFO));
-    // Outermost first: the id is set before the span reads it, and echoed on the way out.
+        .on_response(Answered);
+    // Outermost last: a client's id is screened, then set, before the span reads it, and
+    // echoed on the way out.
     router
         .layer(PropagateRequestIdLayer::new(header.clone()))
         .layer(trace)
         .layer(SetRequestIdLayer::new(header, Counter::new()))
+        .layer(axum::middleware::map_request(screened))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_id_is_kept_only_if_the_log_can_carry_it() {
+        for fine in ["abc-123", "trace.id:7_x", &"a".repeat(MAX_ID)] {
+            assert!(acceptable(&HeaderValue::from_str(fine).unwrap()), "{fine}");
+        }
+        for bad in ["", "a b", "a} status=200", "x\"y", &"a".repeat(MAX_ID + 1)] {
+            assert!(!acceptable(&HeaderValue::from_str(bad).unwrap()), "{bad}");
+        }
+    }
 }

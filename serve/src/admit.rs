@@ -6,6 +6,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -71,7 +72,22 @@ const FRAME: usize = 64 * 1024;
 struct Charged {
     body: Body,
     pending: Bytes,
+    /// When the answer must have been handed to hyper whole: a client that reads it slower
+    /// than [`MIN_RATE`] (after the send timeout) is cut off, its charge returned.
+    deadline: Option<Instant>,
     _permit: OwnedSemaphorePermit,
+}
+
+/// The slowest a client may read an answer, on average, after the send timeout: bytes a second.
+pub(crate) const MIN_RATE: u64 = 64 * 1024;
+
+impl Charged {
+    fn new(body: Body, permit: OwnedSemaphorePermit, send_timeout: Duration) -> Self {
+        let length = http_body::Body::size_hint(&body).upper().unwrap_or(u64::MAX);
+        let reading = Duration::from_secs(length / MIN_RATE);
+        let deadline = Instant::now().checked_add(send_timeout.saturating_add(reading));
+        Self { body, pending: Bytes::new(), deadline, _permit: permit }
+    }
 }
 
 impl http_body::Body for Charged {
@@ -83,6 +99,10 @@ impl http_body::Body for Charged {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
+        if this.deadline.is_some_and(|deadline| Instant::now() > deadline) {
+            let text = format!("the client read its answer slower than {MIN_RATE} bytes a second");
+            return Poll::Ready(Some(Err(axum::Error::new(text))));
+        }
         if this.pending.is_empty() {
             match Pin::new(&mut this.body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
@@ -104,9 +124,9 @@ impl http_body::Body for Charged {
         let inner = self.body.size_hint();
         let pending = self.pending.len() as u64;
         let mut hint = SizeHint::new();
-        hint.set_lower(inner.lower() + pending);
+        hint.set_lower(inner.lower().saturating_add(pending));
         if let Some(upper) = inner.upper() {
-            hint.set_upper(upper + pending);
+            hint.set_upper(upper.saturating_add(pending));
         }
         hint
     }
@@ -157,7 +177,8 @@ where
             let response = next.run(request).await;
             let Some(permit) = permit else { return response };
             // The charge covers the answer too: it goes back when hyper drops the body, written.
-            response.map(|body| Body::new(Charged { body, pending: Bytes::new(), _permit: permit }))
+            let send_timeout = app.config().limits.send_timeout;
+            response.map(|body| Body::new(Charged::new(body, permit, send_timeout)))
         }
         Err(error) => counted(ADMISSION, Err::<Response, _>(error)).into_response(),
     }

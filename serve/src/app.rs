@@ -114,6 +114,14 @@ where
         );
         let limits = &config.limits;
         let charge = Charge::new(limits, expansion, activation);
+        let largest = charge.bytes(limits.max_body_bytes);
+        if largest > limits.inflight_bytes {
+            tracing::warn!(
+                largest,
+                inflight_bytes = limits.inflight_bytes,
+                "a body of the largest size, or of unknown length (chunked), is charged more than the in-flight budget: such requests are refused (413)"
+            );
+        }
         let queue = Queue::new(limits.max_blocking, limits.max_per_model);
         let in_flight = InFlight::new(limits.inflight_bytes);
         let open = tokio::sync::watch::Sender::new(0);

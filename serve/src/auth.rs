@@ -1,38 +1,45 @@
 //! The control token: with [`ServeConfig::control_token`](crate::ServeConfig::control_token)
 //! set, every route that changes what is served — `PUT` and `DELETE /models/{id}`, `POST
 //! /models/{id}/pin` and `/unpin`, `POST /v2/repository/models/{name}/load` and `/unload` —
-//! requires `Authorization: Bearer <token>` (401 with `WWW-Authenticate: Bearer` otherwise,
-//! compared in constant time). Inference, metadata, health, the index and metrics stay open.
+//! requires `Authorization: Bearer <token>` (the scheme in any case; 401 with
+//! `WWW-Authenticate: Bearer` otherwise). Each of those handlers checks it itself, after the
+//! router has decoded its path, so no spelling of the path (`mlp%2Fpin`) reaches a control
+//! action without it. The token is compared through SHA-256 digests, in constant time and
+//! without revealing its length. Inference, metadata, health, the index and metrics stay open.
 
 use std::fmt;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use resident::Loader;
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::app::App;
 use crate::error::ApiError;
-use crate::model::ServeModel;
-use crate::routes::counted;
 
-/// A secret that never shows in logs or `Debug` output.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+/// A secret that never shows in logs or `Debug` output, and is compared in constant time.
+#[derive(Clone)]
+pub struct Secret([u8; 32]);
 
 impl Secret {
-    /// `token` as a secret.
-    pub fn new(token: impl Into<String>) -> Self {
-        Self(token.into())
+    /// `token` as a secret; `None` for an empty token (which would guard nothing).
+    pub fn new(token: &str) -> Option<Self> {
+        (!token.is_empty()).then(|| Self(Sha256::digest(token.as_bytes()).into()))
     }
 
-    /// Whether `offered` is this secret, compared in constant time.
+    /// Whether `offered` is this secret: their digests compared in constant time.
     fn matches(&self, offered: &[u8]) -> bool {
-        self.0.as_bytes().ct_eq(offered).into()
+        let offered: [u8; 32] = Sha256::digest(offered).into();
+        self.0.ct_eq(&offered).into()
     }
 }
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+
+impl Eq for Secret {}
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -40,41 +47,32 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Whether `method path` changes what is served.
-pub(crate) fn is_control(method: &Method, path: &str) -> bool {
-    let model = path.strip_prefix("/models/");
-    let repository = path.strip_prefix("/v2/repository/models/");
-    match *method {
-        Method::PUT | Method::DELETE => model.is_some(),
-        Method::POST => {
-            model.is_some_and(|rest| rest.ends_with("/pin") || rest.ends_with("/unpin"))
-                || repository.is_some_and(|rest| rest.ends_with("/load") || rest.ends_with("/unload"))
-        }
-        _ => false,
+/// Why a control request was refused: 401 with `WWW-Authenticate: Bearer`.
+#[derive(Debug)]
+pub(crate) struct Unauthorized;
+
+impl From<Unauthorized> for ApiError {
+    fn from(_: Unauthorized) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this route needs the control token")
+            .challenge()
     }
 }
 
-/// Refuses a control request without the token, when one is configured.
-pub(crate) async fn authorize<L>(State(app): State<App<L>>, request: Request, next: Next) -> Response
-where
-    L: Loader,
-    L::Model: ServeModel,
-{
-    let Some(token) = &app.config().control_token else { return next.run(request).await };
-    if !is_control(request.method(), request.uri().path()) {
-        return next.run(request).await;
-    }
-    let offered = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "));
-    if offered.is_some_and(|offered| token.matches(offered)) {
-        return next.run(request).await;
-    }
-    let error = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this route needs the control token");
-    let mut response = counted("control", Err::<Response, _>(error)).into_response();
+/// Admits a control request: always without a configured token, else only with
+/// `Authorization: Bearer <token>`.
+pub(crate) fn require(token: Option<&Secret>, headers: &HeaderMap) -> Result<(), Unauthorized> {
+    let Some(token) = token else { return Ok(()) };
+    let offered = headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes).and_then(|value| {
+        let (scheme, rest) = value.split_at_checked(7)?;
+        scheme.eq_ignore_ascii_case(b"bearer ").then_some(rest)
+    });
+    if offered.is_some_and(|offered| token.matches(offered)) { Ok(()) } else { Err(Unauthorized) }
+}
+
+/// The `WWW-Authenticate` challenge a 401 carries.
+pub(crate) fn challenge(mut response: Response) -> Response {
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
+    response.into_response()
 }
 
 #[cfg(test)]
@@ -82,30 +80,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn control_routes_are_those_that_change_what_is_served() {
-        let control = [
-            (Method::PUT, "/models/mlp"),
-            (Method::DELETE, "/models/coco/3"),
-            (Method::POST, "/models/mlp/pin"),
-            (Method::POST, "/models/mlp/unpin"),
-            (Method::POST, "/v2/repository/models/mlp/load"),
-            (Method::POST, "/v2/repository/models/mlp/unload"),
-        ];
-        for (method, path) in control {
-            assert!(is_control(&method, path), "{method} {path}");
+    fn only_the_token_in_a_bearer_header_is_admitted() {
+        let secret = Secret::new("s3cret").expect("a token");
+        let headers = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            headers
+        };
+        assert!(require(None, &HeaderMap::new()).is_ok(), "no token configured: open");
+        assert!(require(Some(&secret), &HeaderMap::new()).is_err());
+        assert!(require(Some(&secret), &headers("Bearer s3cret")).is_ok());
+        assert!(require(Some(&secret), &headers("bearer s3cret")).is_ok(), "the scheme in any case");
+        for wrong in ["Bearer s3cre", "Bearer s3cret ", "Basic s3cret", "s3cret", "Bearer"] {
+            assert!(require(Some(&secret), &headers(wrong)).is_err(), "{wrong}");
         }
-        let open = [
-            (Method::POST, "/models/mlp/infer"),
-            (Method::GET, "/models"),
-            (Method::POST, "/v2/models/mlp/infer"),
-            (Method::POST, "/v2/repository/index"),
-            (Method::GET, "/metrics"),
-        ];
-        for (method, path) in open {
-            assert!(!is_control(&method, path), "{method} {path}");
-        }
-        let secret = Secret::new("s3cret");
-        assert!(secret.matches(b"s3cret") && !secret.matches(b"s3cre") && !secret.matches(b""));
+        assert!(Secret::new("").is_none(), "an empty token guards nothing");
         assert_eq!(format!("{secret:?}"), "Secret(..)");
     }
 }

@@ -11,6 +11,7 @@
 //! | A body over [`Limits::max_body_bytes`](crate::Limits::max_body_bytes), a tensor over [`Limits::max_elements`](crate::Limits::max_elements) | 413 | `too_large` |
 //! | A body whose `Content-Type` is not JSON (nor raw bytes with `Inference-Header-Content-Length`) | 415 | `unsupported_media_type` |
 //! | An alias that would take a catalogue model's name | 409 | `catalogue_name` |
+//! | A control route without the control token ([`crate::auth`]) | 401, with `WWW-Authenticate: Bearer` | `unauthorized` |
 //! | A body not sent within [`Limits::body_timeout`](crate::Limits::body_timeout) | 408 | `body_timeout` |
 //! | A forward pass past the request's deadline | 503 | `deadline` |
 //! | anything else (a corrupt file, a failed unload, a panic) | 500 | `load_failed`, `unload_failed`, `inference_failed`, `internal` |
@@ -31,12 +32,13 @@ pub struct ApiError {
     kind: &'static str,
     message: String,
     retry_after: Option<u32>,
+    challenge: bool,
 }
 
 impl ApiError {
     /// An error answered with `status`.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into(), retry_after: None }
+        Self { status, kind, message: message.into(), retry_after: None, challenge: false }
     }
 
     /// The same error, answered with a `Retry-After` of `seconds` (a refusal for load: the
@@ -50,6 +52,13 @@ impl ApiError {
     /// A request the server cannot parse (400).
     pub fn bad_request(kind: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, kind, message)
+    }
+
+    /// The same error, answered with a `WWW-Authenticate: Bearer` challenge (a 401).
+    #[must_use]
+    pub(crate) fn challenge(mut self) -> Self {
+        self.challenge = true;
+        self
     }
 
     /// The HTTP status.
@@ -72,6 +81,9 @@ impl ApiError {
         let mut response = (self.status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.challenge {
+            response = crate::auth::challenge(response);
         }
         response
     }

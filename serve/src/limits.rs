@@ -18,7 +18,8 @@
 //! the request timeout (then 503 with `Retry-After`); one whose charge is larger than the whole
 //! budget is refused at once (413). An answer is handed to hyper in frames of 64 KiB, so the
 //! charge is held until all but the last few hundred KiB of it have been written; a client that
-//! stops reading is cut off after [`Limits::send_timeout`]. So all requests together hold at
+//! stops reading is cut off after [`Limits::send_timeout`], and one that reads slower than 64 KiB
+//! a second on average (after that timeout) once its answer is late by that measure. So all requests together hold at
 //! most `inflight_bytes` of bodies, decoded tensors, activations and answers, plus, per open
 //! connection, hyper's buffers (a head of at most 64 KiB, a few frames of an answer).
 //!

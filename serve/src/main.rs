@@ -98,10 +98,7 @@ impl Options {
                 send_timeout: seconds(self.send_timeout, "send-timeout")?,
                 batch_rows: self.batch_rows,
             },
-            control_token: std::env::var(&self.control_token_env)
-                .ok()
-                .filter(|t| !t.is_empty())
-                .map(Secret::new),
+            control_token: std::env::var(&self.control_token_env).ok().and_then(|token| Secret::new(&token)),
         })
     }
 }
@@ -147,7 +144,14 @@ fn first_signal() -> impl std::future::Future<Output = ()> {
 
 async fn run(options: Options) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let load = options.load.clone();
+    let token_env = options.control_token_env.clone();
     let config = options.config()?;
+    if config.control_token.is_none() {
+        tracing::warn!(
+            variable = token_env,
+            "no control token: the routes that change what is served are open to every client"
+        );
+    }
     let app = App::new(config.clone())?;
     for entry in &load {
         let (id, source) = match entry.split_once('=') {

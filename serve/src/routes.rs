@@ -42,7 +42,7 @@
 //!
 //! # `POST /models/{id}/pin` and `/unpin`
 //! A pinned id's model is never evicted to make room for another (the LRU and the RAM budget
-//! pass it by); a pin of an id not served yet waits for it. Unpinning makes it evictable again.
+//! pass it by); pinning an id that is not served is a 404. Unpinning makes it evictable again.
 //! Both answer 204. With a control token set ([`crate::auth`]), both need it, as `PUT` and
 //! `DELETE` do.
 //!
@@ -62,13 +62,14 @@ use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, put};
-use resident::{Added, Loader, Manager, ManagerExt, ModelId, Replaced};
+use resident::{Added, Loader, Manager, ManagerError, ManagerExt, ModelId, Replaced};
 use serde::de::DeserializeOwned;
 
 use crate::app::App;
+use crate::auth;
 use crate::catalogue::NotInCatalogue;
 use crate::error::ApiError;
 use crate::forward::cancellation;
@@ -101,7 +102,6 @@ where
         // The admission reads every body, within its own limit.
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::admit::admit::<L>))
-        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::auth::authorize::<L>))
         .with_state(app);
     crate::access::logged(routes)
 }
@@ -200,6 +200,7 @@ impl Default for PutBody {
 async fn put_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
@@ -207,9 +208,10 @@ where
     L::Model: ServeModel,
 {
     let started = Instant::now();
-    let result = match received(body) {
-        Ok(body) => load_or_replace(&app, started, path, &body).await,
-        Err(error) => Err(error),
+    let result = match (auth::require(app.config().control_token.as_ref(), &headers), received(body)) {
+        (Err(refused), _) => Err(refused.into()),
+        (Ok(()), Ok(body)) => load_or_replace(&app, started, path, &body).await,
+        (Ok(()), Err(error)) => Err(error),
     };
     answer(PUT, result)
 }
@@ -284,7 +286,7 @@ where
                 stack.add_model_with(&call_source, alias.as_deref(), options).map(Outcome::Added)
             }?;
             // What `id` serves now: a `present` answer names the source already served.
-            let lease = stack.get_ref().lease(&call_id);
+            let lease = stack.get_ref().lease_with(&call_id, options);
             let served = lease.ok().and_then(|model| model.source().map(str::to_owned));
             Ok::<_, ApiError>((outcome, served.unwrap_or(call_source)))
         })
@@ -305,13 +307,18 @@ enum Outcome {
     Added(Added),
 }
 
-async fn delete_model<L>(State(app): State<App<L>>, path: Result<Path<String>, PathRejection>) -> Response
+async fn delete_model<L>(
+    State(app): State<App<L>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response
 where
     L: Loader,
     L::Model: ServeModel,
 {
     let started = Instant::now();
     let result = async {
+        auth::require(app.config().control_token.as_ref(), &headers)?;
         let id = captured(path)?;
         ModelId::validate(&id)?;
         app.run(started, Some(&id.clone()), move |stack, options| stack.remove_with(&id, options)).await??;
@@ -349,6 +356,7 @@ pub(crate) fn json_answer(answer: &impl serde::Serialize, elements: usize) -> Re
 async fn post_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
@@ -363,7 +371,11 @@ where
     };
     for (suffix, pin) in [("/pin", true), ("/unpin", false)] {
         if let Some(id) = rest.strip_suffix(suffix) {
-            return answer(PIN, pinned(&app, started, id.to_owned(), pin).await);
+            let result = match auth::require(app.config().control_token.as_ref(), &headers) {
+                Ok(()) => pinned(&app, started, id.to_owned(), pin).await,
+                Err(refused) => Err(refused.into()),
+            };
+            return answer(PIN, result);
         }
     }
     let Some(id) = rest.strip_suffix("/infer").map(str::to_owned) else {
@@ -399,6 +411,10 @@ where
     ModelId::validate(&id)?;
     let key = id.clone();
     app.run(started, Some(&key), move |stack, options| {
+        // Only a served id is pinned over HTTP: pins of ids never served would pile up.
+        if pin && !stack.contains(&id) {
+            return Err(ManagerError::NotFound { id: ModelId::new(&id)? });
+        }
         if pin { stack.pin_with(&id, options) } else { stack.unpin_with(&id, options) }
     })
     .await??;

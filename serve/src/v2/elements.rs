@@ -42,11 +42,20 @@ thread_local! {
 /// Runs `decode` on this thread with at most `cap` elements readable by every [`Elements`] it
 /// parses together; returns its result and, if it failed on the elements, why.
 pub(crate) fn capped<T>(cap: u64, decode: impl FnOnce() -> T) -> (T, Option<Refused>) {
-    let outer = LEFT.replace(Some((cap, cap)));
-    let outer_refusal = REFUSED.take();
+    /// Puts the outer decode's cap and refusal back, even if `decode` panics (the thread is
+    /// then reused by the pool).
+    struct Restore(Option<(u64, u64)>, Option<Refused>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LEFT.set(self.0);
+            REFUSED.set(self.1);
+        }
+    }
+    let restore = Restore(LEFT.replace(Some((cap, cap))), REFUSED.take());
     let result = decode();
-    LEFT.set(outer);
-    (result, REFUSED.replace(outer_refusal))
+    let refused = REFUSED.get();
+    drop(restore);
+    (result, refused)
 }
 
 impl Refused {

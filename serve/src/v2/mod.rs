@@ -294,9 +294,13 @@ fn short<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D:
     Ok(text)
 }
 
-/// An optional [`short`] string.
+/// An optional [`short`] string (`null` is none).
 fn short_option<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    short(deserializer).map(Some)
+    let text = Option::<String>::deserialize(deserializer)?;
+    if let Some(text) = text.as_ref().filter(|text| text.len() > MAX_NAME) {
+        return Err(serde::de::Error::custom(format!("an id of {} bytes; at most {MAX_NAME}", text.len())));
+    }
+    Ok(text)
 }
 
 /// An inference request (the protocol's "Inference Request JSON Object"; of its parameters,

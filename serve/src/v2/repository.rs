@@ -106,6 +106,7 @@ where
 async fn control<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
@@ -115,6 +116,9 @@ where
     let started = Instant::now();
     let result = async {
         let rest = captured(path)?;
+        if rest.ends_with("/load") || rest.ends_with("/unload") {
+            crate::auth::require(app.config().control_token.as_ref(), &headers).map_err(ApiError::from)?;
+        }
         if let Some(name) = rest.strip_suffix("/load") {
             let request: ControlRequest = optional(body)?;
             let source = source(request.parameters.as_ref())?;

@@ -28,7 +28,7 @@ async fn futures_ids(client: &Client, url: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold() {
     let config =
-        ServeConfig { control_token: Some(Secret::new("s3cret")), max_models: 1, ..ServeConfig::fixtures() };
+        ServeConfig { control_token: Secret::new("s3cret"), max_models: 1, ..ServeConfig::fixtures() };
     let server = Server::start(App::new(config).expect("the server builds")).await;
     let base = &server.client.base;
     let http = &server.client.http;
@@ -42,6 +42,20 @@ async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold()
     assert_eq!(send(wrong).await.0, 401);
     let load = http.post(format!("{base}/v2/repository/models/mlp/load"));
     assert_eq!(send(load).await.0, 401);
+    // No spelling of a control path gets past the token: it is checked on the decoded path.
+    for spelling in ["mlp%2Fload", "mlp/lo%61d", "mlp%2fload"] {
+        let load = http.post(format!("{base}/v2/repository/models/{spelling}"));
+        assert_eq!(send(load).await.0, 401, "{spelling}");
+    }
+    for spelling in ["mlp%2Fpin", "mlp/p%69n", "MLP/../mlp/pin"] {
+        let (status, body) = send(http.post(format!("{base}/models/{spelling}"))).await;
+        assert!(matches!(status, 401 | 400 | 404), "{spelling}: {status} {body}");
+        assert_ne!(status, 204, "{spelling}");
+    }
+    let wrong_case = http.put(format!("{base}/models/mlp")).header("authorization", "bearer s3cret");
+    assert_eq!(send(wrong_case).await.0, 201, "the scheme is case-insensitive");
+    let (status, _) = send(http.delete(format!("{base}/models/mlp")).bearer_auth("s3cret")).await;
+    assert_eq!(status, 204);
     assert!(server.client.models().await.is_empty());
 
     let put = |id: &str| http.put(format!("{base}/models/{id}")).bearer_auth("s3cret");
@@ -51,6 +65,8 @@ async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold()
     // A pinned model is not evicted for another: with room for one, the add is refused.
     let pin = |id: &str, what: &str| http.post(format!("{base}/models/{id}/{what}")).bearer_auth("s3cret");
     assert_eq!(send(http.post(format!("{base}/models/mlp/pin"))).await.0, 401);
+    let (status, body) = send(pin("never-served", "pin")).await;
+    assert_eq!((status, &body["kind"]), (404, &json!("not_found")), "only a served id is pinned: {body}");
     assert_eq!(send(pin("mlp", "pin")).await.0, 204);
     let (status, body) = send(put("cnn")).await;
     assert_eq!(status, 507, "{body}");
