@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use resident::burn::{BurnError, Cpu, Served, SharedLoader, SharedWeights};
+use resident::burn::{BurnError, Cpu, Served, SharedLoader, SharedWeights, TensorSpec};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
 use resident::{BoxError, Deadline, Loader, Model, ModelId};
@@ -205,8 +205,12 @@ impl ServeModel for CatalogueModel {
         self.served.infer(input)
     }
 
-    fn widths(&self) -> (usize, usize) {
-        ServeModel::widths(&self.served)
+    fn inputs(&self) -> Vec<TensorSpec> {
+        ServeModel::inputs(&self.served)
+    }
+
+    fn outputs(&self) -> Vec<TensorSpec> {
+        ServeModel::outputs(&self.served)
     }
 
     fn source(&self) -> Option<&str> {

@@ -1,7 +1,7 @@
 //! [`ServeModel`]: what the server needs from a resident model besides [`Model`].
 
 use resident::Model;
-use resident::burn::{Architecture, BurnError, ServeBackend, Served};
+use resident::burn::{Architecture, BurnError, ServeBackend, Served, TensorSpec};
 
 /// A resident model the server can run: whole rows of `f32` in, whole rows out.
 ///
@@ -13,9 +13,19 @@ pub trait ServeModel: Model {
     /// is not whole rows is [`BurnError::Input`].
     fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError>;
 
-    /// The width of an input row and of an output row (the Open Inference Protocol's model
-    /// metadata: `[-1, input]` in, `[-1, output]` out).
-    fn widths(&self) -> (usize, usize);
+    /// The tensors the model takes, as its architecture declares them (the Open Inference
+    /// Protocol's model metadata): the server runs models of one `FP32` input.
+    fn inputs(&self) -> Vec<TensorSpec>;
+
+    /// The tensors it answers: the server runs models of one `FP32` output.
+    fn outputs(&self) -> Vec<TensorSpec>;
+
+    /// The elements of an input row and of an output row: all of the first input's and the
+    /// first output's dimensions but the batch (0 if one of them has no fixed size).
+    fn widths(&self) -> (usize, usize) {
+        let width = |specs: Vec<TensorSpec>| specs.first().and_then(TensorSpec::row_width).unwrap_or(0);
+        (width(self.inputs()), width(self.outputs()))
+    }
 
     /// The catalogue model this one was loaded from (an alias's source), if it knows: shown in
     /// a `PUT`'s answer and in the protocol's model metadata. `None` by default.
@@ -29,8 +39,11 @@ impl<A: Architecture, T: ServeBackend> ServeModel for Served<A, T> {
         Served::infer(self, input)
     }
 
-    fn widths(&self) -> (usize, usize) {
-        let architecture = self.architecture();
-        (architecture.input_width(), architecture.output_width())
+    fn inputs(&self) -> Vec<TensorSpec> {
+        self.architecture().inputs()
+    }
+
+    fn outputs(&self) -> Vec<TensorSpec> {
+        self.architecture().outputs()
     }
 }

@@ -7,10 +7,11 @@
 //! of one type, over one group.
 
 use burn::module::{Devices, Module, ModuleMapper, ModuleVisitor};
-use burn::tensor::Tensor;
+use burn::tensor::TensorData;
 use burn::tensor::backend::Backend;
-use resident::burn::Architecture;
+use resident::BoxError;
 use resident::burn::zoo::{Cnn, CnnSpec, Mlp, MlpSpec};
+use resident::burn::{Architecture, TensorSpec};
 
 use crate::limits::Activation;
 
@@ -33,6 +34,16 @@ impl Zoo {
             "cnn" => Some(Self::Cnn(CnnSpec { side: a, channels: b, d_out: c })),
             _ => None,
         }
+    }
+
+    /// Elements of an input row (all of an input's dimensions but the batch).
+    pub fn input_width(&self) -> usize {
+        self.inputs().first().and_then(TensorSpec::row_width).unwrap_or(0)
+    }
+
+    /// Elements of an output row.
+    pub fn output_width(&self) -> usize {
+        self.outputs().first().and_then(TensorSpec::row_width).unwrap_or(0)
     }
 
     /// Output elements per input element (an output row's width over an input row's).
@@ -145,17 +156,17 @@ impl<B: Backend> Module<B> for ZooModule<B> {
 impl Architecture for Zoo {
     type Module<B: Backend> = ZooModule<B>;
 
-    fn input_width(&self) -> usize {
+    fn inputs(&self) -> Vec<TensorSpec> {
         match self {
-            Self::Mlp(spec) => spec.input_width(),
-            Self::Cnn(spec) => spec.input_width(),
+            Self::Mlp(spec) => spec.inputs(),
+            Self::Cnn(spec) => spec.inputs(),
         }
     }
 
-    fn output_width(&self) -> usize {
+    fn outputs(&self) -> Vec<TensorSpec> {
         match self {
-            Self::Mlp(spec) => spec.output_width(),
-            Self::Cnn(spec) => spec.output_width(),
+            Self::Mlp(spec) => spec.outputs(),
+            Self::Cnn(spec) => spec.outputs(),
         }
     }
 
@@ -174,10 +185,15 @@ impl Architecture for Zoo {
     }
 
     /// Runs the module's own architecture (the shape it was built for).
-    fn forward<B: Backend>(&self, module: &ZooModule<B>, input: Tensor<B, 2>) -> Tensor<B, 2> {
+    fn forward<B: Backend>(
+        &self,
+        module: &ZooModule<B>,
+        device: &B::Device,
+        inputs: Vec<TensorData>,
+    ) -> Result<Vec<TensorData>, BoxError> {
         match module {
-            ZooModule::Mlp(spec, m) => spec.forward(m, input),
-            ZooModule::Cnn(spec, m) => spec.forward(m, input),
+            ZooModule::Mlp(spec, m) => spec.forward(m, device, inputs),
+            ZooModule::Cnn(spec, m) => spec.forward(m, device, inputs),
         }
     }
 }

@@ -61,7 +61,8 @@ def main():
         assert meta["name"] == name and meta["versions"] == ["1"], meta
         (tensor,) = meta["inputs"]
         assert (tensor["name"], tensor["datatype"], tensor["shape"][0]) == ("input", "FP32", -1), meta
-        x = np.array(fixtures[name]["input"], dtype=np.float32).reshape(-1, tensor["shape"][1])
+        # The declared shape, the batch's size left to numpy: [-1, 16] rows, [-1, 1, 8, 8] images.
+        x = np.array(fixtures[name]["input"], dtype=np.float32).reshape([-1] + tensor["shape"][1:])
         want = np.array(fixtures[name]["output"], dtype=np.float32)
         for binary in (True, False):
             inputs = [httpclient.InferInput("input", list(x.shape), "FP32")]

@@ -98,6 +98,16 @@ pub enum BurnError {
         /// Values per row.
         width: usize,
     },
+    /// A tensor given to a model does not match its declaration
+    /// ([`Architecture::inputs`](super::Architecture::inputs)): another count, element type or
+    /// shape.
+    #[error("input tensor `{name}` does not match the model's declaration: {reason}")]
+    Tensor {
+        /// The declared tensor (or tensors) concerned.
+        name: String,
+        /// What differs.
+        reason: String,
+    },
     /// The backend failed to produce the output.
     #[error("the forward pass failed: {source}")]
     Forward {

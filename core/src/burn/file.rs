@@ -3,14 +3,14 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use burn::tensor::TensorData;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
 
-use super::architecture::Architecture;
+use super::architecture::{Architecture, run, run_rows};
 use super::backend::Cpu;
 use super::error::BurnError;
 use super::weights::{LoadStats, load};
-use crate::error::{BoxError, SourceError};
+use crate::error::BoxError;
 use crate::id::ModelId;
 use crate::manager::{Loader, Model};
 use crate::runtime::Arc;
@@ -77,29 +77,23 @@ impl<A: Architecture, B: Backend> BurnModel<A, B> {
         self.stats
     }
 
-    /// Runs whole rows of `input` through the model; returns the output rows, flat.
+    /// Runs whole rows of `input` through a model of one `FP32` input and output; returns the
+    /// output rows, flat (rows along the first dimension of the declared shapes).
     pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
-        infer(&*self.arch, &self.module, &self.device, input)
+        run_rows(&*self.arch, &self.module, &self.device, input)
     }
-}
 
-/// Runs whole rows of `input` through `module` on `device`.
-pub(super) fn infer<A: Architecture, B: Backend>(
-    arch: &A,
-    module: &A::Module<B>,
-    device: &B::Device,
-    input: &[f32],
-) -> Result<Vec<f32>, BurnError> {
-    let width = arch.input_width();
-    if width == 0 || input.is_empty() || !input.len().is_multiple_of(width) {
-        return Err(BurnError::Input { len: input.len(), width });
+    /// Runs `inputs`, one per declared input in order, through the model; returns one tensor
+    /// per declared output. Inputs that do not match the declaration are
+    /// [`BurnError::Tensor`].
+    pub fn run(&self, inputs: Vec<TensorData>) -> Result<Vec<TensorData>, BurnError> {
+        run(&*self.arch, &self.module, &self.device, inputs)
     }
-    let rows = input.len() / width;
-    let input = Tensor::<B, 2>::from_data(TensorData::new(input.to_vec(), [rows, width]), device);
-    let output = arch.forward(module, input);
-    let failed = |error: BoxError| BurnError::Forward { source: SourceError::new(error) };
-    let data = output.try_into_data().map_err(|e| failed(e.into()))?;
-    data.convert::<f32>().to_vec::<f32>().map_err(|e| failed(e.into()))
+
+    /// The architecture the model was built with (the tensors it takes and answers).
+    pub fn architecture(&self) -> &A {
+        &self.arch
+    }
 }
 
 impl<A: Architecture, B: Backend> Model for BurnModel<A, B> {

@@ -1,7 +1,8 @@
 //! Serving [burn](https://burn.dev) models (feature `burn`, on by default).
 //!
-//! A model family is an [`Architecture`]: it builds an empty module on any backend and runs a
-//! forward pass on flat rows. Weights come from SafeTensors files into CPU tensors on the
+//! A model family is an [`Architecture`]: it builds an empty module on any backend, declares
+//! the tensors it takes and answers ([`TensorSpec`]: a name, a [`DataType`], a shape of any
+//! rank) and runs a forward pass on burn tensor data of those. Weights come from SafeTensors files into CPU tensors on the
 //! [`Cpu`] (ndarray) backend; byte sizes are the tensors' own (elements × dtype size).
 //!
 //! Two ways to serve them:
@@ -23,7 +24,7 @@ mod source;
 mod weights;
 pub mod zoo;
 
-pub use architecture::Architecture;
+pub use architecture::{Architecture, DataType, TensorSpec};
 pub use backend::{Cpu, ServeBackend, copy_to, cuda_driver_present};
 pub use error::BurnError;
 pub use file::{BurnModel, FileLoader};

@@ -4,10 +4,12 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::architecture::Architecture;
+use burn::tensor::TensorData;
+
+use super::architecture::{Architecture, run, run_rows};
 use super::backend::{Cpu, ServeBackend};
 use super::error::BurnError;
-use super::file::{infer, model_path};
+use super::file::model_path;
 use super::source::FileIdentity;
 use super::weights::{BurnWeights, file_len, header_tensor_bytes, header_tensors};
 use crate::cache::{CacheGroup, Declared, DeviceCache, DeviceGuard};
@@ -222,15 +224,26 @@ impl<A: Architecture, T: ServeBackend> Served<A, T> {
         self.model.guard()
     }
 
-    /// The architecture the model was built with (its input and output widths, its tensors).
+    /// The architecture the model was built with (the tensors it takes and answers, its
+    /// weights).
     pub fn architecture(&self) -> &A {
         &self.arch
     }
 
-    /// Runs whole rows of `input` through the device copy; returns the output rows, flat.
+    /// Runs whole rows of `input` through the device copy of a model of one `FP32` input and
+    /// output; returns the output rows, flat (rows along the first dimension of the declared
+    /// shapes).
     pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, BurnError> {
         let guard = self.model.guard();
-        infer(&*self.arch, &guard.module, &guard.device, input)
+        run_rows(&*self.arch, &guard.module, &guard.device, input)
+    }
+
+    /// Runs `inputs`, one per declared input in order, through the device copy; returns one
+    /// tensor per declared output. Inputs that do not match the declaration are
+    /// [`BurnError::Tensor`].
+    pub fn run(&self, inputs: Vec<TensorData>) -> Result<Vec<TensorData>, BurnError> {
+        let guard = self.model.guard();
+        run(&*self.arch, &guard.module, &guard.device, inputs)
     }
 }
 

@@ -9,7 +9,8 @@ use burn::nn::{Initializer, Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
-use super::architecture::Architecture;
+use super::architecture::{Architecture, DataType, TensorSpec};
+use crate::error::BoxError;
 
 /// `n` values in `[-scale, scale)` from `seed` (splitmix64).
 fn draw(seed: u64, n: usize, scale: f32) -> Vec<f32> {
@@ -84,15 +85,27 @@ impl MlpSpec {
     }
 }
 
+/// A size as a declared dimension.
+fn dim(size: usize) -> i64 {
+    i64::try_from(size).unwrap_or(i64::MAX)
+}
+
+/// The one tensor of `inputs` (the declaration was checked before `forward`).
+fn only(inputs: Vec<TensorData>) -> Result<TensorData, BoxError> {
+    inputs.into_iter().next().ok_or_else(|| "no input tensor".into())
+}
+
 impl Architecture for MlpSpec {
     type Module<B: Backend> = Mlp<B>;
 
-    fn input_width(&self) -> usize {
-        self.d_in
+    /// `input`, `FP32`, `[batch, d_in]`.
+    fn inputs(&self) -> Vec<TensorSpec> {
+        vec![TensorSpec::new("input", DataType::Fp32, [-1, dim(self.d_in)])]
     }
 
-    fn output_width(&self) -> usize {
-        self.d_out
+    /// `output`, `FP32`, `[batch, d_out]`.
+    fn outputs(&self) -> Vec<TensorSpec> {
+        vec![TensorSpec::new("output", DataType::Fp32, [-1, dim(self.d_out)])]
     }
 
     fn init<B: Backend>(&self, device: &B::Device) -> Mlp<B> {
@@ -107,8 +120,15 @@ impl Architecture for MlpSpec {
         Some(linear_names(&["fc1", "fc2"]))
     }
 
-    fn forward<B: Backend>(&self, module: &Mlp<B>, input: Tensor<B, 2>) -> Tensor<B, 2> {
-        module.fc2.forward(module.act.forward(module.fc1.forward(input)))
+    fn forward<B: Backend>(
+        &self,
+        module: &Mlp<B>,
+        device: &B::Device,
+        inputs: Vec<TensorData>,
+    ) -> Result<Vec<TensorData>, BoxError> {
+        let input = Tensor::<B, 2>::from_data(only(inputs)?, device);
+        let output = module.fc2.forward(module.act.forward(module.fc1.forward(input)));
+        Ok(vec![output.try_into_data()?])
     }
 }
 
@@ -121,7 +141,8 @@ pub struct Cnn<B: Backend> {
     head: Linear<B>,
 }
 
-/// The shape of a [`Cnn`]; inputs are flat `side × side` images.
+/// The shape of a [`Cnn`]; inputs are one-channel `side × side` images, `[batch, 1, side,
+/// side]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CnnSpec {
     /// Image side.
@@ -157,12 +178,14 @@ impl CnnSpec {
 impl Architecture for CnnSpec {
     type Module<B: Backend> = Cnn<B>;
 
-    fn input_width(&self) -> usize {
-        self.side * self.side
+    /// `input`, `FP32`, `[batch, 1, side, side]`: images, one channel.
+    fn inputs(&self) -> Vec<TensorSpec> {
+        vec![TensorSpec::new("input", DataType::Fp32, [-1, 1, dim(self.side), dim(self.side)])]
     }
 
-    fn output_width(&self) -> usize {
-        self.d_out
+    /// `output`, `FP32`, `[batch, d_out]`.
+    fn outputs(&self) -> Vec<TensorSpec> {
+        vec![TensorSpec::new("output", DataType::Fp32, [-1, dim(self.d_out)])]
     }
 
     fn init<B: Backend>(&self, device: &B::Device) -> Cnn<B> {
@@ -178,10 +201,16 @@ impl Architecture for CnnSpec {
         Some(linear_names(&["conv", "head"]))
     }
 
-    fn forward<B: Backend>(&self, module: &Cnn<B>, input: Tensor<B, 2>) -> Tensor<B, 2> {
-        let [rows, _] = input.dims();
-        let images = input.reshape([rows, 1, self.side, self.side]);
+    fn forward<B: Backend>(
+        &self,
+        module: &Cnn<B>,
+        device: &B::Device,
+        inputs: Vec<TensorData>,
+    ) -> Result<Vec<TensorData>, BoxError> {
+        let images = Tensor::<B, 4>::from_data(only(inputs)?, device);
+        let [rows, ..] = images.dims();
         let features = module.pool.forward(module.act.forward(module.conv.forward(images)));
-        module.head.forward(features.reshape([rows, self.channels]))
+        let output = module.head.forward(features.reshape([rows, self.channels]));
+        Ok(vec![output.try_into_data()?])
     }
 }

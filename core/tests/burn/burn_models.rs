@@ -164,17 +164,45 @@ fn input_that_is_not_whole_rows_is_a_typed_error() {
 }
 
 #[test]
+fn named_tensors_run_as_declared_and_anything_else_is_a_typed_error() {
+    use burn::tensor::TensorData;
+    let e = fixture("cnn");
+    let spec = cnn_spec(&e);
+    let declared = spec.inputs();
+    assert_eq!(declared.len(), 1);
+    assert_eq!(declared[0].shape, [-1, 1, spec.side as i64, spec.side as i64], "images, [N, C, H, W]");
+    assert_eq!(declared[0].datatype, resident::burn::DataType::Fp32);
+    let manager = ModelManager::new(FileLoader::new(spec, &models_dir()));
+    manager.add_model("cnn", None).unwrap();
+    let rows = e.input.len() / (spec.side * spec.side);
+    let images = TensorData::new(e.input.clone(), [rows, 1, spec.side, spec.side]);
+    let outputs = manager.infer("cnn", |m| m.run(vec![images])).unwrap().expect("forward");
+    assert_eq!(outputs.len(), 1);
+    assert_eq!(outputs[0].shape.to_vec(), [rows, spec.d_out]);
+    assert_close(&outputs[0].to_vec::<f32>().unwrap(), &e.output, "named");
+    let wrong = [
+        vec![TensorData::new(e.input.clone(), [rows, spec.side * spec.side])],
+        vec![TensorData::new(vec![1_i64; rows * spec.side * spec.side], [rows, 1, spec.side, spec.side])],
+        vec![],
+    ];
+    for inputs in wrong {
+        let err = manager.infer("cnn", |m| m.run(inputs)).unwrap().unwrap_err();
+        assert!(matches!(err, BurnError::Tensor { .. }), "{err:?}");
+    }
+}
+
+#[test]
 fn a_real_tensor_copy_gives_the_same_outputs() {
     let e = fixture("cnn");
     let spec = cnn_spec(&e);
     let (cpu, _) = resident::burn::load(&spec, &models_dir().join("cnn.safetensors")).unwrap();
     let copy = copy_to::<CnnSpec, Cpu>(&spec, &cpu, &Default::default(), "cpu").unwrap();
-    let rows = e.input.len() / spec.input_width();
-    let input = burn::tensor::Tensor::<Cpu, 2>::from_data(
-        burn::tensor::TensorData::new(e.input.clone(), [rows, spec.input_width()]),
-        &Default::default(),
-    );
-    let output = spec.forward(&copy, input).into_data().to_vec::<f32>().unwrap();
+    // The CNN's natural input: images, [batch, 1, side, side].
+    let side = spec.side;
+    let rows = e.input.len() / (side * side);
+    let images = burn::tensor::TensorData::new(e.input.clone(), [rows, 1, side, side]);
+    let mut outputs = spec.forward(&copy, &Default::default(), vec![images]).expect("forward");
+    let output = outputs.remove(0).to_vec::<f32>().unwrap();
     assert_close(&output, &e.output, "copy");
 }
 
@@ -196,9 +224,8 @@ fn two_device_caches_share_one_copy_of_the_cpu_weights() {
     for cache in [&gpu0, &gpu1] {
         let output = cache.infer("mlp", |m| m.infer(&e.input)).unwrap().unwrap();
         assert_close(&output, &e.output, "served");
-        let widths =
-            cache.infer("mlp", |m| (m.architecture().input_width(), m.architecture().output_width()));
-        assert_eq!(widths.unwrap(), (spec.input_width(), spec.output_width()), "the architecture served");
+        let declared = cache.infer("mlp", |m| (m.architecture().inputs(), m.architecture().outputs()));
+        assert_eq!(declared.unwrap(), (spec.inputs(), spec.outputs()), "the architecture served");
     }
     let shared =
         gpu0.infer("mlp", |a| gpu1.infer("mlp", |b| a.guard().cpu().shares_weights_with(b.guard().cpu())));
@@ -231,10 +258,14 @@ fn regenerate<A: Architecture>(
     module: A::Module<Cpu>,
 ) -> serde_json::Value {
     let rows = 3;
-    let input = fixed_input(arch.input_width(), rows);
-    let batch = burn::tensor::TensorData::new(input.clone(), [rows, arch.input_width()]);
-    let direct = arch.forward(&module, burn::tensor::Tensor::<Cpu, 2>::from_data(batch, &Default::default()));
-    let direct = direct.into_data().to_vec::<f32>().expect("f32 outputs");
+    let declared = arch.inputs().remove(0);
+    let width = declared.row_width().expect("fixed rows");
+    let input = fixed_input(width, rows);
+    let mut shape = vec![rows];
+    shape.extend(declared.shape[1..].iter().map(|&d| usize::try_from(d).expect("a fixed size")));
+    let batch = burn::tensor::TensorData::new(input.clone(), shape);
+    let mut direct = arch.forward(&module, &Default::default(), vec![batch]).expect("forward");
+    let direct = direct.remove(0).to_vec::<f32>().expect("f32 outputs");
     resident::burn::save(&module, &dir.join(format!("{id}.safetensors"))).expect("saved");
     let model = FileLoader::new(arch, dir).load(&resident::ModelId::new(id).expect("id")).expect("reloads");
     let output = model.infer(&input).expect("forward");

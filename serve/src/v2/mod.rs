@@ -18,12 +18,15 @@
 //! /models/{id}`.
 //!
 //! # Tensors
-//! A model takes one tensor `input` of datatype `FP32` and shape `[rows, input width]` (`-1`
-//! rows in its metadata: any number) and answers one tensor `output`, `FP32`,
-//! `[rows, output width]`. An inference request's `data` is the tensor's elements in row-major
-//! order, flat or nested as the shape; the answer's `data` is flat. Another datatype, another
-//! input name, a shape that does not match the data or the model, a non-finite element, or a
-//! requested output other than `output` are 400s. A non-finite output is a 500, never a `null`.
+//! A model's metadata gives the tensors its architecture declares
+//! ([`Architecture::inputs`](resident::burn::Architecture::inputs)): names, datatypes and
+//! shapes of any rank, `-1` for a dimension of any size (the batch first). The server runs
+//! models of one `FP32` input and one `FP32` output: the fixture MLP takes `input` `[-1, 16]`,
+//! the fixture CNN images `[-1, 1, 8, 8]`. An inference request's `data` is the tensor's elements
+//! in row-major order, flat or nested as the shape; the answer's `data` is flat, its shape the
+//! declared one with the batch's size. Another datatype, another input name, a shape the data
+//! or the declaration does not admit, a non-finite element, or a requested output the model does
+//! not declare are 400s. A non-finite output is a 500, never a `null`.
 //!
 //! The binary tensor data extension is spoken (`tritonclient.http` sends and asks binary by
 //! default): the body is the JSON object followed by the raw little-endian elements, the JSON's
@@ -45,7 +48,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use resident::burn::BurnError;
+use resident::burn::{BurnError, DataType, TensorSpec};
 use resident::{InvalidId, Loader, Manager, ManagerError, ManagerExt, ModelId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -71,9 +74,7 @@ const OTHER: &str = "other";
 
 /// The one version every model reports.
 const VERSION: &str = "1";
-/// The one input and the one output of every model.
-const INPUT: &str = "input";
-const OUTPUT: &str = "output";
+/// The datatype the server decodes and encodes.
 const FP32: &str = "FP32";
 
 /// The protocol's routes over `App<L>`'s state.
@@ -221,9 +222,9 @@ fn captured(path: Result<Path<String>, PathRejection>) -> Result<String, V2Error
 /// One tensor's description in model metadata.
 #[derive(Debug, Serialize)]
 struct TensorMetadata {
-    name: &'static str,
+    name: String,
     datatype: &'static str,
-    shape: [i64; 2],
+    shape: Vec<i64>,
 }
 
 async fn get_model<L>(State(app): State<App<L>>, path: Result<Path<String>, PathRejection>) -> Response
@@ -244,33 +245,41 @@ where
             None => {
                 // The manager's own lease, under the cache: reading metadata is no use either.
                 let name = path.name.to_owned();
-                let widths = app
+                let described = app
                     .run(Instant::now(), Some(path.name), move |stack, _| {
-                        stack.get_ref().lease(&name).map(|m| (m.widths(), m.source().map(str::to_owned)))
+                        stack
+                            .get_ref()
+                            .lease(&name)
+                            .map(|m| (m.inputs(), m.outputs(), m.source().map(str::to_owned)))
                     })
                     .await??;
-                let ((input, output), source) = widths;
-                Ok(Json(metadata(path.name, input, output, source)).into_response())
+                let (inputs, outputs, source) = described;
+                Ok(Json(metadata(path.name, &inputs, &outputs, source)).into_response())
             }
         }
     };
     answer(MODEL, result.await)
 }
 
-/// The metadata of a model of these widths, loaded from `source` (in the metadata's
+/// The metadata of a model of these declared tensors, loaded from `source` (in the metadata's
 /// `parameters`, resident's addition: the catalogue model an alias serves).
-fn metadata(name: &str, input: usize, output: usize, source: Option<String>) -> Value {
-    let tensor = |name, width: usize| TensorMetadata {
-        name,
-        datatype: FP32,
-        shape: [-1, i64::try_from(width).unwrap_or(i64::MAX)],
+fn metadata(name: &str, inputs: &[TensorSpec], outputs: &[TensorSpec], source: Option<String>) -> Value {
+    let tensors = |specs: &[TensorSpec]| -> Vec<TensorMetadata> {
+        specs
+            .iter()
+            .map(|spec| TensorMetadata {
+                name: spec.name.clone(),
+                datatype: spec.datatype.protocol_name(),
+                shape: spec.shape.clone(),
+            })
+            .collect()
     };
     serde_json::json!({
         "name": name,
         "versions": [VERSION],
         "platform": "resident_burn",
-        "inputs": [tensor(INPUT, input)],
-        "outputs": [tensor(OUTPUT, output)],
+        "inputs": tensors(inputs),
+        "outputs": tensors(outputs),
         "parameters": { "source": source },
     })
 }
@@ -382,32 +391,35 @@ where
         let name = path.name.to_owned();
         // Decoding, the forward pass and encoding all run on the blocking pool.
         app.run(started, Some(path.name), move |stack, options| {
-            let (request, rows, input) = decoded(&headers, body, pass.max_elements)?;
-            let (output, width) = stack.infer_with(&name, options, |model| {
-                let (expected, width) = model.widths();
-                let input = fit(rows, expected, input)?;
-                Ok::<_, V2Error>((pass.run(model, &input)?, width))
+            let (request, input) = decoded(&headers, body, pass.max_elements)?;
+            let (output, spec) = stack.infer_with(&name, options, |model| {
+                let spec = fit(&request, &input, &model.inputs(), &model.outputs())?;
+                Ok::<_, V2Error>((pass.run(model, &input.data)?, spec))
             })??;
-            Ok(encoded(&request, &name, rows, width, &output))
+            Ok(encoded(&request, &name, &spec, input.shape[0], &output))
         })
         .await?
     };
     answer(INFER, result.await)
 }
 
-/// The request a body holds, with its input's rows and elements (flat).
-fn decoded(
-    headers: &HeaderMap,
-    body: Bytes,
-    max_elements: u64,
-) -> Result<(InferRequest, usize, Vec<f32>), V2Error> {
+/// A request's input tensor: its name, its shape, its elements (flat, row-major).
+#[derive(Debug)]
+struct Input {
+    name: String,
+    shape: Vec<usize>,
+    data: Vec<f32>,
+}
+
+/// The request a body holds, with its input.
+fn decoded(headers: &HeaderMap, body: Bytes, max_elements: u64) -> Result<(InferRequest, Input), V2Error> {
     let (json, binary) = binary::split(headers, body)?;
     let (parsed, refused) =
         elements::capped(max_elements, || crate::routes::json_object::<InferRequest>(&json));
     let mut request = parsed.map_err(|error| refused.map_or(error, elements::Refused::error))?;
     drop(json);
-    let (rows, input) = checked_input(&mut request, &binary, max_elements)?;
-    Ok((request, rows, input))
+    let input = checked_input(&mut request, &binary, max_elements)?;
+    Ok((request, input))
 }
 
 /// The protocol's "Inference Response JSON Object", with the one output tensor.
@@ -423,9 +435,9 @@ struct InferResponse<'a> {
 /// The output tensor: its elements in `data`, or (binary) their length in `parameters`.
 #[derive(Debug, Serialize)]
 struct OutputTensor<'a> {
-    name: &'static str,
+    name: &'a str,
     datatype: &'static str,
-    shape: [usize; 2],
+    shape: Vec<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parameters: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -434,12 +446,15 @@ struct OutputTensor<'a> {
 
 /// The answer to `request`: the output tensor, in JSON or (asked for) in binary after it; either
 /// body written once into a buffer of its final size.
-fn encoded(request: &InferRequest, name: &str, rows: usize, width: usize, output: &[f32]) -> Response {
+fn encoded(request: &InferRequest, name: &str, spec: &TensorSpec, rows: usize, output: &[f32]) -> Response {
     let binary_output = request.binary_output();
+    // The declared shape, with the batch's size first (the declaration checked its other sizes).
+    let mut shape = vec![rows];
+    shape.extend(spec.shape.iter().skip(1).map(|&d| usize::try_from(d).unwrap_or(0)));
     let tensor = OutputTensor {
-        name: OUTPUT,
-        datatype: FP32,
-        shape: [rows, width],
+        name: &spec.name,
+        datatype: spec.datatype.protocol_name(),
+        shape,
         parameters: binary_output.then(|| serde_json::json!({ binary::SIZE: output.len() * 4 })),
         data: (!binary_output).then_some(output),
     };
@@ -462,39 +477,29 @@ fn encoded(request: &InferRequest, name: &str, rows: usize, width: usize, output
     }
 }
 
-/// The request's one input, checked against the protocol (name, datatype, shape against the
-/// data, finite elements, at most `max_elements` of them; its data in JSON or all of `binary`)
-/// and its requested outputs: its rows and its elements, flat.
-fn checked_input(
-    request: &mut InferRequest,
-    binary: &[u8],
-    max_elements: u64,
-) -> Result<(usize, Vec<f32>), V2Error> {
-    if let Some(wrong) = request.outputs.iter().flat_map(|o| &o.0).find(|o| o.name != OUTPUT) {
-        return Err(bad(format!("unknown output {:?}: the model answers {OUTPUT:?}", wrong.name)));
-    }
+/// The request's one input, checked against the protocol (a datatype the server decodes, a
+/// shape against the data, finite elements, at most `max_elements` of them; its data in JSON or
+/// all of `binary`).
+fn checked_input(request: &mut InferRequest, binary: &[u8], max_elements: u64) -> Result<Input, V2Error> {
     let count = request.inputs.0.len();
     let [tensor] = request.inputs.0.as_mut_slice() else {
-        return Err(bad(format!("expected one input, {INPUT:?}, got {count}")));
+        return Err(bad(format!("expected one input tensor, got {count}")));
     };
-    if tensor.name != INPUT {
-        return Err(bad(format!("unknown input {:?}: the model takes {INPUT:?}", tensor.name)));
-    }
+    let name = std::mem::take(&mut tensor.name);
     if tensor.datatype != FP32 {
         return Err(bad(format!(
-            "input {INPUT:?} has datatype {:?}; the model takes {FP32}",
+            "input {name:?} has datatype {:?}; the server decodes {FP32}",
             tensor.datatype
         )));
     }
-    let shape = &tensor.shape.0;
-    let &[rows, _] = shape.as_slice() else {
-        return Err(bad(format!("input {INPUT:?} has shape {shape:?}; the model takes [rows, width]")));
+    let shape: Option<Vec<usize>> = tensor.shape.0.iter().map(|&d| usize::try_from(d).ok()).collect();
+    let Some(shape) = shape.filter(|shape| !shape.is_empty()) else {
+        return Err(bad(format!("input {name:?} has shape {:?}", tensor.shape.0)));
     };
-    let elements = shape.iter().try_fold(1_u64, |n, d| u64::try_from(*d).ok().and_then(|d| n.checked_mul(d)));
-    let Some(elements) = elements else { return Err(bad(format!("input {INPUT:?} has shape {shape:?}"))) };
+    let elements = shape.iter().try_fold(1_u64, |n, &d| n.checked_mul(d as u64));
+    let Some(elements) = elements else { return Err(bad(format!("input {name:?} has shape {shape:?}"))) };
     if elements > max_elements {
-        let text =
-            format!("input {INPUT:?} has {elements} elements; the server takes at most {max_elements}");
+        let text = format!("input {name:?} has {elements} elements; the server takes at most {max_elements}");
         return Err(V2Error(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", text)));
     }
     let size = tensor.parameters.as_ref().and_then(|p| p.binary_data_size);
@@ -502,33 +507,55 @@ fn checked_input(
         (Some(size), None) if usize::try_from(size).ok() == Some(binary.len()) => {
             // Checked against the shape before a float is decoded: the vector is the shape's.
             if elements.checked_mul(4) != u64::try_from(binary.len()).ok() {
-                return Err(bad(format!("input {INPUT:?} has shape {shape:?} but {} bytes", binary.len())));
+                return Err(bad(format!("input {name:?} has shape {shape:?} but {} bytes", binary.len())));
             }
             binary::floats(binary)?
         }
         (Some(size), None) => {
-            return Err(bad(format!("{INPUT:?} has {} of {size} bytes after the JSON", binary.len())));
+            return Err(bad(format!("{name:?} has {} of {size} bytes after the JSON", binary.len())));
         }
         (None, Some(Elements(data))) if binary.is_empty() => data,
-        (None, None) => return Err(bad(format!("input {INPUT:?} has no data"))),
-        _ => return Err(bad(format!("input {INPUT:?} has its data in JSON and in binary"))),
+        (None, None) => return Err(bad(format!("input {name:?} has no data"))),
+        _ => return Err(bad(format!("input {name:?} has its data in JSON and in binary"))),
     };
     if u64::try_from(data.len()).ok() != Some(elements) {
-        return Err(bad(format!("input {INPUT:?} has shape {shape:?} but {} elements", data.len())));
+        return Err(bad(format!("input {name:?} has shape {shape:?} but {} elements", data.len())));
     }
-    let rows = usize::try_from(rows).map_err(|_| bad("a negative row count"))?;
-    Ok((rows, data))
+    Ok(Input { name, shape, data })
 }
 
-/// The input, if its rows are the model's `width` wide.
-fn fit(rows: usize, width: usize, input: Vec<f32>) -> Result<Vec<f32>, V2Error> {
-    if rows.checked_mul(width) != Some(input.len()) {
+/// The request against the model's declaration: one `FP32` input and output (what the server
+/// runs), the input's name and shape as declared, only the declared output asked for. The
+/// output's declaration.
+fn fit(
+    request: &InferRequest,
+    input: &Input,
+    inputs: &[TensorSpec],
+    outputs: &[TensorSpec],
+) -> Result<TensorSpec, V2Error> {
+    let ([spec], [output]) = (inputs, outputs) else {
         return Err(bad(format!(
-            "the model takes rows of {width} values; got shape [{rows}, {}]",
-            input.len() / rows.max(1)
+            "the model takes {} tensors and answers {}: the server runs models of one input and one output",
+            inputs.len(),
+            outputs.len()
+        )));
+    };
+    if spec.name != input.name {
+        return Err(bad(format!("unknown input {:?}: the model takes {:?}", input.name, spec.name)));
+    }
+    if spec.datatype != DataType::Fp32 || output.datatype != DataType::Fp32 {
+        return Err(bad(format!("the model's tensors are not {FP32}: the server runs {FP32} models")));
+    }
+    if !spec.admits(&input.shape) {
+        return Err(bad(format!(
+            "input {:?} has shape {:?}; the model takes {:?} (-1: any size)",
+            input.name, input.shape, spec.shape
         )));
     }
-    Ok(input)
+    if let Some(wrong) = request.outputs.iter().flat_map(|o| &o.0).find(|o| o.name != output.name) {
+        return Err(bad(format!("unknown output {:?}: the model answers {:?}", wrong.name, output.name)));
+    }
+    Ok(output.clone())
 }
 
 #[cfg(test)]

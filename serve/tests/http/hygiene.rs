@@ -65,3 +65,25 @@ async fn ids_hiding_characters_or_unaddressable_are_refused_and_aliases_keep_to_
     assert_eq!((status, &body["parameters"]["source"]), (200, &json!("mlp")), "{body}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_takes_the_shape_the_model_declares() {
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
+    let client = &server.client;
+    assert_eq!(client.put("cnn", None).await.0, 201);
+    let cnn = fixture("cnn");
+    let rows = cnn.input.len() / 64;
+    let request = |shape: Value| json!({ "inputs": [{ "name": "input", "datatype": "FP32", "shape": shape, "data": cnn.input }] });
+    // Images, as declared; rows of 64 values are not the CNN's shape (nor is another channel count).
+    let (status, body) = client.infer_v2("cnn", &request(json!([rows, 1, 8, 8]))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outputs"][0]["shape"], json!([rows, 3]), "{body}");
+    for wrong in [json!([rows, 64]), json!([rows, 4, 4, 4]), json!([rows * 8, 8])] {
+        let (status, body) = client.infer_v2("cnn", &request(wrong.clone())).await;
+        assert_eq!(status, 400, "{wrong}: {body}");
+        assert!(body["error"].as_str().is_some_and(|e| e.contains("[-1, 1, 8, 8]")), "{body}");
+    }
+    // The server's own route still takes flat rows of the declared row's size.
+    assert_eq!(client.infer("cnn", &cnn.input).await.0, 200);
+    server.stop().await;
+}

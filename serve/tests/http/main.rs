@@ -300,8 +300,12 @@ impl ServeModel for GatedModel {
         output
     }
 
-    fn widths(&self) -> (usize, usize) {
-        self.inner.widths()
+    fn inputs(&self) -> Vec<resident::burn::TensorSpec> {
+        self.inner.inputs()
+    }
+
+    fn outputs(&self) -> Vec<resident::burn::TensorSpec> {
+        self.inner.outputs()
     }
 
     fn source(&self) -> Option<&str> {
@@ -667,15 +671,27 @@ impl Client {
     }
 }
 
-/// An inference request of `fixture`'s input as rows of `width`, `data` laid out by `nest`.
-fn v2_request(fixture: &Fixture, width: usize, nested: bool) -> Value {
+/// The shape a model's metadata declares for its input, but the batch: `[16]` for rows of 16,
+/// `[1, 8, 8]` for one-channel images.
+fn row_shape(meta: &Value) -> Vec<usize> {
+    let shape = meta["inputs"][0]["shape"].as_array().expect("a declared shape");
+    assert_eq!(shape[0], json!(-1), "any batch: {meta}");
+    shape[1..].iter().map(|d| usize::try_from(d.as_u64().expect("a fixed size")).expect("small")).collect()
+}
+
+/// An inference request of `fixture`'s input as a batch of `row` shaped rows, `data` flat or
+/// nested a row at a time.
+fn v2_request(fixture: &Fixture, row: &[usize], nested: bool) -> Value {
+    let width: usize = row.iter().product();
     let rows = fixture.input.len() / width;
     let data = if nested {
         json!(fixture.input.chunks(width).map(<[f32]>::to_vec).collect::<Vec<_>>())
     } else {
         json!(fixture.input)
     };
-    json!({ "id": "r-1", "inputs": [{ "name": "input", "shape": [rows, width], "datatype": "FP32", "data": data }] })
+    let mut shape = vec![rows];
+    shape.extend_from_slice(row);
+    json!({ "id": "r-1", "inputs": [{ "name": "input", "shape": shape, "datatype": "FP32", "data": data }] })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -702,12 +718,12 @@ async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
             (&meta["inputs"][0]["name"], &meta["inputs"][0]["datatype"]),
             (&json!("input"), &json!("FP32"))
         );
-        assert_eq!(meta["inputs"][0]["shape"][0], json!(-1), "any number of rows: {meta}");
-        let width = usize::try_from(meta["inputs"][0]["shape"][1].as_u64().expect("a width")).expect("small");
+        let row = row_shape(&meta);
+        let width: usize = row.iter().product();
         let out_width = meta["outputs"][0]["shape"][1].as_u64().expect("an output width");
         let fixture = fixture(id);
         for (path, nested) in [(id.to_owned(), false), (format!("{id}/versions/1"), true)] {
-            let (status, body) = client.infer_v2(&path, &v2_request(&fixture, width, nested)).await;
+            let (status, body) = client.infer_v2(&path, &v2_request(&fixture, &row, nested)).await;
             assert_eq!(status, 200, "{path}: {body}");
             assert_eq!(
                 (&body["model_name"], &body["model_version"], &body["id"]),
@@ -724,8 +740,7 @@ async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
     // Refusals: the protocol's error object, the route's status, nothing changed.
     let mlp = fixture("mlp");
     let (_, meta) = client.get_v2("/models/mlp").await;
-    let width = usize::try_from(meta["inputs"][0]["shape"][1].as_u64().expect("a width")).expect("small");
-    let good = v2_request(&mlp, width, false);
+    let good = v2_request(&mlp, &row_shape(&meta), false);
     let with = |pointer: &str, value: Value| {
         let mut request = good.clone();
         *request.pointer_mut(pointer).expect("a field of the request") = value;
@@ -864,8 +879,8 @@ async fn the_repository_extension_loads_replaces_and_unloads() {
     );
     let cnn = fixture("cnn");
     let (_, meta) = client.get_v2("/models/detector").await;
-    let width = usize::try_from(meta["inputs"][0]["shape"][1].as_u64().expect("a width")).expect("small");
-    let (status, body) = client.infer_v2("detector", &v2_request(&cnn, width, false)).await;
+    assert_eq!(meta["inputs"][0]["shape"], json!([-1, 1, 8, 8]), "the CNN takes images: {meta}");
+    let (status, body) = client.infer_v2("detector", &v2_request(&cnn, &row_shape(&meta), false)).await;
     assert_eq!(status, 200, "{body}");
     assert_close(&body["outputs"][0]["data"], &cnn.output, "the alias serves cnn");
     assert_eq!(post("/models/mlp/load", None).await.0, 200, "a load of a served model replaces it");

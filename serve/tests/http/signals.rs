@@ -89,7 +89,7 @@ async fn long_inference(addr: SocketAddr) -> JoinHandle<Option<u16>> {
     assert_eq!(put.status().as_u16(), 201);
     // Within the default element cap (4 Mi): 64 values a row.
     let rows = 65_000;
-    let head = json!({ "inputs": [{ "name": "input", "datatype": "FP32", "shape": [rows, 64],
+    let head = json!({ "inputs": [{ "name": "input", "datatype": "FP32", "shape": [rows, 1, 8, 8],
                                     "parameters": { "binary_data_size": rows * 256 } }] });
     let mut body = serde_json::to_vec(&head).expect("JSON");
     let length = body.len();
