@@ -132,12 +132,13 @@ impl From<NotInCatalogue> for ApiError {
     }
 }
 
-/// An inference's own error: input that is not whole rows is the client's (400), anything
-/// else the server's (500).
+/// An inference's own error: input that is not whole rows, or not the tensors the model
+/// declares, is the client's (400); anything else (an output that breaks its declaration
+/// included) the server's (500).
 impl From<BurnError> for ApiError {
     fn from(error: BurnError) -> Self {
         let (status, kind) = match &error {
-            BurnError::Input { .. } => (StatusCode::BAD_REQUEST, "bad_input"),
+            BurnError::Input { .. } | BurnError::Tensor { .. } => (StatusCode::BAD_REQUEST, "bad_input"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "inference_failed"),
         };
         Self::new(status, kind, error.to_string())

@@ -64,6 +64,10 @@ impl Pass {
     /// `inference_failed`.
     pub(crate) fn run<M: ServeModel>(&self, model: &M, input: &[f32]) -> Result<Vec<f32>, ApiError> {
         let (width, out_width) = model.widths();
+        if out_width == 0 {
+            let text = "the model's output is not a batch of fixed-size rows";
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_input", text));
+        }
         if width == 0 || input.is_empty() || !input.len().is_multiple_of(width) {
             return Err(BurnError::Input { len: input.len(), width }.into());
         }
@@ -83,6 +87,11 @@ impl Pass {
         for batch in input.chunks(self.batch_rows.max(1).saturating_mul(width)) {
             self.check()?;
             output.extend(model.infer(batch)?);
+        }
+        // A row out per row in, as the declaration's batch says: else the answer's shape lies.
+        if output.len() != outputs {
+            let text = format!("the model answered {} values for {rows} rows of {out_width}", output.len());
+            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text));
         }
         // JSON would carry a non-finite output as `null`: that is the model's failure, not data.
         if let Some(value) = output.iter().find(|v| !v.is_finite()) {

@@ -55,14 +55,21 @@ impl TensorSpec {
         Self { name: name.into(), datatype, shape: shape.into() }
     }
 
-    /// Whether a tensor of `shape` fits this one: the same rank, and every fixed size equal.
+    /// Whether a tensor of `shape` fits this one: the same rank, every fixed size equal, any
+    /// size where `-1` (another negative size admits nothing).
     pub fn admits(&self, shape: &[usize]) -> bool {
         shape.len() == self.shape.len()
             && self
                 .shape
                 .iter()
                 .zip(shape)
-                .all(|(&want, &got)| want < 0 || u64::try_from(want) == Ok(got as u64))
+                .all(|(&want, &got)| want == -1 || usize::try_from(want) == Ok(got))
+    }
+
+    /// Whether this is a batch of fixed-size rows: any number along the first dimension
+    /// (`-1`), fixed sizes along the others.
+    pub fn is_batch_of_rows(&self) -> bool {
+        self.shape.first() == Some(&-1) && self.row_width().is_some()
     }
 
     /// Elements per index of the first dimension (the product of the others), if every other
@@ -107,8 +114,8 @@ pub trait Architecture: Send + Sync + 'static {
 }
 
 /// Runs `inputs` through `module`, after checking them against `arch`'s declaration (their
-/// count, element types and shapes): a mismatch is [`BurnError::Tensor`], never a panic of the
-/// backend. The outputs are checked against the declaration too.
+/// count, element types, shapes and byte lengths) and refusing empty ones: a mismatch is
+/// [`BurnError::Tensor`], never a panic of the backend. The outputs are checked against the declaration too.
 pub(super) fn run<A: Architecture, B: Backend>(
     arch: &A,
     module: &A::Module<B>,
@@ -125,6 +132,11 @@ pub(super) fn run<A: Architecture, B: Backend>(
     }
     for (spec, data) in declared.iter().zip(&inputs) {
         checked(spec, data)?;
+        // Backends divide by a batch's size (ndarray's matmul panics on zero rows).
+        if data.shape.contains(&0) {
+            let reason = format!("shape {:?} holds no element: nothing to run", data.shape);
+            return Err(BurnError::Tensor { name: spec.name.clone(), reason });
+        }
     }
     let failed = |source: BoxError| BurnError::Forward { source: SourceError::new(source) };
     let outputs = arch.forward(module, device, inputs).map_err(failed)?;
@@ -194,9 +206,14 @@ mod tests {
         assert!(image.admits(&[3, 1, 8, 8]) && image.admits(&[0, 1, 8, 8]));
         assert!(!image.admits(&[3, 64]) && !image.admits(&[3, 2, 8, 8]));
         assert_eq!(image.row_width(), Some(64));
+        assert!(image.is_batch_of_rows());
+        let odd = TensorSpec::new("odd", DataType::Fp32, [-2, 4]);
+        assert!(!odd.admits(&[3, 4]) && !odd.is_batch_of_rows(), "only -1 is any size");
+        assert!(!TensorSpec::new("fixed", DataType::Fp32, [4, 16]).is_batch_of_rows());
         let tokens = TensorSpec::new("ids", DataType::Int64, [-1, -1]);
         assert!(tokens.admits(&[2, 17]));
         assert_eq!(tokens.row_width(), None, "a row of any length");
+        assert!(!tokens.is_batch_of_rows());
         assert_eq!(DataType::Int64.protocol_name(), "INT64");
     }
 }

@@ -98,10 +98,11 @@ pub enum BurnError {
         /// Values per row.
         width: usize,
     },
-    /// A tensor given to a model does not match its declaration
-    /// ([`Architecture::inputs`](super::Architecture::inputs)): another count, element type or
-    /// shape.
-    #[error("input tensor `{name}` does not match the model's declaration: {reason}")]
+    /// A tensor given to (or answered by) a model does not match its declaration
+    /// ([`Architecture::inputs`](super::Architecture::inputs),
+    /// [`Architecture::outputs`](super::Architecture::outputs)): another count, element type,
+    /// shape or byte length. An output's mismatch comes wrapped in [`BurnError::Forward`].
+    #[error("tensor `{name}` does not match the model's declaration: {reason}")]
     Tensor {
         /// The declared tensor (or tensors) concerned.
         name: String,

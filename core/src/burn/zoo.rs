@@ -90,9 +90,17 @@ fn dim(size: usize) -> i64 {
     i64::try_from(size).unwrap_or(i64::MAX)
 }
 
-/// The one tensor of `inputs` (the declaration was checked before `forward`).
-fn only(inputs: Vec<TensorData>) -> Result<TensorData, BoxError> {
-    inputs.into_iter().next().ok_or_else(|| "no input tensor".into())
+/// The one tensor of `inputs`, of rank `rank` (resident checks the declaration before
+/// `forward`; a direct caller gets an error, not a backend panic).
+fn only(inputs: Vec<TensorData>, rank: usize) -> Result<TensorData, BoxError> {
+    let mut inputs = inputs.into_iter();
+    match (inputs.next(), inputs.next()) {
+        (Some(data), None) if data.shape.len() == rank && data.dtype.is_float() => Ok(data),
+        (Some(data), None) => {
+            Err(format!("a {:?} tensor of shape {:?}, not of rank {rank}", data.dtype, data.shape).into())
+        }
+        _ => Err("not one input tensor".into()),
+    }
 }
 
 impl Architecture for MlpSpec {
@@ -126,7 +134,7 @@ impl Architecture for MlpSpec {
         device: &B::Device,
         inputs: Vec<TensorData>,
     ) -> Result<Vec<TensorData>, BoxError> {
-        let input = Tensor::<B, 2>::from_data(only(inputs)?, device);
+        let input = Tensor::<B, 2>::from_data(only(inputs, 2)?, device);
         let output = module.fc2.forward(module.act.forward(module.fc1.forward(input)));
         Ok(vec![output.try_into_data()?])
     }
@@ -207,7 +215,7 @@ impl Architecture for CnnSpec {
         device: &B::Device,
         inputs: Vec<TensorData>,
     ) -> Result<Vec<TensorData>, BoxError> {
-        let images = Tensor::<B, 4>::from_data(only(inputs)?, device);
+        let images = Tensor::<B, 4>::from_data(only(inputs, 4)?, device);
         let [rows, ..] = images.dims();
         let features = module.pool.forward(module.act.forward(module.conv.forward(images)));
         let output = module.head.forward(features.reshape([rows, self.channels]));

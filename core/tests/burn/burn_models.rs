@@ -354,3 +354,71 @@ fn a_shared_loader_declares_the_architectures_tensors_not_the_whole_file() {
     drop(served);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An MLP whose declared outputs are whatever the test says: a model that breaks its own
+/// declaration.
+struct Redeclared {
+    inner: MlpSpec,
+    outputs: Vec<resident::burn::TensorSpec>,
+}
+
+impl Architecture for Redeclared {
+    type Module<B: burn::tensor::backend::Backend> = resident::burn::zoo::Mlp<B>;
+
+    fn inputs(&self) -> Vec<resident::burn::TensorSpec> {
+        self.inner.inputs()
+    }
+
+    fn outputs(&self) -> Vec<resident::burn::TensorSpec> {
+        self.outputs.clone()
+    }
+
+    fn init<B: burn::tensor::backend::Backend>(&self, device: &B::Device) -> Self::Module<B> {
+        self.inner.init(device)
+    }
+
+    fn forward<B: burn::tensor::backend::Backend>(
+        &self,
+        module: &Self::Module<B>,
+        device: &B::Device,
+        inputs: Vec<burn::tensor::TensorData>,
+    ) -> Result<Vec<burn::tensor::TensorData>, resident::BoxError> {
+        self.inner.forward(module, device, inputs)
+    }
+}
+
+#[test]
+fn an_output_that_breaks_its_declaration_is_the_models_typed_error() {
+    use resident::burn::{DataType, TensorSpec};
+    let e = fixture("mlp");
+    let inner = mlp_spec(&e);
+    let rows = e.input.len() / inner.d_in;
+    let d_out = i64::try_from(inner.d_out).unwrap();
+    let declarations = [
+        vec![TensorSpec::new("output", DataType::Int64, [-1, d_out])],
+        vec![TensorSpec::new("output", DataType::Fp32, [-1, d_out + 1])],
+        vec![
+            TensorSpec::new("output", DataType::Fp32, [-1, d_out]),
+            TensorSpec::new("more", DataType::Fp32, [-1]),
+        ],
+    ];
+    for outputs in declarations {
+        let arch = Redeclared { inner, outputs: outputs.clone() };
+        let model =
+            FileLoader::new(arch, &models_dir()).load(&resident::ModelId::new("mlp").unwrap()).unwrap();
+        let input = burn::tensor::TensorData::new(e.input.clone(), [rows, inner.d_in]);
+        let err = model.run(vec![input]).unwrap_err();
+        assert!(matches!(err, BurnError::Forward { .. }), "{outputs:?}: {err:?}");
+    }
+    // Zero rows are refused before the backend sees them (ndarray's matmul divides by them).
+    let arch = Redeclared { inner, outputs: inner.outputs() };
+    let model = FileLoader::new(arch, &models_dir()).load(&resident::ModelId::new("mlp").unwrap()).unwrap();
+    let empty = burn::tensor::TensorData::new(Vec::<f32>::new(), [0, inner.d_in]);
+    assert!(matches!(model.run(vec![empty]), Err(BurnError::Tensor { .. })));
+    let cnn = cnn_spec(&fixture("cnn"));
+    let manager = ModelManager::new(FileLoader::new(cnn, &models_dir()));
+    manager.add_model("cnn", None).unwrap();
+    let empty = burn::tensor::TensorData::new(Vec::<f32>::new(), [0, 1, cnn.side, cnn.side]);
+    let refused = manager.infer("cnn", |m| m.run(vec![empty])).unwrap();
+    assert!(matches!(refused, Err(BurnError::Tensor { .. })), "{refused:?}");
+}

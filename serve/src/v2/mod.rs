@@ -546,6 +546,14 @@ fn fit(
     if spec.datatype != DataType::Fp32 || output.datatype != DataType::Fp32 {
         return Err(bad(format!("the model's tensors are not {FP32}: the server runs {FP32} models")));
     }
+    // The answer's shape is the input's batch with the output's declared row: both must be
+    // batches of fixed-size rows.
+    if let Some(odd) = [spec, output].into_iter().find(|spec| !spec.is_batch_of_rows()) {
+        return Err(bad(format!(
+            "the model declares {:?} as {:?}: the server runs models whose tensors are a batch (-1) of fixed-size rows",
+            odd.name, odd.shape
+        )));
+    }
     if !spec.admits(&input.shape) {
         return Err(bad(format!(
             "input {:?} has shape {:?}; the model takes {:?} (-1: any size)",
