@@ -79,6 +79,8 @@ impl TensorSpec {
     }
 }
 
+// ---- The architecture ---------------------------------------------------------------------------
+
 /// A burn model family: builds its module on any backend, declares the tensors it takes and
 /// answers, and runs on burn tensor data of those.
 pub trait Architecture: Send + Sync + 'static {

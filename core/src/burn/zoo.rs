@@ -55,6 +55,8 @@ fn empty_linear<B: Backend>(d_in: usize, d_out: usize, device: &B::Device) -> Li
     LinearConfig::new(d_in, d_out).with_initializer(Initializer::Zeros).init(device)
 }
 
+// ---- The MLP ------------------------------------------------------------------------------------
+
 /// A two-layer perceptron.
 #[derive(Module, Debug)]
 pub struct Mlp<B: Backend> {
@@ -139,6 +141,8 @@ impl Architecture for MlpSpec {
         Ok(vec![output.try_into_data()?])
     }
 }
+
+// ---- The CNN ------------------------------------------------------------------------------------
 
 /// A convolution, a global average pool and a linear head, on one-channel square images.
 #[derive(Module, Debug)]
