@@ -42,6 +42,13 @@ pub enum InvalidId {
         /// The refused id.
         id: String,
     },
+    /// The id is not in Unicode's composed form (NFC): a decomposed spelling (`e` and a
+    /// combining accent) would read as the composed one, another id.
+    #[error("model id {id:?} is not in Unicode's composed form (NFC)")]
+    NotComposed {
+        /// The refused id.
+        id: String,
+    },
     /// The id has an empty, `.` or `..` path component.
     #[error("model id {id:?} has the path component {component:?}")]
     BadComponent {
@@ -124,8 +131,14 @@ impl ModelId {
         if id.len() > Self::MAX_LEN {
             return Err(InvalidId::TooLong { len: id.len(), max: Self::MAX_LEN });
         }
-        if let Some(ch) = id.chars().find(|c| c.is_control() || *c == '\\' || invisible(*c)) {
+        if let Some(ch) =
+            id.chars().find(|c| c.is_control() || *c == '\\' || (!c.is_ascii() && invisible(*c)))
+        {
             return Err(InvalidId::ForbiddenChar { id: id.to_owned(), ch });
+        }
+        // ASCII is composed already: only other ids pay for the check.
+        if !id.is_ascii() && !unicode_normalization::is_nfc(id) {
+            return Err(InvalidId::NotComposed { id: id.to_owned() });
         }
         if id.starts_with('/') {
             return Err(InvalidId::Absolute { id: id.to_owned() });
@@ -279,7 +292,9 @@ mod tests {
                 "{id:?}"
             );
         }
-        assert!(ModelId::new("modèle/日本").is_ok(), "visible non-ASCII letters are ids");
+        assert!(ModelId::new("mod\u{e8}le/日本").is_ok(), "visible non-ASCII letters are ids");
+        let decomposed = "mode\u{300}le";
+        assert_eq!(ModelId::new(decomposed), Err(InvalidId::NotComposed { id: decomposed.to_owned() }));
         let long = "x".repeat(ModelId::MAX_LEN + 1);
         assert!(matches!(ModelId::new(&long), Err(InvalidId::TooLong { .. })));
     }

@@ -43,7 +43,16 @@ async fn bodies_must_be_json_objects_of_a_json_type() {
 async fn ids_hiding_characters_or_unaddressable_are_refused_and_aliases_keep_to_their_names() {
     let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
     let client = &server.client;
-    for id in ["mlp%E2%80%AEtxt", "a%E2%81%A6b", "zero%E2%80%8Bwidth", "a/infer", "a/versions/2", "ready"] {
+    let ids = [
+        "mlp%E2%80%AEtxt",
+        "a%E2%81%A6b",
+        "zero%E2%80%8Bwidth",
+        "mode%CC%80le",
+        "a/infer",
+        "a/versions/2",
+        "ready",
+    ];
+    for id in ids {
         let (status, body) = client.put(id, Some(json!({ "source": "mlp" }))).await;
         assert_eq!((status, &body["kind"]), (400, &json!("invalid_id")), "{id}: {body}");
     }
