@@ -355,3 +355,64 @@ async fn a_client_that_stops_reading_its_answer_is_cut_off_and_its_charge_return
     drop(stream);
     server.stop().await;
 }
+
+/// Bodies are decoded on the blocking pool, never on an async worker: on a runtime with one
+/// async worker and one blocking thread, held by an inference at the gate, large bodies are
+/// received and queued — a malformed one is not even answered, since its decode waits for the
+/// pool — while requests that need no blocking call are answered at once. Once the gate opens,
+/// every body is decoded and answered.
+#[test]
+fn bodies_wait_for_the_blocking_pool_and_the_async_worker_stays_free() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let (app, gate) = gated_with(ServeConfig::fixtures());
+        let server = Server::start(app.clone()).await;
+        // Loaded before the pool is held (a load is a blocking call too).
+        assert_eq!(raw(server.addr, "PUT", "/models/mlp", "").await.0, 201);
+        let mlp = fixture("mlp");
+        let held = tokio::spawn({
+            let (addr, body) = (server.addr, json!({ "input": mlp.input }).to_string());
+            async move { raw(addr, "POST", "/models/mlp/infer", &body).await }
+        });
+        // The gate is waited for on a thread of the test's own: the pool's one thread is held.
+        // (This future runs on the test's thread, not on the runtime's one worker.)
+        let waiter = Arc::clone(&gate);
+        std::thread::spawn(move || waiter.wait_inside(1)).join().expect("the inference at the gate");
+
+        // Large bodies arrive, are charged and read, and wait for the pool to decode them.
+        let large = format!("{{\"input\": [{}]}}", vec!["0.5"; 16 * 20_000].join(","));
+        let posts: Vec<_> = (0..3)
+            .map(|_| {
+                let (addr, body) = (server.addr, large.clone());
+                tokio::spawn(async move { raw(addr, "POST", "/models/mlp/infer", &body).await })
+            })
+            .collect();
+        let mut malformed = tokio::spawn({
+            let addr = server.addr;
+            async move { raw(addr, "POST", "/models/mlp/infer", "{\"input\": [1, 2").await }
+        });
+        until("the bodies queued for the pool", || app.calls_in_flight() == 5).await;
+        // The async worker answers what needs no blocking call.
+        for probe in ["/v2/health/ready", "/v2/health/live", "/v2"] {
+            assert_eq!(raw(server.addr, "GET", probe, "").await.0, 200, "{probe}");
+        }
+        let early = tokio::time::timeout(Duration::from_millis(200), &mut malformed).await;
+        assert!(early.is_err(), "a malformed body was answered before the pool decoded it: {early:?}");
+
+        gate.open();
+        assert_eq!(held.await.expect("the held inference").0, 200);
+        let (status, body) = malformed.await.expect("the malformed body");
+        assert_eq!((status, &body["kind"]), (400, &json!("bad_json")), "{body}");
+        for post in posts {
+            let (status, body) = post.await.expect("a large body");
+            assert_eq!(status, 200, "{body}");
+        }
+        until("the queue empties", || app.calls_in_flight() == 0).await;
+        server.stop().await;
+    });
+}

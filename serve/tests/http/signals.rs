@@ -20,11 +20,15 @@ impl Process {
     }
 
     fn start_with(args: &[&str]) -> Self {
+        Self::start_in(&ServeConfig::fixtures_dir(), args)
+    }
+
+    fn start_in(models: &std::path::Path, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_resident-serve"))
             .args(["--bind", "127.0.0.1:0"])
             .args(args)
             .arg("--models-dir")
-            .arg(ServeConfig::fixtures_dir())
+            .arg(models)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
@@ -151,4 +155,27 @@ async fn models_load_at_start_and_requests_are_logged_with_their_ids() {
     process.signal();
     let (code, _) = tokio::task::spawn_blocking(move || process.exit(Duration::from_secs(60))).await.unwrap();
     assert_eq!(code, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_load_is_logged_with_its_cause_and_answered_without_paths() {
+    // A catalogue entry whose file went missing: the server's fault, logged in full.
+    let dir = models_dir_with_copy("vanishing", "mlp");
+    std::fs::remove_file(dir.join("vanishing.safetensors")).expect("the copy removed");
+    let process = Process::start_in(&dir, &[]);
+    let client = reqwest::Client::new();
+    let response = client.put(format!("http://{}/models/vanishing", process.addr)).send().await.expect("PUT");
+    assert_eq!(response.status().as_u16(), 500);
+    let body: Value = response.json().await.expect("JSON");
+    let text = body["error"].as_str().expect("an error");
+    assert!(text.contains("vanishing.safetensors") && !text.contains(&*dir.to_string_lossy()), "{text}");
+    let line = Process::wait_line(&process.lines, "load failed");
+    assert!(
+        line.contains("vanishing") && line.contains(&*dir.to_string_lossy()),
+        "the cause, in full: {line}"
+    );
+    process.signal();
+    let (code, _) = tokio::task::spawn_blocking(move || process.exit(Duration::from_secs(60))).await.unwrap();
+    assert_eq!(code, Some(0));
+    std::fs::remove_dir_all(&dir).expect("scratch removed");
 }
