@@ -340,16 +340,22 @@ struct InferAnswer<'a> {
     output: &'a [f32],
 }
 
-/// `answer` as a JSON body of `elements` floats and a few fields, written once into a buffer of
-/// its final size (a finite f32 takes at most fifteen characters and a comma), never through a
-/// JSON value per element.
-pub(crate) fn json_answer(answer: &impl serde::Serialize, elements: usize) -> Response {
+/// `answer` as JSON, of `elements` floats and a few fields, written once into a buffer of its
+/// final size (a finite f32 takes at most fifteen characters and a comma), never through a JSON
+/// value per element.
+pub(crate) fn json_bytes(answer: &impl serde::Serialize, elements: usize) -> Result<Vec<u8>, ApiError> {
     let mut body = Vec::with_capacity(elements.saturating_mul(16).saturating_add(512));
-    if let Err(error) = serde_json::to_writer(&mut body, answer) {
+    serde_json::to_writer(&mut body, answer).map_err(|error| {
         let text = format!("cannot write the answer: {error}");
-        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", text).into_response();
-    }
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", text)
+    })?;
+    Ok(body)
+}
+
+/// [`json_bytes`] as a JSON answer.
+pub(crate) fn json_answer(answer: &impl serde::Serialize, elements: usize) -> Result<Response, ApiError> {
+    let body = json_bytes(answer, elements)?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// `POST /models/{*rest}`: `{id}/infer` runs the model; anything else is 405.
@@ -395,7 +401,7 @@ where
             drop(body);
             let output = stack.infer_with(&id, options, |model| pass.run(model, &input))??;
             drop(input);
-            Ok(json_answer(&InferAnswer { output: &output }, output.len()))
+            json_answer(&InferAnswer { output: &output }, output.len())
         })
         .await?
     };

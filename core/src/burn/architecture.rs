@@ -218,4 +218,48 @@ mod tests {
         assert!(!tokens.is_batch_of_rows());
         assert_eq!(DataType::Int64.protocol_name(), "INT64");
     }
+
+    /// A declared dimension: mostly fixed sizes, some `-1`, now and then another negative.
+    fn dimension() -> impl proptest::strategy::Strategy<Value = i64> {
+        use proptest::prelude::*;
+        prop_oneof![6 => 0_i64..5, 3 => Just(-1_i64), 1 => -4_i64..-1]
+    }
+
+    proptest::proptest! {
+        /// `admits`, `row_width` and `is_batch_of_rows` agree with one another on any
+        /// declaration, and the element types name themselves as the protocol and burn do.
+        #[test]
+        fn a_declaration_answers_consistently(
+            shape in proptest::collection::vec(dimension(), 0..5),
+            batch in 0_usize..4,
+            int in proptest::bool::ANY,
+        ) {
+            let datatype = if int { DataType::Int64 } else { DataType::Fp32 };
+            let spec = TensorSpec::new("t", datatype, shape.clone());
+            let fixed_rest = shape.iter().skip(1).all(|&d| d >= 0);
+            proptest::prop_assert_eq!(spec.row_width().is_some(), fixed_rest);
+            if let Some(width) = spec.row_width() {
+                let product: i64 = shape.iter().skip(1).product();
+                proptest::prop_assert_eq!(Ok(width), usize::try_from(product));
+            }
+            proptest::prop_assert_eq!(spec.is_batch_of_rows(), shape.first() == Some(&-1) && fixed_rest);
+            // A concrete shape of the declaration's fixed sizes, `batch` where it allows any.
+            let concrete: Option<Vec<usize>> =
+                shape.iter().map(|&d| if d == -1 { Some(batch) } else { usize::try_from(d).ok() }).collect();
+            match concrete {
+                Some(concrete) => proptest::prop_assert!(spec.admits(&concrete), "{:?} {:?}", spec, concrete),
+                None => proptest::prop_assert!(shape.iter().any(|&d| d < -1)),
+            }
+            if let Some((&first, rest)) = shape.split_first() {
+                let wider: Vec<usize> = std::iter::once(usize::try_from(first).map_or(batch, |d| d + 1))
+                    .chain(rest.iter().map(|&d| usize::try_from(d).unwrap_or(batch)))
+                    .collect();
+                proptest::prop_assert_eq!(spec.admits(&wider), first == -1 && rest.iter().all(|&d| d >= -1));
+            }
+            proptest::prop_assert!(!spec.admits(&vec![batch; shape.len() + 1]), "another rank");
+            let (name, dtype) = (datatype.protocol_name(), datatype.dtype());
+            proptest::prop_assert_eq!(name, if int { "INT64" } else { "FP32" });
+            proptest::prop_assert_eq!(dtype, if int { DType::I64 } else { DType::F32 });
+        }
+    }
 }

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use resident::burn::zoo::MlpSpec;
-use resident::burn::{BurnError, Cpu, FileIdentity, FileLoader, SharedLoader, SharedWeights, save};
+use resident::burn::{
+    Architecture, BurnError, Cpu, FileIdentity, FileLoader, SharedLoader, SharedWeights, save,
+};
 use resident::cache::CacheGroup;
 use resident::runtime::Arc;
 use resident::{CacheError, Manager, ManagerError, ManagerExt, ModelManager};
@@ -287,6 +289,13 @@ proptest::proptest! {
                 let typed = source.downcast_ref::<BurnError>().is_some() || source.downcast_ref::<CacheError>().is_some();
                 proptest::prop_assert!(typed, "not the loaders' typed error: {:?}", source);
             }
+        }
+        // A model that loaded serves the architecture it was loaded with, whichever loader.
+        if let Ok(declared) = direct.infer("m", |m| m.architecture().inputs()) {
+            proptest::prop_assert_eq!(declared, SPEC.inputs());
+        }
+        if let Ok(declared) = shared.infer("m", |m| m.architecture().outputs()) {
+            proptest::prop_assert_eq!(declared, SPEC.outputs());
         }
         drop((direct, shared));
         group.shutdown();

@@ -464,17 +464,13 @@ fn encoded(request: &InferRequest, name: &str, spec: &TensorSpec, rows: usize, o
         id: request.id.as_deref(),
         outputs: [tensor],
     };
-    if binary_output {
-        match serde_json::to_vec(&answer) {
-            Ok(head) => binary::respond(&head, output),
-            Err(error) => {
-                let text = format!("cannot write the answer: {error}");
-                V2Error(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", text)).into_response()
-            }
-        }
+    let answered = if binary_output {
+        // The head is a few fields: its floats follow it in binary.
+        crate::routes::json_bytes(&answer, 0).map(|head| binary::respond(&head, output))
     } else {
         crate::routes::json_answer(&answer, output.len())
-    }
+    };
+    answered.unwrap_or_else(|error| V2Error(error).into_response())
 }
 
 /// The request's one input, checked against the protocol (a datatype the server decodes, a
