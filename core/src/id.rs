@@ -131,19 +131,25 @@ impl ModelId {
         if id.len() > Self::MAX_LEN {
             return Err(InvalidId::TooLong { len: id.len(), max: Self::MAX_LEN });
         }
-        if let Some(ch) =
-            id.chars().find(|c| c.is_control() || *c == '\\' || (!c.is_ascii() && invisible(*c)))
+        // The common case, printable ASCII, needs one pass over the bytes and no decoding.
+        let plain = id.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'\\');
+        if !plain
+            && let Some(ch) =
+                id.chars().find(|c| c.is_control() || *c == '\\' || (!c.is_ascii() && invisible(*c)))
         {
             return Err(InvalidId::ForbiddenChar { id: id.to_owned(), ch });
         }
         // ASCII is composed already: only other ids pay for the check.
-        if !id.is_ascii() && !unicode_normalization::is_nfc(id) {
+        if !plain && !id.is_ascii() && !unicode_normalization::is_nfc(id) {
             return Err(InvalidId::NotComposed { id: id.to_owned() });
         }
         if id.starts_with('/') {
             return Err(InvalidId::Absolute { id: id.to_owned() });
         }
-        if let Some(component) = id.split('/').find(|c| c.is_empty() || *c == "." || *c == "..") {
+        let bad = |c: &[u8]| c.is_empty() || c == b"." || c == b"..";
+        if id.as_bytes().split(|&b| b == b'/').any(bad)
+            && let Some(component) = id.split('/').find(|c| bad(c.as_bytes()))
+        {
             return Err(InvalidId::BadComponent { id: id.to_owned(), component: component.to_owned() });
         }
         Ok(())
@@ -297,5 +303,39 @@ mod tests {
         assert_eq!(ModelId::new(decomposed), Err(InvalidId::NotComposed { id: decomposed.to_owned() }));
         let long = "x".repeat(ModelId::MAX_LEN + 1);
         assert!(matches!(ModelId::new(&long), Err(InvalidId::TooLong { .. })));
+    }
+
+    /// The definition [`ModelId::validate`] implements with its fast paths: every character
+    /// decoded and checked, every component split out.
+    fn reference(id: &str) -> Result<(), InvalidId> {
+        if id.is_empty() {
+            return Err(InvalidId::Empty);
+        }
+        if id.len() > ModelId::MAX_LEN {
+            return Err(InvalidId::TooLong { len: id.len(), max: ModelId::MAX_LEN });
+        }
+        if let Some(ch) = id.chars().find(|c| c.is_control() || *c == '\\' || invisible(*c)) {
+            return Err(InvalidId::ForbiddenChar { id: id.to_owned(), ch });
+        }
+        if !unicode_normalization::is_nfc(id) {
+            return Err(InvalidId::NotComposed { id: id.to_owned() });
+        }
+        if id.starts_with('/') {
+            return Err(InvalidId::Absolute { id: id.to_owned() });
+        }
+        if let Some(component) = id.split('/').find(|c| c.is_empty() || *c == "." || *c == "..") {
+            return Err(InvalidId::BadComponent { id: id.to_owned(), component: component.to_owned() });
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        /// Ids built from the characters each check is about (separators, dots, controls, the
+        /// backslash, invisible and combining characters, letters beyond ASCII) are accepted
+        /// and refused exactly as the definition says, with the same error.
+        #[test]
+        fn validation_is_its_definition(id in "[a./\\\\ ~\\x00\\x7f\\u{80}\\u{AD}\\u{200B}\\u{300}\\u{e8}\\u{65e5}\\u{E0041}]{0,12}") {
+            proptest::prop_assert_eq!(ModelId::validate(&id), reference(&id));
+        }
     }
 }

@@ -38,8 +38,17 @@ impl Closing {
         Closing::Swapping,
     ];
 
+    /// The word's closing code: 0 open, else one more than the reason's place in [`Closing::ALL`].
     fn code(closing: Option<Closing>) -> u64 {
-        closing.map_or(0, |c| Self::ALL.iter().position(|&k| k == c).map_or(0, |i| i as u64 + 1))
+        match closing {
+            None => 0,
+            Some(Closing::Draining) => 1,
+            Some(Closing::Evicting) => 2,
+            Some(Closing::Designated) => 3,
+            Some(Closing::Evicted) => 4,
+            Some(Closing::Replaced) => 5,
+            Some(Closing::Swapping) => 6,
+        }
     }
 
     fn decode(code: u64) -> Option<Closing> {
@@ -166,6 +175,9 @@ mod tests {
 
     #[test]
     fn every_state_survives_its_word() {
+        for (place, closing) in Closing::ALL.into_iter().enumerate() {
+            assert_eq!(Closing::code(Some(closing)), place as u64 + 1, "{closing:?}'s code is its place");
+        }
         for closing in std::iter::once(None).chain(Closing::ALL.map(Some)) {
             for (leases, designated) in [(0, 0), (1, 0), (0, 1), (LEASE_MASK, (1 << 24) - 1), (7, 3)] {
                 let state = UseState { leases, closing, designated };
