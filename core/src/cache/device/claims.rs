@@ -57,8 +57,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::HOLD_AFTER_LOOKUP) {
             return self.get_holding_after_lookup(key).map(LoadedModel::lock);
         }
-        let (serve_stale, now) = (self.mutant(Mutant::GET_SERVES_STALE), self.claim_time());
-        let record = self.state.with(|s| s.get_locked(key, serve_stale, now));
+        let serve_stale = self.mutant(Mutant::GET_SERVES_STALE);
+        let record = self.state.with(|s| s.get_locked(key, serve_stale));
         let hit = record.is_some();
         let report = || tracing::debug!(device = %self.device, key, hit, "get_locked");
         let handle = || record.map(|record| ModelGuard::new(Arc::clone(self), record));
@@ -81,9 +81,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
             report(&record);
         }
-        let now = self.claim_time();
         let by_key = self.mutant(Mutant::KEY_MATCH_RELEASE);
-        self.state.with(|s| s.convert(&record, (from, to), now, by_key));
+        self.state.with(|s| s.convert(&record, (from, to), by_key));
         let reported = Arc::clone(&record);
         let after = || {
             if !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {

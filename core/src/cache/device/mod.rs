@@ -131,8 +131,9 @@ pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     /// The room a peer asked for while this cache was busy (`Some(0)`: back to the cap).
     reconcile_pending: RoomRequest<R>,
     on_evict: R::Monitor<Option<Arc<EvictionCallback>>>,
-    /// 1 while a keep-alive is set: only then do claims read the clock (a claim that misses a
-    /// keep-alive set concurrently leaves its record untimed, and the timer's next pass times it).
+    /// 1 while a keep-alive is set: only then do releases read the clock (a release that misses
+    /// a keep-alive set concurrently leaves its record untimed, and the timer's next pass times
+    /// it).
     timed: R::Atomic,
 }
 
@@ -262,7 +263,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.group.runtime.now()
     }
 
-    /// The time a claim changes at, for keep-alive expiry: read only while a keep-alive is set.
+    /// The time a claim is released at, for keep-alive expiry (a claim taken or converted
+    /// stamps none: the record is not idle): read only while a keep-alive is set.
     pub(crate) fn claim_time(&self) -> Option<Duration> {
         (self.timed.load(Relaxed) != 0).then(|| self.group.runtime.now())
     }

@@ -69,9 +69,10 @@ struct Slot<E> {
     stale: bool,
     /// LRU clock of the last use.
     last_used: u64,
-    /// Runtime time of the last claim change (for keep-alive expiry); `None` when it changed
-    /// while no keep-alive was in force (no clock read then): it counts as idle from the next
-    /// expiry pass on.
+    /// Runtime time of its admission or of its last release (for keep-alive expiry; read only
+    /// while it is free, and every release stamps it); `None` when released while no
+    /// keep-alive was in force (no clock read then): it counts as idle from the next expiry
+    /// pass on.
     idle_since: Option<Duration>,
     /// The record's copy on the cache's device.
     device: DeviceCopy,
@@ -234,19 +235,11 @@ impl<E: Entry> Table<E> {
         self.look_up(key, serve_stale, Claim::Hold).map(|slot| Arc::clone(&slot.record))
     }
 
-    /// The occupant of `key` locked at `now` (`get` and `lock` in one step), unless absent or
-    /// stale (`serve_stale`: the C-D1 mutant).
-    pub(crate) fn get_locked(
-        &mut self,
-        key: &str,
-        serve_stale: bool,
-        now: Option<Duration>,
-    ) -> Option<Arc<E>> {
-        // An idle time only while a keep-alive is set (one turned off meanwhile forgot them).
-        let now = now.filter(|_| self.keep_alive.is_some());
-        let slot = self.look_up(key, serve_stale, Claim::Lock)?;
-        slot.idle_since = now;
-        Some(Arc::clone(&slot.record))
+    /// The occupant of `key` locked (`get` and `lock` in one step), unless absent or stale
+    /// (`serve_stale`: the C-D1 mutant). No idle time is stamped: a locked record is not idle,
+    /// and the release that frees it stamps its own.
+    pub(crate) fn get_locked(&mut self, key: &str, serve_stale: bool) -> Option<Arc<E>> {
+        self.look_up(key, serve_stale, Claim::Lock).map(|slot| Arc::clone(&slot.record))
     }
 
     /// A hit or a miss on `key`, counted: the occupant, claimed once more by `claim`, unless
@@ -317,22 +310,15 @@ impl<E: Entry> Table<E> {
         Gone { record: old.record, device: old.device }
     }
 
-    /// Turns one claim on `record` into another at `now`, stamping its use, if it still
-    /// occupies its key (`by_key`: the mutant that matches by key).
-    pub(crate) fn convert(
-        &mut self,
-        record: &Arc<E>,
-        (from, to): (Claim, Claim),
-        now: Option<Duration>,
-        by_key: bool,
-    ) {
+    /// Turns one claim on `record` into another, stamping its use, if it still occupies its key
+    /// (`by_key`: the mutant that matches by key). No idle time is stamped: the record is
+    /// claimed before and after, and the release that frees it stamps its own.
+    pub(crate) fn convert(&mut self, record: &Arc<E>, (from, to): (Claim, Claim), by_key: bool) {
         let clock = self.tick();
-        let now = now.filter(|_| self.keep_alive.is_some());
         if let Some(slot) = self.occupant(record, by_key) {
             decrement(slot.counter(from));
             *slot.counter(to) += 1;
             slot.last_used = clock;
-            slot.idle_since = now;
         }
     }
 

@@ -122,7 +122,7 @@ struct Known {
     gone: bool,
     /// When it was last used, in the order of the program's steps.
     used_at: u64,
-    /// When its claims last changed.
+    /// When it was admitted or last released (read only while it is free).
     idle_since: Option<Duration>,
     /// The bytes of its device copy, if one is resident.
     copy: Option<u64>,
@@ -285,11 +285,10 @@ impl World {
             Claim::Hold => Claim::Lock,
             Claim::Lock => return,
         };
-        self.table.convert(&record, (from, to), self.claim_time(), false);
+        self.table.convert(&record, (from, to), false);
         self.handles[h].1 = to;
         if self.known[record.id].attached {
             self.touch(record.id);
-            self.known[record.id].idle_since = self.claim_time();
         }
     }
 
@@ -377,7 +376,7 @@ impl World {
         Ok(())
     }
 
-    /// The time a claim changes at, as the cache passes it: only while a keep-alive is set.
+    /// The time a release happens at, as the cache passes it: only while a keep-alive is set.
     fn claim_time(&self) -> Option<Duration> {
         self.keep_alive.map(|_| self.now)
     }
@@ -390,7 +389,7 @@ impl World {
                 let free: Vec<usize> = (0..self.known.len())
                     .filter(|&id| self.known[id].attached && self.claims(id) == 0)
                     .collect();
-                // An untimed record (claimed while no keep-alive was set) starts now.
+                // An untimed record (released while no keep-alive was set) starts now.
                 let now = self.now;
                 free.into_iter()
                     .filter(|&id| now - *self.known[id].idle_since.get_or_insert(now) >= k)
