@@ -1,6 +1,8 @@
 //! resident's read paths beside the caches people would pick instead, as ratios to
 //! `quick_cache::sync::Cache::get` measured in the same round: one thread, two threads on
-//! distinct keys (aggregate throughput) and two threads on one key. Each figure is the median
+//! distinct keys (aggregate throughput) and two threads on one key, and each path's one-thread
+//! time in uncontended atomic read-modify-writes measured in the same round (what a safe read
+//! path is made of: the unit its floor is counted in). Each figure is the median
 //! of `RESIDENT_BENCH_ROUNDS` (default 5) interleaved rounds, each started at a one-minute load
 //! average of at most `RESIDENT_BENCH_MAX_LOAD` (default 0.5). Also: churn (an evicting add
 //! through `FixedSizeCache`), a stampede (32 threads add one cold model whose load takes 20 ms:
@@ -117,6 +119,10 @@ fn paths() -> Vec<Path> {
         map.lock().insert(id.to_owned(), Arc::new(Tiny));
         lru.lock().put(id.to_owned(), Arc::new(Tiny));
     }
+    // One atomic read-modify-write per operation, each key's word on a cache line of its own: the
+    // unit the paths are counted in (a shard lock taken and released is two, an `Arc` cloned and
+    // dropped two, a compare-exchange one).
+    let words: [Line; 8] = Default::default();
     let manager = ModelManager::new(TinyLoader);
     let lru_manager =
         FixedSizeCache::new(ModelManager::new(TinyLoader), FixedSizeConfig::new(8)).expect("config");
@@ -145,6 +151,13 @@ fn paths() -> Vec<Path> {
             name: "strict LRU mutex get+clone",
             target: None,
             op: Box::new(move |k| drop(black_box(lru.lock().get(IDS[k]).cloned()))),
+        },
+        Path {
+            name: RMW,
+            target: None,
+            op: Box::new(move |k| {
+                black_box(words[k].0.fetch_add(1, Ordering::AcqRel));
+            }),
         },
         Path {
             name: "ModelManager::infer",
@@ -337,6 +350,14 @@ fn record(results: &mut Rounds, case: &str, (time, ops): (Duration, u64)) {
     }
 }
 
+/// The baseline of one uncontended atomic read-modify-write.
+const RMW: &str = "one atomic RMW (fetch_add)";
+
+/// An atomic word on a cache line of its own.
+#[derive(Default)]
+#[repr(align(128))]
+struct Line(std::sync::atomic::AtomicU64);
+
 const STAMPEDE: &str = "stampede: p99 completion - load time";
 const OVERLAP: &str = "overlap: 16 distinct cold loads, wall";
 const SHARED: &str = "shared weights: RSS growth in copies";
@@ -347,9 +368,10 @@ fn report(paths: &[Path], results: &Rounds, rounds: usize) {
         "\nRatios to `quick_cache get` on one thread, same round (higher is faster); median of {rounds} rounds:"
     );
     println!(
-        "| path | 1 thread | target | met | 2 threads, distinct keys (aggregate) | scaling | 2 threads, one key |"
+        "| path | 1 thread | in RMWs | target | met | 2 threads, distinct keys (aggregate) | scaling | 2 threads, one key |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
+    let rmw = results.median_ns(&format!("{RMW} / {}", Threads::One.label()));
     for path in paths {
         let case = |t: Threads| format!("{} / {}", path.name, t.label());
         let one = results.ratio(&case(Threads::One), &base);
@@ -360,10 +382,11 @@ fn report(paths: &[Path], results: &Rounds, rounds: usize) {
             Some(t) => (format!("≥ {t}×"), if one >= t && scaling >= 1.5 { "met" } else { "missed" }),
             None => ("baseline".to_owned(), ""),
         };
+        let ns = results.median_ns(&case(Threads::One));
         println!(
-            "| {} | {one:.2} ({:.0} ns) | {target} | {met} | {distinct:.2} | {scaling:.2}× | {same:.2} |",
+            "| {} | {one:.2} ({ns:.0} ns) | {:.1} | {target} | {met} | {distinct:.2} | {scaling:.2}× | {same:.2} |",
             path.name,
-            results.median_ns(&case(Threads::One))
+            ns / rmw
         );
     }
     let churn = format!("churn: FixedSizeCache max 4 over 8 ids, evicting add / {}", Threads::One.label());
