@@ -50,8 +50,9 @@ impl<M: Manager> Decorator for Traced<M> {
         result
     }
 
+    /// No span while the thread unwinds: a layer's settle guard tries locks from its `Drop`.
     fn try_lock(&self, id: &str) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
-        let _span = tracing::debug_span!("try_lock", %id).entered();
+        let _span = (!crate::runtime::panicking()).then(|| tracing::debug_span!("try_lock", %id).entered());
         self.inner.try_lock(id)
     }
 

@@ -45,10 +45,14 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
             changes: Arc::clone(changes),
             leaked: false,
         };
-        if created {
-            tracing::trace!(%id, generation = reservation.entry.generation, "lifecycle entry created");
+        // A layer's settle guard reserves ids from its `Drop`, also while its thread unwinds:
+        // nothing is reported then (a panicking subscriber would abort the process).
+        if !panicking() {
+            if created {
+                tracing::trace!(%id, generation = reservation.entry.generation, "lifecycle entry created");
+            }
+            tracing::trace!(%id, generation = reservation.entry.generation, ticket, "reserved");
         }
-        tracing::trace!(%id, generation = reservation.entry.generation, ticket, "reserved");
         reservation
     }
 
@@ -98,7 +102,9 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         self.entry.lock.try_acquire().then(|| {
             let guard =
                 LifecycleGuard { reservation: self, locked: true, quiet: false, deadline: Deadline::NONE };
-            tracing::trace!(id = %guard.id(), generation = guard.generation(), "lifecycle lock taken (try)");
+            if !panicking() {
+                tracing::trace!(id = %guard.id(), generation = guard.generation(), "lifecycle lock taken (try)");
+            }
             guard
         })
     }
