@@ -388,6 +388,18 @@ mutants! {
     /// C-B3: a cache's shutdown cancels its keep-alive but does not tell the timer thread, which
     /// sleeps on (and never exits while the group lives).
     TIMER_NOT_CANCELLED = "timer-not-cancelled",
+    /// C-P6s: a cache's shutdown reports itself (user code: the tracing subscriber) and honours
+    /// peers' room requests while the group marks its caches, so a panic there leaves the
+    /// caches after it open.
+    SHUTDOWN_REPORTS_WHILE_MARKING = "shutdown-reports-while-marking",
+    /// C-P6t: the keep-alive timer thread reports its start and a panic caught during expiry
+    /// (user code: the tracing subscriber) outside every catch, so a panicking subscriber ends
+    /// the thread for good while the group still counts it running.
+    TIMER_REPORTS_UNCAUGHT = "timer-reports-uncaught",
+    /// W-17: a release while its thread unwinds (a guard dropped by a panic) skips a peer's
+    /// pending room request (no user code while unwinding) without waking the load that left
+    /// it, which sleeps out its room wait though the lock is free again.
+    LOST_WAKEUP_UNWINDING_RELEASE = "lost-wakeup-unwinding-release",
     /// W-11: a release that leaves a record idle does not wake the keep-alive timer.
     LOST_WAKEUP_KEEP_ALIVE_RELEASE = "lost-wakeup-keep-alive-release",
     /// W-11l: the keep-alive timer leaves the deadline it slept to published while it looks

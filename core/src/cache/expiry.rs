@@ -168,7 +168,8 @@ impl<R: Runtime> ExpiryTimer<R> {
 
     /// The timer thread.
     fn run(&self, caches: &Weak<Members<R>>) {
-        tracing::debug!("keep-alive timer started");
+        let uncaught = self.runtime.mutant(Mutant::TIMER_REPORTS_UNCAUGHT);
+        report(uncaught, || tracing::debug!("keep-alive timer started"));
         loop {
             let kept = self.runtime.mutant(Mutant::LOST_WAKEUP_ARMED_WHILE_LOOKING);
             let seen = self.state.with(|t| {
@@ -180,7 +181,7 @@ impl<R: Runtime> ExpiryTimer<R> {
             });
             // Expire, and find the next deadline; the group's caches are let go before
             // sleeping (the group, and so its list, may drop meanwhile: the timer then exits).
-            let next = caches.upgrade().map(|caches| expire_all(&caches));
+            let next = caches.upgrade().map(|caches| expire_all(&caches, uncaught));
             let now = self.runtime.now();
             let next = self.state.with(|t| match next {
                 _ if t.epoch != seen => Next::Again,
@@ -205,7 +206,18 @@ impl<R: Runtime> ExpiryTimer<R> {
                 }
             }
         }
-        tracing::debug!("keep-alive timer exited");
+        report(uncaught, || tracing::debug!("keep-alive timer exited"));
+    }
+}
+
+/// Runs a report of the timer thread (user code: the `tracing` subscriber), a panic of it
+/// caught and dropped: nothing may end the thread while the group counts it running
+/// (`uncaught`: the C-P6t mutant, which lets the panic end it).
+fn report(uncaught: bool, f: impl FnOnce()) {
+    if uncaught {
+        f();
+    } else {
+        let _ = catch_unwind(AssertUnwindSafe(f));
     }
 }
 
@@ -233,11 +245,12 @@ impl<R: Runtime> ExpiryTimer<R> {
 
 /// Runs expiry on every cache of `caches` that has a keep-alive. `None`: no cache has one (the
 /// timer exits); `Some(None)`: nothing idle to wait for; `Some(Some(d))`: the earliest deadline.
-fn expire_all<R: Runtime>(caches: &Arc<Members<R>>) -> Option<Option<Duration>> {
+fn expire_all<R: Runtime>(caches: &Arc<Members<R>>, uncaught: bool) -> Option<Option<Duration>> {
     let mut next: Option<Option<Duration>> = None;
     for cache in caches.all() {
         let deadline = catch_unwind(AssertUnwindSafe(|| cache.expire_for_timer())).unwrap_or_else(|_| {
-            tracing::error!(device = cache.device(), "user code panicked during keep-alive expiry");
+            let device = cache.device();
+            report(uncaught, || tracing::error!(device, "user code panicked during keep-alive expiry"));
             // Look again at once (the evicted records are gone: a panicking `Drop` still frees
             // them). Nothing here may run user code again, outside the catch.
             Some(Some(Duration::ZERO))

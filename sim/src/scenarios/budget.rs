@@ -211,3 +211,50 @@ pub(super) fn busy_peer_honours_a_room_request<R: SimRuntime>(rt: R) {
     no_deadline_passed(&world.rt);
     finish(&world);
 }
+
+/// W-21: on cuda:1, `a` (40) is idle and `y` (40) is held by the main thread and locked by T2
+/// and T3, under a hard cap of 100. T1 loads `b` (60) on cuda:0, which needs `a`'s room and asks
+/// cuda:1 for it, while T2 and T3 panic with their guards on `y`: each release runs while its
+/// thread unwinds, when no user code may run, so it leaves a request it finds unhonoured. It
+/// must tell T1 to look again (cuda:1's lock is free then): T1 evicts `a` and loads without
+/// sleeping out its room wait.
+pub(super) fn unwinding_release_wakes_the_waiter<R: SimRuntime>(rt: R) {
+    const SMALL: u64 = 40;
+    let world = CacheWorld::hard(rt, CAP, 2);
+    let c1: Cache<R> = Arc::clone(&world.caches[1]);
+    drop(c1.get_or_put("a", SMALL, || Ok::<_, &str>(Weights::plain(SMALL))).expect("setup load"));
+    drop(c1.get_or_put("y", SMALL, || Ok::<_, &str>(Weights::plain(SMALL))).expect("setup load"));
+    let held = c1.get("y").expect("y is resident");
+    let loads = Loads::new(&world);
+    let started = Arc::new(Latch::new(&world.rt));
+    let c0: Cache<R> = Arc::clone(&world.caches[0]);
+    let begun = Arc::clone(&started);
+    let t1 = world.spawn("T1", move |_, _| {
+        begun.add(1);
+        trace::record("T1", "get_or_put(b) on cuda:0");
+        c0.get_or_put("b", BYTES, || loads.run("T1", Outcome::Loads)).map(drop)
+    });
+    // T2 gives T1 a head start (random schedules then often overlap them), T3 none (PCT does).
+    let panicking = |thread: &'static str, head_start: usize| {
+        let (guard, started) = (c1.get("y").expect("y is resident").lock(), Arc::clone(&started));
+        world.spawn(thread, move |_, _| {
+            if head_start > 0 {
+                started.wait_for(1);
+                give_way::<R>(head_start);
+            }
+            trace::record(thread, "panics holding a guard of y (released while unwinding)");
+            catching(|| {
+                let _guard = guard;
+                std::panic::panic_any(InjectedPanic)
+            })
+        })
+    };
+    let (t2, t3) = (panicking("T2", HEAD_START), panicking("T3", 0));
+    let loaded = join::<R, _>(t1);
+    join::<R, _>(t2);
+    join::<R, _>(t3);
+    drop(held);
+    ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}

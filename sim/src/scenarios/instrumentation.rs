@@ -4,6 +4,8 @@
 //! reported. Every execution also checks that no report runs inside a monitor
 //! ([`crate::instrumentation`]).
 
+use std::time::Duration;
+
 use resident::Manager;
 use resident::ManagerExt;
 use resident::runtime::Arc;
@@ -76,5 +78,39 @@ pub(super) fn subscriber_panics_after_cache_claims<R: SimRuntime>(rt: R) {
     join::<R, _>(t2);
     join::<R, _>(t3);
     instrumentation::disarm();
+    finish_cache(&world);
+}
+
+/// C-P6s: the `tracing` subscriber panics at a cache's shutdown report while T1 locks and lets
+/// go of a record on the other cache. The group's shutdown still shuts every cache down: none
+/// takes a keep-alive afterwards, and once T1 lets go nothing stays resident or counted.
+pub(super) fn subscriber_panics_at_shutdown<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 2);
+    preload(&world.caches[0], "m", 30);
+    preload(&world.caches[1], "n", 30);
+    let c1 = Arc::clone(&world.caches[1]);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "get(n) on cuda:1 and lock, then unlock");
+        let _ = catching(|| c1.get("n").map(|loaded| drop(loaded.lock())));
+    });
+    instrumentation::panic_at(&["shutdown"]);
+    trace::record("main", "shuts the group down (the subscriber panics at each cache's report)");
+    let _ = catching(|| world.group.shutdown());
+    instrumentation::disarm();
+    join::<R, _>(t1);
+    for cache in &world.caches {
+        let device = cache.device();
+        ensure!(
+            !cache.set_keep_alive(Some(Duration::from_secs(1))),
+            "C-P6s",
+            "{device} stayed open after the group's shutdown"
+        );
+        let keys = cache.keys();
+        ensure!(
+            keys.is_empty(),
+            "C-P6s",
+            "{device} keeps {keys:?} after the group's shutdown and every release"
+        );
+    }
     finish_cache(&world);
 }

@@ -15,6 +15,7 @@ use resident::runtime::Arc;
 
 use super::cache::{Cache, finish, preload};
 use super::wakeups::{HEAD_START, give_way};
+use crate::instrumentation;
 use crate::runtime::SimRuntime;
 use crate::world::cache::{CacheWorld, Weights};
 use crate::world::join;
@@ -94,6 +95,25 @@ pub(super) fn timer_expires_and_exits<R: SimRuntime>(rt: R) {
     world.rt.join_background();
     ensure!(!world.group.keep_alive_timer_running(), "K3", "the timer runs on with no keep-alive left");
     ensure!(!world.caches[0].set_keep_alive(Some(KEEP_ALIVE)), "K1", "keep-alive re-armed after shutdown");
+    finish(&world);
+}
+
+/// C-P6t: the `tracing` subscriber panics at every report of the keep-alive timer thread (its
+/// start, its end): the thread goes on, and a record T1 leaves idle expires with no call.
+pub(super) fn subscriber_panics_in_the_timer<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 1);
+    let evicted = on_eviction_of(&world, &world.caches[0], "a");
+    instrumentation::panic_at(&["keep-alive timer started", "keep-alive timer exited"]);
+    keep_alive(&world.caches[0], KEEP_ALIVE);
+    let t1 = spawn_put_and_release(&world, "T1", 0, "a");
+    join::<R, _>(t1);
+    trace::record("main", "waits for a's eviction (no call)");
+    evicted.wait();
+    trace::record("main", "shutdown(cuda:0); the timer thread must exit");
+    world.caches[0].shutdown();
+    world.rt.join_background();
+    instrumentation::disarm();
+    ensure!(!world.group.keep_alive_timer_running(), "K3", "the timer runs on with no keep-alive left");
     finish(&world);
 }
 

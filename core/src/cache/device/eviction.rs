@@ -45,7 +45,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let locked_is_free = self.mutant(Mutant::DROP_EVICTS_LOCKED);
         let evicted = self.state.with(|s| s.mark_dropped(key, (admitting, locked_is_free)));
-        Dropped { cache: self, evicted }
+        Dropped::new(self, evicted)
     }
 
     /// Idempotent: evicts idle records now; marks locked, held or admitting ones stale, so that
@@ -56,22 +56,33 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// The state half of [`DeviceCache::shutdown`]: marks the cache shut down and takes out its
-    /// idle records, running no user code; the caller finishes the returned evictions.
+    /// idle records, running no user code (its report and the peers' room requests wait for
+    /// [`Dropped::finish`], so that a group marks every cache before either runs); the caller
+    /// finishes the returned evictions.
     pub(crate) fn mark_shut_down(&self) -> Dropped<'_, W, R> {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
-        let (evicted, retained, cancelled) = self.with_state(|s| {
+        let while_marking = self.mutant(Mutant::SHUTDOWN_REPORTS_WHILE_MARKING);
+        let mark = |s: &mut Table<Record<W, R>>| {
             self.timed.store(0, Relaxed);
             s.mark_shut_down(admitting)
-        });
+        };
+        let (evicted, retained, cancelled) =
+            if while_marking { self.with_state(mark) } else { self.state.with(mark) };
         // The timer may sleep to one of this cache's deadlines, or be kept by it alone.
         if cancelled {
             self.group.timer.poke(None, Mutant::TIMER_NOT_CANCELLED);
         }
-        tracing::debug!(device = %self.device, evicted = evicted.len(), stale = retained.len(), "shutdown");
         if self.mutant(Mutant::SHUTDOWN_RELEASES_WEIGHTS) {
             retained.iter().for_each(|key| self.group.store.invalidate(key));
         }
-        Dropped { cache: self, evicted }
+        let stale = retained.len();
+        let mut dropped = Dropped::new(self, evicted);
+        if while_marking {
+            tracing::debug!(device = %self.device, evicted = dropped.len(), stale, "shutdown");
+        } else {
+            dropped.report_shutdown(stale);
+        }
+        dropped
     }
 
     /// Evicts this cache's free records until `room` more bytes fit the global budget.

@@ -102,13 +102,35 @@ pub(crate) struct Prepared<R: Runtime> {
 pub(crate) struct Dropped<'a, W: Send + Sync + 'static, R: Runtime> {
     cache: &'a DeviceCache<W, R>,
     evicted: Evicted<W, R>,
+    /// A shutdown's report: the records it left stale (in use).
+    shutdown: Option<usize>,
 }
 
-impl<W: Send + Sync + 'static, R: Runtime> Dropped<'_, W, R> {
-    /// Drops and reports the records, then honours pending reconcile requests; returns how many.
+impl<'a, W: Send + Sync + 'static, R: Runtime> Dropped<'a, W, R> {
+    pub(crate) fn new(cache: &'a DeviceCache<W, R>, evicted: Evicted<W, R>) -> Self {
+        Self { cache, evicted, shutdown: None }
+    }
+
+    /// How many records were taken out.
+    pub(crate) fn len(&self) -> usize {
+        self.evicted.len()
+    }
+
+    /// Reports the shutdown that took them out, leaving `stale` records stale, once finished.
+    pub(crate) fn report_shutdown(&mut self, stale: usize) {
+        self.shutdown = Some(stale);
+    }
+
+    /// Drops and reports the records, honours pending reconcile requests, then reports a
+    /// shutdown (last: a panicking subscriber finds everything else done); returns how many
+    /// records went.
     pub(crate) fn finish(self) -> usize {
-        let count = self.cache.finish_evictions(self.evicted, EvictedBy::Dropped);
-        self.cache.drain_requests();
+        let Self { cache, evicted, shutdown } = self;
+        let count = cache.finish_evictions(evicted, EvictedBy::Dropped);
+        cache.drain_requests();
+        if let Some(stale) = shutdown {
+            tracing::debug!(device = %cache.device, evicted = count, stale, "shutdown");
+        }
         count
     }
 }

@@ -63,9 +63,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// flag reads set and the lock is free. When the lock is held, its holder checks after its
     /// own release.
     pub(crate) fn drain_requests(&self) {
+        if self.mutant(Mutant::DEFERRED_RECONCILE_SKIPPED) {
+            return;
+        }
         // A reconcile runs user code (weights' `Drop`, callbacks): never while unwinding, where a
-        // second panic aborts. The flag stays set for the next holder.
-        if self.mutant(Mutant::DEFERRED_RECONCILE_SKIPPED) || crate::runtime::panicking() {
+        // second panic aborts. The flag stays set, and the loads waiting for room are told to
+        // look again: the one that left the request finds the lock free now and reconciles
+        // itself (no later holder may come).
+        if crate::runtime::panicking() {
+            if self.reconcile_pending.is_pending() {
+                self.group.budget.room_changed(Mutant::LOST_WAKEUP_UNWINDING_RELEASE);
+            }
             return;
         }
         while self.reconcile_pending.is_pending() {
