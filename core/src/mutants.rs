@@ -400,6 +400,10 @@ mutants! {
     /// pending room request (no user code while unwinding) without waking the load that left
     /// it, which sleeps out its room wait though the lock is free again.
     LOST_WAKEUP_UNWINDING_RELEASE = "lost-wakeup-unwinding-release",
+    /// M-PN2, M-PN2r: a cache leaves the victims it found pinned below out of its plans until
+    /// its own bookkeeping changes, blind to a pin lifted or an id removed through a layer below
+    /// it: an add waiting for room times out with an idle victim, or a free slot.
+    PINNED_BELOW_STAYS_OUT = "pinned-below-stays-out",
     /// W-11: a release that leaves a record idle does not wake the keep-alive timer.
     LOST_WAKEUP_KEEP_ALIVE_RELEASE = "lost-wakeup-keep-alive-release",
     /// W-11l: the keep-alive timer leaves the deadline it slept to published while it looks

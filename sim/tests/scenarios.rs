@@ -59,6 +59,8 @@ scenario_tests! {
     s_r2 => "S-R2",
     s_r2i => "S-R2i",
     m_pn1 => "M-PN1",
+    m_pn2 => "M-PN2",
+    m_pn2r => "M-PN2r",
     s_z2 => "S-Z2",
     s_z2b => "S-Z2b",
     w_20 => "W-20",

@@ -193,6 +193,11 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().removals()
     }
 
+    /// See [`Manager::unpins`] (never block). Override it if this decorator pins.
+    fn unpins(&self) -> Option<u64> {
+        self.inner().unpins()
+    }
+
     /// See [`Manager::begin_shutdown`].
     fn begin_shutdown(&self) -> Vec<ModelId> {
         self.inner().begin_shutdown()
@@ -305,6 +310,10 @@ impl<D: Decorator> Manager for D {
 
     fn removals(&self) -> Option<u64> {
         Decorator::removals(self)
+    }
+
+    fn unpins(&self) -> Option<u64> {
+        Decorator::unpins(self)
     }
 
     fn begin_shutdown(&self) -> Vec<ModelId> {

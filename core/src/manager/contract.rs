@@ -28,6 +28,8 @@ pub(crate) fn resolve(id: &str, alias: Option<&str>) -> Result<(ModelId, ModelId
     Ok((canonical, resolved))
 }
 
+// ---- The trait ----------------------------------------------------------------------------------
+
 /// A model manager: the base [`ModelManager`](crate::ModelManager) or any stack of decorators
 /// over it, as a layer sees it. Every method works on every stack; the calls users make are
 /// [`ManagerExt`](super::ManagerExt)'s. It is dyn-compatible: `Box<dyn Manager<Model = M,
@@ -176,6 +178,18 @@ pub trait Manager: Send + Sync + 'static {
     /// [`Manager::ids`] (answers differently from the stack below) must count its own hidings
     /// into this too, or answer `None`.
     fn removals(&self) -> Option<u64> {
+        None
+    }
+
+    /// How many pins were lifted at or below this layer so far, if it counts them: a layer
+    /// that leaves out of its eviction plans the victims it found pinned below it looks at them
+    /// again when the count moved (an unpin made through a layer below, which this layer's own
+    /// bookkeeping never sees). Each unpin is counted after it took effect. `None` (the
+    /// provided default): not counted, so such a layer looks at them again only when its own
+    /// bookkeeping changes or an id is removed below (a pin lifted below goes unnoticed, and an
+    /// add waiting for that victim may wait out its capacity wait). Answer at once, never
+    /// block. Decorators forward it; a decorator that pins must add its own unpins.
+    fn unpins(&self) -> Option<u64> {
         None
     }
 

@@ -132,18 +132,14 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         self.table.with(|t| (t.registry.is_shut_down(), t.registry.contains_key(id)))
     }
 
-    /// How long a drain of leases under `guard` may wait: the configured drain timeout, or less
-    /// by the guard's deadline.
+    /// How long a drain of leases under `guard` may wait: the drain timeout, or less by its deadline.
     fn drain_bound(&self, guard: &LifecycleGuard<L::Model, R>) -> std::time::Duration {
         guard.deadline().bound(&self.runtime, self.config.lease_drain_timeout(), Mutant::DEADLINE_SKIPS_DRAIN)
     }
 
     fn check_guard(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<(), ManagerError> {
-        if guard.belongs_to(&self.table) {
-            Ok(())
-        } else {
-            Err(ManagerError::ForeignGuard { id: guard.id().clone() })
-        }
+        let mine = guard.belongs_to(&self.table);
+        mine.then_some(()).ok_or_else(|| ManagerError::ForeignGuard { id: guard.id().clone() })
     }
 }
 
@@ -440,6 +436,10 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
 
     fn removals(&self) -> Option<u64> {
         Some(self.registry.removals())
+    }
+
+    fn unpins(&self) -> Option<u64> {
+        Some(0)
     }
 
     fn begin_shutdown(&self) -> Vec<ModelId> {

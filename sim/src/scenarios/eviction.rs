@@ -149,6 +149,45 @@ pub(super) fn nested_caches_agree<R: SimRuntime>(rt: R) {
     world.check_quiescent();
 }
 
+/// M-PN2 (`lift`: unpin) and M-PN2r (remove): an outer cache (max 1) over an inner one (max 2),
+/// A registered and pinned in the inner cache only. T1 adds B through the outer cache, whose
+/// eviction of A finds it pinned below and waits; T2 lifts the pin through the inner cache, or
+/// removes A there, behind the outer one's back. T1 must see the change below (the stack's
+/// counts of unpins and removals moved), evict A (or find it gone) and add B without sleeping
+/// out its capacity wait (SPEC 2.14, I10).
+fn pinned_below_changes<R: SimRuntime>(rt: R, lift: bool) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]);
+    let world = nested(builder, 1, 2, &["A"]);
+    world.manager.get_ref().pin("A").expect("pin A below");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(B)", || m.add_model("B", None)));
+    let t2 = world.spawn("T2", move |m, t| {
+        super::wakeups::give_way::<R>(super::wakeups::HEAD_START);
+        if lift {
+            traced(t, "unpin(A) in the inner cache", || m.get_ref().unpin("A"))
+        } else {
+            traced(t, "remove(A) in the inner cache", || m.get_ref().remove("A"))
+        }
+    });
+    let added = join::<R, _>(t1);
+    let changed = join::<R, _>(t2);
+    ensure!(changed.is_ok(), "contract", "the change of A below gave {changed:?}");
+    ensure!(added.is_ok(), "I10", "add(B) with A unpinned or gone gave {added:?}");
+    super::wakeups::no_deadline_passed(&world.rt);
+    check_queue(world.manager.get_ref());
+    check_queue(&world.manager);
+    world.check_quiescent();
+}
+
+/// M-PN2: see [`pinned_below_changes`]; T2 unpins A.
+pub(super) fn unpin_below_serves_the_waiting_add<R: SimRuntime>(rt: R) {
+    pinned_below_changes(rt, true);
+}
+
+/// M-PN2r: see [`pinned_below_changes`]; T2 removes A.
+pub(super) fn removal_below_serves_the_waiting_add<R: SimRuntime>(rt: R) {
+    pinned_below_changes(rt, false);
+}
+
 /// M-E7: a cache (max 2) holding X and Y. T1 adds Z through the cache, which evicts X (its
 /// least recently used), while T2 removes Y from the manager below directly, behind the cache's
 /// back. The cache skips looking for removals below only while the stack counted none since a

@@ -294,9 +294,9 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
             EvictionPlan::Evict(victims) => {
                 // The designated victim may be among them: its designation keeps it closed
                 // through the round (a busy lock skips it, and it stays closed for the next).
-                let Some(pinned) = cache.evict_all(&victims)? else { return Ok(Next::Replan) };
+                let Some((pinned, counts)) = cache.evict_all(&victims)? else { return Ok(Next::Replan) };
                 let spin = cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
-                self.pinned_below.remember(round.seen, pinned.into_iter().filter(|_| !spin));
+                self.pinned_below.remember(round.seen, counts, pinned.into_iter().filter(|_| !spin));
                 // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
                 if !cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && self.expired() {
                     let (registered, loading) =

@@ -1,7 +1,8 @@
 //! Eviction: taking victims out of the stack for room (each under its own lifecycle lock,
 //! taken with `try_lock`), and the byte budget enforced after a load.
 
-use super::plans::{self, Stack};
+use super::plans::{self, Below, Stack};
+use super::queue::BelowCounts;
 use super::{FixedSizeCache, Settle, Settling};
 use crate::error::ManagerError;
 use crate::id::ModelId;
@@ -10,18 +11,24 @@ use crate::mutants::Mutant;
 use crate::telemetry;
 use crate::telemetry::EvictedBy;
 
+/// The victims a round skipped because some layer pins them, and the counts below as the first
+/// was found pinned.
+pub(super) type Pinned = (Vec<ModelId>, BelowCounts);
+
 impl<M: Manager> FixedSizeCache<M> {
     /// Evicts `victims` in order: `None` if at least one went, else the skipped victims that
-    /// some layer pins. A busy, pinned or in-use victim is skipped; a failed unload ends the
-    /// round with its error (completed evictions stay done; the failed victim keeps its place).
-    pub(super) fn evict_all(&self, victims: &[ModelId]) -> Result<Option<Vec<ModelId>>, ManagerError> {
+    /// some layer pins, with the counts below as the first of them was found pinned. A busy,
+    /// pinned or in-use victim is skipped; a failed unload ends the round with its error
+    /// (completed evictions stay done; the failed victim keeps its place).
+    pub(super) fn evict_all(&self, victims: &[ModelId]) -> Result<Option<Pinned>, ManagerError> {
         if self.mutant(Mutant::QUEUE_LOCK_DURING_EVICTION) {
-            return self.evict_holding_the_queue(victims).map(|evicted| (!evicted).then(Vec::new));
+            let none = || (Vec::new(), BelowCounts::default());
+            return self.evict_holding_the_queue(victims).map(|evicted| (!evicted).then(none));
         }
         let popped_pins = self.pop_for_eviction(victims);
-        let (mut evicted, mut pinned) = (false, Vec::new());
+        let (mut evicted, mut pinned, mut counts) = (false, Vec::new(), None);
         for victim in victims {
-            match self.evict(victim, EvictedBy::MaxSize)? {
+            match self.evict_seeing(victim, EvictedBy::MaxSize, &mut counts)? {
                 Some(Eviction::Evicted | Eviction::NotRegistered) => evicted = true,
                 Some(Eviction::Pinned) => pinned.push(victim.clone()),
                 Some(Eviction::InUse) | None => {}
@@ -30,7 +37,7 @@ impl<M: Manager> FixedSizeCache<M> {
         if let Some(pins) = popped_pins {
             self.book.with(|b| pins.into_iter().rev().for_each(|p| b.queue.push_front(p)));
         }
-        Ok((!evicted).then_some(pinned))
+        Ok((!evicted).then(|| (pinned, counts.unwrap_or_default())))
     }
 
     /// Mutant S5: pop skipped pins and the victims off the queue before evicting (upstream).
@@ -68,6 +75,17 @@ impl<M: Manager> FixedSizeCache<M> {
 
     /// Evicts one victim; `None` if its lifecycle lock is busy (skipped).
     pub(super) fn evict(&self, victim: &ModelId, by: EvictedBy) -> Result<Option<Eviction>, ManagerError> {
+        self.evict_seeing(victim, by, &mut None)
+    }
+
+    /// [`FixedSizeCache::evict`]; a victim found pinned fills `counts`, if empty, with the counts
+    /// below read under its lifecycle lock (an unpin or a removal of it comes after them).
+    fn evict_seeing(
+        &self,
+        victim: &ModelId,
+        by: EvictedBy,
+        counts: &mut Option<BelowCounts>,
+    ) -> Result<Option<Eviction>, ManagerError> {
         let Some(guard) = self.inner.try_lock(victim) else {
             tracing::debug!(%victim, "evict: busy, skipped");
             return Ok(None);
@@ -80,6 +98,9 @@ impl<M: Manager> FixedSizeCache<M> {
             return self.evict_in_use(&guard).map(Some);
         }
         let evicted = self.evict_sized(&guard);
+        if counts.is_none() && matches!(evicted, Ok((Eviction::Pinned, _))) {
+            *counts = Some(Stack(&self.inner).counts());
+        }
         match &evicted {
             Ok((outcome, bytes)) => {
                 tracing::debug!(%victim, ?outcome, "evict");

@@ -107,6 +107,8 @@ pub struct FixedSizeCache<M: Manager> {
     /// The stack's count of removals ([`Manager::removals`]) when the queue was last found to
     /// hold no id removed below (see `reconcile_below`).
     reconciled_at: <M::Runtime as Runtime>::Atomic,
+    /// Pins lifted through this layer ([`Manager::unpins`] adds the stack's below).
+    unpins: <M::Runtime as Runtime>::Atomic,
 }
 
 impl<M: Manager> FixedSizeCache<M> {
@@ -122,7 +124,8 @@ impl<M: Manager> FixedSizeCache<M> {
             book.set_size(&id, bytes);
         }
         let book = Lru::new(inner.runtime(), book);
-        Ok(Self { inner, config, book, reconciled_at })
+        let unpins = inner.runtime().atomic(0);
+        Ok(Self { inner, config, book, reconciled_at, unpins })
     }
 
     /// The wrapped manager.

@@ -7,9 +7,10 @@
 
 use std::collections::VecDeque;
 
-use super::queue::{Bookkeeping, PinnedBelow};
+use super::queue::{BelowCounts, Bookkeeping, PinnedBelow};
 use crate::id::ModelId;
 use crate::manager::{Designation, Manager};
+use crate::mutants::Mutant;
 use crate::runtime::{LineStep, Runtime};
 
 /// What a plan asks the stack below: hints that answer at once (they are asked under the
@@ -25,7 +26,17 @@ pub(super) trait Below {
     fn designate(&self, id: &ModelId) -> Option<Self::Designation>;
     /// Tells a step of the line at `line` ([`Runtime::observe_line`]).
     fn observe_line(&self, line: usize, step: LineStep);
+    /// How many pins were lifted below so far, if counted ([`Manager::unpins`]).
+    fn unpins(&self) -> Option<u64>;
+    /// How many ids were removed below so far, if counted ([`Manager::removals`]).
+    fn removals(&self) -> Option<u64>;
+    /// Both counts, now.
+    fn counts(&self) -> BelowCounts {
+        BelowCounts { unpins: self.unpins(), removals: self.removals() }
+    }
 }
+
+// ---- The stack below ----------------------------------------------------------------------------
 
 /// The stack a [`FixedSizeCache`](super::FixedSizeCache) wraps, as its plans see it.
 pub(super) struct Stack<'a, M>(pub(super) &'a M);
@@ -47,6 +58,22 @@ impl<M: Manager> Below for Stack<'_, M> {
 
     fn observe_line(&self, line: usize, step: LineStep) {
         self.0.runtime().observe_line(line, step);
+    }
+
+    fn unpins(&self) -> Option<u64> {
+        // M-PN2's mutant: a pin lifted below goes unnoticed until this layer changes.
+        if self.0.runtime().mutant(Mutant::PINNED_BELOW_STAYS_OUT) {
+            return None;
+        }
+        self.0.unpins()
+    }
+
+    fn removals(&self) -> Option<u64> {
+        // M-PN2r's mutant: a pinned victim removed below goes unnoticed until this layer changes.
+        if self.0.runtime().mutant(Mutant::PINNED_BELOW_STAYS_OUT) {
+            return None;
+        }
+        self.0.removals()
     }
 }
 
@@ -124,7 +151,7 @@ pub(super) fn admission<W: Clone, B: Below>(
     let (seen, max) = (b.version, b.max_size);
     let round =
         |plan, claim, joined, redesignated, behind| Round { plan, seen, claim, joined, redesignated, behind };
-    pinned_below.refresh(seen);
+    pinned_below.refresh(seen, || below.counts());
     let queued = b.queue.iter().filter(|q| *q != id).count() + usize::from(a.beside);
     let others = b.loading - usize::from(mine);
     let occupied = queued + if a.count_inflight { others } else { 0 };
@@ -234,7 +261,7 @@ pub(super) fn lowering<W>(
     pinned_below: &mut PinnedBelow,
     below: &impl Below,
 ) -> Lowering {
-    pinned_below.refresh(b.version);
+    pinned_below.refresh(b.version, || below.counts());
     let over = (b.queue.len() + b.loading).saturating_sub(b.max_size);
     let victims =
         b.victims(over, None, |v| !pinned_below.contains(v) && !below.in_use(v) && !below.is_locked(v));

@@ -108,19 +108,34 @@ impl<W> Bookkeeping<W> {
     }
 }
 
-/// Victims that a layer below pins (this layer's hints cannot see those pins), and the queue
-/// version they were found at: left out of every eviction plan until this layer's queue or pins
-/// change, so that a wake-up never re-tries them in a loop.
+// ---- Victims pinned below -----------------------------------------------------------------------
+
+/// The stack's counts of pins lifted and of ids removed below a layer
+/// ([`Manager::unpins`](crate::Manager::unpins), [`Manager::removals`](crate::Manager::removals);
+/// `None`: not counted), read when a victim is found pinned below, under the victim's lifecycle
+/// lock: an unpin or a removal of it comes after, and moves one of them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BelowCounts {
+    pub(crate) unpins: Option<u64>,
+    pub(crate) removals: Option<u64>,
+}
+
+/// Victims that a layer below pins (this layer's hints cannot see those pins), with the
+/// bookkeeping version of the plan that found them and the counts below when they were found:
+/// left out of every eviction plan until this layer's queue or pins change, or a pin is lifted
+/// or an id removed below, so that a wake-up never re-tries them in a loop.
 #[derive(Debug, Default)]
 pub(crate) struct PinnedBelow {
     version: u64,
+    counts: BelowCounts,
     ids: Vec<ModelId>,
 }
 
 impl PinnedBelow {
-    /// Forgets them if the queue or the pins changed since they were found.
-    pub(crate) fn refresh(&mut self, version: u64) {
-        if self.version != version {
+    /// Forgets them if the queue or the pins changed since they were found (`version`), or the
+    /// counts below moved (`counts`, read only while some are left out).
+    pub(crate) fn refresh(&mut self, version: u64, counts: impl FnOnce() -> BelowCounts) {
+        if !self.ids.is_empty() && (self.version != version || self.counts != counts()) {
             self.ids.clear();
         }
     }
@@ -135,10 +150,16 @@ impl PinnedBelow {
         self.ids.is_empty()
     }
 
-    /// Remembers `ids`, found pinned below by a plan made at `version`.
-    pub(crate) fn remember(&mut self, version: u64, ids: impl IntoIterator<Item = ModelId>) {
-        if self.version != version {
-            *self = Self { version, ids: Vec::new() };
+    /// Remembers `ids`, found pinned below by a plan made at `version`, the counts below then
+    /// being `counts`.
+    pub(crate) fn remember(
+        &mut self,
+        version: u64,
+        counts: BelowCounts,
+        ids: impl IntoIterator<Item = ModelId>,
+    ) {
+        if self.version != version || self.counts != counts {
+            *self = Self { version, counts, ids: Vec::new() };
         }
         self.ids.extend(ids);
     }

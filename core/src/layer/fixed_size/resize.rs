@@ -88,9 +88,9 @@ impl<M: Manager> FixedSizeCache<M> {
                     None => continue,
                     // Left out of the next plan (which may find other victims) until the queue
                     // or the pins change: evicting them again would find them pinned again.
-                    Some(pinned) if !pinned.is_empty() => {
+                    Some((pinned, counts)) if !pinned.is_empty() => {
                         let spin = self.mutant(Mutant::RESIZE_RETRIES_PINNED_BELOW);
-                        pinned_below.remember(seen, pinned.into_iter().filter(|_| !spin));
+                        pinned_below.remember(seen, counts, pinned.into_iter().filter(|_| !spin));
                         // Bounded here too: a queue that keeps changing forgets the pins found
                         // below, and every round could find them again.
                         if !spin && deadline.is_some_and(|d| rt.now() >= d) {

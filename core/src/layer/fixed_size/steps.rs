@@ -8,6 +8,8 @@ use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
 use crate::manager::{Added, Eviction, Lease, LifecycleGuard, Manager, Replaced};
 use crate::mutants::Mutant;
+use crate::runtime::AtomicWord;
+use crate::runtime::Ordering::{Acquire, Release};
 
 // ---- The layer's steps --------------------------------------------------------------------------
 
@@ -18,6 +20,12 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
 
     fn inner(&self) -> &M {
         &self.inner
+    }
+
+    /// The unpins below, and this layer's own.
+    fn unpins(&self) -> Option<u64> {
+        let below = self.inner.unpins()?;
+        Some(below.saturating_add(self.unpins.load(Acquire)))
     }
 
     fn add_locked(
@@ -151,6 +159,8 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
         let _settle = Settle { cache: self, id: guard.id(), way: Settling::Remove };
         self.inner.unpin_locked(guard)?;
         self.book.with(|b| b.unpin(guard.id()));
+        // Counted after the pin is lifted: a layer above that reads the count sees it lifted.
+        self.unpins.fetch_add(1, Release);
         // An add waiting for room must re-plan (a victim it skipped is evictable now): the
         // release of `guard` wakes it, the one notify site of an unpin (W-5).
         Ok(())

@@ -20,7 +20,9 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
-use super::{Admitting, Below, EvictionPlan, Lowering, Round, Standing, admission, bytes_victim, lowering};
+use super::{
+    Admitting, Below, BelowCounts, EvictionPlan, Lowering, Round, Standing, admission, bytes_victim, lowering,
+};
 use crate::id::ModelId;
 use crate::layer::fixed_size::queue::{Bookkeeping, PinnedBelow};
 use crate::runtime::LineStep;
@@ -60,6 +62,14 @@ impl Below for Fake {
 
     fn observe_line(&self, _line: usize, step: LineStep) {
         self.steps.borrow_mut().push(step);
+    }
+
+    fn unpins(&self) -> Option<u64> {
+        None
+    }
+
+    fn removals(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -162,7 +172,8 @@ fn build(c: &Case) -> (Bookkeeping<()>, Fake, PinnedBelow, Option<u64>) {
         ..Fake::default()
     };
     let mut pinned_below = PinnedBelow::default();
-    pinned_below.remember(if c.fresh { 7 } else { 6 }, c.pinned_below.iter().map(|&i| id(i)));
+    let version = if c.fresh { 7 } else { 6 };
+    pinned_below.remember(version, BelowCounts::default(), c.pinned_below.iter().map(|&i| id(i)));
     (b, fake, pinned_below, ticket)
 }
 
