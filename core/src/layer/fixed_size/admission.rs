@@ -109,7 +109,7 @@ impl<M: Manager> FixedSizeCache<M> {
             // Nothing to evict right now (all in use, pinned or busy): wait for the stack to
             // change since the plan (a lease ending, a lock released, a pin lifted), at most
             // until the deadline. Victims that a layer below pins stay out of the plans until
-            // this layer's queue or pins change, so a wake-up never re-tries them in a loop.
+            // this layer's book changes or a pin is lifted or an id removed below (no loop).
             if watch_late {
                 watch.get_or_insert_with(|| changes.watch());
             }
@@ -223,7 +223,7 @@ struct Attempt<'a, 'i, M: Manager> {
     claimed: Option<CapacityClaim<'a, M>>,
     cache: &'a FixedSizeCache<M>,
     a: Admitting<'i, super::Wake<M>>,
-    /// Victims found pinned in a layer below, left out of the plans until the book changes.
+    /// Victims found pinned below, left out of the plans until the book or the stack changes.
     pinned_below: PinnedBelow,
     /// When full, ids a layer below removed are dropped from the queue once before evicting.
     reconciled: bool,

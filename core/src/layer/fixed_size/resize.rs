@@ -86,8 +86,8 @@ impl<M: Manager> FixedSizeCache<M> {
             if !victims.is_empty() {
                 match self.evict_all(&victims)? {
                     None => continue,
-                    // Left out of the next plan (which may find other victims) until the queue
-                    // or the pins change: evicting them again would find them pinned again.
+                    // Left out of the next plan (which may find other victims) until the queue, the
+                    // pins or the counts below change: evicting them again would find them pinned.
                     Some((pinned, counts)) if !pinned.is_empty() => {
                         let spin = self.mutant(Mutant::RESIZE_RETRIES_PINNED_BELOW);
                         pinned_below.remember(seen, counts, pinned.into_iter().filter(|_| !spin));
