@@ -26,14 +26,9 @@ pub(super) trait Below {
     fn designate(&self, id: &ModelId) -> Option<Self::Designation>;
     /// Tells a step of the line at `line` ([`Runtime::observe_line`]).
     fn observe_line(&self, line: usize, step: LineStep);
-    /// How many pins were lifted below so far, if counted ([`Manager::unpins`]).
-    fn unpins(&self) -> Option<u64>;
-    /// How many ids were removed below so far, if counted ([`Manager::removals`]).
-    fn removals(&self) -> Option<u64>;
-    /// Both counts, now.
-    fn counts(&self) -> BelowCounts {
-        BelowCounts { unpins: self.unpins(), removals: self.removals() }
-    }
+    /// How many pins were lifted and ids removed below so far, if counted
+    /// ([`Manager::unpins`], [`Manager::removals`]).
+    fn counts(&self) -> BelowCounts;
 }
 
 // ---- The stack below ----------------------------------------------------------------------------
@@ -60,20 +55,13 @@ impl<M: Manager> Below for Stack<'_, M> {
         self.0.runtime().observe_line(line, step);
     }
 
-    fn unpins(&self) -> Option<u64> {
-        // M-PN2's mutant: a pin lifted below goes unnoticed until this layer changes.
+    fn counts(&self) -> BelowCounts {
+        // M-PN2's mutant: a pin lifted or a victim removed below goes unnoticed until this
+        // layer changes.
         if self.0.runtime().mutant(Mutant::PINNED_BELOW_STAYS_OUT) {
-            return None;
+            return BelowCounts::default();
         }
-        self.0.unpins()
-    }
-
-    fn removals(&self) -> Option<u64> {
-        // M-PN2r's mutant: a pinned victim removed below goes unnoticed until this layer changes.
-        if self.0.runtime().mutant(Mutant::PINNED_BELOW_STAYS_OUT) {
-            return None;
-        }
-        self.0.removals()
+        BelowCounts { unpins: self.0.unpins(), removals: self.0.removals() }
     }
 }
 

@@ -151,13 +151,17 @@ impl PinnedBelow {
     }
 
     /// Remembers `ids`, found pinned below by a plan made at `version`, the counts below then
-    /// being `counts`.
+    /// being `counts` (no id found pinned: nothing changes).
     pub(crate) fn remember(
         &mut self,
         version: u64,
         counts: BelowCounts,
         ids: impl IntoIterator<Item = ModelId>,
     ) {
+        let ids: Vec<ModelId> = ids.into_iter().collect();
+        if ids.is_empty() {
+            return;
+        }
         if self.version != version || self.counts != counts {
             *self = Self { version, counts, ids: Vec::new() };
         }

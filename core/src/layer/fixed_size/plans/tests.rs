@@ -64,12 +64,8 @@ impl Below for Fake {
         self.steps.borrow_mut().push(step);
     }
 
-    fn unpins(&self) -> Option<u64> {
-        None
-    }
-
-    fn removals(&self) -> Option<u64> {
-        None
+    fn counts(&self) -> BelowCounts {
+        BelowCounts::default()
     }
 }
 
