@@ -81,6 +81,9 @@ pub enum CacheOp {
     LockOnDevice(usize),
     /// Drops the thread's handle number `k`.
     Release(usize),
+    /// Drops the thread's handle number `k` while the thread unwinds a panic of user code (the
+    /// release runs no user code then: a peer's room request it finds is left for later).
+    ReleaseUnwinding(usize),
     /// `drop_model(KEYS[key])` through cache `cache` (it drops the key from the whole group).
     DropModel {
         /// Index of the cache.
@@ -198,14 +201,15 @@ pub struct CacheProgram {
 
 /// The reports a cache program's subscriber or recorder may panic at
 /// ([`CacheProgram::report_fault`]): a lookup, the conversion and release of a claim, an
-/// admission, an eviction, a refusal.
-pub static REPORT_FAULTS: [&str; 6] = [
+/// admission, an eviction, a refusal, a cache's shutdown.
+pub static REPORT_FAULTS: [&str; 7] = [
     "get",
     "claim converted",
     "claim released",
     "admitted",
     "resident_evictions_total",
     "resident_refusals_total",
+    "shutdown",
 ];
 
 impl CacheProgram {
@@ -259,6 +263,7 @@ fn cache_op() -> impl Strategy<Value = CacheOp> {
         3 => handle().prop_map(CacheOp::Lock),
         3 => handle().prop_map(CacheOp::LockOnDevice),
         3 => handle().prop_map(CacheOp::Release),
+        1 => handle().prop_map(CacheOp::ReleaseUnwinding),
         2 => (cache(), key()).prop_map(|(cache, key)| CacheOp::DropModel { cache, key }),
         2 => (cache(), prop_oneof![Just(20u64), Just(CAP)]).prop_map(|(cache, bytes)| CacheOp::MakeRoom { cache, bytes }),
         2 => cache().prop_map(CacheOp::Idle),

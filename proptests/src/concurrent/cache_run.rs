@@ -293,6 +293,14 @@ impl<R: SimRuntime> Thread<'_, R> {
                     self.release(c, handle);
                 }
             }
+            CacheOp::ReleaseUnwinding(k) => {
+                if let Some((_, handle)) = self.take(k) {
+                    catching(|| {
+                        let _released_while_unwinding = handle;
+                        std::panic::panic_any(InjectedPanic)
+                    });
+                }
+            }
             CacheOp::DropModel { cache, key } => {
                 let began = self.shared.freshness.dropping(KEYS[key]);
                 let dropped = self.record(op, || self.cache(cache).drop_model(KEYS[key]), |_| CacheRet::Done);
@@ -548,8 +556,11 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
     // short (left to the next release): only programs without such faults must end reconciled.
     let faults = &program.faults;
     // So does a panicking report of the library's own (user code, SPEC 3.10).
-    let drops_panic =
-        faults.weights_drop.iter().chain(&faults.copy_drop).any(|&p| p) || program.report_fault.is_some();
+    // And a release while its thread unwinds (it leaves peers' room requests for later).
+    let unwinding = program.threads.iter().flatten().any(|op| matches!(op, CacheOp::ReleaseUnwinding(_)));
+    let drops_panic = faults.weights_drop.iter().chain(&faults.copy_drop).any(|&p| p)
+        || program.report_fault.is_some()
+        || unwinding;
     // The cap in force at the end: a lowering that gave up (`OverCap`) leaves the records in
     // use to their releases, which reconcile.
     let (in_use, cap) = (world.group.budget().in_use(), world.group.budget().cap());
