@@ -246,6 +246,10 @@ impl<R: SimRuntime> Thread<'_, R> {
     }
 
     fn run(&mut self, op: CacheOp) {
+        // Each operation starts in the trace a failing execution is shown with.
+        if resident_sim::trace::capturing() {
+            resident_sim::trace::record_here(format!("op {op:?}"));
+        }
         match op {
             CacheOp::GetOrPut { cache, key } => self.get_or_put(cache, key, CallOptions::new()),
             CacheOp::GetOrPutNow { cache, key } => self.now(&op, |t| t.get_or_put(cache, key, zero())),
@@ -562,7 +566,9 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         || program.report_fault.is_some()
         || unwinding;
     // The cap in force at the end: a lowering that gave up (`OverCap`) leaves the records in
-    // use to their releases, which reconcile.
+    // use to their releases, which reconcile. The keep-alive timer may be mid-eviction (records
+    // out of their slots, their bytes not yet given back): it is stopped and joined first.
+    world.stop_expiry();
     let (in_use, cap) = (world.group.budget().in_use(), world.group.budget().cap());
     ensure!(
         drops_panic || in_use <= cap,

@@ -74,7 +74,19 @@ pub struct Checked {
 
 /// Runs `program` for `schedules` executions under shuttle random and as many under PCT (a seed
 /// derived from the program, so that shrinking is deterministic), with `mutants` on.
+///
+/// Each program is checked on an OS thread of its own. shuttle runs every checker thread of an
+/// execution on the calling OS thread, and an execution that ends with one of them suspended
+/// half-way through an unwind (a step bound hit while another unwinds) leaves that OS thread's
+/// panic count raised: every later execution on it would look unwinding to the code under
+/// test, and a campaign would report that one failure again for every program after it.
 pub fn check_program<P: Generated>(program: &P, schedules: usize, mutants: &MutantSet) -> Checked {
+    std::thread::scope(|scope| scope.spawn(|| check_here(program, schedules, mutants)).join())
+        .unwrap_or_else(|payload| std::panic::resume_unwind(payload))
+}
+
+/// [`check_program`] on the calling OS thread.
+fn check_here<P: Generated>(program: &P, schedules: usize, mutants: &MutantSet) -> Checked {
     let program = Arc::new(program.clone());
     let mut run = 0;
     for checker in [Checker::Random, Checker::Pct] {
