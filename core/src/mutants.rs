@@ -180,6 +180,10 @@ mutants! {
     REGISTER_UNADMITTED = "register-unadmitted",
     /// S-G1: shutdown settles only the ids registered when it starts, missing adds in flight.
     SHUTDOWN_REGISTRY_ONLY = "shutdown-registry-only",
+    /// S-G2: shutdown lists the registered ids, then the other ids with a lifecycle entry by
+    /// asking the registry again: an in-place replace that registers its new version between
+    /// the two reads is in neither list, and stays registered after the shutdown.
+    SHUTDOWN_IDS_TORN = "shutdown-ids-torn",
     /// S-G1: adds are not refused after shutdown.
     ADD_AFTER_SHUTDOWN = "add-after-shutdown",
     /// S-G1: leases are not refused after shutdown.

@@ -42,7 +42,7 @@ pub fn disarm() {
 
 /// Checks a report of `name`: a violation if it runs inside a monitor; a panic if armed.
 fn reported(kind: &str, name: &str) {
-    if std::thread::panicking() {
+    if crate::unwinding::panicking() {
         return;
     }
     let held = MONITORS.with(Cell::get).map_or(0, |monitors| monitors());
@@ -60,7 +60,7 @@ fn reported(kind: &str, name: &str) {
 /// names it) or a fault is armed. Otherwise [`event`] does nothing, and the subscriber need not
 /// read the event's message.
 pub(crate) fn names_needed() -> bool {
-    if std::thread::panicking() {
+    if crate::unwinding::panicking() {
         return false;
     }
     MONITORS.with(Cell::get).is_some_and(|monitors| monitors() > 0) || ARMED.with(|a| !a.borrow().is_empty())

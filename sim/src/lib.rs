@@ -23,6 +23,7 @@ pub mod scenario;
 pub mod scenarios;
 pub mod timeline;
 pub mod trace;
+pub mod unwinding;
 pub mod violation;
 pub mod world;
 

@@ -208,6 +208,7 @@ impl fmt::Debug for Scenario {
 /// recorded. What [`Scenario::run_shuttle`] and generated programs run.
 pub fn execute_with<R: SimRuntime>(time: Time, mutants: &MutantSet, body: impl FnOnce(R)) {
     crate::trace::set_thread_namer(R::thread_name);
+    crate::unwinding::begin_execution(R::current_task);
     crate::violation::begin_execution(R::yield_now);
     crate::instrumentation::begin_execution(R::monitors_held);
     crate::fairness::begin_execution();

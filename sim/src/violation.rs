@@ -125,10 +125,10 @@ pub struct InjectedPanic;
 
 /// Runs `f`, turning an [`InjectedPanic`] into `None`; any other panic goes on unwinding.
 pub fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    match crate::unwinding::catch(f) {
         Ok(out) => Some(out),
         Err(payload) if payload.is::<InjectedPanic>() => None,
-        Err(payload) => std::panic::resume_unwind(payload),
+        Err(payload) => crate::unwinding::resume(payload),
     }
 }
 

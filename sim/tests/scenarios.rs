@@ -181,6 +181,7 @@ scenario_tests! {
     s_d1c => "S-D1c",
     s_r1 => "S-R1",
     s_g1 => "S-G1",
+    s_g2 => "S-G2",
     s_z1 => "S-Z1",
     w_17 => "W-17",
     s_z1c => "S-Z1c",

@@ -33,7 +33,6 @@
 //! Under the model checkers the timer is a checker thread and its sleep a bounded wait on the
 //! logical clock, so expiry is explored like any other step.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use super::member::Members;
@@ -169,7 +168,7 @@ impl<R: Runtime> ExpiryTimer<R> {
     /// The timer thread.
     fn run(&self, caches: &Weak<Members<R>>) {
         let uncaught = self.runtime.mutant(Mutant::TIMER_REPORTS_UNCAUGHT);
-        report(uncaught, || tracing::debug!("keep-alive timer started"));
+        report::<R>(uncaught, || tracing::debug!("keep-alive timer started"));
         loop {
             let kept = self.runtime.mutant(Mutant::LOST_WAKEUP_ARMED_WHILE_LOOKING);
             let seen = self.state.with(|t| {
@@ -206,18 +205,18 @@ impl<R: Runtime> ExpiryTimer<R> {
                 }
             }
         }
-        report(uncaught, || tracing::debug!("keep-alive timer exited"));
+        report::<R>(uncaught, || tracing::debug!("keep-alive timer exited"));
     }
 }
 
 /// Runs a report of the timer thread (user code: the `tracing` subscriber), a panic of it
 /// caught and dropped: nothing may end the thread while the group counts it running
 /// (`uncaught`: the C-P6t mutant, which lets the panic end it).
-fn report(uncaught: bool, f: impl FnOnce()) {
+fn report<R: Runtime>(uncaught: bool, f: impl FnOnce()) {
     if uncaught {
         f();
     } else {
-        let _ = catch_unwind(AssertUnwindSafe(f));
+        let _ = R::catch_unwind(f);
     }
 }
 
@@ -248,15 +247,15 @@ impl<R: Runtime> ExpiryTimer<R> {
 fn expire_all<R: Runtime>(caches: &Arc<Members<R>>, uncaught: bool) -> Option<Option<Duration>> {
     let mut next: Option<Option<Duration>> = None;
     for cache in caches.all() {
-        let deadline = catch_unwind(AssertUnwindSafe(|| cache.expire_for_timer())).unwrap_or_else(|_| {
+        let deadline = R::catch_unwind(|| cache.expire_for_timer()).unwrap_or_else(|_| {
             let device = cache.device();
-            report(uncaught, || tracing::error!(device, "user code panicked during keep-alive expiry"));
+            report::<R>(uncaught, || tracing::error!(device, "user code panicked during keep-alive expiry"));
             // Look again at once (the evicted records are gone: a panicking `Drop` still frees
             // them). Nothing here may run user code again, outside the catch.
             Some(Some(Duration::ZERO))
         });
         // Dropping the last reference to a cache runs its user code too.
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(cache)));
+        let _ = R::catch_unwind(move || drop(cache));
         next = match (next, deadline) {
             (a, None) => a,
             (None, b) => b,

@@ -1,8 +1,6 @@
 //! [`DeviceCache::get_or_put`]: the cache-backed load every device of a group shares, and the
 //! [`Declared`] size a load reserves before it runs.
 
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-
 use super::device::Prepared;
 use super::single_flight::{LoadClaim, Turn};
 use super::{DeviceCache, LoadedModel, PutOptions};
@@ -225,14 +223,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         } else {
             self.reserve_room(key, declared.peak(), deadline)?
         };
-        let weights = match catch_unwind(AssertUnwindSafe(load)) {
+        let weights = match R::catch_unwind(load) {
             Ok(weights) => weights
                 .map_err(|e| CacheError::Load { key: key.to_owned(), source: SourceError::new(e.into()) })?,
             Err(payload) => {
                 if self.runtime().mutant(Mutant::RAM_RESERVATION_LEAKS_ON_PANIC) {
                     std::mem::forget(reservation.take());
                 }
-                resume_unwind(payload)
+                R::resume_caught(payload)
             }
         };
         let prepared = Prepared { reservation, deadline, since: Some(since) };

@@ -1,7 +1,6 @@
 //! [`CacheGroup`]: the device caches that share one [`WeightStore`] and one [`RamBudget`].
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::budget::{CacheId, RamBudget};
 use super::expiry::ExpiryTimer;
@@ -145,7 +144,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         self.loads.shut_down();
         let caches = self.members.all();
         let marked: Vec<_> = caches.iter().map(|cache| cache.mark_shut_down()).collect();
-        finish_all(marked)
+        finish_all::<R>(marked)
     }
 
     /// Whether [`CacheGroup::shutdown`] ran.
@@ -170,7 +169,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         // Every cache is marked before any user code (weights' `Drop`, callbacks) runs, so a
         // panic there cannot leave a peer serving the dropped weights.
         let dropped: Vec<_> = caches.iter().map(|cache| cache.mark_dropped(key)).collect();
-        finish_all(dropped)
+        finish_all::<R>(dropped)
     }
 
     /// The store side of `drop_model` (the C-D2 mutant forgets `key` alone).
@@ -202,11 +201,11 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
 
 /// Finishes every cache's evictions, even when user code panics in one of them (the first panic
 /// is re-raised once all are done, so no eviction is dropped while unwinding). Returns how many.
-fn finish_all(marked: Vec<Marked<'_>>) -> usize {
+fn finish_all<R: Runtime>(marked: Vec<Marked<'_>>) -> usize {
     let mut first_panic = None;
     let mut evicted = 0;
     for finish in marked {
-        match catch_unwind(AssertUnwindSafe(finish)) {
+        match R::catch_unwind(finish) {
             Ok(n) => evicted += n,
             Err(payload) => {
                 first_panic.get_or_insert(payload);
@@ -214,7 +213,7 @@ fn finish_all(marked: Vec<Marked<'_>>) -> usize {
         }
     }
     if let Some(payload) = first_panic {
-        resume_unwind(payload);
+        R::resume_caught(payload);
     }
     evicted
 }

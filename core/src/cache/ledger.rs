@@ -143,8 +143,8 @@ impl<T, R: Runtime> Deref for Placed<T, R> {
 impl<T, R: Runtime> Drop for Placed<T, R> {
     fn drop(&mut self) {
         let copy = self.copy.take();
-        if crate::runtime::panicking() {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(copy)));
+        if R::panicking() {
+            let _ = R::catch_unwind(move || drop(copy));
         } else {
             drop(copy);
         }

@@ -37,7 +37,7 @@ use super::table::{Copy, OnDevice, Table};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{BoxError, CacheError, SourceError};
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut, panicking};
+use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut};
 use crate::telemetry;
 
 /// What a cache needs from a model's weights to place them on its device.
@@ -310,7 +310,7 @@ impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
             self.cache.state().notify_all();
         }
         // Reconciles run user code; never start one while unwinding (a second panic aborts).
-        if !panicking() {
+        if !R::panicking() {
             self.cache.drain_requests();
         }
     }

@@ -52,7 +52,8 @@ impl<M: Manager> Decorator for Traced<M> {
 
     /// No span while the thread unwinds: a layer's settle guard tries locks from its `Drop`.
     fn try_lock(&self, id: &str) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
-        let _span = (!crate::runtime::panicking()).then(|| tracing::debug_span!("try_lock", %id).entered());
+        let _span = (!<M::Runtime as crate::runtime::Runtime>::panicking())
+            .then(|| tracing::debug_span!("try_lock", %id).entered());
         self.inner.try_lock(id)
     }
 

@@ -11,7 +11,7 @@ use crate::deadline::Deadline;
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut, panicking};
+use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut};
 use crate::telemetry;
 
 /// The table monitor, shared by the manager and every guard it hands out.
@@ -47,7 +47,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         };
         // A layer's settle guard reserves ids from its `Drop`, also while its thread unwinds:
         // nothing is reported then (a panicking subscriber would abort the process).
-        if !panicking() {
+        if !R::panicking() {
             if created {
                 tracing::trace!(%id, generation = reservation.entry.generation, "lifecycle entry created");
             }
@@ -102,7 +102,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
         self.entry.lock.try_acquire().then(|| {
             let guard =
                 LifecycleGuard { reservation: self, locked: true, quiet: false, deadline: Deadline::NONE };
-            if !panicking() {
+            if !R::panicking() {
                 tracing::trace!(id = %guard.id(), generation = guard.generation(), "lifecycle lock taken (try)");
             }
             guard
@@ -112,12 +112,13 @@ impl<M: Send + Sync + 'static, R: Runtime> Reservation<M, R> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
     fn drop(&mut self) {
-        if self.leaked || (panicking() && self.changes.runtime().mutant(Mutant::LEAK_RESERVATION_ON_PANIC)) {
+        if self.leaked || (R::panicking() && self.changes.runtime().mutant(Mutant::LEAK_RESERVATION_ON_PANIC))
+        {
             return;
         }
         let (retired, displaced) = self.table.with(|t| t.unreserve(&self.id, &self.entry));
         drop(displaced);
-        if retired && !panicking() {
+        if retired && !R::panicking() {
             tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle entry retired");
         }
     }

@@ -443,8 +443,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
     }
 
     fn begin_shutdown(&self) -> Vec<ModelId> {
-        let registry_only = self.runtime.mutant(Mutant::SHUTDOWN_REGISTRY_ONLY);
-        let ids = self.table.with(|t| t.shut_down(registry_only));
+        let ids = self.table.with(|t| t.shut_down(|bug| self.runtime.mutant(bug)));
         // Adds waiting in a layer for room must see the shutdown now.
         self.changes.bump_at(Mutant::LOST_WAKEUP_SHUTDOWN);
         tracing::info!(ids = ids.len(), "shutting down");

@@ -3,7 +3,6 @@
 //! both return — and the base's unload of one model.
 
 use std::cell::Cell;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::Eviction;
 use super::contract::Manager;
@@ -104,7 +103,7 @@ fn remove_each<M: Manager + ?Sized>(
         let settled = if manager.runtime().mutant(Mutant::REMOVAL_ABANDONED_ON_PANIC) {
             settle()
         } else {
-            catch_unwind(AssertUnwindSafe(settle)).unwrap_or_else(|payload| {
+            <M::Runtime as Runtime>::catch_unwind(settle).unwrap_or_else(|payload| {
                 // A model's `Drop` runs once it is unregistered: then it was removed, and the
                 // panic is only reported.
                 let panic = UserPanic::from_payload(payload.as_ref());

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::registry::Registry;
 use crate::error::ManagerError;
 use crate::id::ModelId;
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime, TimedLock};
 
 /// One generation of a resolved id's lifecycle lock.
@@ -200,14 +201,23 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
 
     /// Shuts down for good; the ids a shutdown must settle: every registered id, and every id
     /// with a lifecycle entry (an add that got past the shut-down check before this holds one,
-    /// and registers only under its lock). `registry_only` is the S-G1 mutant.
-    pub(crate) fn shut_down(&mut self, registry_only: bool) -> Vec<ModelId> {
+    /// and registers only under its lock). The registry is read once: an in-place replace
+    /// registers its new version under the id's lock but outside this monitor, so a second
+    /// read could tell a different story (the S-G2 mutant). `bug` says which are on.
+    pub(crate) fn shut_down(&mut self, bug: impl Fn(Mutant) -> bool) -> Vec<ModelId> {
+        let (registry_only, torn) = (bug(Mutant::SHUTDOWN_REGISTRY_ONLY), bug(Mutant::SHUTDOWN_IDS_TORN));
         self.registry.shut_down();
         let mut ids: Vec<ModelId> = self.registry.ids();
-        if !registry_only {
-            ids.extend(self.lifecycle.keys().filter(|id| !self.registry.contains_key(id)).cloned());
-            ids.sort();
+        if registry_only {
+            return ids;
         }
+        if torn {
+            ids.extend(self.lifecycle.keys().filter(|id| !self.registry.contains_key(id)).cloned());
+        } else {
+            ids.extend(self.lifecycle.keys().cloned());
+        }
+        ids.sort();
+        ids.dedup();
         ids
     }
 

@@ -75,6 +75,41 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Whether the calling thread is unwinding a panic: drop guards use it to tell a normal
+    /// exit from an unwinding one (and run no user code then, since a second panic would abort).
+    /// The default is the standard library's answer, per OS thread; a model-checking runtime
+    /// that runs many threads on one OS thread must answer for the checker thread that asks (an
+    /// unwinding peer must not make it look unwinding).
+    #[inline]
+    fn panicking() -> bool
+    where
+        Self: Sized,
+    {
+        std::thread::panicking()
+    }
+
+    /// Runs `f`, catching a panic that leaves it ([`std::panic::catch_unwind`]; the crate runs
+    /// user code this way where a panic must not stop what follows). A model-checking runtime
+    /// notes that the thread is done unwinding it (see [`Runtime::panicking`]).
+    #[inline]
+    fn catch_unwind<T>(f: impl FnOnce() -> T) -> std::thread::Result<T>
+    where
+        Self: Sized,
+    {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+    }
+
+    /// Lets a panic this thread caught go on unwinding from here, where it may leave
+    /// ([`std::panic::resume_unwind`]; from a `Drop` that may run while the thread unwinds, use
+    /// [`Runtime::resume_unwind`]). A model-checking runtime notes that the thread unwinds.
+    #[inline]
+    fn resume_caught(payload: Box<dyn std::any::Any + Send>) -> !
+    where
+        Self: Sized,
+    {
+        std::panic::resume_unwind(payload)
+    }
+
     /// Time elapsed on this runtime's clock since the runtime was created.
     ///
     /// Production runtimes read the wall clock; model-checking runtimes use a logical clock that
@@ -202,11 +237,4 @@ pub trait Monitor<T>: Send + Sync {
         timeout: Option<Duration>,
         f: impl FnMut(&mut T) -> Option<U>,
     ) -> Result<U, TimedOut>;
-}
-
-/// Whether the current thread is unwinding a panic.
-///
-/// Drop guards use it to tell a normal exit from an unwinding one.
-pub(crate) fn panicking() -> bool {
-    std::thread::panicking()
 }

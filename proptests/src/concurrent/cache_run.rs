@@ -541,7 +541,7 @@ fn run_once<R: SimRuntime>(rt: R, program: &CacheProgram) {
         })
         .collect();
     for handle in handles {
-        R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+        R::join(handle).unwrap_or_else(|payload| resident_sim::unwinding::resume(payload));
     }
     resident_sim::instrumentation::disarm();
     shared.script.disarm();

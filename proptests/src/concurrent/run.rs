@@ -3,7 +3,6 @@
 //! invariant the sim world checks and linearizability against the [`Stack`] specification.
 
 use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use resident::{
 };
 use resident_sim::bypass::Calls;
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
+use resident_sim::unwinding::catch;
 use resident_sim::violation::{InjectedPanic, Violation};
 use resident_sim::world::checks::check_queue;
 use resident_sim::world::checks::ensure_outside_monitors;
@@ -83,7 +83,7 @@ impl Recorder {
         let at = self.history.begin(thread, op);
         self.current.lock().expect("recorder lock").insert(self.thread(), (thread, at));
         let timeouts = self.timeouts();
-        let result = catch_unwind(AssertUnwindSafe(f));
+        let result = catch(f);
         self.current.lock().expect("recorder lock").remove(&self.thread());
         // Only a scripted panic of user code may reach a caller; a violation was recorded when
         // it was raised.
@@ -190,9 +190,11 @@ fn done(result: Result<(), ManagerError>) -> Ret {
 /// Runs `removal` (a shutdown or a clear), which settles every id past a panic of user code
 /// (M-P3): only a panicking report (`reports_panic`, the program's recorder fault) may escape it.
 fn never_panics<T>(reports_panic: bool, what: &str, removal: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(removal)) {
+    match catch(removal) {
         Ok(report) => report,
-        Err(payload) if reports_panic || payload.is::<Violation>() => std::panic::resume_unwind(payload),
+        Err(payload) if reports_panic || payload.is::<Violation>() => {
+            resident_sim::unwinding::resume(payload)
+        }
         Err(_) => Violation::raise(
             "M-P3",
             format!("a panic of user code escaped {what}: later ids were not settled"),
@@ -431,7 +433,7 @@ where
         })
         .collect();
     for handle in handles {
-        R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+        R::join(handle).unwrap_or_else(|payload| resident_sim::unwinding::resume(payload));
     }
     resident_sim::instrumentation::disarm();
     world.check_quiescent();

@@ -54,6 +54,9 @@ pub trait Checker: Send + Sync + 'static {
     fn yield_now();
     /// The running checker thread's name.
     fn thread_name() -> Option<String>;
+    /// The running checker thread's identity within its execution, where the checker can tell
+    /// it from anywhere without panicking (a panic hook included); `None` where it cannot.
+    fn current_task() -> Option<usize>;
     /// A new counter at zero.
     fn counter() -> Self::Counter;
     /// A new atomic word holding `value`.
@@ -135,7 +138,7 @@ macro_rules! word {
 
 /// Everything but the data choice is the same code for both checkers, but for the crate name.
 macro_rules! checker {
-    ($checker:ident, $word:ident, $krate:ident, $spurious:expr) => {
+    ($checker:ident, $word:ident, $krate:ident, $spurious:expr, $task:expr) => {
         counter!($krate);
         word!($word, $krate);
 
@@ -214,6 +217,10 @@ macro_rules! checker {
                 $krate::thread::current().name().map(str::to_owned)
             }
 
+            fn current_task() -> Option<usize> {
+                $task
+            }
+
             fn counter() -> Self::Counter {
                 $krate::sync::atomic::AtomicUsize::new(0)
             }
@@ -254,5 +261,12 @@ macro_rules! checker {
     };
 }
 
-checker!(ShuttleChecker, ShuttleWord, shuttle, shuttle::rand::thread_rng().gen_ratio(1, SPURIOUS_ODDS));
-checker!(LoomChecker, LoomWord, loom, false);
+checker!(
+    ShuttleChecker,
+    ShuttleWord,
+    shuttle,
+    shuttle::rand::thread_rng().gen_ratio(1, SPURIOUS_ODDS),
+    shuttle::current::try_get_current_task().map(usize::from)
+);
+// loom has no way to name the running thread that is safe in a panic hook.
+checker!(LoomChecker, LoomWord, loom, false, None);

@@ -78,6 +78,10 @@ pub trait SimRuntime: Runtime {
     /// The name of the running checker thread.
     fn thread_name() -> Option<String>;
 
+    /// The running checker thread's identity, where the checker can tell it from anywhere
+    /// (see [`crate::unwinding`]).
+    fn current_task() -> Option<usize>;
+
     /// A new counter starting at zero.
     fn counter(&self) -> Self::Counter {
         Self::counter_for_model()
@@ -146,6 +150,10 @@ impl<C: Checker> SimRuntime for Sim<C> {
 
     fn thread_name() -> Option<String> {
         C::thread_name()
+    }
+
+    fn current_task() -> Option<usize> {
+        C::current_task()
     }
 
     fn counter_for_model() -> C::Counter {

@@ -84,7 +84,7 @@ impl<C: Checker> Sim<C> {
         self.join_background();
         self.clock().shutdown();
         if let Some(timer) = timer {
-            C::join(timer).unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+            C::join(timer).unwrap_or_else(|payload| crate::unwinding::resume(payload));
         }
     }
 }
@@ -96,7 +96,7 @@ impl<C: Checker> Sim<C> {
         loop {
             let next = self.shared.background.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
             let Some(handle) = next else { return };
-            handle.join().unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+            handle.join().unwrap_or_else(|payload| crate::unwinding::resume(payload));
         }
     }
 }
@@ -153,6 +153,18 @@ impl<C: Checker> Runtime for Sim<C> {
         C::fence();
     }
 
+    fn panicking() -> bool {
+        crate::unwinding::panicking()
+    }
+
+    fn catch_unwind<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+        crate::unwinding::catch(f)
+    }
+
+    fn resume_caught(payload: Box<dyn std::any::Any + Send>) -> ! {
+        crate::unwinding::resume(payload)
+    }
+
     fn now(&self) -> Duration {
         Duration::from_nanos(self.clock().now())
     }
@@ -176,7 +188,7 @@ impl<C: Checker> Runtime for Sim<C> {
             let message = format!("the application's own check {name} failed");
             // Fails the execution here, where the trace shows it, unless the thread unwinds
             // already (a check in a `Drop`): then it is recorded for the execution's end.
-            if std::thread::panicking() {
+            if crate::unwinding::panicking() {
                 crate::violation::Violation::record(name, message);
             } else {
                 crate::violation::Violation::raise(name, message);
@@ -197,8 +209,8 @@ impl<C: Checker> Runtime for Sim<C> {
     }
 
     fn resume_unwind(&self, payload: Box<dyn std::any::Any + Send>) {
-        if !std::thread::panicking() {
-            std::panic::resume_unwind(payload);
+        if !crate::unwinding::panicking() {
+            crate::unwinding::resume(payload);
         }
         // Production aborts here (a panic leaving a `Drop` that runs during an unwind): the
         // checker reports it instead, and the unwind in progress goes on.

@@ -2,14 +2,13 @@
 //! Every run ends with A1 (accounting) and A6 (nothing left once every handle is gone); threads
 //! check A2 (one live canonical per key) and A5 (a locked record is resident) as they go.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
 use resident::cache::{CanonicalId, DeviceCache, ModelGuard, PutOptions};
 use resident::runtime::Arc;
 
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
+use crate::unwinding::catch;
 use crate::violation::InjectedPanic;
 use crate::world::cache::{CacheWorld, Weights};
 use crate::world::checks::ensure_resident;
@@ -234,7 +233,7 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R) {
     let spawn_panicker = |name: &'static str, lock: bool| {
         let c0 = Arc::clone(&world.caches[0]);
         world.spawn(name, move |_, _| {
-            let caught = catch_unwind(AssertUnwindSafe(|| {
+            let caught = catch(|| {
                 let loaded = c0.get("m");
                 let _guard = loaded.map(|l| {
                     if lock {
@@ -246,7 +245,7 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R) {
                 });
                 R::yield_now();
                 std::panic::panic_any(InjectedPanic);
-            }));
+            });
             ensure!(
                 caught.is_err_and(|p| p.is::<InjectedPanic>()),
                 "contract",

@@ -3,7 +3,7 @@
 //! or did not adopt the old canonical, and user code panicking inside an admission strands no
 //! claim.
 
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use crate::unwinding::{catch, resume};
 
 use resident::cache::PutOptions;
 use resident::runtime::Arc;
@@ -136,15 +136,15 @@ pub(super) fn panic_inside_admission<R: SimRuntime>(rt: R) {
     let t2 = world.spawn("T2", move |_, _| {
         let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &s2);
         trace::record("T2", "put(m) with panicking spare weights");
-        let put = catch_unwind(AssertUnwindSafe(|| {
+        let put = catch(|| {
             let private = PutOptions { shared: false, ..PutOptions::default() };
             c0.put("m", weights, 30, private).map(|admission| drop(admission.into_loaded().lock()))
-        }));
+        });
         s2.disarm();
         match put {
             Ok(result) => ensure!(result.is_ok(), "contract", "T2: put(m) gave {result:?}"),
             Err(payload) if payload.is::<InjectedPanic>() => {}
-            Err(payload) => resume_unwind(payload),
+            Err(payload) => resume(payload),
         }
     });
     join::<R, _>(t1);
@@ -195,10 +195,10 @@ pub(super) fn eviction_callback_panics_while_unwinding<R: SimRuntime>(rt: R) {
         l1.post(());
         d1.wait();
         trace::record("T1", "panics holding m's guard");
-        let unwound = catch_unwind(AssertUnwindSafe(move || {
+        let unwound = catch(move || {
             let _guard = guard;
             std::panic::panic_any(InjectedPanic);
-        }));
+        });
         ensure!(unwound.is_err(), "contract", "T1's panic did not reach its caller");
         let left = c0.keys();
         ensure!(left.is_empty(), "C-P5", "the stale record outlived its last guard: {left:?}");

@@ -1,6 +1,6 @@
 //! Manager scenarios: lifecycle generations, load failures and panics, leases.
 
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use crate::unwinding::{catch, resume};
 
 use resident::runtime::Arc;
 use resident::{Added, Eviction, Manager, ManagerError, ManagerExt, ModelId, ModelManager};
@@ -69,10 +69,10 @@ pub(super) fn load_panic<R: SimRuntime>(rt: R) {
     let world = ManagerWorld::builder(rt).model("X", &[Step::Panic], &[]).build();
     let handles = ["H", "W", "N"].map(|name| {
         world.spawn(name, |m, t| {
-            traced(t, "add(X)", || match catch_unwind(AssertUnwindSafe(|| m.add_model("X", None))) {
+            traced(t, "add(X)", || match catch(|| m.add_model("X", None)) {
                 Ok(result) => result.map(|_| "ok"),
                 Err(payload) if payload.is::<InjectedPanic>() => Ok("loader panicked"),
-                Err(payload) => resume_unwind(payload),
+                Err(payload) => resume(payload),
             })
         })
     });

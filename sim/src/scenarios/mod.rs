@@ -362,6 +362,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 1, targets: [LOST_WAKEUP_DEVICE_BUDGET_RAISED], resize::raising_the_device_budget_wakes_the_locker),
         scenario!("S-G1", "manager shutdown racing an add that evicts and a lease: complete before it or refused, nothing half done (1.13)",
         time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, ADD_AFTER_SHUTDOWN, LEASE_AFTER_SHUTDOWN], shutdown::shutdown_races_adds_and_leases::<_, layers::ThreeDeep>),
+        scenario!("S-G2", "manager shutdown racing an in-place replace: the replaced id is settled whichever step it meets, never left registered (1.13, 1.11)",
+        time: Off, loom: 1, targets: [SHUTDOWN_IDS_TORN], shutdown::shutdown_races_a_replace_in_place::<_, layers::ThreeDeep>),
         scenario!("S-CL1", "clear racing an add and a lease: pinned models removed, pins kept, every failure reported, the queue in line",
         time: Off, loom: 1, targets: [CLEAR_STOPS_AT_FIRST_FAILURE, CLEAR_EVICTS, CLEAR_BYPASSES_LAYERS, CLEAR_DROPS_PINS], clear::clear_races_an_add_and_a_lease::<_, layers::ThreeDeep>),
         scenario!("S-RG1", "register of a model built elsewhere racing a load of the same id and a lease: one registers, admitted, nothing orphaned",

@@ -1,5 +1,5 @@
-//! Graceful shutdown scenarios (SPEC 1.13; `S-G1`, `W-16`): a manager stack shut down while
-//! adds, leases and an eviction run. A racing call completes before the shutdown (its model is
+//! Graceful shutdown scenarios (SPEC 1.13; `S-G1`, `S-G2`, `W-16`): a manager stack shut down
+//! while adds, leases, an eviction and an in-place replace run. A racing call completes before the shutdown (its model is
 //! then unloaded by it) or gets `ShutDown`; what stays registered is exactly what the report
 //! says could not be unloaded; afterwards adds and leases are refused.
 
@@ -15,13 +15,18 @@ use crate::world::join;
 use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 
-/// What stays registered is exactly what `report` says could not be unloaded.
+/// What stays registered is exactly what `report` says could not be unloaded (`invariant`: the
+/// scenario's).
 fn registered_as_reported<M: Manager>(manager: &M, report: &RemovalReport) {
+    registered_as_reported_in("S-G1", manager, report);
+}
+
+fn registered_as_reported_in<M: Manager>(invariant: &str, manager: &M, report: &RemovalReport) {
     let registered: BTreeSet<ModelId> = manager.ids().into_iter().collect();
     let failed: BTreeSet<ModelId> = report.failed.iter().map(|(id, _)| id.clone()).collect();
     ensure!(
         registered == failed,
-        "S-G1",
+        invariant,
         "after shutdown {registered:?} are registered, but the report names {failed:?} as not unloaded: {report:?}"
     );
 }
@@ -83,6 +88,31 @@ pub(super) fn shutdown_races_adds_and_leases<R: SimRuntime, D: Depth>(rt: R) {
     );
     let second = traced("main", "shutdown() again", || world.manager.shutdown());
     registered_as_reported(&world.manager, &second);
+    finish(&world);
+}
+
+/// S-G2: B is registered; T1 replaces it in place (the old version unloaded and unregistered,
+/// then the new one loaded and registered, all under B's lifecycle lock, the registry written
+/// outside the table's monitor) while T2 shuts the stack down. The shutdown must settle B
+/// whichever step of the replace it meets: once both return, B is not registered (or is
+/// reported as not unloaded).
+pub(super) fn shutdown_races_a_replace_in_place<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("B", &[], &[]).work(4);
+    let world = cache::<R, D>(builder, 2, &["B"], &[]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace_in_place(B)", || m.replace_in_place("B", None)));
+    let t2 = world.spawn("T2", |m, t| {
+        // So that uniform random schedules often start the shutdown inside the replace.
+        give_way::<R>(HEAD_START / 16);
+        traced(t, "shutdown()", || m.shutdown())
+    });
+    let replaced = join::<R, _>(t1);
+    let report = join::<R, _>(t2);
+    ensure!(
+        matches!(replaced, Ok(_) | Err(ManagerError::ShutDown { .. })),
+        "contract",
+        "replace_in_place(B) racing a shutdown gave {replaced:?}"
+    );
+    registered_as_reported_in("S-G2", &world.manager, &report);
     finish(&world);
 }
 

@@ -95,7 +95,7 @@ impl<R: SimRuntime> resident::cache::Sourced for Weights<R> {
 
 /// Panics with [`InjectedPanic`] unless the thread is already unwinding (that would abort).
 fn inject_panic() {
-    if !std::thread::panicking() {
+    if !crate::unwinding::panicking() {
         std::panic::panic_any(InjectedPanic);
     }
 }

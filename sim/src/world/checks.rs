@@ -17,7 +17,7 @@ use crate::runtime::{Counter, SimRuntime};
 
 /// Fails the execution if user code runs inside one of the runtime's monitors (SPEC 3.10).
 pub fn ensure_outside_monitors<R: SimRuntime>(what: &str) {
-    if !std::thread::panicking() {
+    if !crate::unwinding::panicking() {
         let held = R::monitors_held();
         ensure!(held == 0, "U1", "{what} (user code) ran inside {held} internal monitor(s)");
     }

@@ -544,7 +544,7 @@ impl<R: SimRuntime> Drop for SimModel<R> {
             self.probe.alive.sub(1);
         }
         let scripted = probe.is_some_and(|p| p.drop_panics);
-        if scripted && self.unloaded.get() > 0 && !std::thread::panicking() {
+        if scripted && self.unloaded.get() > 0 && !crate::unwinding::panicking() {
             std::panic::panic_any(InjectedPanic);
         }
     }

@@ -53,7 +53,7 @@ impl<R: SimRuntime, S> Deref for World<R, S> {
 /// Joins a thread spawned on the execution's runtime and returns its result; a panic in it
 /// goes on unwinding in the joining thread (the execution fails with it).
 pub fn join<R: SimRuntime, T: Send + 'static>(handle: R::Handle<T>) -> T {
-    R::join(handle).unwrap_or_else(|payload| std::panic::resume_unwind(payload))
+    R::join(handle).unwrap_or_else(|payload| crate::unwinding::resume(payload))
 }
 
 /// Runs `f`, records its outcome in the trace under `thread`, and returns it.

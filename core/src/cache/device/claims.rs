@@ -133,7 +133,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if !skip && self.group.budget.maybe_over() && self.group.budget.excess() > 0 {
             self.make_room_here(0);
         }
-        if !crate::runtime::panicking() && !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
+        if !R::panicking() && !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
             tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         }
     }

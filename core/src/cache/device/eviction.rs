@@ -116,15 +116,15 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let mut first_panic = None;
         for gone in evicted {
             let (key, bytes) = (gone.record().key.clone(), gone.record().bytes);
-            let dropped = catch_unwind(AssertUnwindSafe(move || drop(gone)));
+            let dropped = R::catch_unwind(move || drop(gone));
             // The report and the callback are user code, each caught on its own: a panicking
             // subscriber or recorder does not keep the callback from firing.
-            let reported = catch_unwind(AssertUnwindSafe(|| {
+            let reported = R::catch_unwind(|| {
                 tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
                 telemetry::evicted(by, bytes);
-            }));
+            });
             let called = match &callback {
-                Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(&key, bytes))),
+                Some(callback) => R::catch_unwind(|| callback(&key, bytes)),
                 None => Ok(()),
             };
             for payload in [dropped.err(), reported.err(), called.err()].into_iter().flatten() {
@@ -132,7 +132,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
         }
         if let Some(payload) = first_panic {
-            if crate::runtime::panicking() && !self.mutant(Mutant::PANIC_ESCAPES_UNWINDING_DROP) {
+            if R::panicking() && !self.mutant(Mutant::PANIC_ESCAPES_UNWINDING_DROP) {
                 drop(payload);
             } else {
                 self.group.runtime.resume_unwind(payload);

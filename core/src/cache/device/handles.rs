@@ -170,8 +170,8 @@ impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for ModelGuard<W, R> {
 /// whose weights' `Drop` is user code. While the thread unwinds another panic, a panic of
 /// theirs is caught and dropped (one leaving a `Drop` during an unwind aborts the process).
 fn let_go<W: Send + Sync + 'static, R: Runtime>(record: Arc<Record<W, R>>) {
-    if crate::runtime::panicking() {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(record)));
+    if R::panicking() {
+        let _ = R::catch_unwind(move || drop(record));
     } else {
         drop(record);
     }

@@ -39,7 +39,6 @@ mod membership;
 mod requests;
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use super::budget::{CacheId, Reservation};

@@ -70,7 +70,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         // second panic aborts. The flag stays set, and the loads waiting for room are told to
         // look again: the one that left the request finds the lock free now and reconciles
         // itself (no later holder may come).
-        if crate::runtime::panicking() {
+        if R::panicking() {
             if self.reconcile_pending.is_pending() {
                 self.group.budget.room_changed(Mutant::LOST_WAKEUP_UNWINDING_RELEASE);
             }

@@ -1,0 +1,82 @@
+//! Which checker thread is unwinding a panic.
+//!
+//! `std::thread::panicking` answers per OS thread, and a model checker runs every checker
+//! thread of an execution on one OS thread: while one of them is suspended half-way through an
+//! unwind (at a scheduling point inside a `Drop`), every other one would look unwinding too, and
+//! the code under test would take its unwinding paths there (skip its reports, leave reconciles
+//! to others) where production never does. So each checker thread's panics are counted: one
+//! starts at the explorations' panic hook or at [`resume`] (a re-raise runs no hook), and ends
+//! at [`catch`] (the runtime facade's [`Runtime::catch_unwind`](resident::runtime::Runtime::catch_unwind),
+//! through which `resident` catches user code, and the sim's own catches). A thread is unwinding
+//! while the OS thread is and its count is not zero; once the OS thread is not unwinding, no
+//! panic is in flight anywhere and every count is zero.
+//!
+//! Under loom, which cannot name the running thread safely from a panic hook, the answer is the
+//! standard library's.
+
+use std::cell::{Cell, RefCell};
+
+/// How a checker names its running thread (see [`crate::runtime::SimRuntime::current_task`]).
+type TaskNamer = fn() -> Option<usize>;
+
+thread_local! {
+    /// How the running execution's checker names its running thread.
+    static TASK: Cell<Option<TaskNamer>> = const { Cell::new(None) };
+    /// Panics in flight per checker thread of the running execution.
+    static IN_FLIGHT: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Starts an execution whose checker names its threads with `task`.
+pub(crate) fn begin_execution(task: TaskNamer) {
+    TASK.with(|t| t.set(Some(task)));
+    IN_FLIGHT.with(|in_flight| in_flight.borrow_mut().clear());
+}
+
+/// Adds `delta` to the running checker thread's panics in flight. Called from the panic hook
+/// too: never panics (a panic there aborts).
+fn count(delta: isize) {
+    let Some(task) = TASK.try_with(Cell::get).ok().flatten() else { return };
+    let Some(id) = task() else { return };
+    let _ = IN_FLIGHT.try_with(|in_flight| {
+        let Ok(mut in_flight) = in_flight.try_borrow_mut() else { return };
+        match in_flight.iter_mut().find(|(task, _)| *task == id) {
+            Some((_, n)) => *n = n.saturating_add_signed(delta),
+            None => in_flight.push((id, 0usize.saturating_add_signed(delta))),
+        }
+    });
+}
+
+/// The running checker thread starts a panic (the explorations' panic hook).
+pub(crate) fn panic_started() {
+    count(1);
+}
+
+/// Lets `payload` (a panic caught from another checker thread, or from user code) go on
+/// unwinding in the running checker thread.
+pub fn resume(payload: Box<dyn std::any::Any + Send>) -> ! {
+    count(1);
+    std::panic::resume_unwind(payload)
+}
+
+/// Runs `f`, catching a panic that leaves it: the running checker thread is done unwinding it.
+pub fn catch<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    if caught.is_err() {
+        count(-1);
+    }
+    caught
+}
+
+/// Whether the running checker thread is unwinding a panic (see the module docs).
+pub fn panicking() -> bool {
+    if !std::thread::panicking() {
+        return false;
+    }
+    let Some(task) = TASK.with(Cell::get) else { return true };
+    match task() {
+        Some(id) => {
+            IN_FLIGHT.with(|in_flight| in_flight.borrow().iter().any(|&(task, n)| task == id && n > 0))
+        }
+        None => true,
+    }
+}
