@@ -325,6 +325,18 @@ pub enum CacheProgramOp {
         /// Lock it.
         lock: bool,
     },
+    /// `get_or_put` on a cache of key `key` declared `bytes` (its load builds them); keep the
+    /// handle as a hold or drop it at once.
+    GetOrPut {
+        /// Which peer.
+        cache: usize,
+        /// Key index.
+        key: usize,
+        /// Declared (and built) size.
+        bytes: u64,
+        /// Keep the handle.
+        keep: bool,
+    },
     /// `get_locked` on a cache (the lookup and the lock in one step); keep the lock.
     GetLocked {
         /// Which peer.

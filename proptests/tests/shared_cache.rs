@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
+use resident::CacheError;
 use resident::cache::{CacheGroup, DeviceCache, PutOptions};
 use resident::runtime::Arc;
 use resident_proptests::CacheProgramOp;
@@ -24,6 +25,8 @@ fn op() -> impl Strategy<Value = CacheProgramOp> {
             .prop_map(|(cache, key, bytes, shared, keep)| CacheProgramOp::Put { cache, key, bytes, shared, keep }),
         3 => (cache.clone(), key.clone(), any::<bool>()).prop_map(|(cache, key, lock)| CacheProgramOp::Get { cache, key, lock }),
         1 => (cache.clone(), key.clone()).prop_map(|(cache, key)| CacheProgramOp::GetLocked { cache, key }),
+        2 => (cache.clone(), key.clone(), 1..80u64, any::<bool>())
+            .prop_map(|(cache, key, bytes, keep)| CacheProgramOp::GetOrPut { cache, key, bytes, keep }),
         4 => Just(CacheProgramOp::Release),
         1 => (cache.clone(), 1..80u64).prop_map(|(cache, bytes)| CacheProgramOp::MakeRoom { cache, bytes }),
         1 => (cache.clone(), key).prop_map(|(cache, key)| CacheProgramOp::DropModel { cache, key }),
@@ -94,6 +97,19 @@ proptest! {
                     }
                     None => gets[cache].1 += 1,
                 },
+                CacheProgramOp::GetOrPut { cache, key, bytes, keep } => {
+                    // One call, one hit or one miss, however often it looks (a cold load
+                    // looks again once it holds the group's claim to load).
+                    let before = caches[cache].stats();
+                    let loaded = caches[cache].get_or_put(KEYS[key], bytes, || Ok::<_, CacheError>(bytes));
+                    let after = caches[cache].stats();
+                    let (hits, misses) = (after.hits - before.hits, after.misses - before.misses);
+                    prop_assert_eq!(hits + misses, 1, "get_or_put counted {} hits and {} misses", hits, misses);
+                    (gets[cache].0, gets[cache].1) = (gets[cache].0 + hits, gets[cache].1 + misses);
+                    if let (Ok(loaded), true) = (loaded, keep) {
+                        kept.push(Box::new(loaded));
+                    }
+                }
                 CacheProgramOp::Release => {
                     if !kept.is_empty() {
                         kept.remove(0);

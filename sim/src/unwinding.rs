@@ -8,11 +8,15 @@
 //! starts at the explorations' panic hook or at [`resume`] (a re-raise runs no hook), and ends
 //! at [`catch`] (the runtime facade's [`Runtime::catch_unwind`](resident::runtime::Runtime::catch_unwind),
 //! through which `resident` catches user code, and the sim's own catches). A thread is unwinding
-//! while the OS thread is and its count is not zero; once the OS thread is not unwinding, no
-//! panic is in flight anywhere and every count is zero.
+//! while the OS thread is and its count is not zero (the OS thread is checked first: a count
+//! left by a panic that escaped its thread is never read alone).
 //!
-//! Under loom, which cannot name the running thread safely from a panic hook, the answer is the
-//! standard library's.
+//! The answer is the standard library's wherever the count may miss a panic: under loom, which
+//! cannot name the running thread safely from a panic hook; before the explorations' hook is
+//! installed; and for the rest of an execution in which a panic started where the checker could
+//! not name its thread (shuttle's own, or one that tears a task down).
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::cell::{Cell, RefCell};
 
@@ -24,19 +28,35 @@ thread_local! {
     static TASK: Cell<Option<TaskNamer>> = const { Cell::new(None) };
     /// Panics in flight per checker thread of the running execution.
     static IN_FLIGHT: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+    /// A panic of the running execution started where its thread could not be named.
+    static UNATTRIBUTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the explorations' panic hook, which starts the counts, is installed.
+static HOOKED: AtomicBool = AtomicBool::new(false);
+
+/// The explorations' panic hook is installed: panics are counted from now on.
+pub(crate) fn hook_installed() {
+    HOOKED.store(true, Ordering::SeqCst);
 }
 
 /// Starts an execution whose checker names its threads with `task`.
 pub(crate) fn begin_execution(task: TaskNamer) {
     TASK.with(|t| t.set(Some(task)));
     IN_FLIGHT.with(|in_flight| in_flight.borrow_mut().clear());
+    UNATTRIBUTED.with(|u| u.set(false));
 }
 
 /// Adds `delta` to the running checker thread's panics in flight. Called from the panic hook
 /// too: never panics (a panic there aborts).
 fn count(delta: isize) {
     let Some(task) = TASK.try_with(Cell::get).ok().flatten() else { return };
-    let Some(id) = task() else { return };
+    let Some(id) = task() else {
+        if delta > 0 {
+            let _ = UNATTRIBUTED.try_with(|u| u.set(true));
+        }
+        return;
+    };
     let _ = IN_FLIGHT.try_with(|in_flight| {
         let Ok(mut in_flight) = in_flight.try_borrow_mut() else { return };
         match in_flight.iter_mut().find(|(task, _)| *task == id) {
@@ -71,6 +91,9 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
 pub fn panicking() -> bool {
     if !std::thread::panicking() {
         return false;
+    }
+    if !HOOKED.load(Ordering::SeqCst) || UNATTRIBUTED.with(Cell::get) {
+        return true;
     }
     let Some(task) = TASK.with(Cell::get) else { return true };
     match task() {

@@ -72,6 +72,9 @@ impl From<Option<u64>> for Declared {
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// The model `key` from this cache, loading it if no device of the group has it.
     ///
+    /// Counted in [`DeviceCache::stats`] as one hit or one miss, as its first lookup found the
+    /// key (however many times it looks again after waiting for a load).
+    ///
     /// In order: this cache's record (a hit); a canonical alive in the group's store, adopted
     /// as it is (no load, no second copy); else the declared peak is reserved in the RAM budget
     /// (making room and waiting for it, see [`RamBudget`](super::RamBudget); then
@@ -158,6 +161,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let loads = &self.group().loads;
         let wait = deadline.bound(self.runtime(), loads.wait(), Mutant::DEADLINE_SKIPS_LOAD_WAIT);
         let mut start = self.now();
+        // One call, one hit or one miss: the lookups after a wait or a claim are not counted.
+        let mut counted = true;
         loop {
             if self.runtime().mutant(Mutant::LOAD_WAIT_RESTARTS) {
                 start = self.now();
@@ -165,7 +170,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             if loads.is_shut_down() {
                 return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
             }
-            if let Some(loaded) = self.get(key) {
+            if let Some(loaded) = self.look_up(key, std::mem::take(&mut counted)) {
                 return Ok(loaded);
             }
             // Refused before any admission (an adoption, a load), not before a hit: a record
@@ -209,7 +214,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         claim: LoadClaim<'_, R>,
     ) -> Result<LoadedModel<W, R>, CacheError> {
         // A load may have ended between the lookups and the claim.
-        if let Some(loaded) = self.get(key) {
+        if let Some(loaded) = self.look_up(key, false) {
             return Ok(loaded);
         }
         if let Some(admission) = self.adopt(key)? {

@@ -89,8 +89,10 @@ pub trait Runtime: Clone + Debug + Send + Sync + 'static {
     }
 
     /// Runs `f`, catching a panic that leaves it ([`std::panic::catch_unwind`]; the crate runs
-    /// user code this way where a panic must not stop what follows). A model-checking runtime
-    /// notes that the thread is done unwinding it (see [`Runtime::panicking`]).
+    /// user code this way where a panic must not stop what follows). `f` is taken as unwind-safe
+    /// (as with [`std::panic::AssertUnwindSafe`]): a caller must not use what a panic may have
+    /// left half-changed. A model-checking runtime notes that the thread is done unwinding it
+    /// (see [`Runtime::panicking`]).
     #[inline]
     fn catch_unwind<T>(f: impl FnOnce() -> T) -> std::thread::Result<T>
     where

@@ -23,6 +23,7 @@ fn install() {
         drop(panic::take_hook());
         // RESIDENT_SIM_LOUD=1 prints every panic, expected or not (for debugging scenarios).
         let loud = std::env::var_os("RESIDENT_SIM_LOUD").is_some();
+        crate::unwinding::hook_installed();
         panic::set_hook(Box::new(move |info| {
             crate::unwinding::panic_started();
             if loud || !EXPLORING.with(Cell::get) {

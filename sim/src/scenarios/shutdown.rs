@@ -1,7 +1,7 @@
-//! Graceful shutdown scenarios (SPEC 1.13; `S-G1`, `S-G2`, `W-16`): a manager stack shut down
-//! while adds, leases, an eviction and an in-place replace run. A racing call completes before the shutdown (its model is
-//! then unloaded by it) or gets `ShutDown`; what stays registered is exactly what the report
-//! says could not be unloaded; afterwards adds and leases are refused.
+//! Graceful shutdown scenarios (SPEC 1.13; `S-G1`, `S-G2`, `W-16`): a manager stack shut down while adds,
+//! leases, an eviction and an in-place replace run. A racing call completes before the shutdown (its model is
+//! then unloaded by it) or gets `ShutDown`; what stays registered is exactly what the report says could not
+//! be unloaded; afterwards adds and leases are refused.
 
 use std::collections::BTreeSet;
 
@@ -15,12 +15,12 @@ use crate::world::join;
 use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
 
-/// What stays registered is exactly what `report` says could not be unloaded (`invariant`: the
-/// scenario's).
+/// What stays registered is exactly what `report` says could not be unloaded (S-G1).
 fn registered_as_reported<M: Manager>(manager: &M, report: &RemovalReport) {
     registered_as_reported_in("S-G1", manager, report);
 }
 
+/// [`registered_as_reported`], a violation of `invariant` if not.
 fn registered_as_reported_in<M: Manager>(invariant: &str, manager: &M, report: &RemovalReport) {
     let registered: BTreeSet<ModelId> = manager.ids().into_iter().collect();
     let failed: BTreeSet<ModelId> = report.failed.iter().map(|(id, _)| id.clone()).collect();

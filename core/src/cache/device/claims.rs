@@ -35,11 +35,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// It expires nothing itself (the keep-alive timer does, on time): a record past its
     /// keep-alive that the timer has not reached yet is still a hit.
     pub fn get(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
+        self.look_up(key, true)
+    }
+
+    /// [`DeviceCache::get`], counted as a hit or a miss only if `counted` (a `get_or_put` counts
+    /// its first lookup, not the ones after a claim or a wait).
+    pub(crate) fn look_up(self: &Arc<Self>, key: &str, counted: bool) -> Option<LoadedModel<W, R>> {
         if self.mutant(Mutant::HOLD_AFTER_LOOKUP) {
             return self.get_holding_after_lookup(key);
         }
         let serve_stale = self.mutant(Mutant::GET_SERVES_STALE);
-        let record = self.state.with(|s| s.get(key, serve_stale));
+        let record = self
+            .state
+            .with(|s| if counted { s.get(key, serve_stale) } else { s.get_again(key, serve_stale) });
         let hit = record.is_some();
         let report = || tracing::debug!(device = %self.device, key, hit, "get");
         let handle = || record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) });

@@ -235,6 +235,15 @@ impl<E: Entry> Table<E> {
         self.look_up(key, serve_stale, Claim::Hold).map(|slot| Arc::clone(&slot.record))
     }
 
+    /// [`Table::get`] for a caller whose lookup was counted already (`get_or_put` looking again
+    /// after a claim or a wait): one call, one hit or one miss.
+    pub(crate) fn get_again(&mut self, key: &str, serve_stale: bool) -> Option<Arc<E>> {
+        let counted = (self.stats.hits, self.stats.misses);
+        let found = self.get(key, serve_stale);
+        (self.stats.hits, self.stats.misses) = counted;
+        found
+    }
+
     /// The occupant of `key` locked (`get` and `lock` in one step), unless absent or stale
     /// (`serve_stale`: the C-D1 mutant). No idle time is stamped: a locked record is not idle,
     /// and the release that frees it stamps its own.
