@@ -1,6 +1,7 @@
 //! Every catalogue scenario passes with all mutants off: shuttle random, shuttle PCT, and loom
-//! (exhaustive under the scenario's preemption bound) where the scenario fits loom. Scenarios
-//! that do not fit loom pass the loom test vacuously and say so.
+//! (under the scenario's preemption bound, exhaustive up to `support::loom_executions`) where
+//! the scenario fits loom. Scenarios that do not fit loom pass the loom test vacuously and say
+//! so.
 
 mod support;
 
@@ -14,7 +15,9 @@ fn passes(id: &str, checker: Checker) {
 
 fn passes_scenario(scenario: &'static resident_sim::scenarios::Scenario, checker: Checker) {
     let id = scenario.id;
-    let outcome = explore(scenario, checker, Plan::new(support::iterations(), support::seed()));
+    let plan =
+        Plan::new(support::iterations(), support::seed()).with_loom_executions(support::loom_executions());
+    let outcome = explore(scenario, checker, plan);
     if let Some(failure) = &outcome.failure {
         panic!(
             "{id} under {checker} failed at execution {}: {}\n{}",

@@ -89,6 +89,9 @@ pub struct Plan {
     /// The wall time one exploration may take: shuttle stops starting executions after it,
     /// loom stops its search there (no longer exhaustive). `None`: no limit.
     pub time_limit: Option<Duration>,
+    /// loom stops its search after this many executions (no longer exhaustive, but the same
+    /// executions on every machine). `None`: no limit.
+    pub loom_executions: Option<usize>,
 }
 
 impl Plan {
@@ -101,7 +104,13 @@ impl Plan {
             pct_depth: 3,
             preemption_bound: None,
             time_limit: None,
+            loom_executions: None,
         }
+    }
+
+    /// The same plan with loom's search stopped after `executions` (`None`: exhaustive).
+    pub fn with_loom_executions(self, executions: Option<usize>) -> Self {
+        Self { loom_executions: executions, ..self }
     }
 
     /// The same plan within `limit` of wall time per exploration (`None`: no limit).
@@ -258,6 +267,11 @@ fn loom_run(
     // that spins hits it. (Above 65,535 loom's own branch counter overflows instead.)
     builder.max_branches = 10_000;
     builder.max_duration = limit;
+    if plan.loom_executions.is_some() {
+        builder.max_permutations = plan.loom_executions;
+        // loom compares the count with the cap only every `checkpoint_interval` executions.
+        builder.checkpoint_interval = 500;
+    }
     let (owned, mutants, count) = (scenario.clone(), plan.mutants.clone(), Arc::clone(&executions));
     let label = format!("{} under loom", scenario.id);
     let result = trace::with_capture(capture, || {
