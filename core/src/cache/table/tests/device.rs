@@ -56,8 +56,8 @@ impl World {
                     record.id
                 );
                 self.table.mark_moving(&record);
+                // No use stamped: the lock the move is claimed under stamped it already.
                 self.known[record.id].moving = true;
-                self.touch(record.id);
                 self.moves.push(record);
             }
         }
