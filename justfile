@@ -74,7 +74,7 @@ fixtures:
 # a Mutex<HashMap> and a strict LRU (5 rounds, each at a low load average), then the hot paths.
 bench:
     cargo bench -p resident-bench --bench read_path
-    cargo bench -p resident --bench hot_paths
+    cargo bench -p resident-bench --bench hot_paths
 
 # The serving example on ndarray: throughput, latency, loads, evictions, budget.
 serve:

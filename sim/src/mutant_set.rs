@@ -47,18 +47,3 @@ impl FromIterator<Mutant> for MutantSet {
         iter.into_iter().fold(Self::NONE, Self::with)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_set_holds_each_switch_once() {
-        let set: MutantSet =
-            [Mutant::NO_QUEUE_DEDUP, Mutant::EVICT_LEASED, Mutant::NO_QUEUE_DEDUP].into_iter().collect();
-        assert_eq!(set.iter().count(), 2);
-        assert!(set.contains(Mutant::EVICT_LEASED) && !set.contains(Mutant::PIN_UNORDERED));
-        assert!(MutantSet::only(Mutant::named("user-bug")).contains(Mutant::named("user-bug")));
-        assert!(MutantSet::NONE.is_empty());
-    }
-}

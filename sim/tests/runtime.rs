@@ -14,6 +14,22 @@ mod leftover;
 #[path = "runtime/harness.rs"]
 mod harness;
 
+/// The explorer's command line.
+#[path = "runtime/cli.rs"]
+mod cli;
+
+/// Sets of mutant switches.
+#[path = "runtime/mutant_set.rs"]
+mod mutant_set;
+
+/// Traces read back as timelines.
+#[path = "runtime/timeline.rs"]
+mod timeline;
+
+/// The exploration watchdog.
+#[path = "runtime/watchdog.rs"]
+mod watchdog;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 

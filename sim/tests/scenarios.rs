@@ -30,19 +30,33 @@ fn passes_scenario(scenario: &'static resident_sim::scenarios::Scenario, checker
     println!("{id} {checker}: {} executions in {:?}", outcome.iterations, outcome.elapsed);
 }
 
+// One module per scenario, its three checkers side by side: the test threads then take a loom
+// exploration and a shuttle one together (tests run in name order), instead of two loom ones
+// whose stack mappings and unmappings contend in one address space (slower than one thread).
 macro_rules! scenario_tests {
     ($($name:ident => $id:literal,)*) => {
-        mod shuttle_random { $( #[test] fn $name() { super::passes($id, super::Checker::Random) } )* }
-        mod shuttle_pct { $( #[test] fn $name() { super::passes($id, super::Checker::Pct) } )* }
-        mod loom { $( #[test] fn $name() {
-            if !super::support::loom_enabled() {
-                println!("loom off (RESIDENT_SIM_LOOM=off)");
-            } else if super::scenarios::find($id).expect("catalogue id").loom.is_some() {
-                super::passes($id, super::Checker::Loom)
-            } else {
-                println!("{} does not fit loom; shuttle covers it", $id);
+        $(mod $name {
+            #[test]
+            fn shuttle_random() {
+                super::passes($id, super::Checker::Random)
             }
-        } )* }
+
+            #[test]
+            fn shuttle_pct() {
+                super::passes($id, super::Checker::Pct)
+            }
+
+            #[test]
+            fn loom() {
+                if !super::support::loom_enabled() {
+                    println!("loom off (RESIDENT_SIM_LOOM=off)");
+                } else if super::scenarios::find($id).expect("catalogue id").loom.is_some() {
+                    super::passes($id, super::Checker::Loom)
+                } else {
+                    println!("{} does not fit loom; shuttle covers it", $id);
+                }
+            }
+        })*
         #[test]
         fn every_catalogue_entry_has_a_test() {
             let tested = [$($id),*];

@@ -92,6 +92,16 @@ where
     dispatch(args, &name, registry)
 }
 
+/// Whether `args` (the first is the program name) is a command line the explorer accepts,
+/// without running it: clap's usage error if not (help and version requests are errors too).
+pub fn check_args<I, T>(args: I) -> Result<(), String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::try_parse_from(args).map(|_| ()).map_err(|e| e.to_string())
+}
+
 fn dispatch(args: Vec<std::ffi::OsString>, name: &str, registry: &Registry) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
@@ -123,8 +133,8 @@ fn list(registry: &Registry) {
     }
 }
 
-/// A seed in hex (`0x5eed`) or decimal (`24301`).
-pub(crate) fn parse_seed(s: &str) -> Result<u64, String> {
+/// A seed in hex (`0x5eed`) or decimal (`24301`), as `--seed` reads it.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
     let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),
         None => s.parse(),
@@ -132,8 +142,8 @@ pub(crate) fn parse_seed(s: &str) -> Result<u64, String> {
     parsed.map_err(|e| format!("{s:?} is not a seed (hex like 0x5eed, or decimal): {e}"))
 }
 
-/// A duration such as `60s`, `2m` or `1m30s`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+/// A duration such as `60s`, `2m` or `1m30s`, as `--time` reads it.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration (like 60s, 2m, 1m30s): {e}"))
 }
 
@@ -154,40 +164,4 @@ fn with_env_mutants(named: &[String], registry: &Registry) -> Result<Vec<Mutant>
         mutants.push(registry.parse_mutant(name).map_err(|e| format!("RESIDENT_MUTANTS: {e}"))?);
     }
     Ok(mutants)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn seeds_read_in_hex_or_decimal_and_durations_in_units() {
-        assert_eq!(parse_seed("0x5eed"), Ok(0x5eed));
-        assert_eq!(parse_seed("0X5EED"), Ok(0x5eed));
-        assert_eq!(parse_seed("24301"), Ok(24301));
-        assert!(parse_seed("5eed").is_err());
-        assert!(parse_seed("0x").is_err());
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert!(parse_duration("soon").is_err());
-    }
-
-    #[test]
-    fn the_command_line_parses_its_documented_forms() {
-        let parse =
-            |line: &str| Cli::try_parse_from(line.split_whitespace()).map(|_| ()).map_err(|e| e.to_string());
-        for line in [
-            "resident-sim explore",
-            "resident-sim explore --scenario M-S1 --scheduler pct --iterations 10000 --seed 0x5eed",
-            "resident-sim explore --time 60s --json out.json --jobs 2",
-            "resident-sim --verbose explore --mutant retire-while-held",
-            "resident-sim mutants --json --scenario M-S1 --mutant retire-while-held --budget 100",
-            "resident-sim replay fixtures/failures/x.json",
-            "resident-sim replay fixtures/failures/x.json --svg out.svg",
-            "resident-sim list",
-        ] {
-            assert_eq!(parse(line), Ok(()), "{line}");
-        }
-        assert!(parse("resident-sim explore --seed 0xzz").is_err());
-        assert!(parse("resident-sim explore --time forever").is_err());
-    }
 }

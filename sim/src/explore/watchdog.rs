@@ -49,20 +49,20 @@ pub(crate) fn stall_limit() -> Duration {
 
 /// What an exploration tells its watchdog: one beat per execution started, and its end.
 #[derive(Debug, Default)]
-pub(crate) struct Beat {
+pub struct Beat {
     executions: AtomicUsize,
     done: AtomicBool,
 }
 
 impl Beat {
     /// An execution starts.
-    pub(crate) fn execution(&self) {
+    pub fn execution(&self) {
         self.executions.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// Watches one exploration until dropped.
-pub(crate) struct Watchdog {
+pub struct Watchdog {
     beat: Arc<Beat>,
     thread: Option<JoinHandle<()>>,
 }
@@ -70,7 +70,7 @@ pub(crate) struct Watchdog {
 impl Watchdog {
     /// Watches `beat` for `label` (what runs: a scenario and its checker); `stalled` runs if an
     /// execution makes no progress for `limit` (the production action reports and exits).
-    pub(crate) fn start(
+    pub fn start(
         label: String,
         limit: Duration,
         stalled: impl FnOnce(&str, usize, Duration) + Send + 'static,
@@ -85,7 +85,7 @@ impl Watchdog {
     }
 
     /// The beat the exploration reports to.
-    pub(crate) fn beat(&self) -> Arc<Beat> {
+    pub fn beat(&self) -> Arc<Beat> {
         Arc::clone(&self.beat)
     }
 }
@@ -131,33 +131,4 @@ pub(crate) fn report_and_exit(label: &str, execution: usize, limit: Duration) {
     println!("{message}");
     eprintln!("{message}");
     std::process::exit(STALLED);
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::mpsc;
-
-    use super::*;
-
-    #[test]
-    fn an_exploration_that_stops_beating_is_reported_with_its_label() {
-        let (tx, rx) = mpsc::channel();
-        let dog = Watchdog::start("M-S1 / random".into(), Duration::from_millis(100), move |label, at, _| {
-            let _ = tx.send((label.to_owned(), at));
-        });
-        dog.beat().execution();
-        let (label, at) = rx.recv().expect("the watchdog reports the stall");
-        assert_eq!((label.as_str(), at), ("M-S1 / random", 1));
-    }
-
-    #[test]
-    fn a_finished_exploration_is_never_reported() {
-        let (tx, rx) = mpsc::channel::<()>();
-        let dog = Watchdog::start("quick".into(), Duration::from_secs(3600), move |_, _, _| {
-            let _ = tx.send(());
-        });
-        dog.beat().execution();
-        drop(dog);
-        assert!(rx.recv().is_err(), "the watchdog ended without acting");
-    }
 }
