@@ -1,6 +1,17 @@
+//! The sequential property tests, one binary: the manager here, the cache and the peer caches
+//! in their modules.
+//!
 //! Random operation programs against the reference model: after every step the manager returns
 //! what the model predicts, holds exactly the model's ids, and keeps no lifecycle entry beyond
 //! its registered ids (I3 at quiescence), with no reservation left behind.
+
+/// A FixedSizeCache against its reference LRU model (one test binary with the others).
+#[path = "sequential/cache.rs"]
+mod cache;
+
+/// Two peer caches sharing one store and one budget.
+#[path = "sequential/shared_cache.rs"]
+mod shared_cache;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
