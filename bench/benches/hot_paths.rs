@@ -6,27 +6,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use resident::cache::{CacheGroup, PutOptions};
-use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerExt, Model, ModelId, ModelManager};
-
-struct Tiny;
-
-impl Model for Tiny {
-    fn size_bytes(&self) -> u64 {
-        1
-    }
-}
-
-struct TinyLoader;
-
-impl Loader for TinyLoader {
-    type Model = Tiny;
-
-    fn load(&self, _: &ModelId) -> Result<Tiny, BoxError> {
-        Ok(Tiny)
-    }
-}
-
-const IDS: [&str; 8] = ["m/0", "m/1", "m/2", "m/3", "m/4", "m/5", "m/6", "m/7"];
+use resident::{FixedSizeCache, FixedSizeConfig, ManagerExt, ModelManager};
+use resident_bench::tiny::{IDS, TinyLoader};
 
 fn manager(c: &mut Criterion) {
     let m = ModelManager::new(TinyLoader);

@@ -21,27 +21,8 @@ use criterion::Criterion;
 use parking_lot::Mutex;
 use resident::cache::{CacheGroup, DeviceCache, PutOptions};
 use resident::{BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerExt, Model, ModelId, ModelManager};
+use resident_bench::tiny::{IDS, Tiny, TinyLoader};
 use resident_bench::{Rounds, rss_bytes, wait_until_quiet};
-
-struct Tiny;
-
-impl Model for Tiny {
-    fn size_bytes(&self) -> u64 {
-        1
-    }
-}
-
-struct TinyLoader;
-
-impl Loader for TinyLoader {
-    type Model = Tiny;
-
-    fn load(&self, _: &ModelId) -> Result<Tiny, BoxError> {
-        Ok(Tiny)
-    }
-}
-
-const IDS: [&str; 8] = ["m/0", "m/1", "m/2", "m/3", "m/4", "m/5", "m/6", "m/7"];
 
 /// One read path: `op(key)` does one operation on key `IDS[key]`.
 type Op = Box<dyn Fn(usize) + Sync>;

@@ -1,7 +1,10 @@
-//! Helpers of `benches/read_path.rs`: the load-average gate every round starts behind, and the
-//! ratio table it prints. Two shared cores make a busy machine the largest error in a
-//! benchmark, so a round starts only when the one-minute load average is low, and every figure
-//! is the median of several interleaved rounds.
+//! Helpers of the benchmarks: the load-average gate every round starts behind, the ratio table
+//! `benches/read_path.rs` prints, and the tiny model both benchmarks serve ([`tiny`]). Two
+//! shared cores make a busy machine the largest error in a benchmark, so a round starts only
+//! when the one-minute load average is low, and every figure is the median of several
+//! interleaved rounds.
+
+pub mod tiny;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
