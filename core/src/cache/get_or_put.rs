@@ -11,6 +11,9 @@ use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
 use crate::telemetry;
 
+/// A caller's loader, called at most once (`None` after), its error boxed.
+type LoadOnce<'a, W> = &'a mut dyn FnMut() -> Option<Result<W, BoxError>>;
+
 // ---- Declared sizes -----------------------------------------------------------------------------
 
 /// The size of a load, declared before it runs: the bytes its weights will take once loaded
@@ -148,8 +151,21 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         load: impl FnOnce() -> Result<W, E>,
         deadline: Deadline,
     ) -> Result<LoadedModel<W, R>, CacheError> {
+        let mut load = Some(load);
+        let mut load_once = || load.take().map(|load| load().map_err(Into::into));
+        self.get_or_put_once(key, declared.into(), &mut load_once, deadline)
+    }
+
+    /// [`DeviceCache::get_or_put_until`] with its loader behind a reference: compiled once per
+    /// cache type rather than once per loader and error type of its callers.
+    fn get_or_put_once(
+        self: &Arc<Self>,
+        key: &str,
+        declared: Declared,
+        load: LoadOnce<'_, W>,
+        deadline: Deadline,
+    ) -> Result<LoadedModel<W, R>, CacheError> {
         ModelId::validate(key)?;
-        let declared = declared.into();
         let Some(declared_bytes) = declared.bytes() else {
             return Err(CacheError::SizeUnknown { key: key.to_owned() });
         };
@@ -205,11 +221,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// load `key` (released once the loaded record is in place, or on the way out): a load that
     /// ended meanwhile is served or adopted; otherwise the room is reserved, the weights are
     /// built, and they are put under the reservation.
-    fn load_claimed<E: Into<BoxError>>(
+    fn load_claimed(
         self: &Arc<Self>,
         key: &str,
         (declared, declared_bytes): (Declared, u64),
-        load: impl FnOnce() -> Result<W, E>,
+        load: LoadOnce<'_, W>,
         deadline: Deadline,
         claim: LoadClaim<'_, R>,
     ) -> Result<LoadedModel<W, R>, CacheError> {
@@ -229,8 +245,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             self.reserve_room(key, declared.peak(), deadline)?
         };
         let weights = match R::catch_unwind(load) {
-            Ok(weights) => weights
-                .map_err(|e| CacheError::Load { key: key.to_owned(), source: SourceError::new(e.into()) })?,
+            Ok(Some(weights)) => {
+                weights.map_err(|e| CacheError::Load { key: key.to_owned(), source: SourceError::new(e) })?
+            }
+            Ok(None) => unreachable!("a call claims one load, so it runs its loader once"),
             Err(payload) => {
                 if self.runtime().mutant(Mutant::RAM_RESERVATION_LEAKS_ON_PANIC) {
                     std::mem::forget(reservation.take());
