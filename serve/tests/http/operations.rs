@@ -2,6 +2,8 @@
 //! start with their access log lines.
 
 use super::*;
+use std::time::Duration;
+
 use resident_serve::Secret;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,8 +29,14 @@ async fn futures_ids(client: &Client, url: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold() {
-    let config =
-        ServeConfig { control_token: Secret::new("s3cret"), max_models: 1, ..ServeConfig::fixtures() };
+    // The add refused below waits for room until its request's deadline (the cache's own
+    // capacity wait, 5 s, is longer): 2 s instead of the default 30 s.
+    let config = ServeConfig {
+        control_token: Secret::new("s3cret"),
+        max_models: 1,
+        request_timeout: Duration::from_secs(2),
+        ..ServeConfig::fixtures()
+    };
     let server = Server::start(App::new(config).expect("the server builds")).await;
     let base = &server.client.base;
     let http = &server.client.http;
