@@ -60,15 +60,19 @@ fn run(m: &ModelManager<KnobLoader>, op: &Op) -> Outcome {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
+/// 256 cases; shrunk failures are kept with the other fixtures, in `regressions`, and replayed
+/// first on every run.
+fn config(regressions: &'static str) -> ProptestConfig {
+    let persistence = FileFailurePersistence::Direct(regressions);
+    ProptestConfig {
         cases: 256,
-        // Shrunk failures are kept with the other fixtures and replayed first on every run.
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "../fixtures/proptest-regressions/sequential.txt",
-        ))),
+        failure_persistence: Some(Box::new(persistence)),
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+proptest! {
+    #![proptest_config(config("../fixtures/proptest-regressions/sequential.txt"))]
 
     #[test]
     fn manager_matches_the_reference_model(program in proptest::collection::vec(op(), 1..60)) {

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use resident::{
     Added, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, ModelManager, Traced,
 };
@@ -61,13 +60,7 @@ fn run(cache: &Cache, op: &CacheOp) -> CacheOutcome {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 256,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "../fixtures/proptest-regressions/cache.txt",
-        ))),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(super::config("../fixtures/proptest-regressions/cache.txt"))]
 
     #[test]
     fn cache_matches_the_reference_lru(program in proptest::collection::vec(op(), 1..80)) {

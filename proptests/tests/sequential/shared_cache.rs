@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use resident::CacheError;
 use resident::cache::{CacheGroup, DeviceCache, PutOptions};
 use resident::runtime::Arc;
@@ -52,13 +51,7 @@ fn expected(caches: &[Arc<DeviceCache<u64>>]) -> u64 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 256,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "../fixtures/proptest-regressions/shared_cache.txt",
-        ))),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(super::config("../fixtures/proptest-regressions/shared_cache.txt"))]
 
     #[test]
     fn the_budget_counts_exactly_what_is_alive(program in proptest::collection::vec(op(), 1..60)) {
