@@ -73,14 +73,21 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.hand_out_then(handle, report)
     }
 
+    /// Whether conversions are reported ([`DeviceCache::convert`]'s `reporting`). It asks the
+    /// subscriber (user code): call it while the handle converted still holds its claim.
+    pub(crate) fn reports_conversions() -> bool {
+        tracing::enabled!(tracing::Level::DEBUG)
+    }
+
     /// Turns one claim on `record` into another, in one critical section, and hands out the new
-    /// claim's handle (`build`): the report of the conversion (user code) comes once the
-    /// handle exists, then reconcile requests are honoured ([`DeviceCache::hand_out`]).
+    /// claim's handle (`build`): the report of the conversion (user code; only if `reporting`,
+    /// from [`DeviceCache::reports_conversions`]) comes once the handle exists, then reconcile
+    /// requests are honoured ([`DeviceCache::hand_out`]).
     pub(crate) fn convert<T>(
         &self,
         record: Arc<Record<W, R>>,
-        from: Claim,
-        to: Claim,
+        (from, to): (Claim, Claim),
+        reporting: bool,
         build: impl FnOnce(Arc<Record<W, R>>) -> T,
     ) -> T {
         let report = |record: &Record<W, R>| {
@@ -90,13 +97,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             report(&record);
         }
         let by_key = self.mutant(Mutant::KEY_MATCH_RELEASE);
+        // The record outlives its handle's construction for the report only if one is on: a
+        // conversion nobody reports clones and drops no reference.
+        let reported = (reporting && !self.mutant(Mutant::REPORT_BEFORE_HANDLE)).then(|| Arc::clone(&record));
         self.state.with(|s| s.convert(&record, (from, to), by_key));
-        let reported = Arc::clone(&record);
-        let after = || {
-            if !self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
-                report(&reported);
-            }
-        };
+        let after = || reported.as_deref().into_iter().for_each(report);
         self.hand_out_then(|| build(record), after)
     }
 
@@ -134,7 +139,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         {
             self.group.budget.mis_debit(self.id, gone.record().bytes);
         }
-        self.finish_evictions(evicted.into_iter().collect(), EvictedBy::Dropped);
+        // Most releases evict nothing: no list to build and finish then.
+        if let Some(gone) = evicted {
+            self.finish_evictions(vec![gone], EvictedBy::Dropped);
+        }
         let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
             .into_iter()
             .any(|m| self.mutant(m));

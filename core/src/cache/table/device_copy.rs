@@ -130,8 +130,7 @@ impl<E: Entry> Table<E> {
 
     /// The keys whose device copies are resident or moving.
     pub(crate) fn keys_on_device(&self) -> Vec<String> {
-        let on = self.slots.iter().filter(|(_, v)| !matches!(v.device, DeviceCopy::Absent));
-        on.map(|(k, _)| k.clone()).collect()
+        self.keys_where(|_, v| !matches!(v.device, DeviceCopy::Absent))
     }
 
     /// `(order(slot), key)` of each unlocked record with a resident device copy.

@@ -37,7 +37,7 @@ impl<E: Entry> Table<E> {
         key: &str,
         (admitting_is_free, locked_is_free): (bool, bool),
     ) -> Vec<Gone<E>> {
-        let keys: Vec<String> = self.slots.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
+        let keys = self.keys_where(|k, _| is_model_or_submodel(k, key));
         let evict = |t: &mut Self, k: &String| {
             if locked_is_free { t.take_out(k) } else { t.evict_or_mark(k, admitting_is_free) }
         };
@@ -112,6 +112,7 @@ impl<E: Entry> Table<E> {
                 }
             }
         }
+        expired.sort_unstable();
         expired.iter().filter_map(|k| self.take_out(k)).collect()
     }
 

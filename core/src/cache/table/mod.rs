@@ -26,8 +26,10 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::time::Duration;
+
+use rustc_hash::FxBuildHasher;
 
 use super::weights::CanonicalId;
 use crate::runtime::{Arc, Weak};
@@ -137,7 +139,11 @@ pub(crate) struct Inserted<E> {
 
 /// The records resident for one device and the cache's counters.
 pub(crate) struct Table<E> {
-    slots: BTreeMap<String, Slot<E>>,
+    /// Hashed: a claim and its release each find their slot with one hash and one key compare
+    /// (an ordered map compared the key with its neighbours on every lookup). Nothing depends
+    /// on its order: whatever reports or acts on several keys sorts them first
+    /// ([`Table::keys_where`]), and the LRU order is the slots' clock stamps.
+    slots: HashMap<String, Slot<E>, FxBuildHasher>,
     /// Records replaced while stale and still held: alive (and counted) until their holders let
     /// go. Each is described when detached, so that reading them never takes a strong reference
     /// (which could make the reader the last holder, running the weights' `Drop` there).
@@ -156,7 +162,7 @@ impl<E: Entry> Table<E> {
     /// An empty table whose moves wait at most `move_wait`.
     pub(crate) fn new(move_wait: Duration) -> Self {
         Self {
-            slots: BTreeMap::new(),
+            slots: HashMap::default(),
             detached: Vec::new(),
             clock: 0,
             shut_down: false,
@@ -168,7 +174,22 @@ impl<E: Entry> Table<E> {
 
     /// Keys in the map, in order.
     pub(crate) fn keys(&self) -> Vec<String> {
-        self.slots.keys().cloned().collect()
+        self.keys_where(|_, _| true)
+    }
+
+    /// The keys of the slots `keep` selects, in order.
+    fn keys_where(&self, keep: impl Fn(&str, &Slot<E>) -> bool) -> Vec<String> {
+        let mut keys: Vec<String> =
+            self.slots.iter().filter(|(k, v)| keep(k, v)).map(|(k, _)| k.clone()).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// The records in the map described, in key order.
+    fn described(&self) -> Vec<Resident> {
+        let mut resident: Vec<Resident> = self.slots.values().map(|v| describe(&*v.record, false)).collect();
+        resident.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        resident
     }
 
     /// The cache's counters.
@@ -199,19 +220,24 @@ impl<E: Entry> Table<E> {
     /// The records in the map, then the detached ones still held (forgetting those let go).
     pub(crate) fn resident(&mut self) -> Vec<Resident> {
         self.detached.retain(|(w, _)| w.strong_count() > 0);
-        let resident = self.slots.values().map(|v| describe(&*v.record, false));
-        resident.chain(self.detached.iter().map(|(_, d)| d.clone())).collect()
+        let mut resident = self.described();
+        resident.extend(self.detached.iter().map(|(_, d)| d.clone()));
+        resident
     }
 
     /// The records no eviction may take now (locked, held or admitting), with why, on `device`.
     pub(crate) fn pinned(&self, device: &str) -> Vec<String> {
-        let pinned = self.slots.iter().filter(|(_, v)| !v.free());
+        let mut pinned: Vec<_> = self.slots.iter().filter(|(_, v)| !v.free()).collect();
+        pinned.sort_unstable_by_key(|(k, _)| *k);
         let why = |v: &Slot<E>| match (v.locks, v.holds) {
             (0, 0) => "admitting",
             (0, _) => "held",
             _ => "locked",
         };
-        pinned.map(|(k, v)| format!("{k} ({} B, {}, {device})", v.record.bytes(), why(v))).collect()
+        pinned
+            .into_iter()
+            .map(|(k, v)| format!("{k} ({} B, {}, {device})", v.record.bytes(), why(v)))
+            .collect()
     }
 
     /// The slot of `record` if `record` is still the occupant of its key (identity, not key;
@@ -385,8 +411,7 @@ impl<E: Entry> Table<E> {
     /// to the detached ones still alive.
     pub(crate) fn resident_upgrading_detached(&mut self) -> (Vec<Resident>, Vec<Arc<E>>) {
         self.detached.retain(|(w, _)| w.strong_count() > 0);
-        let out = self.slots.values().map(|v| describe(&*v.record, false)).collect();
-        (out, self.detached.iter().filter_map(|(w, _)| w.upgrade()).collect())
+        (self.described(), self.detached.iter().filter_map(|(w, _)| w.upgrade()).collect())
     }
 
     /// `hold-after-lookup`, its first step: the occupant of `key`, stale or not, no hold armed.
