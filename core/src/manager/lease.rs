@@ -72,9 +72,10 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
     /// A lease; while an eviction is unloading the model, waits at most `timeout()` (asked
     /// only then: the uncontended path reads no clock) for its outcome (`LockTimeout` if it
     /// does not come). `Ok(None)`: a replace switched the registry away from this version
-    /// after the caller looked it up; the registry holds the new one.
+    /// after the caller looked it up; the registry holds the new one. It takes the reference
+    /// the lookup cloned, which the lease keeps: no second clone, and no drop of the first.
     pub(crate) fn lease(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         timeout: impl FnOnce() -> Duration,
     ) -> Result<Option<Lease<M, R>>, ManagerError> {
         let rt = self.changes.runtime();
@@ -103,12 +104,17 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
             }
         };
         if rt.mutant(Mutant::LEASE_COUNTS_BEFORE_CHECK) && self.state.count_blindly().closing.is_none() {
-            return Ok(Some(Lease { slot: Arc::clone(self) }));
+            return Ok(Some(Lease { slot: self }));
         }
-        match self.state.update(take).0 {
+        let counted = self.state.count_if_open();
+        let taken = match counted {
+            Ok(()) => Some(Ok(true)),
+            Err(word) => self.state.update_from(word, take).0,
+        };
+        match taken {
             Some(taken) => {
                 observe(&taken);
-                taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) }))
+                taken.map(|leased| leased.then(|| Lease { slot: self }))
             }
             None => self.lease_after_eviction(timeout(), take, observe),
         }
@@ -275,6 +281,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Closed<'_, M, R> {
     }
 }
 
+// ---- The lease ---------------------------------------------------------------------------------
+
 /// A handle to a registered model for inference.
 ///
 /// While any lease lives the model is *in use*: `remove` waits (bounded) for it to end before
@@ -304,12 +312,16 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
         // The last lease of a designated victim closes it for the waiting add in this step: a
         // lease that starts after it cannot take the victim back before the add runs.
         let hand_over = !slot.changes.runtime().mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
-        let ((), before) = slot.state.update(|s| {
+        let uncount = |s: &mut UseState| {
             s.leases = s.leases.saturating_sub(1);
             if hand_over && s.leases == 0 && s.designated > 0 && s.closing.is_none() {
                 s.closing = Some(Closing::Designated);
             }
-        });
+        };
+        let before = slot
+            .state
+            .uncount_plainly(hand_over)
+            .unwrap_or_else(|word| slot.state.update_from(word, uncount).1);
         if before.leases == 0 {
             slot.changes.runtime().defect("a lease ended on a slot that counted none");
         }

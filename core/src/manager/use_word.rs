@@ -92,6 +92,8 @@ impl UseState {
     }
 }
 
+// ---- The word and its waiters ------------------------------------------------------------------
+
 /// The word, and a monitor for the threads that wait for it to change.
 pub(super) struct UseCell<R: Runtime> {
     word: R::Atomic,
@@ -112,8 +114,18 @@ impl<R: Runtime> UseCell<R> {
     /// it found if another thread changed the word first; no write when `f` changes nothing).
     /// `f` may run more than once and must only compute. Returns what the successful run of
     /// `f` returned and the state it started from.
-    pub(super) fn update<U>(&self, mut f: impl FnMut(&mut UseState) -> U) -> (U, UseState) {
-        let mut current = self.word.load(Acquire);
+    pub(super) fn update<U>(&self, f: impl FnMut(&mut UseState) -> U) -> (U, UseState) {
+        self.update_from(self.word.load(Acquire), f)
+    }
+
+    /// [`UseCell::update`] from `current`, a value of the word just read (a fast path that
+    /// gave up hands over what it read: no second read, so the checkers see the same
+    /// operations on the word as through `update` alone).
+    pub(super) fn update_from<U>(
+        &self,
+        mut current: u64,
+        mut f: impl FnMut(&mut UseState) -> U,
+    ) -> (U, UseState) {
         loop {
             let before = UseState::unpack(current);
             let mut after = before;
@@ -123,6 +135,42 @@ impl<R: Runtime> UseCell<R> {
             }
             match self.word.compare_exchange(current, after.pack(), AcqRel, Acquire) {
                 Ok(_) => return (out, before),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Counts one lease if the slot is open: the lease's fast path, one compare-exchange on
+    /// the raw word, retried while the word stays open. `Err` with the word it read once that
+    /// is closed: the caller decides from there ([`UseCell::update_from`]). The same operations
+    /// on the word as `update` counting an open slot's lease.
+    pub(super) fn count_if_open(&self) -> Result<(), u64> {
+        let mut current = self.word.load(Acquire);
+        while current >> CLOSING_SHIFT & CLOSING_MASK == 0 {
+            match self.word.compare_exchange(current, current + 1, AcqRel, Acquire) {
+                Ok(_) => return Ok(()),
+                Err(actual) => current = actual,
+            }
+        }
+        Err(current)
+    }
+
+    /// Uncounts one lease when that is all the end of the lease changes (another lease stays,
+    /// or no designation waits for the slot): the end of a lease's fast path, one
+    /// compare-exchange on the raw word. Returns the state before; `Err` with the word it read
+    /// when the end of the lease may close the slot (unless `!hand_over`: the historical bug
+    /// [`Mutant::CAPACITY_WAITER_LOSES_RACE`](crate::mutants::Mutant::CAPACITY_WAITER_LOSES_RACE),
+    /// whose last lease never closes its slot), or counts none: the caller decides from there
+    /// ([`UseCell::update_from`]).
+    pub(super) fn uncount_plainly(&self, hand_over: bool) -> Result<UseState, u64> {
+        let mut current = self.word.load(Acquire);
+        loop {
+            let leases = current & LEASE_MASK;
+            if leases == 0 || (hand_over && leases == 1 && current >> DESIGNATED_SHIFT > 0) {
+                return Err(current);
+            }
+            match self.word.compare_exchange(current, current - 1, AcqRel, Acquire) {
+                Ok(_) => return Ok(UseState::unpack(current)),
                 Err(actual) => current = actual,
             }
         }
