@@ -418,6 +418,22 @@ impl World {
         let held_detached = |id: usize| !self.known[id].attached && held(id);
         let mut listed: Vec<(String, bool)> =
             self.table.resident().into_iter().map(|r| (r.key, r.detached)).collect();
+        // The map's records first, in key order (the map itself has none), then the detached.
+        let in_map = listed.iter().take_while(|(_, detached)| !detached).count();
+        prop_assert!(listed[..in_map].is_sorted(), "resident() out of key order: {:?}", listed);
+        prop_assert!(listed[in_map..].iter().all(|(_, detached)| *detached));
+        let pinned: Vec<String> = self
+            .table
+            .pinned("d")
+            .iter()
+            .map(|p| p.split(" (").next().unwrap_or_default().to_owned())
+            .collect();
+        let mut claimed: Vec<String> = (0..self.known.len())
+            .filter(|&id| self.known[id].attached && self.claims(id) > 0)
+            .map(|id| self.known[id].key.clone())
+            .collect();
+        claimed.sort();
+        prop_assert_eq!(pinned, claimed, "pinned() lists the claimed records in key order");
         let mut expected: Vec<(String, bool)> = (0..self.known.len())
             .filter(|&id| self.known[id].attached || (held_detached(id) && !self.known[id].gone))
             .map(|id| (self.known[id].key.clone(), !self.known[id].attached))
