@@ -4,8 +4,10 @@
 //! entry is retired only when it is still the current generation of its id, has no
 //! reservations, and the id is not registered (invariants I2 and I3).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
+
+use rustc_hash::FxBuildHasher;
 
 use super::registry::Registry;
 use crate::error::ManagerError;
@@ -76,7 +78,10 @@ pub(crate) struct Reserved<R: Runtime> {
 /// that the retirement rule depends on is made under it.
 pub(crate) struct Table<M: Send + Sync + 'static, R: Runtime> {
     pub(crate) registry: Arc<Registry<M, R>>,
-    lifecycle: BTreeMap<ModelId, LifecycleRecord<R>>,
+    /// Hashed: every add and every eviction reserves and releases an entry (one hash and one
+    /// compare each, where an ordered map compared the id with its neighbours); whatever lists
+    /// the ids sorts them.
+    lifecycle: HashMap<ModelId, LifecycleRecord<R>, FxBuildHasher>,
     generations: u64,
     /// Recent failed loads by resolved id, while the negative cache is on.
     recent: BTreeMap<ModelId, Recent>,
@@ -84,7 +89,7 @@ pub(crate) struct Table<M: Send + Sync + 'static, R: Runtime> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     pub(crate) fn new(registry: Arc<Registry<M, R>>) -> Self {
-        Self { registry, lifecycle: BTreeMap::new(), generations: 0, recent: BTreeMap::new() }
+        Self { registry, lifecycle: HashMap::default(), generations: 0, recent: BTreeMap::new() }
     }
 
     /// Reserves the current generation of `id`, creating one if there is none.
@@ -228,9 +233,12 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
 
     /// `(id, generation, reservations, entry)` of every lifecycle entry, in id order.
     pub(crate) fn lifecycle(&self) -> Vec<(ModelId, u64, usize, Arc<LifecycleEntry<R>>)> {
-        self.lifecycle
+        let mut entries: Vec<_> = self
+            .lifecycle
             .iter()
             .map(|(id, r)| (id.clone(), r.entry.generation, r.reservations, Arc::clone(&r.entry)))
-            .collect()
+            .collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries
     }
 }
