@@ -85,6 +85,7 @@ proptest! {
             let snapshot = m.snapshot();
             let registered: Vec<String> = snapshot.registered.iter().map(|id| id.to_string()).collect();
             prop_assert_eq!(&registered, &reference.registered.iter().cloned().collect::<Vec<_>>());
+            prop_assert!(snapshot.lifecycle.is_sorted_by(|a, b| a.id < b.id), "lifecycle entries in id order");
             for entry in &snapshot.lifecycle {
                 prop_assert!(reference.registered.contains(entry.id.as_str()), "I3: {:?} outlived its model", entry);
                 prop_assert_eq!((entry.reservations, entry.locked), (0, false), "I3: {:?}", entry);
