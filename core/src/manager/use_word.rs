@@ -147,6 +147,7 @@ impl<R: Runtime> UseCell<R> {
     pub(super) fn count_if_open(&self) -> Result<(), u64> {
         let mut current = self.word.load(Acquire);
         while current >> CLOSING_SHIFT & CLOSING_MASK == 0 {
+            debug_assert!(current & LEASE_MASK < LEASE_MASK, "the lease count stays inside its field");
             match self.word.compare_exchange(current, current + 1, AcqRel, Acquire) {
                 Ok(_) => return Ok(()),
                 Err(actual) => current = actual,

@@ -73,36 +73,35 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         self.hand_out_then(handle, report)
     }
 
-    /// Whether conversions are reported ([`DeviceCache::convert`]'s `reporting`). It asks the
-    /// subscriber (user code): call it while the handle converted still holds its claim.
-    pub(crate) fn reports_conversions() -> bool {
-        tracing::enabled!(tracing::Level::DEBUG)
-    }
-
     /// Turns one claim on `record` into another, in one critical section, and hands out the new
-    /// claim's handle (`build`): the report of the conversion (user code; only if `reporting`,
-    /// from [`DeviceCache::reports_conversions`]) comes once the handle exists, then reconcile
-    /// requests are honoured ([`DeviceCache::hand_out`]).
+    /// claim's handle (`build`) as [`DeviceCache::hand_out_then`] does: the report of the
+    /// conversion (user code) comes once the handle exists, then reconcile requests are
+    /// honoured. The report names the key through the handle (`key`), so no second reference
+    /// to the record lives beside the handle's: a panicking subscriber drops the handle, whose
+    /// release may take the record out, and nothing else is left to drop its weights.
     pub(crate) fn convert<T>(
         &self,
         record: Arc<Record<W, R>>,
         (from, to): (Claim, Claim),
-        reporting: bool,
-        build: impl FnOnce(Arc<Record<W, R>>) -> T,
+        (build, key): (impl FnOnce(Arc<Record<W, R>>) -> T, fn(&T) -> &str),
     ) -> T {
-        let report = |record: &Record<W, R>| {
-            tracing::debug!(device = %self.device, key = %record.key, ?from, ?to, "claim converted");
-        };
-        if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
-            report(&record);
+        let report =
+            |key: &str| tracing::debug!(device = %self.device, key = %key, ?from, ?to, "claim converted");
+        let report_first = self.mutant(Mutant::REPORT_BEFORE_HANDLE);
+        if report_first {
+            report(&record.key);
         }
         let by_key = self.mutant(Mutant::KEY_MATCH_RELEASE);
-        // The record outlives its handle's construction for the report only if one is on: a
-        // conversion nobody reports clones and drops no reference.
-        let reported = (reporting && !self.mutant(Mutant::REPORT_BEFORE_HANDLE)).then(|| Arc::clone(&record));
         self.state.with(|s| s.convert(&record, (from, to), by_key));
-        let after = || reported.as_deref().into_iter().for_each(report);
-        self.hand_out_then(|| build(record), after)
+        if self.mutant(Mutant::CLAIM_BEFORE_HANDLE) {
+            return self.convert_handing_out_late(record, (!report_first).then_some(report), build);
+        }
+        let handle = build(record);
+        if !report_first {
+            report(key(&handle));
+        }
+        self.drain_requests();
+        handle
     }
 
     /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
@@ -163,5 +162,21 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let record = self.with_state(|s| s.peek(key))?;
         self.with_state(|s| s.hold(&record));
         Some(LoadedModel { cache: Arc::clone(self), record: Some(record) })
+    }
+
+    /// C-D4 (`claim-before-handle`) in a conversion, as [`DeviceCache::hand_out_then`] has it:
+    /// the report and the reconcile requests (user code) run before the handle that releases
+    /// the claim just counted exists.
+    fn convert_handing_out_late<T>(
+        &self,
+        record: Arc<Record<W, R>>,
+        report: Option<impl FnOnce(&str)>,
+        build: impl FnOnce(Arc<Record<W, R>>) -> T,
+    ) -> T {
+        if let Some(report) = report {
+            report(&record.key);
+        }
+        self.drain_requests();
+        build(record)
     }
 }

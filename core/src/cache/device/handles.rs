@@ -22,11 +22,10 @@ impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
     /// Hands the admitted record to its user: the admission becomes a first-use hold in one
     /// critical section, so nothing can evict the record in between.
     pub fn into_loaded(mut self) -> LoadedModel<W, R> {
-        let reporting = DeviceCache::<W, R>::reports_conversions();
         let record = self.record.take().expect("an admission is converted once");
         let cache = Arc::clone(&self.cache);
-        let claims = (Claim::Admitting, Claim::Hold);
-        self.cache.convert(record, claims, reporting, |record| LoadedModel { cache, record: Some(record) })
+        let build = |record| LoadedModel { cache, record: Some(record) };
+        self.cache.convert(record, (Claim::Admitting, Claim::Hold), (build, LoadedModel::key))
     }
 
     /// The key.
@@ -65,11 +64,10 @@ impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
 
     /// Locks the record for use: the hold becomes a lock in one critical section.
     pub fn lock(mut self) -> ModelGuard<W, R> {
-        let reporting = DeviceCache::<W, R>::reports_conversions();
         let record = self.record.take().expect("a loaded model is locked once");
         let cache = Arc::clone(&self.cache);
-        let claims = (Claim::Hold, Claim::Lock);
-        self.cache.convert(record, claims, reporting, |record| ModelGuard::new(cache, record))
+        let build = |record| ModelGuard::new(cache, record);
+        self.cache.convert(record, (Claim::Hold, Claim::Lock), (build, ModelGuard::key))
     }
 
     /// The key.
