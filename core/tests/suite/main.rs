@@ -7,6 +7,7 @@
 mod api;
 mod call_deadlines;
 mod device_placement;
+mod events;
 mod facade_boundary;
 mod fixed_size_cache;
 mod hard_budget;
