@@ -9,6 +9,7 @@
 //! alone, and tests running in parallel never see each other's.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 
@@ -19,6 +20,10 @@ thread_local! {
     static MONITORS: Cell<Option<fn() -> usize>> = const { Cell::new(None) };
     /// The event message or metric name that panics in this execution, if armed.
     static ARMED: RefCell<&'static [&'static str]> = const { RefCell::new(&[]) };
+    /// Every name armed on this OS thread since [`reset_armed`], and those that fired: an armed
+    /// report that never fires tests nothing ([`armed_never_fired`]).
+    static ARMED_EVER: RefCell<BTreeSet<&'static str>> = const { RefCell::new(BTreeSet::new()) };
+    static FIRED: RefCell<BTreeSet<&'static str>> = const { RefCell::new(BTreeSet::new()) };
 }
 
 /// Starts an execution: `monitors` counts the monitors the running checker thread holds; no
@@ -33,6 +38,21 @@ pub(crate) fn begin_execution(monitors: fn() -> usize) {
 /// unwinds: that would abort).
 pub fn panic_at(names: &'static [&'static str]) {
     ARMED.with(|a| *a.borrow_mut() = names);
+    ARMED_EVER.with(|e| e.borrow_mut().extend(names));
+}
+
+/// Forgets which names were armed and fired on this OS thread (every execution of one
+/// exploration runs on the thread that explores).
+pub fn reset_armed() {
+    ARMED_EVER.with(|e| e.borrow_mut().clear());
+    FIRED.with(|f| f.borrow_mut().clear());
+}
+
+/// The names armed on this OS thread since [`reset_armed`] that never fired: a fault scenario
+/// whose report never comes passes without testing what it names.
+pub fn armed_never_fired() -> Vec<&'static str> {
+    let fired = FIRED.with(|f| f.borrow().clone());
+    ARMED_EVER.with(|e| e.borrow().iter().filter(|n| !fired.contains(*n)).copied().collect())
 }
 
 /// Disarms the fault of this execution.
@@ -51,7 +71,8 @@ fn reported(kind: &str, name: &str) {
         // test, not the checker's way to report.
         Violation::record("U1", format!("{kind} `{name}` (user code) ran inside {held} internal monitor(s)"));
     }
-    if ARMED.with(|a| a.borrow().contains(&name)) {
+    if let Some(armed) = ARMED.with(|a| a.borrow().iter().find(|armed| **armed == name).copied()) {
+        FIRED.with(|f| f.borrow_mut().insert(armed));
         std::panic::panic_any(InjectedPanic);
     }
 }

@@ -7,7 +7,7 @@ mod support;
 
 use resident_sim::explore::{Checker, Plan, explore};
 use resident_sim::scenarios::{self, CATALOGUE};
-use resident_sim::trace;
+use resident_sim::{instrumentation, trace};
 
 fn passes(id: &str, checker: Checker) {
     passes_scenario(scenarios::find(id).expect("catalogue id"), checker);
@@ -17,6 +17,7 @@ fn passes_scenario(scenario: &'static resident_sim::scenarios::Scenario, checker
     let id = scenario.id;
     let plan =
         Plan::new(support::iterations(), support::seed()).with_loom_executions(support::loom_executions());
+    instrumentation::reset_armed();
     let outcome = explore(scenario, checker, plan);
     if let Some(failure) = &outcome.failure {
         panic!(
@@ -27,6 +28,8 @@ fn passes_scenario(scenario: &'static resident_sim::scenarios::Scenario, checker
         );
     }
     assert!(outcome.iterations > 0, "{id} under {checker} ran no execution");
+    let vacuous = instrumentation::armed_never_fired();
+    assert!(vacuous.is_empty(), "{id} under {checker}: the faults armed at {vacuous:?} never fired");
     println!("{id} {checker}: {} executions in {:?}", outcome.iterations, outcome.elapsed);
 }
 

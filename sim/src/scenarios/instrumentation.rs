@@ -54,8 +54,10 @@ pub(super) fn recorder_panics_after_a_lock_wait<R: SimRuntime, D: Depth>(rt: R) 
 
 /// C-P6c: the `tracing` subscriber panics at a cache's `get` event (after the hold is counted),
 /// at a `claim converted` event (an admission turned into a hold) and at a `claim released`
-/// event (in a guard's `Drop`), while T3 drops the model. Every
-/// hold and lock is released: after shutdown nothing stays resident or counted (A6).
+/// event (in a guard's `Drop`: T4's, whose `get_locked` reports nothing armed; every other
+/// release here runs while its thread unwinds, when nothing is reported), while T3 drops the
+/// model. Every hold and lock is released: after shutdown nothing stays resident or counted
+/// (A6).
 pub(super) fn subscriber_panics_after_cache_claims<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 1);
     preload(&world.caches[0], "m", 30);
@@ -74,9 +76,15 @@ pub(super) fn subscriber_panics_after_cache_claims<R: SimRuntime>(rt: R) {
         trace::record("T3", "drop_model(m)");
         let _ = catching(|| c0.drop_model("m"));
     });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t4 = world.spawn("T4", move |_, _| {
+        trace::record("T4", "get_locked(m), then unlock");
+        let _ = catching(|| c0.get_locked("m").map(drop));
+    });
     join::<R, _>(t1);
     join::<R, _>(t2);
     join::<R, _>(t3);
+    join::<R, _>(t4);
     instrumentation::disarm();
     finish_cache(&world);
 }
