@@ -22,17 +22,16 @@
 
 mod device_copy;
 mod eviction;
+mod slots;
 mod stats;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::time::Duration;
-
-use rustc_hash::FxBuildHasher;
 
 use super::weights::CanonicalId;
 use crate::runtime::{Arc, Weak};
+use slots::Slots;
 
 pub(crate) use device_copy::{Copy, DeviceCopy, OnDevice};
 pub use stats::{CacheStats, Resident};
@@ -139,11 +138,11 @@ pub(crate) struct Inserted<E> {
 
 /// The records resident for one device and the cache's counters.
 pub(crate) struct Table<E> {
-    /// Hashed: a claim and its release each find their slot with one hash and one key compare
-    /// (an ordered map compared the key with its neighbours on every lookup). Nothing depends
-    /// on its order: whatever reports or acts on several keys sorts them first
-    /// ([`Table::keys_where`]), and the LRU order is the slots' clock stamps.
-    slots: HashMap<String, Slot<E>, FxBuildHasher>,
+    /// Hashed: a lookup by key finds its slot with one hash and one key compare, and a claim's
+    /// conversion or release finds its record's slot with one hash and a pointer compare.
+    /// Nothing depends on their order: whatever reports or acts on several keys sorts them
+    /// first ([`Table::keys_where`]), and the LRU order is the slots' clock stamps.
+    slots: Slots<Slot<E>>,
     /// Records replaced while stale and still held: alive (and counted) until their holders let
     /// go. Each is described when detached, so that reading them never takes a strong reference
     /// (which could make the reader the last holder, running the weights' `Drop` there).
@@ -162,7 +161,7 @@ impl<E: Entry> Table<E> {
     /// An empty table whose moves wait at most `move_wait`.
     pub(crate) fn new(move_wait: Duration) -> Self {
         Self {
-            slots: HashMap::default(),
+            slots: Slots::default(),
             detached: Vec::new(),
             clock: 0,
             shut_down: false,
@@ -243,7 +242,10 @@ impl<E: Entry> Table<E> {
     /// The slot of `record` if `record` is still the occupant of its key (identity, not key;
     /// `by_key` is the mutant that matches by key).
     fn occupant(&mut self, record: &Arc<E>, by_key: bool) -> Option<&mut Slot<E>> {
-        self.slots.get_mut(record.key()).filter(|slot| by_key || Arc::ptr_eq(&slot.record, record))
+        if by_key {
+            return self.slots.get_mut(record.key());
+        }
+        self.slots.find_mut(record.key(), |slot| Arc::ptr_eq(&slot.record, record))
     }
 
     fn tick(&mut self) -> u64 {

@@ -3,7 +3,9 @@
 //! between a lease's touches (`stamps.rs`): the bookkeeping notes which ids moved to the back,
 //! for the stamps to follow.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use rustc_hash::FxHashMap;
 
 use crate::id::ModelId;
 use crate::line::Line;
@@ -15,7 +17,8 @@ pub(crate) struct Bookkeeping<W = ()> {
     pub(crate) queue: VecDeque<ModelId>,
     pub(crate) pinned: BTreeSet<ModelId>,
     pub(crate) loading: usize,
-    pub(crate) sizes: BTreeMap<ModelId, u64>,
+    /// Hashed: only looked up by id and summed, never listed in order.
+    pub(crate) sizes: FxHashMap<ModelId, u64>,
     /// The capacity now ([`FixedSizeCache::set_max_size`](super::FixedSizeCache::set_max_size)
     /// changes it while serving).
     pub(crate) max_size: usize,
@@ -38,7 +41,7 @@ impl<W> Default for Bookkeeping<W> {
             queue: VecDeque::new(),
             pinned: BTreeSet::new(),
             loading: 0,
-            sizes: BTreeMap::new(),
+            sizes: FxHashMap::default(),
             max_size: 0,
             version: 0,
             waiters: Line::default(),
@@ -193,6 +196,7 @@ impl<W> Bookkeeping<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn ids(q: &VecDeque<ModelId>) -> Vec<&str> {
         q.iter().map(ModelId::as_str).collect()
