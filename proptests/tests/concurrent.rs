@@ -3,6 +3,7 @@
 //! linearizability against the stack's specification. The campaign must pass, and must fail with
 //! each of three historical bugs switched back on.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use proptest::strategy::Strategy;
@@ -54,8 +55,17 @@ fn store<P: Generated + serde::Serialize>(program: &P, mutants: &MutantSet) -> O
     Some(path)
 }
 
+/// What a campaign ran: programs, schedules, and how many programs armed each report fault
+/// and in how many of them it fired.
+#[derive(Debug)]
+struct Ran {
+    programs: u32,
+    schedules: usize,
+    faults: BTreeMap<&'static str, (u32, u32)>,
+}
+
 /// Runs the campaign with `mutants` on; the failing program (shrunk, stored) and its violation.
-fn campaign<S>(strategy: &S, mutants: &MutantSet) -> Result<(u32, usize), String>
+fn campaign<S>(strategy: &S, mutants: &MutantSet) -> Result<Ran, String>
 where
     S: Strategy,
     S::Value: Generated + serde::Serialize + std::fmt::Debug,
@@ -68,7 +78,7 @@ fn campaign_of<S>(
     strategy: &S,
     mutants: &MutantSet,
     (programs, schedules): (u32, usize),
-) -> Result<(u32, usize), String>
+) -> Result<Ran, String>
 where
     S: Strategy,
     S::Value: Generated + serde::Serialize + std::fmt::Debug,
@@ -82,9 +92,15 @@ where
         Config { cases: programs, failure_persistence: None, max_shrink_iters: shrink, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let ran = std::cell::Cell::new(0);
+    let faults = std::cell::RefCell::new(BTreeMap::<&'static str, (u32, u32)>::new());
     let result = runner.run(strategy, |p| {
         let checked = check_program(&p, schedules, mutants);
         ran.set(ran.get() + checked.schedules);
+        for (name, fired) in checked.faults {
+            let mut faults = faults.borrow_mut();
+            let counts = faults.entry(name).or_default();
+            *counts = (counts.0 + 1, counts.1 + u32::from(fired));
+        }
         match checked.failure {
             None => Ok(()),
             Some((checker, failure)) => Err(proptest::test_runner::TestCaseError::fail(format!(
@@ -94,7 +110,7 @@ where
         }
     });
     match result {
-        Ok(()) => Ok((programs, ran.get())),
+        Ok(()) => Ok(Ran { programs, schedules: ran.get(), faults: faults.into_inner() }),
         Err(TestError::Fail(why, program)) => {
             let (stored, shrunk) = if store_it {
                 let stored = store(&program, mutants).map(|p| format!("\nstored: {}", p.display()));
@@ -116,12 +132,20 @@ where
 {
     let start = Instant::now();
     match campaign(strategy, &MutantSet::NONE) {
-        Ok((programs, schedules)) => {
+        Ok(Ran { programs, schedules, faults }) => {
             let secs = start.elapsed().as_secs_f64();
             println!(
                 "{programs} programs, {schedules} schedules in {secs:.1}s ({:.0}/s)",
                 schedules as f64 / secs
             );
+            // A report fault armed in programs whose executions never reach that report tests
+            // nothing: each one armed must fire in some program.
+            for (name, (armed, fired)) in &faults {
+                println!("report fault `{name}`: armed in {armed} programs, fired in {fired}");
+            }
+            let unfired: Vec<_> =
+                faults.iter().filter(|(_, (_, fired))| *fired == 0).map(|(n, _)| n).collect();
+            assert!(unfired.is_empty(), "report faults armed but never fired in any program: {unfired:?}");
         }
         Err(failure) => panic!("{failure}"),
     }
@@ -280,7 +304,7 @@ fn teeth() {
         let only = MutantSet::only(mutant);
         let result = campaign(&program(), &only).and_then(|_| campaign(&cache_program(), &only));
         let verdict = match &result {
-            Ok((_, schedules)) => format!("missed ({schedules} schedules)"),
+            Ok(Ran { schedules, .. }) => format!("missed ({schedules} schedules)"),
             Err(why) => format!("found: {}", why.lines().next().unwrap_or_default()),
         };
         found += usize::from(result.is_err());

@@ -48,6 +48,11 @@ pub fn reset_armed() {
     FIRED.with(|f| f.borrow_mut().clear());
 }
 
+/// The names armed on this OS thread since [`reset_armed`], fired or not.
+pub fn armed_ever() -> Vec<&'static str> {
+    ARMED_EVER.with(|e| e.borrow().iter().copied().collect())
+}
+
 /// The names armed on this OS thread since [`reset_armed`] that never fired: a fault scenario
 /// whose report never comes passes without testing what it names.
 pub fn armed_never_fired() -> Vec<&'static str> {

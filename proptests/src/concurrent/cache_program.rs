@@ -212,6 +212,21 @@ pub static REPORT_FAULTS: [&str; 7] = [
     "shutdown",
 ];
 
+/// Makes the report a program's subscriber or recorder panics at one its operations reach: a
+/// cache's shutdown and a refusal come with few drawn programs (none of 5 and 4 armed with
+/// them fired them). The first thread ends by shutting cache 0 down and, for a refusal, asking
+/// it for a key then (refused: it is shut down). The other reports come with most programs.
+fn reach_report(report_fault: Option<usize>, threads: &mut [Vec<CacheOp>]) {
+    let Some(thread) = threads.first_mut() else { return };
+    match report_fault.map(|k| REPORT_FAULTS[k]) {
+        Some("shutdown") => thread.push(CacheOp::Shutdown(0)),
+        Some("resident_refusals_total") => {
+            thread.extend([CacheOp::Shutdown(0), CacheOp::GetOrPut { cache: 0, key: 0 }]);
+        }
+        _ => {}
+    }
+}
+
 impl CacheProgram {
     /// The bound bytes in use plus reserved stay within whatever the cap is now: [`CAP`] if some
     /// thread changes the cap (a lowering takes a while to be reached), else 0 (the cap itself).
@@ -332,6 +347,7 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
             }
         }
         insert_policy_switch(&mut threads, policy, hard_budget);
+        reach_report(report_fault, &mut threads);
         CacheProgram { prefix, threads, faults, keep_alive, any_time, hard_budget, report_fault }
     })
 }

@@ -7,6 +7,7 @@ use std::hash::{Hash, Hasher};
 use resident::runtime::Arc;
 use resident_sim::explore::schedule::{RecordedSchedule, ScheduleError};
 use resident_sim::explore::{Checker, Failure, Replayed, explore_program, replay_program};
+use resident_sim::instrumentation;
 use resident_sim::mutant_set::MutantSet;
 use resident_sim::runtime::{ShuttleRuntime, Time};
 use resident_sim::scenarios::execute_with;
@@ -70,6 +71,8 @@ pub struct Checked {
     pub schedules: usize,
     /// The first failing execution, if any, with its scheduler.
     pub failure: Option<(Checker, Failure)>,
+    /// The report faults armed in its executions, each with whether it fired in any of them.
+    pub faults: Vec<(&'static str, bool)>,
 }
 
 /// Runs `program` for `schedules` executions under shuttle random and as many under PCT (a seed
@@ -89,6 +92,11 @@ pub fn check_program<P: Generated>(program: &P, schedules: usize, mutants: &Muta
 fn check_here<P: Generated>(program: &P, schedules: usize, mutants: &MutantSet) -> Checked {
     let program = Arc::new(program.clone());
     let mut run = 0;
+    instrumentation::reset_armed();
+    let faults = || {
+        let unfired = instrumentation::armed_never_fired();
+        instrumentation::armed_ever().into_iter().map(|name| (name, !unfired.contains(&name))).collect()
+    };
     for checker in [Checker::Random, Checker::Pct] {
         let (program, mutants) = (Arc::clone(&program), mutants.clone());
         let (executions, failure) = explore_program(checker, schedules, program.seed(), move || {
@@ -96,10 +104,10 @@ fn check_here<P: Generated>(program: &P, schedules: usize, mutants: &MutantSet) 
         });
         run += executions;
         if let Some(failure) = failure {
-            return Checked { schedules: run, failure: Some((checker, failure)) };
+            return Checked { schedules: run, failure: Some((checker, failure)), faults: faults() };
         }
     }
-    Checked { schedules: run, failure: None }
+    Checked { schedules: run, failure: None, faults: faults() }
 }
 
 /// Replays one recorded `schedule` of `program` with `mutants` on.
