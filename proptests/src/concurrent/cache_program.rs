@@ -214,14 +214,16 @@ pub static REPORT_FAULTS: [&str; 7] = [
 
 /// Makes the report a program's subscriber or recorder panics at one its operations reach: a
 /// cache's shutdown and a refusal come with few drawn programs (none of 5 and 4 armed with
-/// them fired them). The first thread ends by shutting cache 0 down and, for a refusal, asking
-/// it for a key then (refused: it is shut down). The other reports come with most programs.
+/// them fired them). For a shutdown, the first thread ends by shutting cache 0 down; for a
+/// refusal, by shutting the group down and asking cache 0 for a key (refused: a shut-down
+/// cache alone admits, stale at birth, SPEC 3.4; a shut-down group refuses). The other reports
+/// come with most programs.
 fn reach_report(report_fault: Option<usize>, threads: &mut [Vec<CacheOp>]) {
     let Some(thread) = threads.first_mut() else { return };
     match report_fault.map(|k| REPORT_FAULTS[k]) {
         Some("shutdown") => thread.push(CacheOp::Shutdown(0)),
         Some("resident_refusals_total") => {
-            thread.extend([CacheOp::Shutdown(0), CacheOp::GetOrPut { cache: 0, key: 0 }]);
+            thread.extend([CacheOp::GroupShutdown, CacheOp::GetOrPut { cache: 0, key: 0 }]);
         }
         _ => {}
     }
