@@ -124,6 +124,9 @@ where
     }
 }
 
+/// How many programs must arm a report fault before the campaign requires it to fire.
+const ARMED_ENOUGH: u32 = 3;
+
 /// Runs the campaign of `strategy` with no mutant, and reports its speed.
 fn passes<S>(strategy: &S)
 where
@@ -139,12 +142,16 @@ where
                 schedules as f64 / secs
             );
             // A report fault armed in programs whose executions never reach that report tests
-            // nothing: each one armed must fire in some program.
+            // nothing: each one armed in a few programs must fire in some (armed in fewer, as
+            // with a small budget like `just mutation`'s, a miss says little).
             for (name, (armed, fired)) in &faults {
                 println!("report fault `{name}`: armed in {armed} programs, fired in {fired}");
             }
-            let unfired: Vec<_> =
-                faults.iter().filter(|(_, (_, fired))| *fired == 0).map(|(n, _)| n).collect();
+            let unfired: Vec<_> = faults
+                .iter()
+                .filter(|(_, (armed, fired))| *armed >= ARMED_ENOUGH && *fired == 0)
+                .map(|(name, _)| name)
+                .collect();
             assert!(unfired.is_empty(), "report faults armed but never fired in any program: {unfired:?}");
         }
         Err(failure) => panic!("{failure}"),

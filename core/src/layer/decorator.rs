@@ -81,12 +81,12 @@ pub trait Decorator: Send + Sync + 'static {
     fn inner(&self) -> &Self::Inner;
 
     /// See [`Manager::lock_until`].
-    fn lock_until(&self, id: &str, deadline: Deadline) -> Result<GuardOf<Self>, ManagerError> {
+    fn lock_until(&self, id: &ModelId, deadline: Deadline) -> Result<GuardOf<Self>, ManagerError> {
         self.inner().lock_until(id, deadline)
     }
 
     /// See [`Manager::try_lock`].
-    fn try_lock(&self, id: &str) -> Option<GuardOf<Self>> {
+    fn try_lock(&self, id: &ModelId) -> Option<GuardOf<Self>> {
         self.inner().try_lock(id)
     }
 
@@ -220,11 +220,11 @@ impl<D: Decorator> Manager for D {
         self.inner().changes()
     }
 
-    fn lock_until(&self, id: &str, deadline: Deadline) -> Result<GuardOf<D>, ManagerError> {
+    fn lock_until(&self, id: &ModelId, deadline: Deadline) -> Result<GuardOf<D>, ManagerError> {
         Decorator::lock_until(self, id, deadline)
     }
 
-    fn try_lock(&self, id: &str) -> Option<GuardOf<D>> {
+    fn try_lock(&self, id: &ModelId) -> Option<GuardOf<D>> {
         Decorator::try_lock(self, id)
     }
 

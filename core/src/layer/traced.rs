@@ -41,7 +41,7 @@ impl<M: Manager> Decorator for Traced<M> {
 
     fn lock_until(
         &self,
-        id: &str,
+        id: &ModelId,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
         let _span = tracing::debug_span!("lock", %id).entered();
@@ -51,7 +51,7 @@ impl<M: Manager> Decorator for Traced<M> {
     }
 
     /// No span while the thread unwinds: a layer's settle guard tries locks from its `Drop`.
-    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
+    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
         let _span = (!<M::Runtime as crate::runtime::Runtime>::panicking())
             .then(|| tracing::debug_span!("try_lock", %id).entered());
         self.inner.try_lock(id)

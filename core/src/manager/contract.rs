@@ -54,18 +54,21 @@ pub trait Manager: Send + Sync + 'static {
     /// waiting at most the configured lock timeout, and no later than `deadline`
     /// (`LockTimeout` naming the bound it had). The guard carries `deadline`: every wait of
     /// the `*_locked` calls made under it is bounded by it too.
+    ///
+    /// The two methods that create a lifecycle entry, this one and [`Manager::try_lock`], take
+    /// the id validated (the entry and its guard keep it); the lookups and
+    /// [`ManagerExt::lock`](super::ManagerExt::lock) take a `&str`. A layer passes the id it
+    /// holds down as it is: no layer validates or copies it again.
     fn lock_until(
         &self,
-        id: &str,
+        id: &ModelId,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError>;
 
     /// Like [`ManagerExt::lock`](super::ManagerExt::lock), but only if nobody holds the lock right
-    /// now (never waits);
-    /// `None` for an id that is not a valid [`ModelId`] too (nothing can be registered under
-    /// it). A `None` for a held lock is noted as for [`Manager::is_locked`]: its release bumps
-    /// the stack's change signal.
-    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<Self::Model, Self::Runtime>>;
+    /// now (never waits). A `None` for a held lock is noted as for [`Manager::is_locked`]: its
+    /// release bumps the stack's change signal.
+    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<Self::Model, Self::Runtime>>;
 
     /// [`ManagerExt::add_model`](super::ManagerExt::add_model) for a caller that already holds
     /// `guard` (the resolved id's lock).

@@ -25,7 +25,7 @@ use crate::id::ModelId;
 pub trait ManagerExt: Manager {
     /// [`Manager::lock_until`] with no deadline of the caller's own.
     fn lock(&self, id: &str) -> Result<LifecycleGuard<Self::Model, Self::Runtime>, ManagerError> {
-        self.lock_until(id, Deadline::NONE)
+        self.lock_until(&ModelId::new(id)?, Deadline::NONE)
     }
 
     /// [`Manager::lease_until`] with no deadline of the caller's own.

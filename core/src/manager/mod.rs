@@ -157,16 +157,14 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         &self.changes
     }
 
-    fn lock_until(&self, id: &str, deadline: Deadline) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
-        let id = &ModelId::new(id)?;
-        let timeout = deadline.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LOCK);
+    fn lock_until(&self, id: &ModelId, until: Deadline) -> Result<LifecycleGuard<L::Model, R>, ManagerError> {
+        let timeout = until.bound(&self.runtime, self.config.lock_timeout(), Mutant::DEADLINE_SKIPS_LOCK);
         Reservation::new(&self.table, id, &self.changes)
-            .acquire(timeout, deadline)
+            .acquire(timeout, until)
             .map_err(|_| telemetry::refused(ManagerError::LockTimeout { id: id.clone(), waited: timeout }))
     }
 
-    fn try_lock(&self, id: &str) -> Option<LifecycleGuard<L::Model, R>> {
-        let id = &ModelId::new(id).ok()?;
+    fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<L::Model, R>> {
         Reservation::new(&self.table, id, &self.changes).try_acquire()
     }
 

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use resident::Manager;
 use resident::ManagerExt;
 use resident::runtime::Arc;
+use resident::{Manager, ModelId};
 
 use super::cache::{finish as finish_cache, load, preload};
 use super::layers::{Depth, cache, finish};
@@ -46,7 +46,7 @@ pub(super) fn recorder_panics_after_a_lock_wait<R: SimRuntime, D: Depth>(rt: R) 
     let _ = join::<R, _>(t2);
     instrumentation::disarm();
     ensure!(locked.as_ref().is_none_or(|l| l.is_ok()), "contract", "T1: lock(X) gave {locked:?}");
-    let again = world.manager.try_lock("X");
+    let again = world.manager.try_lock(&ModelId::new("X").expect("a valid id"));
     ensure!(again.is_some(), "C-P6", "X's lifecycle lock stayed held after the recorder panicked");
     drop(again);
     finish(&world);
