@@ -152,14 +152,13 @@ impl<W: Send + 'static, R: Runtime> Lru<W, R> {
     /// outnumber the queue: then they go, all at once (so churn over a working set of ids
     /// writes no shard per add, and a stream of new ids keeps the stamps bounded).
     fn follow(&self, b: &mut Bookkeeping<W>) {
-        // Most monitor sections move nothing: they pay one test here, not a drain.
-        if b.restamped.is_empty() && b.stamped <= 2 * b.queue.len() + PRUNE_SLACK {
-            return;
-        }
-        // Drained, not taken: the journal keeps its capacity for the next call.
-        for id in b.restamped.drain(..) {
-            if b.queue.contains(&id) && self.stamps.restamp(&self.runtime, &id) {
-                b.stamped += 1;
+        // Most monitor sections queue or move nothing: no drain to set up then. Drained, not
+        // taken: the journal keeps its capacity for the next call.
+        if !b.restamped.is_empty() {
+            for id in b.restamped.drain(..) {
+                if b.queue.contains(&id) && self.stamps.restamp(&self.runtime, &id) {
+                    b.stamped += 1;
+                }
             }
         }
         if b.stamped > 2 * b.queue.len() + PRUNE_SLACK {
