@@ -18,11 +18,12 @@ pub struct Kill {
     pub scenario: &'static str,
     /// Whether the scenario failed with the mutant on.
     pub killed: bool,
-    /// Executions until the first failure (all executions tried, if not killed).
+    /// Executions until the first failure, in the order the schedulers ran (all executions
+    /// tried, if not killed).
     pub iterations: usize,
-    /// The failing execution under shuttle random, if it killed the mutant.
+    /// The failing execution under shuttle random, if it ran and killed the mutant.
     pub random: Option<usize>,
-    /// The failing execution under shuttle PCT, if it killed the mutant.
+    /// The failing execution under shuttle PCT, if it ran and killed the mutant.
     pub pct: Option<usize>,
     /// The checker that found it.
     #[serde(skip)]
@@ -41,8 +42,33 @@ pub fn pairs() -> impl Iterator<Item = (Mutant, &'static Scenario)> {
 /// `budget` executions from `seed`. `iterations` counts the executions until the first kill
 /// (random first); the failure kept for replay is the first one found.
 pub fn kill(mutant: Mutant, scenario: &Scenario, budget: usize, seed: u64) -> Kill {
+    kill_under(mutant, scenario, budget, seed, [Checker::Random, Checker::Pct], false)
+}
+
+/// Like [`kill`], but stops at the first shuttle scheduler that kills `mutant`, trying PCT
+/// first (it kills 164 of the catalogue's 166 pairs within 5,000 executions, random 149); a
+/// lost-wakeup mutant still runs under both, as it must be killed by both. What a test that
+/// asks only whether each mutant dies needs, without a second scheduler's whole budget spent
+/// on a mutant the first one killed. `iterations` counts PCT's executions first.
+pub fn first(mutant: Mutant, scenario: &Scenario, budget: usize, seed: u64) -> Kill {
+    let both = Kill::untried(mutant, scenario).is_lost_wakeup();
+    kill_under(mutant, scenario, budget, seed, [Checker::Pct, Checker::Random], !both)
+}
+
+/// The schedulers of `order` in turn, stopping after the first kill if `stop`.
+fn kill_under(
+    mutant: Mutant,
+    scenario: &Scenario,
+    budget: usize,
+    seed: u64,
+    order: [Checker; 2],
+    stop: bool,
+) -> Kill {
     let mut k = Kill::untried(mutant, scenario);
-    for checker in [Checker::Random, Checker::Pct] {
+    for checker in order {
+        if stop && k.killed {
+            break;
+        }
         let plan = Plan::new(budget, seed).with_mutants(MutantSet::only(mutant));
         let outcome = explore::explore(scenario, checker, plan.clone());
         if !k.killed {

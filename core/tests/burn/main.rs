@@ -3,3 +3,4 @@
 
 mod burn_models;
 mod changing_files;
+mod doc_example;

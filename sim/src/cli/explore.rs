@@ -92,7 +92,7 @@ pub(super) fn run(args: &Args, verbose: bool, registry: &Registry, name: &str) -
         .collect();
     let batch = Batch { threads: threads(args.jobs), time: args.time };
     let start = Instant::now();
-    let progress = Progress::new(jobs.len());
+    let progress = Progress::new(jobs.len(), true);
     let quiet = Quiet::new(verbose);
     let outcomes = explore_batch(&jobs, &plan, batch, |o, done| progress.finished(done, &line(o)));
     drop(quiet);

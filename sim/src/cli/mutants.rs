@@ -57,7 +57,8 @@ pub(super) fn run(args: &Args, verbose: bool, registry: &Registry) -> ExitCode {
         eprintln!("no mutant pair matches the filters; `list` shows the scenarios");
         return ExitCode::from(2);
     }
-    let progress = Progress::new(pairs.len());
+    // With `--json`, standard output is the report alone: no progress lines in it.
+    let progress = Progress::new(pairs.len(), !args.json);
     let quiet = Quiet::new(verbose);
     let order: Vec<usize> = (0..pairs.len()).collect();
     let kills = parallel(

@@ -11,16 +11,20 @@ pub(super) struct Progress {
     /// `None`: not a terminal, plain lines instead.
     bar: Option<ProgressBar>,
     total: usize,
+    /// Whether plain lines are printed (off when standard output carries a report, `--json`).
+    lines: bool,
 }
 
 impl Progress {
-    pub(super) fn new(total: usize) -> Self {
+    /// Progress over `total` jobs; `lines`: print the plain lines when standard output is not a
+    /// terminal (pass `false` when it carries a machine-read report).
+    pub(super) fn new(total: usize, lines: bool) -> Self {
         let bar = std::io::stdout().is_terminal().then(|| {
             let style = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
                 .expect("static template");
             ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stdout()).with_style(style)
         });
-        Self { bar, total }
+        Self { bar, total, lines }
     }
 
     /// Job number `done` finished: `line` says what it found.
@@ -30,7 +34,8 @@ impl Progress {
                 bar.set_message(line.to_owned());
                 bar.set_position(done as u64);
             }
-            None => println!("[{done}/{}] {line}", self.total),
+            None if self.lines => println!("[{done}/{}] {line}", self.total),
+            None => {}
         }
     }
 

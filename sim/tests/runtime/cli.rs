@@ -33,3 +33,17 @@ fn the_command_line_parses_its_documented_forms() {
     assert!(parse("resident-sim explore --seed 0xzz").is_err());
     assert!(parse("resident-sim explore --time forever").is_err());
 }
+
+#[test]
+fn mutants_json_is_all_of_standard_output() {
+    // Standard output is a pipe here: without `--json`, a plain line per finished pair goes there.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_resident-sim"))
+        .args(["mutants", "--json", "--scenario", "M-S1", "--mutant", "retire-while-held", "--budget", "100"])
+        .output()
+        .expect("the explorer runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kills: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(kills[0]["mutant"], "retire-while-held");
+    assert_eq!(kills[0]["killed"], true);
+}
