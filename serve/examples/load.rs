@@ -10,16 +10,30 @@
 
 use std::time::{Duration, Instant};
 
-/// One client's requests; their latencies.
-async fn client(url: String, body: String, requests: usize) -> Vec<Duration> {
-    let client = reqwest::Client::new();
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::header::{CONTENT_TYPE, HOST};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// One client's requests, one after another on one kept-alive connection; their latencies.
+async fn client(addr: String, body: Bytes, requests: usize) -> Vec<Duration> {
+    let stream = TcpStream::connect(&addr).await.expect("the server accepts");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("an HTTP/1.1 connection");
+    tokio::spawn(connection);
     let mut latencies = Vec::with_capacity(requests);
     for _ in 0..requests {
         let started = Instant::now();
-        let request = client.post(&url).header("content-type", "application/json").body(body.clone());
-        let response = request.send().await.expect("the server answers");
+        let request = hyper::Request::post("/v2/models/mlp/infer")
+            .header(HOST, &addr)
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(body.clone()))
+            .expect("a valid request");
+        sender.ready().await.expect("the connection stays open");
+        let response = sender.send_request(request).await.expect("the server answers");
         assert_eq!(response.status().as_u16(), 200, "an inference is served");
-        response.bytes().await.expect("the answer's body");
+        response.into_body().collect().await.expect("the answer's body");
         latencies.push(started.elapsed());
     }
     latencies
@@ -39,10 +53,10 @@ async fn main() {
         "inputs": [{ "name": "input", "datatype": "FP32", "shape": [3, 16], "data": input }]
     })
     .to_string();
-    let url = format!("http://{addr}/v2/models/mlp/infer");
+    let body = Bytes::from(body);
     let started = Instant::now();
     let tasks: Vec<_> =
-        (0..clients).map(|_| tokio::spawn(client(url.clone(), body.clone(), requests))).collect();
+        (0..clients).map(|_| tokio::spawn(client(addr.clone(), body.clone(), requests))).collect();
     let mut latencies = Vec::new();
     for task in tasks {
         latencies.extend(task.await.expect("a client"));

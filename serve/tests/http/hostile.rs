@@ -296,7 +296,7 @@ async fn a_client_that_hangs_up_stops_its_forward_pass_between_batches() {
 
     // Three rows, one a batch: the first batch waits at the gate while the client hangs up.
     let abandoned = {
-        let client = Client { http: reqwest::Client::new(), base: server.client.base.clone() };
+        let client = Client { http: HttpClient::new(), base: server.client.base.clone() };
         let input = mlp.input.clone();
         tokio::spawn(async move { client.infer("mlp", &input).await })
     };

@@ -5,7 +5,7 @@
 use super::*;
 
 /// `method` on `path` with `body` and a `Content-Type` of `kind`.
-async fn typed(client: &Client, method: reqwest::Method, path: &str, kind: &str, body: &str) -> (u16, Value) {
+async fn typed(client: &Client, method: hyper::Method, path: &str, kind: &str, body: &str) -> (u16, Value) {
     let request = client.http.request(method, format!("{}{path}", client.base));
     let request = request.header("content-type", kind).body(body.to_owned());
     Client::reply(request.send().await.expect("a request")).await
@@ -17,7 +17,7 @@ async fn bodies_must_be_json_objects_of_a_json_type() {
     let client = &server.client;
     assert_eq!(client.put("mlp", None).await.0, 201);
     let input = json!({ "input": fixture("mlp").input }).to_string();
-    let post = reqwest::Method::POST;
+    let post = hyper::Method::POST;
     for kind in ["text/plain", "application/x-www-form-urlencoded", "application/octet-stream"] {
         let (status, body) = typed(client, post.clone(), "/models/mlp/infer", kind, &input).await;
         assert_eq!((status, &body["kind"]), (415, &json!("unsupported_media_type")), "{kind}: {body}");
@@ -28,7 +28,7 @@ async fn bodies_must_be_json_objects_of_a_json_type() {
 
     // serde reads a struct from an array of its fields' values; no route does.
     let json = "application/json";
-    let (status, body) = typed(client, reqwest::Method::PUT, "/models/mlp", json, r#"["mlp", false]"#).await;
+    let (status, body) = typed(client, hyper::Method::PUT, "/models/mlp", json, r#"["mlp", false]"#).await;
     assert_eq!((status, &body["kind"]), (400, &json!("bad_json")), "{body}");
     let array = json!([fixture("mlp").input]).to_string();
     assert_eq!(typed(client, post.clone(), "/models/mlp/infer", json, &array).await.0, 400);

@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use client::HttpClient;
 use resident::burn::BurnError;
 use resident::{BoxError, Deadline, Loader, Manager, ManagerError, ManagerExt, Model, ModelId};
 use resident_serve::{App, CatalogueLoader, ServeConfig, ServeModel, ShutdownSummary, serve};
@@ -18,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+mod client;
 mod hostile;
 mod hygiene;
 mod operations;
@@ -78,7 +80,7 @@ where
         Self {
             app,
             addr,
-            client: Client { http: reqwest::Client::new(), base: format!("http://{addr}") },
+            client: Client { http: HttpClient::new(), base: format!("http://{addr}") },
             stop,
             task,
         }
@@ -94,12 +96,12 @@ where
 /// A cheap, cloneable client of one server, for requests from spawned tasks.
 #[derive(Clone)]
 struct Client {
-    http: reqwest::Client,
+    http: HttpClient,
     base: String,
 }
 
 impl Client {
-    async fn reply(response: reqwest::Response) -> (u16, Value) {
+    async fn reply(response: client::Response) -> (u16, Value) {
         let status = response.status().as_u16();
         let text = response.text().await.expect("a body");
         let body =

@@ -40,7 +40,7 @@ async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold()
     let server = Server::start(App::new(config).expect("the server builds")).await;
     let base = &server.client.base;
     let http = &server.client.http;
-    let send = |request: reqwest::RequestBuilder| async move {
+    let send = |request: client::RequestBuilder| async move {
         Client::reply(request.send().await.expect("a request")).await
     };
     // Without the token (or with another), nothing changes.

@@ -87,7 +87,7 @@ impl Process {
 /// Starts a forward pass of many CNN rows on `addr`, and returns once the server reports it in
 /// flight (its `/metrics`).
 async fn long_inference(addr: SocketAddr) -> JoinHandle<Option<u16>> {
-    let client = reqwest::Client::new();
+    let client = HttpClient::new();
     let base = format!("http://{addr}");
     let put = client.put(format!("{base}/models/cnn")).send().await.expect("PUT");
     assert_eq!(put.status().as_u16(), 201);
@@ -144,7 +144,7 @@ async fn a_second_signal_exits_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_load_at_start_and_requests_are_logged_with_their_ids() {
     let process = Process::start_with(&["--load", "mlp,detector=cnn"]);
-    let client = reqwest::Client::new();
+    let client = HttpClient::new();
     let base = format!("http://{}", process.addr);
     let response =
         client.get(format!("{base}/models")).header("x-request-id", "trace-me").send().await.expect("GET");
@@ -163,7 +163,7 @@ async fn a_failed_load_is_logged_with_its_cause_and_answered_without_paths() {
     let dir = models_dir_with_copy("vanishing", "mlp");
     std::fs::remove_file(dir.join("vanishing.safetensors")).expect("the copy removed");
     let process = Process::start_in(&dir, &[]);
-    let client = reqwest::Client::new();
+    let client = HttpClient::new();
     let response = client.put(format!("http://{}/models/vanishing", process.addr)).send().await.expect("PUT");
     assert_eq!(response.status().as_u16(), 500);
     let body: Value = response.json().await.expect("JSON");
