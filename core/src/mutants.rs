@@ -130,6 +130,13 @@ mutants! {
     /// wait) counts the id removed when it is not registered at that moment, though a load of
     /// it under way registers it after the call.
     PANIC_BEFORE_REMOVAL_COUNTED = "panic-before-removal-counted",
+    /// M-P2r: a remove or an eviction reports the finished unload while the caller's reference
+    /// to the slot lives: a panicking subscriber unwinds and drops the model then, and a `Drop`
+    /// that panics aborts the process.
+    UNLOADED_REPORTED_FIRST = "unloaded-reported-first",
+    /// M-P2s: a replace reports the old version's unload (and the load) while the last
+    /// reference to the old version lives, with the same abort.
+    REPLACED_REPORTED_FIRST = "replaced-reported-first",
     /// S-R2i: a lease of an id an in-place replace is swapping finds it gone (`NotFound`)
     /// instead of waiting for the new version.
     SWAP_LEASE_NOT_FOUND = "swap-lease-not-found",

@@ -245,7 +245,8 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         } else {
             Some(slot.close(self.drain_bound(guard))?)
         };
-        self.unload(guard, &slot, closed)
+        let unloaded = self.unload(guard, &slot, closed);
+        self.unloaded(id, slot, unloaded)
     }
 
     /// Registers `model` under the guard's id if nothing is registered there, without calling
@@ -294,7 +295,8 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             tracing::debug!(id = %guard.id(), "evict: in use, skipped");
             return Ok(Eviction::InUse);
         };
-        self.unload(guard, &slot, Some(closed)).map(|()| Eviction::Evicted)
+        let unloaded = self.unload(guard, &slot, Some(closed));
+        self.unloaded(guard.id(), slot, unloaded).map(|()| Eviction::Evicted)
     }
 
     fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<L::Model, R>, ManagerError> {
@@ -356,29 +358,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let old = self.registry.insert(id.clone(), new);
         let old = old.expect("registered: checked under the lifecycle lock");
         let drain = self.drain_bound(guard);
-        // The old version is dropped at the end of this call (its `Drop` is user code), under
-        // the lifecycle lock only.
-        let outcome = if let Err(leases) = old.retire(drain) {
-            tracing::warn!(%id, leases, "replace: the old version's leases outlived the drain; detached");
-            Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain })
-        } else {
-            match old.model.unload() {
-                Ok(()) => {
-                    tracing::debug!(%id, "replace: old version unloaded");
-                    Replaced::Unloaded
-                }
-                Err(error) => {
-                    tracing::warn!(%id, %error, "replace: the old version's unload failed; dropped");
-                    Replaced::Detached(ManagerError::Unload {
-                        id: id.clone(),
-                        source: SourceError::new(error),
-                    })
-                }
-            }
-        };
-        // Reported once the old version is settled: a recorder is user code and may panic.
-        telemetry::loaded(canonical, took);
-        Ok(outcome)
+        // Reported once the old version is settled and dropped: a recorder is user code and
+        // may panic.
+        Ok(self.settle_replaced(id, old, drain, || telemetry::loaded(canonical, took)))
     }
 
     /// Drains the old version's leases (new leases wait for the new version), unloads and drops

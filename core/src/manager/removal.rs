@@ -3,16 +3,19 @@
 //! both return — and the base's unload of one model.
 
 use std::cell::Cell;
+use std::time::Duration;
 
 use super::Eviction;
 use super::contract::Manager;
 use super::lease::{self, ModelSlot};
-use super::{LifecycleGuard, Loader, Model, ModelManager};
+use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, SourceError, UserPanic};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime};
+
+// ---- Removing many ---------------------------------------------------------------------------
 
 /// What a [`ManagerExt::shutdown`](crate::ManagerExt::shutdown) or a
 /// [`ManagerExt::clear`](crate::ManagerExt::clear) did, id by id.
@@ -130,6 +133,8 @@ fn remove_each<M: Manager + ?Sized>(
     report
 }
 
+// ---- Unloading one ------------------------------------------------------------------------------
+
 impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// Unloads the model of a closed slot and unregisters it. The registry's reference is
     /// dropped outside the table monitor; the model itself is dropped by the caller's `slot`,
@@ -157,7 +162,76 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
             removed
         });
         drop(removed);
-        tracing::debug!(%id, "remove: unloaded");
         Ok(())
+    }
+
+    /// Drops the caller's reference to a slot it unloaded (the model's last once it is
+    /// unregistered: its `Drop`, user code, runs here under the lifecycle lock only), then
+    /// reports a successful unload. In that order, a panicking subscriber unwinds with no model
+    /// left to drop: a `Drop` that panics in an unwind aborts the process.
+    pub(super) fn unloaded(
+        &self,
+        id: &ModelId,
+        slot: Arc<ModelSlot<L::Model, R>>,
+        unloaded: Result<(), ManagerError>,
+    ) -> Result<(), ManagerError> {
+        let report = || {
+            if unloaded.is_ok() {
+                tracing::debug!(%id, "remove: unloaded");
+            }
+        };
+        let first = self.runtime.mutant(Mutant::UNLOADED_REPORTED_FIRST);
+        if first {
+            report();
+        }
+        drop(slot);
+        if !first {
+            report();
+        }
+        unloaded
+    }
+
+    /// Settles the old version a replace switched the registry away from: drains its leases
+    /// (at most `drain`), unloads it and drops the last reference to it (its `Drop` is user
+    /// code, run under the lifecycle lock only); only then reports, `loaded` last. A panicking
+    /// subscriber or recorder then unwinds with no model left to drop.
+    pub(super) fn settle_replaced(
+        &self,
+        id: &ModelId,
+        old: Arc<ModelSlot<L::Model, R>>,
+        drain: Duration,
+        loaded: impl FnOnce(),
+    ) -> Replaced {
+        let outcome = match old.retire(drain) {
+            Err(leases) => Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }),
+            Ok(()) => match old.model.unload() {
+                Ok(()) => Replaced::Unloaded,
+                Err(error) => Replaced::Detached(ManagerError::Unload {
+                    id: id.clone(),
+                    source: SourceError::new(error),
+                }),
+            },
+        };
+        let report = || {
+            match &outcome {
+                Replaced::Detached(ManagerError::Busy { leases, .. }) => {
+                    tracing::warn!(%id, leases, "replace: the old version's leases outlived the drain; detached");
+                }
+                Replaced::Detached(error) => {
+                    tracing::warn!(%id, %error, "replace: the old version's unload failed; dropped");
+                }
+                _ => tracing::debug!(%id, "replace: old version unloaded"),
+            }
+            loaded();
+        };
+        let first = self.runtime.mutant(Mutant::REPLACED_REPORTED_FIRST);
+        if first {
+            report();
+            drop(old);
+            return outcome;
+        }
+        drop(old);
+        report();
+        outcome
     }
 }

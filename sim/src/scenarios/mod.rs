@@ -45,6 +45,9 @@ const PANIC_IN_UNWIND_ABORTS_LOOM: &str = "its user code panics while its thread
 /// Why M-P1 runs under shuttle only.
 const SIZE_PANIC_UNWINDS_THROUGH_LOOM: &str = "its size_bytes panics while the add holds a lease and a lifecycle reservation, and their release during the unwind reads the registry's reader-writer lock: loom may switch threads there, and another loom thread's generator ending inside the unwind (its threads share one OS thread) aborts the process (probed: generator::yield_::done panics in cleanup); shuttle's random and PCT schedulers explore it";
 
+/// Why M-P2r and M-P2s run under shuttle only.
+const REPORT_BESIDE_AN_UNWIND: &str = "one thread's report must fire while the other thread is suspended half-way through its unwind: loom's threads share one OS thread and cannot be told apart from a panic hook, so the second thread looks unwinding too, and its report is skipped as an unwinding thread's is; shuttle's random and PCT schedulers explore it";
+
 /// Why C-R9 runs under shuttle only.
 const HOLDER_UNWIND_READS_ATOMICS: &str = "its holders panic with a guard alive, and the guard's release during the unwind reads the cache's atomics (whether a keep-alive is set, whether the budget is over its cap, whether a reconcile is pending): loom may switch threads there, and another loom thread's generator ending inside the unwind (its threads share one OS thread) aborts the process (probed); shuttle's random and PCT schedulers explore it";
 
@@ -200,6 +203,10 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, no_loom: SIZE_PANIC_UNWINDS_THROUGH_LOOM, targets: [SIZE_BEFORE_QUEUE], panics::size_panics_after_load::<_, layers::ThreeDeep>),
         scenario!("M-P2", "a model's Drop panics during a successful remove: no phantom entry (2.13)",
         time: Off, loom: 2, targets: [QUEUE_SKIPPED_ON_PANIC], panics::drop_panics_after_remove::<_, layers::ThreeDeep>),
+        scenario!("M-P2r", "a report of a finished unload panics: the model was dropped before it, never in its unwind (2.13, 3.10)",
+        time: Off, no_loom: REPORT_BESIDE_AN_UNWIND, targets: [UNLOADED_REPORTED_FIRST], panics::drop_before_unloaded_report::<_, layers::ThreeDeep>),
+        scenario!("M-P2s", "a report of a replaced version's unload panics: the old version was dropped before it (1.11, 2.13, 3.10)",
+        time: Off, no_loom: REPORT_BESIDE_AN_UNWIND, targets: [REPLACED_REPORTED_FIRST], panics::drop_before_replaced_report::<_, layers::ThreeDeep>),
         scenario!("M-P3", "an unload panics inside clear and shutdown: every other id is settled, the panic reported (1.13, 2.13)",
         time: Off, loom: 1, targets: [REMOVAL_ABANDONED_ON_PANIC], panics::panicking_unload_inside_clear_and_shutdown::<_, layers::ThreeDeep>),
         scenario!("M-P4", "a shutdown's wait for a loading id times out and its report panics: the id is reported, not counted removed (1.13, 3.10)",

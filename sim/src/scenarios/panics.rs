@@ -40,6 +40,45 @@ pub(super) fn drop_panics_after_remove<R: SimRuntime, D: Depth>(rt: R) {
     finish(&world);
 }
 
+/// M-P2r: X's `Drop` panics once unloaded, and the subscriber panics at every report of a
+/// finished unload: T1 removes X, T2 removes Y. Each model is dropped before its report, so no
+/// `Drop` runs in the unwind of a panicking report (production aborts there). Both removes
+/// panic out of their calls, and neither id stays registered (2.13, 3.10).
+pub(super) fn drop_before_unloaded_report<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).model("Y", &[], &[]).drop_panics("X");
+    let world = cache::<R, D>(builder, 4, &["X", "Y"], &[]);
+    crate::instrumentation::panic_at(&["remove: unloaded"]);
+    let tx = world.spawn("T1", |m, t| traced(t, "remove(X)", || catching(|| m.remove("X"))));
+    let ty = world.spawn("T2", |m, t| traced(t, "remove(Y)", || catching(|| m.remove("Y"))));
+    let (x, y) = (join::<R, _>(tx), join::<R, _>(ty));
+    crate::instrumentation::disarm();
+    ensure!(x.is_none() && y.is_none(), "contract", "remove(X) gave {x:?}, remove(Y) {y:?}: both panic");
+    for id in ["X", "Y"] {
+        ensure!(!world.manager.contains(id), "contract", "{id} stayed registered after its unload");
+    }
+    finish(&world);
+}
+
+/// M-P2s: M-P2r for replaces. The old version of X panics in its `Drop` once unloaded, and the
+/// subscriber panics at every report of an old version unloaded: T1 replaces X, T2 replaces Y.
+/// Each old version is dropped before its report, never in a panicking report's unwind. Both
+/// replaces panic out of their calls, and both ids serve their new versions (1.11, 2.13, 3.10).
+pub(super) fn drop_before_replaced_report<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).model("Y", &[], &[]).drop_panics("X");
+    let world = cache::<R, D>(builder, 4, &["X", "Y"], &[]);
+    crate::instrumentation::panic_at(&["replace: old version unloaded"]);
+    let tx = world.spawn("T1", |m, t| traced(t, "replace(X)", || catching(|| m.replace("X", None))));
+    let ty = world.spawn("T2", |m, t| traced(t, "replace(Y)", || catching(|| m.replace("Y", None))));
+    let (x, y) = (join::<R, _>(tx), join::<R, _>(ty));
+    crate::instrumentation::disarm();
+    ensure!(x.is_none() && y.is_none(), "contract", "replace(X) gave {x:?}, replace(Y) {y:?}: both panic");
+    for id in ["X", "Y"] {
+        let leased = world.manager.lease(id).map(drop);
+        ensure!(leased.is_ok(), "contract", "{id} does not serve its new version: {leased:?}");
+    }
+    finish(&world);
+}
+
 /// M-P3: A, B and C fill a cache; B's `unload` panics on every call. T1 clears the stack while
 /// T2 leases C; then the stack is shut down. Neither call lets the panic out: each returns its
 /// report with B failed (an `Unload` whose source is the panic), every other id is removed, and

@@ -291,7 +291,8 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
-    /// The `Drop` of `id`'s models panics once they were unloaded (M-P2).
+    /// The `Drop` of `id`'s models panics once they were unloaded (M-P2); run while its thread
+    /// unwinds, it fails the execution as production's abort.
     pub fn drop_panics(mut self, id: &str) -> Self {
         self.ids.get_mut(id).expect("declared id").drop_panics = true;
         self
@@ -544,8 +545,15 @@ impl<R: SimRuntime> Drop for SimModel<R> {
             self.probe.alive.sub(1);
         }
         let scripted = probe.is_some_and(|p| p.drop_panics);
-        if scripted && self.unloaded.get() > 0 && !crate::unwinding::panicking() {
-            std::panic::panic_any(InjectedPanic);
+        if scripted && self.unloaded.get() > 0 {
+            if !crate::unwinding::panicking() {
+                std::panic::panic_any(InjectedPanic);
+            }
+            // Production's panic here leaves a `Drop` during an unwind: the process aborts.
+            crate::violation::Violation::record(
+                "abort",
+                format!("{}'s Drop, which panics, ran while its thread unwinds", self.id),
+            );
         }
     }
 }
