@@ -137,6 +137,9 @@ mutants! {
     /// M-P2s: a replace reports the old version's unload (and the load) while the last
     /// reference to the old version lives, with the same abort.
     REPLACED_REPORTED_FIRST = "replaced-reported-first",
+    /// M-P2t: a lease that waited for an eviction's outcome reports the wait while it holds
+    /// the slot the eviction took out, with the same abort.
+    LEASE_WAIT_REPORTED_HOLDING = "lease-wait-reported-holding",
     /// S-R2i: a lease of an id an in-place replace is swapping finds it gone (`NotFound`)
     /// instead of waiting for the new version.
     SWAP_LEASE_NOT_FOUND = "swap-lease-not-found",

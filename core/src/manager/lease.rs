@@ -33,13 +33,23 @@ use super::use_word::{Closing, UseCell, UseState};
 use crate::error::ManagerError;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Runtime, Signal, SlotStep, StdRuntime};
+use crate::runtime::{Arc, Runtime, Signal, SlotStep, StdRuntime, TimedOut};
 use crate::telemetry;
 
 /// The key a slot's steps are observed under: its use cell's address, unique among live
 /// slots.
 fn key<T>(state: &Arc<T>) -> usize {
     Arc::as_ptr(state).addr()
+}
+
+/// How a lease's wait for an eviction's outcome ended.
+struct EvictionWait {
+    /// Whether the lease was taken (`Ok(false)`: the id's registry entry moved on).
+    taken: Result<Result<bool, ManagerError>, TimedOut>,
+    /// When the wait started, on the runtime's clock.
+    started: Duration,
+    /// Its bound.
+    timeout: Duration,
 }
 
 // ---- The slot -----------------------------------------------------------------------------------
@@ -116,33 +126,59 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
                 observe(&taken);
                 taken.map(|leased| leased.then(|| Lease { slot: self }))
             }
-            None => self.lease_after_eviction(timeout(), take, observe),
+            None => {
+                let waited = self.wait_for_eviction(timeout(), take, observe);
+                self.lease_after_eviction(waited)
+            }
         }
     }
 
     /// A lease that found the slot closed by an eviction: waits at most `timeout` for its
-    /// outcome, then takes the lease as `take` says.
-    fn lease_after_eviction(
-        self: &Arc<Self>,
+    /// outcome, deciding as `take` says; what [`ModelSlot::lease_after_eviction`] takes.
+    fn wait_for_eviction(
+        &self,
         timeout: Duration,
         take: impl FnMut(&mut UseState) -> Option<Result<bool, ManagerError>>,
         observe: impl FnMut(&Result<bool, ManagerError>),
-    ) -> Result<Option<Lease<M, R>>, ManagerError> {
-        let rt = self.changes.runtime();
-        let started = rt.now();
+    ) -> EvictionWait {
+        let started = self.changes.runtime().now();
         let taken = self.state.wait_until(Some(timeout), take, observe);
+        EvictionWait { taken, started, timeout }
+    }
+
+    /// The lease a wait for an eviction's outcome ended in, the wait reported. A slot not
+    /// leased is dropped before the reports: the eviction may have taken the model out, and
+    /// this reference be its last (its `Drop` is user code, and must not run in the unwind of a
+    /// panicking recorder).
+    fn lease_after_eviction(
+        self: Arc<Self>,
+        waited: EvictionWait,
+    ) -> Result<Option<Lease<M, R>>, ManagerError> {
+        let EvictionWait { taken, started, timeout } = waited;
+        let rt = self.changes.runtime();
+        let elapsed = rt.now().saturating_sub(started);
         // The lease exists before the wait is reported: a panicking recorder (user code)
         // drops it, which releases the count it took.
         let report_first = rt.mutant(Mutant::REPORT_BEFORE_HANDLE);
         if report_first {
-            telemetry::lease_waited(rt.now().saturating_sub(started));
+            telemetry::lease_waited(elapsed);
         }
-        let leased = match taken {
-            Ok(taken) => taken.map(|leased| leased.then(|| Lease { slot: Arc::clone(self) })),
-            Err(_) => Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout }),
+        let holding = rt.mutant(Mutant::LEASE_WAIT_REPORTED_HOLDING);
+        let (leased, unleased) = match taken {
+            Ok(Ok(true)) => (Ok(Some(Lease { slot: self })), None),
+            Ok(taken) => (taken.map(|_| None), Some(self)),
+            Err(_) => (Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout }), Some(self)),
         };
-        if !report_first {
-            telemetry::lease_waited(rt.now().saturating_sub(started));
+        if holding {
+            telemetry::lease_waited(elapsed);
+        }
+        // A `Drop` that panics leaves the wait reported all the same; its panic goes on after.
+        let dropped = R::catch_unwind(|| drop(unleased));
+        if !report_first && !holding {
+            telemetry::lease_waited(elapsed);
+        }
+        if let Err(payload) = dropped {
+            R::resume_caught(payload);
         }
         leased.map_err(|error| match error {
             ManagerError::LockTimeout { .. } => telemetry::lease_refused(error),

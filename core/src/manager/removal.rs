@@ -168,7 +168,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// Drops the caller's reference to a slot it unloaded (the model's last once it is
     /// unregistered: its `Drop`, user code, runs here under the lifecycle lock only), then
     /// reports a successful unload. In that order, a panicking subscriber unwinds with no model
-    /// left to drop: a `Drop` that panics in an unwind aborts the process.
+    /// left to drop: a `Drop` that panics in an unwind aborts the process. A `Drop` that panics
+    /// here is caught, the unload reported, and its panic resumed.
     pub(super) fn unloaded(
         &self,
         id: &ModelId,
@@ -184,9 +185,13 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         if first {
             report();
         }
-        drop(slot);
+        // A `Drop` that panics leaves the unload reported all the same; its panic goes on after.
+        let dropped = R::catch_unwind(|| drop(slot));
         if !first {
             report();
+        }
+        if let Err(payload) = dropped {
+            R::resume_caught(payload);
         }
         unloaded
     }
@@ -230,8 +235,13 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
             drop(old);
             return outcome;
         }
-        drop(old);
+        // A `Drop` that panics leaves the replace reported all the same (the new version serves);
+        // its panic goes on after.
+        let dropped = R::catch_unwind(|| drop(old));
         report();
+        if let Err(payload) = dropped {
+            R::resume_caught(payload);
+        }
         outcome
     }
 }

@@ -1,30 +1,40 @@
-//! A small HTTP/1.1 client over hyper's connection API, for the tests' requests: one
-//! connection per request, the whole answer read before `send` returns. It resolves `.` and
-//! `..` segments as a URL parser does; [`raw`](super::raw) sends a target exactly as written.
+//! A small HTTP/1.1 client over hyper's connection API, for the tests' requests. Like the
+//! clients people use, it keeps a connection alive between requests (one idle connection per
+//! client, shared by its clones), so the server meets idle kept-alive connections, at shutdown
+//! too; it reads the whole answer before `send` returns, and resolves `.` and `..` segments as a
+//! URL parser does. [`raw`](super::raw) sends a target exactly as written.
 
 use std::fmt::Display;
+use std::sync::{Arc, Mutex};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HOST, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, StatusCode};
+use hyper::{Method, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 /// What a request can fail with: no connection, a malformed URL or header, a broken answer.
 pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// Makes requests; cheap to create and to clone.
+/// A connection kept alive after its answer, and the server it goes to.
+type Idle = (String, SendRequest<Full<Bytes>>);
+
+/// Makes requests; its clones share its idle connection.
 #[derive(Clone, Default)]
-pub(crate) struct HttpClient;
+pub(crate) struct HttpClient {
+    idle: Arc<Mutex<Option<Idle>>>,
+}
 
 impl HttpClient {
     pub(crate) fn new() -> Self {
-        Self
+        Self::default()
     }
 
     pub(crate) fn request(&self, method: Method, url: impl Into<String>) -> RequestBuilder {
-        RequestBuilder { method, url: url.into(), headers: Vec::new(), body: Vec::new() }
+        let idle = Arc::clone(&self.idle);
+        RequestBuilder { idle, method, url: url.into(), headers: Vec::new(), body: Vec::new() }
     }
 
     pub(crate) fn get(&self, url: impl Into<String>) -> RequestBuilder {
@@ -46,6 +56,7 @@ impl HttpClient {
 
 /// A request being built.
 pub(crate) struct RequestBuilder {
+    idle: Arc<Mutex<Option<Idle>>>,
     method: Method,
     url: String,
     headers: Vec<(String, String)>,
@@ -72,27 +83,64 @@ impl RequestBuilder {
         self
     }
 
-    /// Sends the request on a new connection and reads the whole answer.
+    /// Sends the request on the client's idle connection to the server, else on a new one, and
+    /// reads the whole answer; the connection is kept for the next request.
     pub(crate) async fn send(self) -> Result<Response, Error> {
         let rest = self.url.strip_prefix("http://").ok_or("only http:// URLs")?;
         let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let stream = TcpStream::connect(authority).await?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        let connection = tokio::spawn(connection);
-        let mut request = hyper::Request::builder().method(self.method).uri(resolve_dots(target));
-        let headers = request.headers_mut().ok_or("a valid request")?;
+        let mut headers = HeaderMap::new();
         headers.insert(HOST, HeaderValue::from_str(authority)?);
         for (name, value) in &self.headers {
             headers.append(HeaderName::from_bytes(name.as_bytes())?, HeaderValue::from_str(value)?);
         }
-        let response = sender.send_request(request.body(Full::new(Bytes::from(self.body)))?).await?;
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes();
-        drop(sender);
-        // The connection ends once the answer is read and the sender is gone.
-        let _ = connection.await;
-        Ok(Response { status: parts.status, headers: parts.headers, body })
+        let head = Head { method: self.method, uri: resolve_dots(target).parse()?, headers };
+        let body = Bytes::from(self.body);
+        let kept = self.idle.lock().expect("idle connection").take().filter(|(to, _)| to == authority);
+        let (mut sender, fresh) = match kept {
+            Some((_, sender)) => (sender, false),
+            None => (connect(authority).await?, true),
+        };
+        // A kept connection the server closed meanwhile is replaced before anything is sent on
+        // it; once a request is sent, it is never sent again.
+        if !fresh && sender.ready().await.is_err() {
+            sender = connect(authority).await?;
+        }
+        let response = exchange(&mut sender, &head, &body).await?;
+        *self.idle.lock().expect("idle connection") = Some((authority.to_owned(), sender));
+        Ok(response)
     }
+}
+
+/// A new connection to `authority`, its connection task spawned.
+async fn connect(authority: &str) -> Result<SendRequest<Full<Bytes>>, Error> {
+    let stream = TcpStream::connect(authority).await?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+/// What is sent before a request's body.
+struct Head {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+/// One request and its whole answer on `sender`.
+async fn exchange(
+    sender: &mut SendRequest<Full<Bytes>>,
+    head: &Head,
+    body: &Bytes,
+) -> Result<Response, Error> {
+    let mut request = hyper::Request::new(Full::new(body.clone()));
+    *request.method_mut() = head.method.clone();
+    *request.uri_mut() = head.uri.clone();
+    *request.headers_mut() = head.headers.clone();
+    sender.ready().await?;
+    let response = sender.send_request(request).await?;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(Response { status: parts.status, headers: parts.headers, body })
 }
 
 /// An answer, read whole.

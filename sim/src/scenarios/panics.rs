@@ -79,6 +79,38 @@ pub(super) fn drop_before_replaced_report<R: SimRuntime, D: Depth>(rt: R) {
     finish(&world);
 }
 
+/// M-P2t: max_size 1 with A registered, whose unload waits for the gate and whose `Drop` panics
+/// once unloaded; T1 adds N (evicting A) while T2 leases A during the unload, and the recorder
+/// panics at every report of a lease's wait. Once the eviction takes A out, T2's lease may hold
+/// A's last reference: it drops it before it reports the wait, so A's `Drop` never runs in that
+/// report's unwind (production aborts there). A ends unregistered (2.10, 2.13, 3.10).
+pub(super) fn drop_before_lease_wait_report<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("N", &[], &[]);
+    let world = cache::<R, D>(builder.gate_unloads(&["A"]).drop_panics("A"), 1, &["A"], &[]);
+    crate::instrumentation::panic_at(&["resident_lease_wait_seconds"]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || catching(|| m.add_model("N", None))));
+    let probe = std::sync::Arc::clone(&world.probe);
+    let t2 = world.spawn("T2", move |m, t| {
+        probe.wait_for_gated_unload();
+        traced(t, "lease(A)", || catching(|| m.lease("A").map(drop)))
+    });
+    let probe = std::sync::Arc::clone(&world.probe);
+    let opener = world.spawn("T3", move |_, _| {
+        probe.wait_for_gated_unload();
+        for _ in 0..4 {
+            R::yield_now();
+        }
+        probe.open_gate();
+    });
+    let (added, leased) = (join::<R, _>(t1), join::<R, _>(t2));
+    join::<R, _>(opener);
+    crate::instrumentation::disarm();
+    ensure!(!world.manager.contains("A"), "contract", "A stayed registered after its eviction: {added:?}");
+    let refused = matches!(leased, None | Some(Err(ManagerError::NotFound { .. })));
+    ensure!(refused, "contract", "lease(A), evicted, gave {leased:?}");
+    finish(&world);
+}
+
 /// M-P3: A, B and C fill a cache; B's `unload` panics on every call. T1 clears the stack while
 /// T2 leases C; then the stack is shut down. Neither call lets the panic out: each returns its
 /// report with B failed (an `Unload` whose source is the panic), every other id is removed, and
