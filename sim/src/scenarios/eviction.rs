@@ -88,6 +88,21 @@ pub(super) fn failing_held_eviction<R: SimRuntime, D: Depth>(rt: R) -> HeldEvict
     (world, t1)
 }
 
+/// Spawns T3: once an unload waits at the probe's gate, it yields a few times (the threads
+/// that wait for that unload run meanwhile), then opens the gate.
+pub(super) fn open_gate_after_unload<R: SimRuntime, D: Depth>(
+    world: &ManagerWorld<R, Stack<R, D>>,
+) -> R::Handle<()> {
+    let probe = std::sync::Arc::clone(&world.probe);
+    world.spawn("T3", move |_, _| {
+        probe.wait_for_gated_unload();
+        for _ in 0..4 {
+            R::yield_now();
+        }
+        probe.open_gate();
+    })
+}
+
 /// M-E5 / W-7: max_size 1 with A registered, whose first unload fails and waits for the gate;
 /// T1 adds N (evicting A) while T2 leases A during the unload. The eviction fails and keeps A, so
 /// T2's lease must get A: it waits for the eviction's outcome and is woken when it comes.
@@ -98,14 +113,7 @@ pub(super) fn lease_during_failed_eviction<R: SimRuntime, D: Depth>(rt: R) {
         probe.wait_for_gated_unload();
         traced(t, "lease(A)", || m.lease("A").map(|lease| lease.serve("T2")))
     });
-    let probe = std::sync::Arc::clone(&world.probe);
-    let opener = world.spawn("T3", move |_, _| {
-        probe.wait_for_gated_unload();
-        for _ in 0..4 {
-            R::yield_now();
-        }
-        probe.open_gate();
-    });
+    let opener = open_gate_after_unload::<R, D>(&world);
     let added = join::<R, _>(t1);
     let leased = join::<R, _>(t2);
     join::<R, _>(opener);

@@ -94,14 +94,7 @@ pub(super) fn drop_before_lease_wait_report<R: SimRuntime, D: Depth>(rt: R) {
         probe.wait_for_gated_unload();
         traced(t, "lease(A)", || catching(|| m.lease("A").map(drop)))
     });
-    let probe = std::sync::Arc::clone(&world.probe);
-    let opener = world.spawn("T3", move |_, _| {
-        probe.wait_for_gated_unload();
-        for _ in 0..4 {
-            R::yield_now();
-        }
-        probe.open_gate();
-    });
+    let opener = super::eviction::open_gate_after_unload::<R, D>(&world);
     let (added, leased) = (join::<R, _>(t1), join::<R, _>(t2));
     join::<R, _>(opener);
     crate::instrumentation::disarm();
