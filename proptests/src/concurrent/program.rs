@@ -116,20 +116,22 @@ pub struct Program {
     /// blocked: lock, drain and capacity waits time out under contention.
     #[serde(default)]
     pub any_time: bool,
-    /// The execution's metrics recorder panics at every report of the metric
+    /// The execution's metrics recorder and `tracing` subscriber panic at every report of
     /// [`REPORT_FAULTS`]`[k]` (the library's own reports are user code, SPEC 3.10).
     #[serde(default)]
     pub report_fault: Option<usize>,
 }
 
-/// The metrics a program's recorder may panic at ([`Program::report_fault`]): the waits for a
-/// lifecycle lock and for a lease (reported right after the claim they end in), refusals, and
-/// loads.
-pub static REPORT_FAULTS: [&str; 4] = [
+/// The reports a program's recorder or subscriber may panic at ([`Program::report_fault`]):
+/// the waits for a lifecycle lock and for a lease (reported right after the claim they end
+/// in), refusals, loads (a replace's, once the old version is dropped), and the event of a
+/// finished unload (once the model is dropped).
+pub static REPORT_FAULTS: [&str; 5] = [
     "resident_lock_wait_seconds",
     "resident_lease_wait_seconds",
     "resident_refusals_total",
     "resident_model_loads_total",
+    "remove: unloaded",
 ];
 
 impl Program {
@@ -332,6 +334,6 @@ fn reach_report(report_fault: Option<usize>, prefix: &mut Vec<usize>, threads: &
 /// In a sixth of the programs, a recorder that panics at one of [`REPORT_FAULTS`], chosen by
 /// `hash` (as for [`insert_clear_or_register`]).
 fn report_fault_for(hash: u64) -> Option<usize> {
-    let pick = usize::try_from((hash >> 16) % REPORT_FAULTS.len() as u64).unwrap_or(0);
+    let pick = usize::try_from((hash >> 40) % REPORT_FAULTS.len() as u64).unwrap_or(0);
     hash.is_multiple_of(6).then_some(pick)
 }
