@@ -7,14 +7,16 @@
 //! reservation, a lease, a hold, an admission) comes after the handle that releases the claim
 //! exists, so that a panic there drops the handle; a `Drop` that releases something reports
 //! last, after every release and wake-up, and not at all while its thread unwinds (a panic
-//! leaving a `Drop` during an unwind aborts); and reports next to other user code (eviction
-//! callbacks) run under the same `catch_unwind`. The sim runs every execution under a recorder
+//! leaving a `Drop` during an unwind aborts); a report beside what may be a model's last
+//! reference comes after that reference is dropped ([`after_dropping`]); and reports next to
+//! other user code (eviction callbacks) run under the same `catch_unwind`. The sim runs every execution under a recorder
 //! and a subscriber that check the first and can panic at any named report.
 
 use std::time::Duration;
 
 use crate::error::{CacheError, ManagerError};
 use crate::id::ModelId;
+use crate::runtime::Runtime;
 
 /// A load of `model` succeeded after `took`.
 pub(crate) fn loaded(model: &ModelId, took: Duration) {
@@ -107,4 +109,16 @@ pub(crate) fn lock_waited(waited: Duration) {
 /// A lease waited `waited` for an eviction's outcome.
 pub(crate) fn lease_waited(waited: Duration) {
     ::metrics::histogram!("resident_lease_wait_seconds").record(waited.as_secs_f64());
+}
+
+/// Drops `value` (the last reference to a model, maybe: its `Drop` is user code), then runs
+/// `report`. In that order a panicking subscriber or recorder unwinds with no model left to drop,
+/// where a `Drop` that panics would abort the process; a `Drop` that panics is caught, the
+/// report still runs, and its panic goes on after.
+pub(crate) fn after_dropping<R: Runtime, T>(value: T, report: impl FnOnce()) {
+    let dropped = R::catch_unwind(move || drop(value));
+    report();
+    if let Err(payload) = dropped {
+        R::resume_caught(payload);
+    }
 }

@@ -47,10 +47,10 @@ pub fn kill(mutant: Mutant, scenario: &Scenario, budget: usize, seed: u64) -> Ki
 
 /// Like [`kill`], but stops at the first shuttle scheduler that kills `mutant`, trying PCT
 /// first (within 5,000 executions it kills all but two of the catalogue's pairs, random about
-/// nine in ten); a
-/// lost-wakeup mutant still runs under both, as it must be killed by both. What a test that
-/// asks only whether each mutant dies needs, without a second scheduler's whole budget spent
-/// on a mutant the first one killed. `iterations` counts PCT's executions first.
+/// nine in ten); a lost-wakeup mutant still runs under both, as it must be killed by both.
+/// What a test that asks only whether each mutant dies needs, without a second scheduler's
+/// whole budget spent on a mutant the first one killed. `iterations` counts PCT's executions
+/// first.
 pub fn first(mutant: Mutant, scenario: &Scenario, budget: usize, seed: u64) -> Kill {
     let both = Kill::untried(mutant, scenario).is_lost_wakeup();
     kill_under(mutant, scenario, budget, seed, [Checker::Pct, Checker::Random], !both)

@@ -172,14 +172,11 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         if holding {
             telemetry::lease_waited(elapsed);
         }
-        // A `Drop` that panics leaves the wait reported all the same; its panic goes on after.
-        let dropped = R::catch_unwind(|| drop(unleased));
-        if !report_first && !holding {
-            telemetry::lease_waited(elapsed);
-        }
-        if let Err(payload) = dropped {
-            R::resume_caught(payload);
-        }
+        telemetry::after_dropping::<R, _>(unleased, || {
+            if !report_first && !holding {
+                telemetry::lease_waited(elapsed);
+            }
+        });
         leased.map_err(|error| match error {
             ManagerError::LockTimeout { .. } => telemetry::lease_refused(error),
             error => error,

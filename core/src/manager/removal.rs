@@ -14,6 +14,7 @@ use crate::error::{ManagerError, SourceError, UserPanic};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime};
+use crate::telemetry;
 
 // ---- Removing many ---------------------------------------------------------------------------
 
@@ -168,8 +169,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// Drops the caller's reference to a slot it unloaded (the model's last once it is
     /// unregistered: its `Drop`, user code, runs here under the lifecycle lock only), then
     /// reports a successful unload. In that order, a panicking subscriber unwinds with no model
-    /// left to drop: a `Drop` that panics in an unwind aborts the process. A `Drop` that panics
-    /// here is caught, the unload reported, and its panic resumed.
+    /// left to drop: a `Drop` that panics in an unwind aborts the process
+    /// ([`telemetry::after_dropping`]).
     pub(super) fn unloaded(
         &self,
         id: &ModelId,
@@ -181,17 +182,11 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
                 tracing::debug!(%id, "remove: unloaded");
             }
         };
-        let first = self.runtime.mutant(Mutant::UNLOADED_REPORTED_FIRST);
-        if first {
+        if self.runtime.mutant(Mutant::UNLOADED_REPORTED_FIRST) {
             report();
-        }
-        // A `Drop` that panics leaves the unload reported all the same; its panic goes on after.
-        let dropped = R::catch_unwind(|| drop(slot));
-        if !first {
-            report();
-        }
-        if let Err(payload) = dropped {
-            R::resume_caught(payload);
+            drop(slot);
+        } else {
+            telemetry::after_dropping::<R, _>(slot, report);
         }
         unloaded
     }
@@ -229,18 +224,11 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
             }
             loaded();
         };
-        let first = self.runtime.mutant(Mutant::REPLACED_REPORTED_FIRST);
-        if first {
+        if self.runtime.mutant(Mutant::REPLACED_REPORTED_FIRST) {
             report();
             drop(old);
-            return outcome;
-        }
-        // A `Drop` that panics leaves the replace reported all the same (the new version serves);
-        // its panic goes on after.
-        let dropped = R::catch_unwind(|| drop(old));
-        report();
-        if let Err(payload) = dropped {
-            R::resume_caught(payload);
+        } else {
+            telemetry::after_dropping::<R, _>(old, report);
         }
         outcome
     }
