@@ -160,6 +160,10 @@ mutants! {
     /// slot anyway: two adds each evict a share of what both need, then wait for each other's
     /// slot until one runs out of time.
     PARTIAL_EVICTION_CLAIMS = "partial-eviction-claims",
+    /// S-O1f: over a lowered `max_size`, a cold add waiting for capacity evicts only when every
+    /// victim it needs is idle at once, and designates only when one victim short: a stream of
+    /// leases on two victims starves it, each lease taking back a victim that went idle.
+    LOWERED_LIMIT_STARVES_ADDS = "lowered-limit-starves-adds",
     /// S-O1r: a load that finds room under the RAM budget reserves it though loads that came
     /// earlier still look for room.
     ROOM_SEEKERS_BARGE = "room-seekers-barge",

@@ -102,6 +102,7 @@ scenario_tests! {
     s_o1c => "S-O1c",
     s_o1d => "S-O1d",
     s_o1e => "S-O1e",
+    s_o1f => "S-O1f",
     s_o1r => "S-O1r",
     s_o1s => "S-O1s",
     c_p6 => "C-P6",

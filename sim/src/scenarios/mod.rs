@@ -351,6 +351,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 1, targets: [LOST_WAKEUP_OVERFLOW_ON, ROOM_WAIT_READS_LIMITS_ONCE], resize::switching_overflow_on_while_a_load_waits),
         scenario!("S-O1", "a stream of leases on the only victim: the add waiting for capacity is handed it at a lease's end, never starved (2.14)",
         time: Auto, loom: 1, targets: [CAPACITY_WAITER_LOSES_RACE], overload::a_stream_of_leases_does_not_starve_a_waiting_add::<_, layers::ThreeDeep>),
+        scenario!("S-O1f", "a stream of leases on the victims of an add over a lowered max_size: each owed victim goes once idle, the next designated, never starved (1.12, 2.14)",
+        time: Auto, loom: 1, targets: [LOWERED_LIMIT_STARVES_ADDS], overload::a_stream_of_leases_does_not_starve_an_add_over_a_lowered_limit::<_, layers::ThreeDeep>),
         scenario!("S-O1b", "two adds waiting for capacity: the one that came first is served first (2.14)",
         time: Auto, loom: 1, targets: [CAPACITY_WAITERS_BARGE, PARTIAL_EVICTION_CLAIMS], overload::waiting_adds_are_served_in_arrival_order::<_, layers::ThreeDeep>),
         scenario!("S-O1c", "the first add waiting for capacity is served and wakes the next, served while the first still loads (2.14)",

@@ -3,6 +3,8 @@
 //! as its count reaches zero; adds waiting for capacity, and loads waiting for RAM room, are
 //! served in arrival order, and the first served wakes the next.
 
+use std::time::Duration;
+
 use resident::runtime::Arc;
 use resident::{Added, CallOptions, Manager, ManagerError, ManagerExt};
 
@@ -56,6 +58,63 @@ pub(super) fn a_stream_of_leases_does_not_starve_a_waiting_add<R: SimRuntime, D:
         stream.unwrap_err()
     );
     ensure!(matches!(added, Ok(Added::Loaded)), "S-O1", "add(B) waiting for capacity gave {added:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}
+
+/// S-O1f: A and B fill a cache of two, the main thread leases both (A the least recently
+/// used), and lowering `max_size` to one fails at once: both are in use. T1 adds C, which needs
+/// both slots (one of them owed to the lowering, SPEC 1.12). T2 ends its lease on A: if T1 was
+/// waiting then, A was designated in the step that put T1 in line (the victim is owed, so its
+/// close is not for nothing), and a lease T2 starts after must not get A back. T3 ends the
+/// lease on B later. T1 is served, before any deadline.
+pub(super) fn a_stream_of_leases_does_not_starve_an_add_over_a_lowered_limit<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
+    let world = cache::<R, D>(builder, 2, &["A", "B"], &["A", "B"]);
+    let (a, b) = (world.manager.lease("A").expect("preloaded"), world.manager.lease("B").expect("preloaded"));
+    let lowered = world.manager.set_max_size(1, CallOptions::new().with_timeout(Duration::ZERO));
+    ensure!(
+        matches!(lowered, Err(ManagerError::OverLimit { max_size: 1, .. })),
+        "contract",
+        "lowering max_size to 1 with every model in use gave {lowered:?}"
+    );
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(C)", || m.add_model("C", None)));
+    let t2 = world.spawn("T2", move |m, t| {
+        give_way::<R>(HEAD_START);
+        // Read before the lease ends: T1 designated A in the step that put it in line.
+        let in_line = m.manager.waiting() > 0;
+        trace::record(t, format!("drop(lease A), T1 in line: {in_line}"));
+        drop(a);
+        if !in_line {
+            return Ok(());
+        }
+        match traced(t, "lease(A)", || m.lease("A")) {
+            Ok(_) => Err("a lease started after the designated A's last lease ended"),
+            Err(ManagerError::NotFound { .. }) => Ok(()),
+            Err(_) => Err("lease(A) failed other than NotFound"),
+        }
+    });
+    let t3 = world.spawn("T3", move |_, t| {
+        give_way::<R>(2 * HEAD_START);
+        trace::record(t, "drop(lease B)");
+        drop(b);
+    });
+    let added = join::<R, _>(t1);
+    let stream = join::<R, _>(t2);
+    join::<R, _>(t3);
+    ensure!(
+        stream.is_ok(),
+        "S-O1f",
+        "{}: the add waiting over the lowered limit lost A to a new lease",
+        stream.unwrap_err()
+    );
+    ensure!(
+        matches!(added, Ok(Added::Loaded)),
+        "S-O1f",
+        "add(C) waiting over the lowered limit gave {added:?}"
+    );
+    let registered = world.manager.snapshot().registered.len();
+    ensure!(registered == 1, "S-O1f", "{registered} models registered under a max_size of 1");
     no_deadline_passed(&world.rt);
     finish(&world);
 }

@@ -75,19 +75,12 @@ impl<M: Manager> FixedSizeCache<M> {
         let wait = call.bound(rt, self.config.capacity_wait(), Mutant::DEADLINE_SKIPS_CAPACITY);
         // A wait too long to represent as a deadline is unbounded (as for every timeout).
         let deadline = rt.now().checked_add(wait);
-        let (evict_leased, count_inflight) =
-            (self.mutant(Mutant::EVICT_LEASED), !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT));
         if self.mutant(Mutant::APPEND_BEFORE_EVICT) {
             self.book.with(|b| b.push(id));
         }
         let changes = self.inner.changes();
         let refuse_after_shutdown = !self.mutant(Mutant::ADD_AFTER_SHUTDOWN);
-        // Adds that wait for capacity are served in arrival order (SPEC 2.14).
-        let in_line = self.config.policy() != CapacityPolicy::Overflow;
-        let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
-        let partial = self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS);
-        let wake = Arc::new(Signal::new(rt));
-        let a = Admitting { id, beside, count_inflight, evict_leased, in_line, barge, partial, wake };
+        let a = self.admitting(id, beside);
         let mut attempt = Attempt::new(self, a, wait, deadline);
         // Before the first look: the end of a lease is announced only while watched.
         let watch_late = self.mutant(Mutant::WATCH_AFTER_PLAN);
@@ -122,6 +115,20 @@ impl<M: Manager> FixedSizeCache<M> {
                 let _ = changes.wait_past(epoch, left);
             }
         }
+    }
+
+    /// What an add of `id` brings to every round of its admission: the policy's line, and the
+    /// plan's mutant flags.
+    fn admitting<'i>(&self, id: &'i ModelId, beside: bool) -> Admitting<'i, super::Wake<M>> {
+        let (evict_leased, count_inflight) =
+            (self.mutant(Mutant::EVICT_LEASED), !self.mutant(Mutant::CAPACITY_IGNORES_INFLIGHT));
+        // Adds that wait for capacity are served in arrival order (SPEC 2.14).
+        let in_line = self.config.policy() != CapacityPolicy::Overflow;
+        let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
+        let partial = self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS);
+        let starve_lowered = self.mutant(Mutant::LOWERED_LIMIT_STARVES_ADDS);
+        let wake = Arc::new(Signal::new(self.inner.runtime()));
+        Admitting { id, beside, count_inflight, evict_leased, in_line, barge, partial, starve_lowered, wake }
     }
 
     /// The refusal of an add that found no room within `wait`.
@@ -291,24 +298,9 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
             EvictionPlan::Admit => {
                 Ok(Next::Admitted(self.claimed.take().expect("an admitted add holds its slot")))
             }
-            EvictionPlan::Evict(victims) => {
-                // The designated victim may be among them: its designation keeps it closed
-                // through the round (a busy lock skips it, and it stays closed for the next).
-                let Some((pinned, counts)) = cache.evict_all(&victims)? else { return Ok(Next::Replan) };
-                let spin = cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
-                self.pinned_below.remember(round.seen, counts, pinned.into_iter().filter(|_| !spin));
-                // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
-                if !cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && self.expired() {
-                    let (registered, loading) =
-                        cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
-                    return Err(cache.exhausted(id, registered, loading, self.wait));
-                }
-                // Victims pinned only below are left out of the next plan: re-plan at once.
-                Ok(if self.pinned_below.is_empty() {
-                    Next::Wait { behind: round.behind }
-                } else {
-                    Next::Replan
-                })
+            // Owed to a lowered capacity or not, the victims go the same way.
+            EvictionPlan::Evict(victims) | EvictionPlan::Owed(victims) => {
+                self.evict(&victims, round.seen, round.behind)
             }
             EvictionPlan::Full { registered, loading } => {
                 if cache.config.policy() == CapacityPolicy::Overflow {
@@ -320,6 +312,25 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
                 Ok(Next::Wait { behind: round.behind })
             }
         }
+    }
+
+    /// Evicts a round's `victims` (planned at version `seen`); then waits for the stack to
+    /// change, or plans again at once if some were found pinned below.
+    fn evict(&mut self, victims: &[ModelId], seen: u64, behind: bool) -> Result<Next<'a, M>, ManagerError> {
+        let (cache, id) = (self.cache, self.a.id);
+        // The designated victim may be among them: its designation keeps it closed through the
+        // round (a busy lock skips it, and it stays closed for the next).
+        let Some((pinned, counts)) = cache.evict_all(victims)? else { return Ok(Next::Replan) };
+        let spin = cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
+        self.pinned_below.remember(seen, counts, pinned.into_iter().filter(|_| !spin));
+        // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
+        if !cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && self.expired() {
+            let (registered, loading) =
+                cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
+            return Err(cache.exhausted(id, registered, loading, self.wait));
+        }
+        // Victims pinned only below are left out of the next plan: re-plan at once.
+        Ok(if self.pinned_below.is_empty() { Next::Wait { behind } } else { Next::Replan })
     }
 
     fn expired(&self) -> bool {

@@ -1,7 +1,8 @@
 //! The cache's decisions, as pure functions of its bookkeeping and of what the stack below
 //! answers ([`Below`]): a cold add's admission round (admit it, evict these victims for it, or
 //! wait — behind the adds that came earlier, SPEC 2.14, or first in line with its victim
-//! designated), the victims of a lowered capacity (SPEC 1.12) and of the byte budget. They run
+//! designated; over a lowered capacity, evicting first what is owed to it), the victims of a
+//! lowered capacity (SPEC 1.12) and of the byte budget. They run
 //! under the bookkeeping monitor and touch no runtime and no user code, so they are
 //! property-tested alone (`plans/tests.rs`); the layer acts on what they return outside it.
 
@@ -74,6 +75,9 @@ pub(super) enum EvictionPlan {
     Admit,
     /// Evict these (least recently used first), then take the slot they leave.
     Evict(Vec<ModelId>),
+    /// The stack is over a lowered capacity even without this add: evict these (what it owes
+    /// the lowering, least recently used first), then plan again, still waiting for a slot.
+    Owed(Vec<ModelId>),
     /// Nothing (or too little) is evictable: wait for the stack to change.
     Full { registered: usize, loading: usize },
 }
@@ -94,6 +98,9 @@ pub(super) struct Admitting<'a, W> {
     pub(super) barge: bool,
     /// An add evicts what it can even when that is too few (`partial-eviction-claims`).
     pub(super) partial: bool,
+    /// Over a lowered capacity, an add evicts nothing owed to it and designates only when one
+    /// victim short (`lowered-limit-starves-adds`).
+    pub(super) starve_lowered: bool,
     /// What wakes the add when it waits behind another: bumped only when it becomes first.
     pub(super) wake: W,
 }
@@ -164,13 +171,23 @@ pub(super) fn admission<W: Clone, B: Below>(
     // deadlines).
     if victims.is_empty() || (victims.len() < needed && !a.partial) {
         let joined = (a.in_line && !mine && ticket.is_none()).then(|| join_line(b, a, below));
+        // Over the capacity without this add (a lowered `max_size`, SPEC 1.12, or slots that
+        // adds claimed before evicting for them), all but one of the victims it needs are owed
+        // to the limit whoever is served.
+        let owed = if a.starve_lowered { 0 } else { needed - 1 };
+        // The owed victims found evictable go now, each as soon as it is found idle, not only
+        // when every victim the add needs is idle together: a stream of leases on two of them
+        // would starve it (SPEC 2.14).
+        let owing = owed > 0 && !victims.is_empty();
         // First in line: designate the least recently used victim that only leases keep, so
         // that its last lease hands it over (in this monitor, so that no lease can end unseen
-        // between the plan and the designation).
-        let short = needed - victims.len();
-        let to = Short { id, held: s.held, short, victims: &victims };
-        let redesignated = a.in_line.then(|| designation(b, &to, pinned_below, below)).flatten();
-        return round(full, false, joined, redesignated, false);
+        // between the plan and the designation). A designated victim among the owed ones stays
+        // designated (closed) through their eviction, as in an `Evict` round.
+        let keep = owing && s.held.is_some_and(|held| victims.contains(held));
+        let to = Short { id, held: s.held, short: needed - victims.len(), owed, victims: &victims };
+        let redesignated = (a.in_line && !keep).then(|| designation(b, &to, pinned_below, below)).flatten();
+        let plan = if owing { EvictionPlan::Owed(victims) } else { full };
+        return round(plan, false, joined, redesignated, false);
     }
     serve(b, mine, ticket, below);
     round(EvictionPlan::Evict(victims), !mine, None, None, false)
@@ -197,22 +214,25 @@ struct Short<'a> {
     held: Option<&'a ModelId>,
     /// Victims missing beyond `victims` (the evictable ones).
     short: usize,
+    /// How many of the victims it needs the stack owes a lowered capacity anyway.
+    owed: usize,
     victims: &'a [ModelId],
 }
 
 /// The first add in line's designation: `None` keeps none (it held none), `Some` replaces the
-/// one it `held` (with `None`, gives it up). Only one victim short is a designation worth its
-/// close (a victim closed while the add still waits for others would keep its leases waiting
-/// for nothing). It keeps its victim while that is queued, not pinned here nor found pinned
-/// below, not evictable already and its lifecycle lock free; a new one is the least recently
-/// used such model.
+/// one it `held` (with `None`, gives it up). A designation is worth its close one victim short,
+/// or when the victim is owed to a lowered capacity (it goes whether or not the add is served);
+/// otherwise a victim closed while the add still waits for others would keep its leases
+/// waiting for nothing. It keeps its victim while that is queued, not pinned here nor found
+/// pinned below, not evictable already and its lifecycle lock free; a new one is the least
+/// recently used such model.
 fn designation<W, B: Below>(
     b: &Bookkeeping<W>,
     s: &Short<'_>,
     pinned_below: &PinnedBelow,
     below: &B,
 ) -> Option<Option<(ModelId, B::Designation)>> {
-    if s.short != 1 {
+    if s.short != 1 && s.owed == 0 {
         return s.held.map(|_| None);
     }
     // Not evictable already (closed for nothing while the add still waits for another), and

@@ -7,11 +7,14 @@
 //! exactly as many as the capacity needs (never more: no needless eviction; never fewer: no
 //! partial claims); an admitted or evicting add fits `max_size` with every load in flight; it
 //! counts its slot exactly once; an add behind an earlier waiter never takes room (SPEC 2.14);
-//! it joins the line once; only the first in line, one victim short, designates, and only a
-//! model that leases alone keep, its held one while that still qualifies. Lowering and the
-//! byte budget: the least recently used idle models, only as many as are over.
+//! over a lowered capacity, the first add evicts every evictable victim owed to it at once, and
+//! waits only when none is evictable; it joins the line once; only the first in line, one
+//! victim short or over a lowered capacity, designates, and only a model that leases alone
+//! keep, its held one while that still qualifies. Lowering and the byte budget: the least
+//! recently used idle models, only as many as are over.
 //!
-//! The mutant flags a plan takes (`partial`, `evict_leased`, `barge`, `count_inflight` off)
+//! The mutant flags a plan takes (`partial`, `evict_leased`, `barge`, `count_inflight` off,
+//! `starve_lowered`)
 //! each make these properties fail: [`each_mutant_flag_breaks_a_property`].
 
 use std::cell::RefCell;
@@ -76,6 +79,7 @@ struct Flags {
     evict_leased: bool,
     barge: bool,
     ignore_inflight: bool,
+    starve_lowered: bool,
 }
 
 /// A bookkeeping state, the stack below, and where an add stands.
@@ -199,6 +203,7 @@ fn check_admission(c: &Case, flags: Flags) -> Result<(), TestCaseError> {
         in_line: c.in_line,
         barge: flags.barge,
         partial: flags.partial,
+        starve_lowered: flags.starve_lowered,
         wake: (),
     };
     let s = Standing { mine: c.mine, ticket, held: held.as_ref() };
@@ -222,9 +227,15 @@ fn check_admission(c: &Case, flags: Flags) -> Result<(), TestCaseError> {
     check_steps(&fake, &round, ticket)?;
     let (needed, eligible) = need(c, &b, &round, &fake, &new);
     check_capacity(c, &b, &round, needed, &eligible)?;
-    // Waiting first in line, this many victims short.
-    let waits = c.in_line && !behind && matches!(round.plan, EvictionPlan::Full { .. });
-    check_designation(c, &round, &fake, &new, waits.then(|| needed - eligible.len()))
+    // Waiting first in line, this many victims short, and whether the stack is over the limit
+    // without the add (a victim is owed).
+    let waits =
+        c.in_line && !behind && matches!(round.plan, EvictionPlan::Full { .. } | EvictionPlan::Owed(_));
+    // A designated victim among the owed ones stays designated through their eviction.
+    let evicting_held =
+        matches!(&round.plan, EvictionPlan::Owed(v) if held.as_ref().is_some_and(|h| v.contains(h)));
+    let waits = waits && !evicting_held;
+    check_designation(c, &round, &fake, &new, waits.then(|| (needed - eligible.len(), needed > 1)))
 }
 
 /// The line's steps told below: a join with the ticket it got, a slot served with the add's.
@@ -278,23 +289,30 @@ fn check_capacity(
                 "LRU-first evictable victims (I6, I10)"
             );
         }
+        EvictionPlan::Owed(victims) => {
+            prop_assert!(!round.behind && !victims.is_empty(), "evicts what is owed first in line");
+            prop_assert!(slots > c.max && victims.len() <= slots - c.max, "evicts only what is owed");
+            prop_assert_eq!(victims, eligible, "every evictable victim, LRU first (I6, I10)");
+        }
         EvictionPlan::Full { .. } if !round.behind => {
             prop_assert!(eligible.len() < needed, "waits although {} victims would do", needed);
+            prop_assert!(eligible.is_empty(), "waits although {:?} are owed to the limit", eligible);
         }
         EvictionPlan::Full { .. } => {}
     }
     Ok(())
 }
 
-/// The first in line, one victim short, designates a model that only leases keep: its held
-/// one while that still qualifies, else the least recently used such; else it designates
-/// nothing, and gives up what it held.
+/// The first in line, one victim short or with its victim owed to a lowered capacity (`short`:
+/// how many, and whether owed), designates a model that only leases keep: its held one while
+/// that still qualifies, else the least recently used such; else it designates nothing, and
+/// gives up what it held.
 fn check_designation(
     c: &Case,
     round: &Round<ModelId>,
     fake: &Fake,
     new: &ModelId,
-    short: Option<usize>,
+    short: Option<(usize, bool)>,
 ) -> Result<(), TestCaseError> {
     let asked = fake.designated.borrow().clone();
     let got = round.redesignated.as_ref().map(|r| r.as_ref().map(|(v, d)| (v.clone(), d.clone())));
@@ -305,7 +323,7 @@ fn check_designation(
             || fake.is_locked(v)
     };
     let qualifies = |v: &ModelId| c.queue.iter().any(|&i| id(i) == *v) && !blocked(v) && fake.in_use(v);
-    if short != Some(1) {
+    if !short.is_some_and(|(short, owed)| short == 1 || owed) {
         prop_assert!(asked.is_empty(), "designated {:?} while {:?} short", asked, short);
         // Waiting first in line, it gives up what it held; otherwise its designation stays.
         let expected = short.and(c.held).map(|_| None);
@@ -382,6 +400,7 @@ fn each_mutant_flag_breaks_a_property() {
         ("evict-leased", Flags { evict_leased: true, ..Flags::default() }),
         ("capacity-waiters-barge", Flags { barge: true, ..Flags::default() }),
         ("capacity-ignores-inflight", Flags { ignore_inflight: true, ..Flags::default() }),
+        ("lowered-limit-starves-adds", Flags { starve_lowered: true, ..Flags::default() }),
     ];
     for (name, flags) in flags {
         let mut runner =
