@@ -164,6 +164,10 @@ mutants! {
     /// victim it needs is idle at once, and designates only when one victim short: a stream of
     /// leases on two victims starves it, each lease taking back a victim that went idle.
     LOWERED_LIMIT_STARVES_ADDS = "lowered-limit-starves-adds",
+    /// M-P2u: `Traced` leaves its span through tracing's guard, so a call that panics (its
+    /// loader did) exits the span in the unwind, and a subscriber that panics there aborts the
+    /// process.
+    SPAN_EXITED_IN_UNWIND = "span-exited-in-unwind",
     /// S-O1r: a load that finds room under the RAM budget reserves it though loads that came
     /// earlier still look for room.
     ROOM_SEEKERS_BARGE = "room-seekers-barge",

@@ -24,18 +24,28 @@ thread_local! {
     /// report that never fires tests nothing ([`armed_never_fired`]).
     static ARMED_EVER: RefCell<BTreeSet<&'static str>> = const { RefCell::new(BTreeSet::new()) };
     static FIRED: RefCell<BTreeSet<&'static str>> = const { RefCell::new(BTreeSet::new()) };
+    /// The names of the spans created in this execution, by id less one (only spans a fault
+    /// names are created).
+    static SPANS: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
 }
+
+/// An armed name that starts so names a span of `resident`: [`panic_at`] with
+/// `"span exit: add_model"` panics as every `add_model` span is exited.
+pub const SPAN_EXIT: &str = "span exit: ";
 
 /// Starts an execution: `monitors` counts the monitors the running checker thread holds; no
 /// fault is armed.
 pub(crate) fn begin_execution(monitors: fn() -> usize) {
     MONITORS.with(|m| m.set(Some(monitors)));
+    SPANS.with(|s| s.borrow_mut().clear());
     disarm();
 }
 
 /// Arms the fault of this execution: every `tracing` event whose message is one of `names`,
-/// and every metric named so, panics with [`InjectedPanic`] (never while its thread already
-/// unwinds: that would abort).
+/// every metric named so, and the exit of every span named after [`SPAN_EXIT`] in one of them,
+/// panics with [`InjectedPanic`]. Never while its thread already unwinds, which would abort:
+/// an armed span exited there is an `abort` violation instead (no report of `resident`'s runs
+/// in an unwind, so no armed event or metric is reached there).
 pub fn panic_at(names: &'static [&'static str]) {
     ARMED.with(|a| *a.borrow_mut() = names);
     ARMED_EVER.with(|e| e.borrow_mut().extend(names));
@@ -65,31 +75,81 @@ pub fn disarm() {
     ARMED.with(|a| *a.borrow_mut() = &[]);
 }
 
-/// Checks a report of `name`: a violation if it runs inside a monitor; a panic if armed.
-fn reported(kind: &str, name: &str) {
-    if crate::unwinding::panicking() {
-        return;
-    }
+/// A violation if the running thread holds an internal monitor as it reports `name`.
+fn inside_monitors(kind: &str, name: &str) {
     let held = MONITORS.with(Cell::get).map_or(0, |monitors| monitors());
     if held > 0 {
         // Recorded, not raised: unwinding out of a subscriber or a recorder is the fault under
         // test, not the checker's way to report.
         Violation::record("U1", format!("{kind} `{name}` (user code) ran inside {held} internal monitor(s)"));
     }
-    if let Some(armed) = ARMED.with(|a| a.borrow().iter().find(|armed| **armed == name).copied()) {
+}
+
+/// Checks a report of `name`: a violation if it runs inside a monitor; a panic if armed.
+fn reported(kind: &str, name: &str) {
+    let armed = ARMED.with(|a| a.borrow().iter().find(|armed| **armed == name).copied());
+    if let Some(armed) = armed {
         FIRED.with(|f| f.borrow_mut().insert(armed));
+    }
+    fire(kind, armed.unwrap_or(name), armed.is_some());
+}
+
+/// Checks a report of `name` (`armed`: its fault is armed): a violation if inside a monitor; a
+/// panic if armed, or, if its thread unwinds, an `abort` violation (production's subscriber or
+/// recorder would panic in the unwind).
+fn fire(kind: &str, name: &str, armed: bool) {
+    if crate::unwinding::panicking() {
+        if armed {
+            Violation::record(
+                "abort",
+                format!("{kind} `{name}`, armed to panic, ran while its thread unwinds"),
+            );
+        }
+        return;
+    }
+    inside_monitors(kind, name);
+    if armed {
         std::panic::panic_any(InjectedPanic);
     }
+}
+
+/// The fault armed at the exit of the spans named `name`, if any.
+fn armed_span(name: &str) -> Option<&'static str> {
+    ARMED.with(|a| a.borrow().iter().find(|armed| armed.strip_prefix(SPAN_EXIT) == Some(name)).copied())
+}
+
+/// Whether the execution's subscriber creates a span named `name`: a fault is armed at its
+/// exit.
+pub(crate) fn span_armed(name: &str) -> bool {
+    armed_span(name).is_some()
+}
+
+/// A span named `name` was created: its id for the subscriber.
+pub(crate) fn span_created(name: &'static str) -> u64 {
+    SPANS.with(|s| {
+        let mut spans = s.borrow_mut();
+        spans.push(name);
+        spans.len() as u64
+    })
+}
+
+/// The span `id` is exited: checked as a report if a fault is armed at its exit.
+pub(crate) fn span_exited(id: u64) {
+    let name = SPANS.with(|s| s.borrow().get(id as usize - 1).copied());
+    let Some(armed) = name.and_then(armed_span) else { return };
+    FIRED.with(|f| f.borrow_mut().insert(armed));
+    fire("the tracing span's exit", armed, true);
 }
 
 /// Whether a report would be checked by name now: its thread holds a monitor (a violation that
 /// names it) or a fault is armed. Otherwise [`event`] does nothing, and the subscriber need not
 /// read the event's message.
 pub(crate) fn names_needed() -> bool {
+    let armed = ARMED.with(|a| !a.borrow().is_empty());
     if crate::unwinding::panicking() {
-        return false;
+        return armed;
     }
-    MONITORS.with(Cell::get).is_some_and(|monitors| monitors() > 0) || ARMED.with(|a| !a.borrow().is_empty())
+    MONITORS.with(Cell::get).is_some_and(|monitors| monitors() > 0) || armed
 }
 
 /// Called by the execution's `tracing` subscriber for every event of `resident`.

@@ -89,9 +89,15 @@ pub fn set_thread_namer(namer: Namer) {
 
 /// The process-wide `tracing` subscriber of the explorations: it feeds `resident`'s events into
 /// the trace and through the execution's instrumentation checks ([`crate::instrumentation`]).
-/// Events only: `resident`'s spans carry nothing a trace shows, so none is created (a registry
-/// of spans would cost more than every check together).
+/// `resident`'s spans carry nothing a trace shows: one is created only where a fault is armed
+/// at its exit (a registry of every span would cost more than every check together).
 struct Capture;
+
+/// Whether `metadata` is `resident`'s own.
+fn ours(metadata: &tracing::Metadata<'_>) -> bool {
+    let target = metadata.target();
+    target == "resident" || target.starts_with("resident::")
+}
 
 #[derive(Default)]
 struct Fields {
@@ -111,14 +117,25 @@ impl tracing::field::Visit for Fields {
 }
 
 impl tracing::Subscriber for Capture {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        let target = metadata.target();
-        metadata.is_event() && (target == "resident" || target.starts_with("resident::"))
+    fn register_callsite(
+        &self,
+        metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        use tracing::subscriber::Interest;
+        match (ours(metadata), metadata.is_event()) {
+            (false, _) => Interest::never(),
+            (true, true) => Interest::always(),
+            // Asked at each span: whether a fault is armed at its exit.
+            (true, false) => Interest::sometimes(),
+        }
     }
 
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        // Never called: no span is enabled. An id all the same, as the trait asks.
-        tracing::span::Id::from_u64(1)
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        ours(metadata) && (metadata.is_event() || crate::instrumentation::span_armed(metadata.name()))
+    }
+
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(crate::instrumentation::span_created(span.metadata().name()))
     }
 
     fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
@@ -145,7 +162,10 @@ impl tracing::Subscriber for Capture {
 
     fn enter(&self, _: &tracing::span::Id) {}
 
-    fn exit(&self, _: &tracing::span::Id) {}
+    fn exit(&self, span: &tracing::span::Id) {
+        // It may panic (an armed fault), as a user's subscriber may.
+        crate::instrumentation::span_exited(span.into_u64());
+    }
 }
 
 /// Installs the process-wide `tracing` subscriber that feeds `resident`'s events into the

@@ -75,6 +75,7 @@ scenario_tests! {
     m_p2r => "M-P2r",
     m_p2s => "M-P2s",
     m_p2t => "M-P2t",
+    m_p2u => "M-P2u",
     m_p3 => "M-P3",
     m_p4 => "M-P4",
     c_p5 => "C-P5",

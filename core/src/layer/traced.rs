@@ -1,15 +1,24 @@
 //! [`Traced`]: a passthrough decorator that emits a `tracing` span for every operation, with
 //! all of its arguments (upstream's logger decorator dropped some).
 
+use tracing::Span;
+
 use crate::deadline::Deadline;
 use crate::error::{ManagerError, RegisterError};
 use crate::id::ModelId;
 use crate::manager::{Added, Lease, LifecycleGuard, Replaced};
 use crate::manager::{Eviction, Manager};
+use crate::mutants::Mutant;
+use crate::runtime::Runtime;
 
 use super::Decorator;
 
 /// Wraps any [`Manager`] and traces every call, then forwards it unchanged.
+///
+/// A subscriber is user code (SPEC 3.10): a call that panics (its loader, `unload` or a
+/// model's `Drop` did) leaves its span once the panic is caught, and the panic goes on after,
+/// so a subscriber that panics as the span is exited never does so in an unwind (which aborts
+/// the process).
 #[derive(Debug)]
 pub struct Traced<M> {
     inner: M,
@@ -30,6 +39,20 @@ impl<M: Manager> Traced<M> {
     pub fn into_inner(self) -> M {
         self.inner
     }
+
+    /// Runs `call` inside `span`, and leaves the span outside any unwind: a panic of `call` is
+    /// caught, the span exited and closed (subscriber calls), then the panic goes on.
+    fn within<T>(&self, span: Span, call: impl FnOnce() -> T) -> T {
+        let entered = span.entered();
+        // M-P2u's mutant: tracing's guard exits the span in the unwind.
+        if self.inner.runtime().mutant(Mutant::SPAN_EXITED_IN_UNWIND) {
+            let _entered = entered;
+            return call();
+        }
+        let result = M::Runtime::catch_unwind(call);
+        drop(entered);
+        result.unwrap_or_else(|payload| M::Runtime::resume_caught(payload))
+    }
 }
 
 impl<M: Manager> Decorator for Traced<M> {
@@ -44,17 +67,19 @@ impl<M: Manager> Decorator for Traced<M> {
         id: &ModelId,
         deadline: Deadline,
     ) -> Result<LifecycleGuard<M::Model, M::Runtime>, ManagerError> {
-        let _span = tracing::debug_span!("lock", %id).entered();
-        let result = self.inner.lock_until(id, deadline);
-        tracing::debug!(ok = result.is_ok(), "lock done");
-        result
+        self.within(tracing::debug_span!("lock", %id), || {
+            let result = self.inner.lock_until(id, deadline);
+            tracing::debug!(ok = result.is_ok(), "lock done");
+            result
+        })
     }
 
     /// No span while the thread unwinds: a layer's settle guard tries locks from its `Drop`.
     fn try_lock(&self, id: &ModelId) -> Option<LifecycleGuard<M::Model, M::Runtime>> {
-        let _span = (!<M::Runtime as crate::runtime::Runtime>::panicking())
-            .then(|| tracing::debug_span!("try_lock", %id).entered());
-        self.inner.try_lock(id)
+        if <M::Runtime as Runtime>::panicking() {
+            return self.inner.try_lock(id);
+        }
+        self.within(tracing::debug_span!("try_lock", %id), || self.inner.try_lock(id))
     }
 
     fn add_locked(
@@ -62,10 +87,11 @@ impl<M: Manager> Decorator for Traced<M> {
         guard: &LifecycleGuard<M::Model, M::Runtime>,
         canonical: &ModelId,
     ) -> Result<Added, ManagerError> {
-        let _span = tracing::debug_span!("add_model", id = %guard.id(), %canonical).entered();
-        let result = self.inner.add_locked(guard, canonical);
-        tracing::debug!(?result, "add_model done");
-        result
+        self.within(tracing::debug_span!("add_model", id = %guard.id(), %canonical), || {
+            let result = self.inner.add_locked(guard, canonical);
+            tracing::debug!(?result, "add_model done");
+            result
+        })
     }
 
     fn replace_locked(
@@ -73,10 +99,11 @@ impl<M: Manager> Decorator for Traced<M> {
         guard: &LifecycleGuard<M::Model, M::Runtime>,
         canonical: &ModelId,
     ) -> Result<Replaced, ManagerError> {
-        let _span = tracing::debug_span!("replace", id = %guard.id(), %canonical).entered();
-        let result = self.inner.replace_locked(guard, canonical);
-        tracing::debug!(?result, "replace done");
-        result
+        self.within(tracing::debug_span!("replace", id = %guard.id(), %canonical), || {
+            let result = self.inner.replace_locked(guard, canonical);
+            tracing::debug!(?result, "replace done");
+            result
+        })
     }
 
     fn replace_in_place_locked(
@@ -84,29 +111,31 @@ impl<M: Manager> Decorator for Traced<M> {
         guard: &LifecycleGuard<M::Model, M::Runtime>,
         canonical: &ModelId,
     ) -> Result<Replaced, ManagerError> {
-        let _span = tracing::debug_span!("replace_in_place", id = %guard.id(), %canonical).entered();
-        let result = self.inner.replace_in_place_locked(guard, canonical);
-        tracing::debug!(?result, "replace in place done");
-        result
+        self.within(tracing::debug_span!("replace_in_place", id = %guard.id(), %canonical), || {
+            let result = self.inner.replace_in_place_locked(guard, canonical);
+            tracing::debug!(?result, "replace in place done");
+            result
+        })
     }
 
     fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
-        let _span = tracing::debug_span!("remove", id = %guard.id()).entered();
-        let result = self.inner.remove_locked(guard);
-        tracing::debug!(?result, "remove done");
-        result
+        self.within(tracing::debug_span!("remove", id = %guard.id()), || {
+            let result = self.inner.remove_locked(guard);
+            tracing::debug!(?result, "remove done");
+            result
+        })
     }
 
     fn lease_until(&self, id: &str, deadline: Deadline) -> Result<Lease<M::Model, M::Runtime>, ManagerError> {
-        let _span = tracing::trace_span!("lease", id).entered();
-        self.inner.lease_until(id, deadline)
+        self.within(tracing::trace_span!("lease", id), || self.inner.lease_until(id, deadline))
     }
 
     fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
-        let _span = tracing::debug_span!("evict", id = %guard.id()).entered();
-        let result = self.inner.evict_locked(guard);
-        tracing::debug!(?result, "evict done");
-        result
+        self.within(tracing::debug_span!("evict", id = %guard.id()), || {
+            let result = self.inner.evict_locked(guard);
+            tracing::debug!(?result, "evict done");
+            result
+        })
     }
 
     fn register_locked(
@@ -114,22 +143,21 @@ impl<M: Manager> Decorator for Traced<M> {
         guard: &LifecycleGuard<M::Model, M::Runtime>,
         model: M::Model,
     ) -> Result<(), RegisterError<M::Model>> {
-        let _span = tracing::debug_span!("register", id = %guard.id()).entered();
-        let result = self.inner.register_locked(guard, model);
-        tracing::debug!(
-            error = result.as_ref().err().map(|e| tracing::field::display(&e.error)),
-            "register done"
-        );
-        result
+        self.within(tracing::debug_span!("register", id = %guard.id()), || {
+            let result = self.inner.register_locked(guard, model);
+            tracing::debug!(
+                error = result.as_ref().err().map(|e| tracing::field::display(&e.error)),
+                "register done"
+            );
+            result
+        })
     }
 
     fn pin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
-        let _span = tracing::debug_span!("pin", id = %guard.id()).entered();
-        self.inner.pin_locked(guard)
+        self.within(tracing::debug_span!("pin", id = %guard.id()), || self.inner.pin_locked(guard))
     }
 
     fn unpin_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
-        let _span = tracing::debug_span!("unpin", id = %guard.id()).entered();
-        self.inner.unpin_locked(guard)
+        self.within(tracing::debug_span!("unpin", id = %guard.id()), || self.inner.unpin_locked(guard))
     }
 }

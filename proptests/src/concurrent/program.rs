@@ -124,14 +124,16 @@ pub struct Program {
 
 /// The reports a program's recorder or subscriber may panic at ([`Program::report_fault`]):
 /// the waits for a lifecycle lock and for a lease (reported right after the claim they end
-/// in), refusals, loads (a replace's, once the old version is dropped), and the event of a
-/// finished unload (once the model is dropped).
-pub static REPORT_FAULTS: [&str; 5] = [
+/// in), refusals, loads (a replace's, once the old version is dropped), the event of a
+/// finished unload (once the model is dropped), and the exit of the `Traced` layer's span
+/// around an add (left once a panicking load is caught, never in its unwind).
+pub static REPORT_FAULTS: [&str; 6] = [
     "resident_lock_wait_seconds",
     "resident_lease_wait_seconds",
     "resident_refusals_total",
     "resident_model_loads_total",
     "remove: unloaded",
+    "span exit: add_model",
 ];
 
 impl Program {

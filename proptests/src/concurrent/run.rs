@@ -9,7 +9,7 @@ use std::time::Duration;
 use resident::runtime::Arc;
 use resident::{
     Added, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError,
-    ManagerExt, Replaced,
+    ManagerExt, Replaced, Traced,
 };
 use resident_sim::bypass::Calls;
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
@@ -385,13 +385,14 @@ fn run_once<R: SimRuntime>(rt: R, program: &Program) {
         let inner_config =
             FixedSizeConfig::new(program.capacity()).with_capacity_wait(Duration::from_secs(1));
         let world = builder.stack(|base| {
-            let inner = FixedSizeCache::new(base, inner_config).expect("valid config");
+            let inner = FixedSizeCache::new(Traced::new(base), inner_config).expect("valid config");
             FixedSizeCache::new(inner, config).expect("valid config")
         });
         run_stack(&world, &recorder, program);
         check_queue(world.manager.get_ref());
     } else {
-        let world = builder.stack(|base| FixedSizeCache::new(base, config).expect("valid config"));
+        let world =
+            builder.stack(|base| FixedSizeCache::new(Traced::new(base), config).expect("valid config"));
         run_stack(&world, &recorder, program);
     }
 }

@@ -1,5 +1,6 @@
 //! The sequential specification of a manager stack (`FixedSizeCache` of capacity
-//! [`MAX_SIZE`] over the base), for the linearizability check of generated programs.
+//! [`MAX_SIZE`] over a `Traced` layer over the base), for the linearizability check of generated
+//! programs.
 //!
 //! Neither a cold add nor a remove is one atomic step in the real stack, so the history holds
 //! finer events:

@@ -45,7 +45,7 @@ const PANIC_IN_UNWIND_ABORTS_LOOM: &str = "its user code panics while its thread
 /// Why M-P1 runs under shuttle only.
 const SIZE_PANIC_UNWINDS_THROUGH_LOOM: &str = "its size_bytes panics while the add holds a lease and a lifecycle reservation, and their release during the unwind reads the registry's reader-writer lock: loom may switch threads there, and another loom thread's generator ending inside the unwind (its threads share one OS thread) aborts the process (probed: generator::yield_::done panics in cleanup); shuttle's random and PCT schedulers explore it";
 
-/// Why M-P2r, M-P2s and M-P2t run under shuttle only.
+/// Why M-P2r, M-P2s, M-P2t and M-P2u run under shuttle only.
 const REPORT_BESIDE_AN_UNWIND: &str = "one thread's report must fire while the other thread is suspended half-way through its unwind: loom's threads share one OS thread and cannot be told apart from a panic hook, so the second thread looks unwinding too, and its report is skipped as an unwinding thread's is; shuttle's random and PCT schedulers explore it";
 
 /// Why C-R9 runs under shuttle only.
@@ -209,6 +209,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, no_loom: REPORT_BESIDE_AN_UNWIND, targets: [REPLACED_REPORTED_FIRST], panics::drop_before_replaced_report::<_, layers::ThreeDeep>),
         scenario!("M-P2t", "a lease that waited for an eviction reports the wait after it dropped the model the eviction took out (2.10, 2.13, 3.10)",
         time: Off, no_loom: REPORT_BESIDE_AN_UNWIND, targets: [LEASE_WAIT_REPORTED_HOLDING], panics::drop_before_lease_wait_report::<_, layers::ThreeDeep>),
+        scenario!("M-P2u", "a loader panics inside Traced's span: the span is left once the panic is caught, so a subscriber that panics at its exit never does in the unwind (2.13, 3.10)",
+        time: Off, no_loom: REPORT_BESIDE_AN_UNWIND, targets: [SPAN_EXITED_IN_UNWIND], panics::span_left_outside_the_unwind::<_, layers::ThreeDeep>),
         scenario!("M-P3", "an unload panics inside clear and shutdown: every other id is settled, the panic reported (1.13, 2.13)",
         time: Off, loom: 1, targets: [REMOVAL_ABANDONED_ON_PANIC], panics::panicking_unload_inside_clear_and_shutdown::<_, layers::ThreeDeep>),
         scenario!("M-P4", "a shutdown's wait for a loading id times out and its report panics: the id is reported, not counted removed (1.13, 3.10)",

@@ -104,6 +104,25 @@ pub(super) fn drop_before_lease_wait_report<R: SimRuntime, D: Depth>(rt: R) {
     finish(&world);
 }
 
+/// M-P2u: X's loader panics, and the subscriber panics at every exit of an `add_model` span
+/// (the stack's `Traced` layer enters one around each add's load): T1 adds X, T2 adds Y. The
+/// layer leaves its span once X's panic is caught, outside the unwind, so the subscriber's
+/// panic there is an ordinary one, where production would abort. Both adds panic out of their
+/// calls; X ends unregistered, Y registered and queued (2.13, 3.10).
+pub(super) fn span_left_outside_the_unwind<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[Step::Panic], &[]).model("Y", &[], &[]);
+    let world = cache::<R, D>(builder, 4, &[], &[]);
+    crate::instrumentation::panic_at(&["span exit: add_model"]);
+    let tx = world.spawn("T1", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
+    let ty = world.spawn("T2", |m, t| traced(t, "add(Y)", || catching(|| m.add_model("Y", None))));
+    let (x, y) = (join::<R, _>(tx), join::<R, _>(ty));
+    crate::instrumentation::disarm();
+    ensure!(x.is_none() && y.is_none(), "contract", "add(X) gave {x:?}, add(Y) {y:?}: both panic");
+    ensure!(!world.manager.contains("X"), "contract", "X is registered, though its loader panicked");
+    ensure!(world.manager.contains("Y"), "contract", "Y loaded but is not registered");
+    finish(&world);
+}
+
 /// M-P3: A, B and C fill a cache; B's `unload` panics on every call. T1 clears the stack while
 /// T2 leases C; then the stack is shut down. Neither call lets the panic out: each returns its
 /// report with B failed (an `Unload` whose source is the panic), every other id is removed, and
