@@ -43,9 +43,8 @@ pub(crate) fn begin_execution(monitors: fn() -> usize) {
 
 /// Arms the fault of this execution: every `tracing` event whose message is one of `names`,
 /// every metric named so, and the exit of every span named after [`SPAN_EXIT`] in one of them,
-/// panics with [`InjectedPanic`]. Never while its thread already unwinds, which would abort:
-/// an armed span exited there is an `abort` violation instead (no report of `resident`'s runs
-/// in an unwind, so no armed event or metric is reached there).
+/// panics with [`InjectedPanic`]. Never while its thread already unwinds: the report is then an
+/// `abort` violation, unless `resident` runs it inside a catch of its own there.
 pub fn panic_at(names: &'static [&'static str]) {
     ARMED.with(|a| *a.borrow_mut() = names);
     ARMED_EVER.with(|e| e.borrow_mut().extend(names));
@@ -95,11 +94,12 @@ fn reported(kind: &str, name: &str) {
 }
 
 /// Checks a report of `name` (`armed`: its fault is armed): a violation if inside a monitor; a
-/// panic if armed, or, if its thread unwinds, an `abort` violation (production's subscriber or
-/// recorder would panic in the unwind).
+/// panic if armed. While its thread unwinds, no panic (the sim's own would abort the process):
+/// an `abort` violation if production's panic there would leave a `Drop` in the unwind, none
+/// if a catch entered during the unwind encloses the report.
 fn fire(kind: &str, name: &str, armed: bool) {
     if crate::unwinding::panicking() {
-        if armed {
+        if armed && crate::unwinding::panic_would_abort() {
             Violation::record(
                 "abort",
                 format!("{kind} `{name}`, armed to panic, ran while its thread unwinds"),
@@ -119,7 +119,7 @@ fn armed_span(name: &str) -> Option<&'static str> {
 }
 
 /// Whether the execution's subscriber creates a span named `name`: a fault is armed at its
-/// exit.
+/// exit. A span is checked only if created while armed: arm before the calls it covers.
 pub(crate) fn span_armed(name: &str) -> bool {
     armed_span(name).is_some()
 }

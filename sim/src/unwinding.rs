@@ -30,6 +30,9 @@ thread_local! {
     static IN_FLIGHT: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
     /// A panic of the running execution started where its thread could not be named.
     static UNATTRIBUTED: Cell<bool> = const { Cell::new(false) };
+    /// The catches under way, in the order they were entered: the checker thread that entered
+    /// each, and its panics in flight then.
+    static CATCHES: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether the explorations' panic hook, which starts the counts, is installed.
@@ -45,6 +48,17 @@ pub(crate) fn begin_execution(task: TaskNamer) {
     TASK.with(|t| t.set(Some(task)));
     IN_FLIGHT.with(|in_flight| in_flight.borrow_mut().clear());
     UNATTRIBUTED.with(|u| u.set(false));
+    CATCHES.with(|catches| catches.borrow_mut().clear());
+}
+
+/// The running checker thread, if it can be named.
+fn running() -> Option<usize> {
+    TASK.try_with(Cell::get).ok().flatten().and_then(|task| task())
+}
+
+/// The panics in flight of checker thread `id`.
+fn in_flight(id: usize) -> usize {
+    IN_FLIGHT.with(|in_flight| in_flight.borrow().iter().find(|(task, _)| *task == id).map_or(0, |(_, n)| *n))
 }
 
 /// Adds `delta` to the running checker thread's panics in flight. Called from the panic hook
@@ -80,11 +94,39 @@ pub fn resume(payload: Box<dyn std::any::Any + Send>) -> ! {
 
 /// Runs `f`, catching a panic that leaves it: the running checker thread is done unwinding it.
 pub fn catch<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let entered = running().map(|id| (id, in_flight(id)));
+    if let Some(entered) = entered {
+        CATCHES.with(|catches| catches.borrow_mut().push(entered));
+    }
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    if let Some((id, _)) = entered {
+        CATCHES.with(|catches| {
+            let mut catches = catches.borrow_mut();
+            if let Some(at) = catches.iter().rposition(|(task, _)| *task == id) {
+                catches.remove(at);
+            }
+        });
+    }
     if caught.is_err() {
         count(-1);
     }
     caught
+}
+
+/// Whether a panic starting here would leave a `Drop` while the running checker thread
+/// unwinds, which aborts the process: it unwinds, and no catch it entered since that unwind
+/// began encloses this point (one entered during the unwind, as `resident` runs user code in
+/// its unwinding paths, catches the panic there). `false` where the thread cannot be named
+/// (no verdict: under loom).
+pub fn panic_would_abort() -> bool {
+    if !panicking() {
+        return false;
+    }
+    let Some(id) = running() else { return false };
+    let unwinding = in_flight(id);
+    let innermost =
+        CATCHES.with(|catches| catches.borrow().iter().rev().find(|(task, _)| *task == id).copied());
+    !innermost.is_some_and(|(_, entered)| entered >= unwinding && unwinding > 0)
 }
 
 /// Whether the running checker thread is unwinding a panic (see the module docs).

@@ -18,6 +18,10 @@ mod harness;
 #[path = "runtime/cli.rs"]
 mod cli;
 
+/// Reports armed to panic while a thread unwinds.
+#[path = "runtime/unwinding.rs"]
+mod unwinding;
+
 /// Sets of mutant switches.
 #[path = "runtime/mutant_set.rs"]
 mod mutant_set;

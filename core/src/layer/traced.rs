@@ -17,8 +17,8 @@ use super::Decorator;
 ///
 /// A subscriber is user code (SPEC 3.10): a call that panics (its loader, `unload` or a
 /// model's `Drop` did) leaves its span once the panic is caught, and the panic goes on after,
-/// so a subscriber that panics as the span is exited never does so in an unwind (which aborts
-/// the process).
+/// so a subscriber that panics as the span is exited does not do so in that unwind (which
+/// aborts the process).
 #[derive(Debug)]
 pub struct Traced<M> {
     inner: M,
@@ -41,17 +41,33 @@ impl<M: Manager> Traced<M> {
     }
 
     /// Runs `call` inside `span`, and leaves the span outside any unwind: a panic of `call` is
-    /// caught, the span exited and closed (subscriber calls), then the panic goes on.
+    /// caught, the span exited and closed (subscriber calls), then the panic goes on. A panic
+    /// of the subscriber there goes on once what `call` returned is dropped (a lease, a model:
+    /// user code that must not run in that unwind); in an unwind of the caller's own (a layer's
+    /// `Drop` calling through this one) it is dropped instead, as one leaving a `Drop` then
+    /// aborts the process.
     fn within<T>(&self, span: Span, call: impl FnOnce() -> T) -> T {
+        // Nothing to enter or leave: no catch on the hot path without a subscriber.
+        if span.is_disabled() {
+            return call();
+        }
         let entered = span.entered();
         // M-P2u's mutant: tracing's guard exits the span in the unwind.
         if self.inner.runtime().mutant(Mutant::SPAN_EXITED_IN_UNWIND) {
             let _entered = entered;
             return call();
         }
-        let result = M::Runtime::catch_unwind(call);
-        drop(entered);
-        result.unwrap_or_else(|payload| M::Runtime::resume_caught(payload))
+        let returned = <M::Runtime as Runtime>::catch_unwind(call);
+        let left = <M::Runtime as Runtime>::catch_unwind(move || drop(entered));
+        match (returned, left) {
+            (Err(payload), _) => <M::Runtime as Runtime>::resume_caught(payload),
+            (Ok(value), Ok(())) => value,
+            (Ok(value), Err(_)) if <M::Runtime as Runtime>::panicking() => value,
+            (Ok(value), Err(payload)) => {
+                drop(value);
+                <M::Runtime as Runtime>::resume_caught(payload)
+            }
+        }
     }
 }
 

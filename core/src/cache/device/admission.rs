@@ -3,6 +3,8 @@
 
 use super::*;
 
+// ---- Admitting a record -------------------------------------------------------------------------
+
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Admits `weights` (of `bytes`) under `key` and returns the admission the loader turns
     /// into a [`LoadedModel`]. A key already resident is admitted again (no second copy); with
@@ -194,7 +196,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         })
     }
 
+    /// The live record of `key` here, with an admission counted on it (the caller hands out
+    /// the handle that releases it, which honours the reconcile requests that arrived while the
+    /// lock was held); on a miss, honours them itself, as every holder of the lock does.
     pub(super) fn admit_existing(&self, key: &str) -> Option<Arc<Record<W, R>>> {
-        self.state.with(|s| s.admit_existing(key))
+        let record = self.state.with(|s| s.admit_existing(key));
+        if record.is_none() {
+            self.drain_requests();
+        }
+        record
     }
 }

@@ -118,8 +118,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.claim_time();
         let flags = (self.mutant(Mutant::KEY_MATCH_RELEASE), ignore_holds);
+        // The reconcile requests that arrived meanwhile are honoured once the wake-ups are sent
+        // and the release's own eviction is finished (both must survive a panicking reconcile).
         let Released { evicted, freed, expires, copy_unlocked } =
-            self.with_state(|s| s.release(record, claim, now, flags));
+            self.state.with(|s| s.release(record, claim, now, flags));
         // An unlocked copy can be offloaded: room for a locker waiting for the device.
         if copy_unlocked {
             self.device_budget.copy_unlocked();
@@ -139,9 +141,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             self.group.budget.mis_debit(self.id, gone.record().bytes);
         }
         // Most releases evict nothing: no list to build and finish then.
-        if let Some(gone) = evicted {
-            self.finish_evictions(vec![gone], EvictedBy::Dropped);
-        }
+        self.finish_then_drain(|| {
+            evicted.map_or(0, |gone| self.finish_evictions(vec![gone], EvictedBy::Dropped))
+        });
         let skip = [Mutant::NO_OWN_RECONCILE, Mutant::DEFERRED_RECONCILE_SKIPPED]
             .into_iter()
             .any(|m| self.mutant(m));

@@ -89,8 +89,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn make_room_here(&self, room: u64) -> usize {
         let admitting = self.mutant(Mutant::ADMISSION_UNPROTECTED);
         let evicted =
-            self.with_state(|s| s.evict_lru_while(|pending| self.fits_after(pending, room), admitting));
-        self.finish_evictions(evicted, EvictedBy::Room)
+            self.state.with(|s| s.evict_lru_while(|pending| self.fits_after(pending, room), admitting));
+        self.finish_then_drain(|| self.finish_evictions(evicted, EvictedBy::Room))
     }
 
     /// Whether `room` more bytes fit the global budget once `pending` bytes (of evictions not

@@ -39,8 +39,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub fn expire_idle(&self) -> usize {
         let now = self.group.runtime.now();
         let ignore_holds = self.mutant(Mutant::KEEP_ALIVE_EVICTS_HELD);
-        let evicted = self.with_state(|s| s.expire(now, ignore_holds));
-        self.finish_evictions(evicted, EvictedBy::Idle)
+        let evicted = self.state.with(|s| s.expire(now, ignore_holds));
+        self.finish_then_drain(|| self.finish_evictions(evicted, EvictedBy::Idle))
     }
 
     /// The keep-alive in force and the earliest deadline on the runtime's clock at which one of

@@ -59,6 +59,20 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         Some(evicted)
     }
 
+    /// Runs `finish` (user code: finishing the evictions taken out under the lock just
+    /// released), then honours the reconcile requests that arrived while the lock was held,
+    /// even if `finish` panicked (its panic goes on after): in the other order, a panicking
+    /// reconcile would leave those evictions to be dropped, unreported, in its unwind. How many
+    /// `finish` evicted (none if it panicked and a checking runtime kept the thread going).
+    pub(crate) fn finish_then_drain(&self, finish: impl FnOnce() -> usize) -> usize {
+        let finished = R::catch_unwind(finish);
+        self.drain_requests();
+        finished.unwrap_or_else(|payload| {
+            self.group.runtime.resume_unwind(payload);
+            0
+        })
+    }
+
     /// Honours the pending flag after this thread released the state lock: reconciles while the
     /// flag reads set and the lock is free. When the lock is held, its holder checks after its
     /// own release.

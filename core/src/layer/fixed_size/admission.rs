@@ -314,8 +314,9 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         }
     }
 
-    /// Evicts a round's `victims` (planned at version `seen`); then waits for the stack to
-    /// change, or plans again at once if some were found pinned below.
+    /// Evicts a round's `victims` (planned at version `seen`); then plans again (at once if
+    /// one went or some were found pinned below: the wait that follows ends at once after a
+    /// change), or refuses once the deadline has passed.
     fn evict(&mut self, victims: &[ModelId], seen: u64, behind: bool) -> Result<Next<'a, M>, ManagerError> {
         let (cache, id) = (self.cache, self.a.id);
         // The designated victim may be among them: its designation keeps it closed through the

@@ -75,8 +75,8 @@ pub(super) enum EvictionPlan {
     Admit,
     /// Evict these (least recently used first), then take the slot they leave.
     Evict(Vec<ModelId>),
-    /// The stack is over a lowered capacity even without this add: evict these (what it owes
-    /// the lowering, least recently used first), then plan again, still waiting for a slot.
+    /// More models are queued than a lowered capacity allows: evict these (what the queue owes
+    /// the limit, least recently used first), then plan again, still waiting for a slot.
     Owed(Vec<ModelId>),
     /// Nothing (or too little) is evictable: wait for the stack to change.
     Full { registered: usize, loading: usize },
@@ -171,22 +171,24 @@ pub(super) fn admission<W: Clone, B: Below>(
     // deadlines).
     if victims.is_empty() || (victims.len() < needed && !a.partial) {
         let joined = (a.in_line && !mine && ticket.is_none()).then(|| join_line(b, a, below));
-        // Over the capacity without this add (a lowered `max_size`, SPEC 1.12, or slots that
-        // adds claimed before evicting for them), all but one of the victims it needs are owed
-        // to the limit whoever is served.
-        let owed = if a.starve_lowered { 0 } else { needed - 1 };
-        // The owed victims found evictable go now, each as soon as it is found idle, not only
-        // when every victim the add needs is idle together: a stream of leases on two of them
-        // would starve it (SPEC 2.14).
-        let owing = owed > 0 && !victims.is_empty();
+        // The queued models beyond the capacity (a lowered `max_size`, SPEC 1.12) are owed to
+        // the limit whoever is served. Loads in flight do not count here: a slot claimed by an
+        // add still evicting for it is not over the limit once its victim goes.
+        let owed = if a.starve_lowered { 0 } else { queued.saturating_sub(max) };
+        // Waiting in line, the owed victims found evictable go now, each as soon as it is found
+        // idle, not only when every victim the add needs is idle together: a stream of leases
+        // on two of them would starve it (SPEC 2.14). (An add of the `Overflow` policy loads
+        // anyway.)
+        let owing = a.in_line && owed > 0 && !victims.is_empty();
+        let evicting = if owing { &victims[..owed.min(victims.len())] } else { &[] };
         // First in line: designate the least recently used victim that only leases keep, so
         // that its last lease hands it over (in this monitor, so that no lease can end unseen
         // between the plan and the designation). A designated victim among the owed ones stays
         // designated (closed) through their eviction, as in an `Evict` round.
-        let keep = owing && s.held.is_some_and(|held| victims.contains(held));
+        let keep = s.held.is_some_and(|held| evicting.contains(held));
         let to = Short { id, held: s.held, short: needed - victims.len(), owed, victims: &victims };
         let redesignated = (a.in_line && !keep).then(|| designation(b, &to, pinned_below, below)).flatten();
-        let plan = if owing { EvictionPlan::Owed(victims) } else { full };
+        let plan = if owing { EvictionPlan::Owed(evicting.to_vec()) } else { full };
         return round(plan, false, joined, redesignated, false);
     }
     serve(b, mine, ticket, below);
@@ -214,7 +216,7 @@ struct Short<'a> {
     held: Option<&'a ModelId>,
     /// Victims missing beyond `victims` (the evictable ones).
     short: usize,
-    /// How many of the victims it needs the stack owes a lowered capacity anyway.
+    /// How many of the victims it needs the queue owes a lowered capacity anyway.
     owed: usize,
     victims: &'a [ModelId],
 }

@@ -227,15 +227,16 @@ fn check_admission(c: &Case, flags: Flags) -> Result<(), TestCaseError> {
     check_steps(&fake, &round, ticket)?;
     let (needed, eligible) = need(c, &b, &round, &fake, &new);
     check_capacity(c, &b, &round, needed, &eligible)?;
-    // Waiting first in line, this many victims short, and whether the stack is over the limit
-    // without the add (a victim is owed).
+    // Waiting first in line, this many victims short, and whether more are queued than the
+    // limit (a victim is owed).
     let waits =
         c.in_line && !behind && matches!(round.plan, EvictionPlan::Full { .. } | EvictionPlan::Owed(_));
     // A designated victim among the owed ones stays designated through their eviction.
     let evicting_held =
         matches!(&round.plan, EvictionPlan::Owed(v) if held.as_ref().is_some_and(|h| v.contains(h)));
     let waits = waits && !evicting_held;
-    check_designation(c, &round, &fake, &new, waits.then(|| (needed - eligible.len(), needed > 1)))
+    let queued = c.queue.iter().filter(|&&i| i != c.id).count() + usize::from(c.beside);
+    check_designation(c, &round, &fake, &new, waits.then(|| (needed - eligible.len(), queued > c.max)))
 }
 
 /// The line's steps told below: a join with the ticket it got, a slot served with the add's.
@@ -290,13 +291,22 @@ fn check_capacity(
             );
         }
         EvictionPlan::Owed(victims) => {
-            prop_assert!(!round.behind && !victims.is_empty(), "evicts what is owed first in line");
-            prop_assert!(slots > c.max && victims.len() <= slots - c.max, "evicts only what is owed");
-            prop_assert_eq!(victims, eligible, "every evictable victim, LRU first (I6, I10)");
+            prop_assert!(
+                c.in_line && !round.behind && !victims.is_empty(),
+                "evicts what is owed first in line"
+            );
+            let owed = queued.saturating_sub(c.max);
+            let first = &eligible[..owed.min(eligible.len())];
+            prop_assert_eq!(
+                &victims[..],
+                first,
+                "the LRU evictable victims the queue owes, no more (I6, I10)"
+            );
         }
         EvictionPlan::Full { .. } if !round.behind => {
             prop_assert!(eligible.len() < needed, "waits although {} victims would do", needed);
-            prop_assert!(eligible.is_empty(), "waits although {:?} are owed to the limit", eligible);
+            let owed = c.in_line && queued > c.max;
+            prop_assert!(!owed || eligible.is_empty(), "waits although {:?} are owed to the limit", eligible);
         }
         EvictionPlan::Full { .. } => {}
     }
