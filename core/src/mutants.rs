@@ -168,6 +168,12 @@ mutants! {
     /// loader did) exits the span in the unwind, and a subscriber that panics there aborts the
     /// process.
     SPAN_EXITED_IN_UNWIND = "span-exited-in-unwind",
+    /// S-G3: a group's shutdown does not wake the loads waiting for RAM room: the first sleeps
+    /// out its room wait.
+    LOST_WAKEUP_ROOM_SHUTDOWN = "lost-wakeup-room-shutdown",
+    /// S-G3: a load waiting for RAM room goes on waiting after its group shut down, and ends in
+    /// `NoRoom` (or loads into a group that is gone) instead of `ShutDown`.
+    ROOM_WAIT_IGNORES_SHUTDOWN = "room-wait-ignores-shutdown",
     /// S-O1r: a load that finds room under the RAM budget reserves it though loads that came
     /// earlier still look for room.
     ROOM_SEEKERS_BARGE = "room-seekers-barge",

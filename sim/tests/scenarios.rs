@@ -97,6 +97,7 @@ scenario_tests! {
     s_d2 => "S-D2",
     s_d2p => "S-D2p",
     s_z3 => "S-Z3",
+    s_g3 => "S-G3",
     s_z4 => "S-Z4",
     s_o1 => "S-O1",
     s_o1b => "S-O1b",

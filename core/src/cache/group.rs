@@ -133,7 +133,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
 
     /// Shuts the whole group down (idempotent): a [`DeviceCache::get_or_put`](super::DeviceCache::get_or_put) that starts
     /// afterwards is refused ([`CacheError::ShutDown`](crate::CacheError::ShutDown)), and so is
-    /// one waiting for another device's load (it is woken); then every cache is
+    /// one waiting for another device's load or for RAM room (it is woken); then every cache is
     /// [shut down](super::DeviceCache::shutdown): idle records are evicted now, the ones in use are
     /// marked stale and go on their last release. Every cache is marked before any user code
     /// (weights' `Drop`, eviction callbacks) runs, so a panic there leaves no cache open. A call
@@ -142,6 +142,9 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
     /// many records were evicted now.
     pub fn shutdown(&self) -> usize {
         self.loads.shut_down();
+        // The loads waiting for room hear it at once: the first is refused and, leaving the
+        // line, wakes the next.
+        self.budget.room_changed(Mutant::LOST_WAKEUP_ROOM_SHUTDOWN);
         let caches = self.members.all();
         let marked: Vec<_> = caches.iter().map(|cache| cache.mark_shut_down()).collect();
         finish_all::<R>(marked)

@@ -12,7 +12,8 @@
 //! peer's lock (a busy peer honours the request at its next release, for as long as some load
 //! still looks for room: from its first refusal until it returns, waiting or not); then wait, bounded by
 //! the budget's room wait, for something to change — a debit (a charge or a reservation
-//! dropped) or a release that left a record evictable, both of which notify — and start over.
+//! dropped), a release that left a record evictable or the group's shutdown (which refuses
+//! it), all of which notify — and start over.
 //! The wait reads the room epoch *before* looking, so a change that lands while it looks ends
 //! the wait at once (no lost wakeup). Each round's first look reads the cap and the overflow
 //! policy with the counters: a load never sleeps past a change of either (both notify).
@@ -47,6 +48,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let start = self.now();
         // The historical bug reads the policy and the cap once, before the first round.
         let once = self.runtime().mutant(Mutant::ROOM_WAIT_READS_LIMITS_ONCE);
+        let ignore_shutdown = self.runtime().mutant(Mutant::ROOM_WAIT_IGNORES_SHUTDOWN);
         let mut first = true;
         let mut seeking = None;
         loop {
@@ -74,6 +76,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let left = wait.saturating_sub(self.now().saturating_sub(start));
             if left.is_zero() {
                 return Err(self.no_room(key, bytes, wait));
+            }
+            // The group shut down: refused rather than waiting (read after `seen`, which a
+            // shutdown moves once it is shut down: one landing later ends the wait at once).
+            if !ignore_shutdown && self.group().is_shut_down() {
+                return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
             }
             // A timeout goes round once more: the last look decides. Behind another load, only
             // its leaving the line (or a lowered cap) can change this one's answer.

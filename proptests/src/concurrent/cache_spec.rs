@@ -233,6 +233,8 @@ impl Spec for CacheSpec {
                 Some(CacheRet::Admitted) => vec![s.admit(cache, key, shared)],
                 Some(CacheRet::NoRoom) => allowed(self.hard_budget),
                 Some(CacheRet::TooLarge) => allowed(self.too_large[key]),
+                // It would have waited for room once the group's shutdown began.
+                Some(CacheRet::ShutDown) => allowed(self.hard_budget && s.refusing),
                 Some(_) => Vec::new(),
             },
             // A drop or shutdown that panicked (a report of the library's own, user code) may

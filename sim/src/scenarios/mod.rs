@@ -347,6 +347,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_RAISED], resize::raising_the_ram_cap_wakes_the_load),
         scenario!("S-Z2", "a cap lowered below a load waiting for room refuses it at once with TooLarge (1.12, 4)",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_CAP_LOWERED, ROOM_WAIT_READS_LIMITS_ONCE], resize::lowering_the_cap_below_a_waiting_load),
+        scenario!("S-G3", "a group shutdown refuses the load waiting for RAM room at once (1.13, 3.11)",
+        time: Auto, loom: 1, targets: [LOST_WAKEUP_ROOM_SHUTDOWN, ROOM_WAIT_IGNORES_SHUTDOWN], resize::shutdown_refuses_a_load_waiting_for_room),
         scenario!("S-Z2b", "a cap lowered below a load waiting behind another for room refuses it at once, while the first stays in line (1.12, 2.14, 4)",
         time: Auto, no_loom: TWO_ROOM_WAITERS_OUTGROW_LOOM, targets: [LOST_WAKEUP_CAP_LOWERED_BEHIND], resize::lowering_the_cap_below_a_load_behind_another),
         scenario!("S-Z3", "switching the overflow policy on wakes the load waiting for room, which goes ahead (3.11)",

@@ -243,6 +243,18 @@ pub(super) fn lowering_the_cap_below_a_waiting_load<R: SimRuntime>(rt: R) {
     ensure!(too_large, "S-Z2", "T1's load of b (60) under a cap of 50 gave {loaded:?}");
 }
 
+/// S-G3: while T1's load of `b` (60) waits for room, T2 shuts the group down: T1 is refused
+/// at once with `ShutDown` (no deadline passes), or at its start if the shutdown came first
+/// (1.13, 3.11).
+pub(super) fn shutdown_refuses_a_load_waiting_for_room<R: SimRuntime>(rt: R) {
+    let loaded = change_while_a_load_waits_for_room(rt, |group| {
+        trace::record("T2", "group.shutdown()");
+        group.shutdown();
+    });
+    let refused = matches!(loaded, Err(resident::CacheError::ShutDown { .. }));
+    ensure!(refused, "S-G3", "T1's load of b, waiting for room as its group shut down, gave {loaded:?}");
+}
+
 /// S-Z2b: `a` (60) is locked by the main thread under a hard cap of 100. T1 loads `b` (45) and
 /// waits for room, first in line; T2 loads `c` (50) and waits behind it (or first, if it finds
 /// nobody looking). The main thread lowers the cap to 48: T2's `c` no longer fits any room, and
