@@ -355,7 +355,7 @@ pub enum CacheError {
     InvalidConfig(#[from] InvalidConfig),
     /// The cache was shut down: a prefetch (an admission nobody retrieves) is refused, and so
     /// is every [`DeviceCache::get_or_put`](crate::cache::DeviceCache::get_or_put) once its
-    /// group was shut down.
+    /// group was shut down, and any load or `put` that would wait for RAM room then.
     #[error("the cache is shut down; `{key}` refused")]
     ShutDown {
         /// The key.

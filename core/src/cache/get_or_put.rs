@@ -101,9 +101,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// before loading more, or size the cap for everything held at once plus one load's peak.
     ///
     /// Once the group is [shut down](super::CacheGroup::shutdown) a call that starts, or that
-    /// waits for another device's load, is refused with [`CacheError::ShutDown`]; a load
-    /// already in flight finishes, and its record is stale: its caller uses it, and its last
-    /// release evicts it.
+    /// waits for another device's load or for RAM room, is refused with
+    /// [`CacheError::ShutDown`]; a load already past its wait finishes, and its record is
+    /// stale: its caller uses it, and its last release evicts it.
     pub fn get_or_put<E: Into<BoxError>>(
         self: &Arc<Self>,
         key: &str,

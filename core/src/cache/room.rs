@@ -28,7 +28,8 @@ use crate::telemetry;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Reserves `bytes` of the group's RAM budget for a load of `key`, making room and waiting
-    /// for it as the module explains; [`CacheError::NoRoom`] once the room wait is over.
+    /// for it as the module explains; [`CacheError::NoRoom`] once the room wait is over, and
+    /// [`CacheError::ShutDown`] instead of a wait once the group is shut down.
     ///
     /// Under the overflow policy nothing is reserved (`Ok(None)`): this cache's idle records
     /// make what room they can, and the admission may overshoot, with a warning; its peers are

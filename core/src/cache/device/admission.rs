@@ -15,8 +15,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Weights that are neither resident here nor adoptable need `bytes` of room: the budget is
     /// a hard limit, so `put` reserves them first ([`RamBudget`](crate::cache::RamBudget) explains how
     /// room is made and waited for) and fails with [`CacheError::NoRoom`] (dropping `weights`)
-    /// when none comes in time, unless the budget's overflow policy is on. Prefer
-    /// [`DeviceCache::get_or_put`], which reserves *before* the weights are built.
+    /// when none comes in time, unless the budget's overflow policy is on; one that would wait
+    /// once the group is [shut down](crate::cache::CacheGroup::shutdown) fails with
+    /// [`CacheError::ShutDown`] instead. Prefer [`DeviceCache::get_or_put`], which reserves
+    /// *before* the weights are built.
     pub fn put(
         self: &Arc<Self>,
         key: &str,

@@ -175,10 +175,8 @@ pub(super) fn admission<W: Clone, B: Below>(
         // the limit whoever is served. Loads in flight do not count here: a slot claimed by an
         // add still evicting for it is not over the limit once its victim goes.
         let owed = if a.starve_lowered { 0 } else { queued.saturating_sub(max) };
-        // Waiting in line, the owed victims found evictable go now, each as soon as it is found
-        // idle, not only when every victim the add needs is idle together: a stream of leases
-        // on two of them would starve it (SPEC 2.14). (An add of the `Overflow` policy loads
-        // anyway.)
+        // Waiting in line, the owed victims found evictable go now, each once found idle, not
+        // only when all it needs are idle together: leases on two would starve it (SPEC 2.14).
         let owing = a.in_line && owed > 0 && !victims.is_empty();
         let evicting = if owing { &victims[..owed.min(victims.len())] } else { &[] };
         // First in line: designate the least recently used victim that only leases keep, so
@@ -186,6 +184,8 @@ pub(super) fn admission<W: Clone, B: Below>(
         // between the plan and the designation). A designated victim among the owed ones stays
         // designated (closed) through their eviction, as in an `Evict` round.
         let keep = s.held.is_some_and(|held| evicting.contains(held));
+        // Only a victim owed beyond those going now goes whether or not the add is served.
+        let owed = owed - evicting.len();
         let to = Short { id, held: s.held, short: needed - victims.len(), owed, victims: &victims };
         let redesignated = (a.in_line && !keep).then(|| designation(b, &to, pinned_below, below)).flatten();
         let plan = if owing { EvictionPlan::Owed(evicting.to_vec()) } else { full };
@@ -216,7 +216,8 @@ struct Short<'a> {
     held: Option<&'a ModelId>,
     /// Victims missing beyond `victims` (the evictable ones).
     short: usize,
-    /// How many of the victims it needs the queue owes a lowered capacity anyway.
+    /// How many of the victims it needs the queue owes a lowered capacity anyway, beyond those
+    /// it evicts in this round.
     owed: usize,
     victims: &'a [ModelId],
 }

@@ -236,7 +236,9 @@ fn check_admission(c: &Case, flags: Flags) -> Result<(), TestCaseError> {
         matches!(&round.plan, EvictionPlan::Owed(v) if held.as_ref().is_some_and(|h| v.contains(h)));
     let waits = waits && !evicting_held;
     let queued = c.queue.iter().filter(|&&i| i != c.id).count() + usize::from(c.beside);
-    check_designation(c, &round, &fake, &new, waits.then(|| (needed - eligible.len(), queued > c.max)))
+    let evicting = if let EvictionPlan::Owed(v) = &round.plan { v.len() } else { 0 };
+    let owed = queued.saturating_sub(c.max) > evicting;
+    check_designation(c, &round, &fake, &new, waits.then(|| (needed - eligible.len(), owed)))
 }
 
 /// The line's steps told below: a join with the ticket it got, a slot served with the add's.
