@@ -8,14 +8,15 @@ pub(crate) fn iterations() -> usize {
 }
 
 /// loom executions per scenario in `cargo test` (`RESIDENT_SIM_LOOM_EXECUTIONS`, default
-/// 5,000; `0` or `all`: exhaustive). Most scenarios finish well inside it; the few whose state
-/// space is larger (M-S2t's waits that may time out anywhere: 65,771 executions) stop there,
-/// always at the same ones. `resident-sim explore` (README's main job) searches them whole.
+/// 2,000; `0` or `all`: exhaustive). Most scenarios finish inside it; the 26 whose state space
+/// is larger (M-S2t's waits that may time out anywhere: 65,771 executions) stop there, always
+/// at the same ones. `resident-sim explore` (README's main job, and CI's explore step) searches
+/// them whole.
 pub(crate) fn loom_executions() -> Option<usize> {
     match std::env::var("RESIDENT_SIM_LOOM_EXECUTIONS").ok().as_deref() {
         Some("0" | "all") => None,
-        Some(n) => n.parse().ok().or(Some(5_000)),
-        None => Some(5_000),
+        Some(n) => n.parse().ok().or(Some(2_000)),
+        None => Some(2_000),
     }
 }
 
