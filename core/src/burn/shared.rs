@@ -104,6 +104,9 @@ pub struct ModelFiles<A: Architecture, T: ServeBackend = Cpu> {
     group: Arc<CacheGroup<SharedWeights<A, T>>>,
 }
 
+/// How many times [`ModelFiles`] reads a file that changes while it is read before it gives up.
+const READS: usize = 3;
+
 /// What [`ModelFiles::plan`] found: the file, its length and the bytes its header declares.
 #[derive(Debug)]
 pub struct FilePlan {
@@ -165,9 +168,20 @@ impl<A: Architecture, T: ServeBackend> WeightFiles for ModelFiles<A, T> {
     }
 
     /// The file read as planned: no further than its planned length (it may have grown since),
-    /// and refused if its module holds more than the header declared.
+    /// and refused if its module holds more than the header declared. A read that a rewrite
+    /// overlapped ([`BurnError::Changed`]: a save renamed into place moves the old file's
+    /// status-change time) is read again, a few times, within the same plan: what it then
+    /// reads names its own version, which the cache compares with the file's.
     fn read(&self, _id: &ModelId, plan: &FilePlan) -> Result<Self::Weights, BoxError> {
-        let weights = BurnWeights::load_checked(Arc::clone(&self.arch), &plan.path, Some(plan.len))?;
+        let read = || BurnWeights::load_checked(Arc::clone(&self.arch), &plan.path, Some(plan.len));
+        let mut weights = read();
+        for _ in 1..READS {
+            match weights {
+                Err(BurnError::Changed { .. }) => weights = read(),
+                _ => break,
+            }
+        }
+        let weights = weights?;
         match weights.stats().bytes {
             actual if actual > plan.declared => {
                 Err(BurnError::OverDeclared { path: plan.path.clone(), declared: plan.declared, actual }

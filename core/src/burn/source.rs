@@ -72,8 +72,15 @@ pub(super) struct Header {
 }
 
 /// Opens `path` and reads its identity from the open file (so the two name the same file).
+/// Opened without blocking: a named pipe put where a model file was expected is refused as
+/// not a file, where a plain open would wait for a writer forever (holding the load's claim
+/// and reservation). Reads of a regular file are not affected.
 fn open(path: &Path) -> Result<(File, FileIdentity), BurnError> {
-    let file = File::open(path).map_err(|e| io_error(path, e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
     if !meta.is_file() {
         return Err(BurnError::NotFound { path: path.to_owned() });
@@ -82,13 +89,24 @@ fn open(path: &Path) -> Result<(File, FileIdentity), BurnError> {
 }
 
 /// Reads exactly `len` bytes of `file`: `None` if it has one byte more or fewer (it changed
-/// while read).
+/// while read). The buffer is allocated once, fallibly (a huge or sparse file is an error,
+/// not an abort), and never grows: the byte past `len` is probed apart.
 fn read_exact_len(file: &mut File, len: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let capacity =
-        usize::try_from(len).map_err(|_| std::io::Error::other("the file is too large for memory"))?;
-    let mut bytes = Vec::with_capacity(capacity);
-    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 == len).then_some(bytes))
+    let too_large =
+        || std::io::Error::new(std::io::ErrorKind::OutOfMemory, "the file is too large for memory");
+    let capacity = usize::try_from(len).map_err(|_| too_large())?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(capacity).map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
+    Read::by_ref(file).take(len).read_to_end(&mut bytes)?;
+    let mut probe = [0_u8; 1];
+    let longer = loop {
+        match file.read(&mut probe) {
+            Ok(n) => break n > 0,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    };
+    Ok((bytes.len() as u64 == len && !longer).then_some(bytes))
 }
 
 /// Reads the whole file at `path` into memory: its bytes and the identity they came from. With
@@ -117,7 +135,15 @@ pub(super) fn read_header(path: &Path) -> Result<(FileIdentity, Header), BurnErr
     let (mut file, identity) = open(path)?;
     let mut prefix = [0_u8; 8];
     let short = |path: &Path| corrupt(path, "the file is shorter than its header".into());
-    file.read_exact(&mut prefix).map_err(|_| short(path))?;
+    if identity.len < 8 {
+        return Err(short(path));
+    }
+    // The file was long enough when opened: a short read now is a truncation meanwhile.
+    let failed = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => BurnError::Changed { path: path.to_owned() },
+        _ => io_error(path, e),
+    };
+    file.read_exact(&mut prefix).map_err(failed)?;
     let n = u64::from_le_bytes(prefix);
     let data = identity.len.checked_sub(8).and_then(|rest| rest.checked_sub(n));
     let Some(data) = data.filter(|_| n <= MAX_HEADER) else {
@@ -125,7 +151,7 @@ pub(super) fn read_header(path: &Path) -> Result<(FileIdentity, Header), BurnErr
     };
     // At most the file's length (checked above), which the budget check already allowed.
     let mut json = vec![0_u8; usize::try_from(n).map_err(|_| short(path))?];
-    file.read_exact(&mut json).map_err(|_| short(path))?;
+    file.read_exact(&mut json).map_err(failed)?;
     let tensors = parse_header(&json, data).map_err(|why| corrupt(path, why.into()))?;
     Ok((identity, Header { tensors }))
 }
@@ -178,6 +204,41 @@ mod tests {
         assert!(parse_header(br#"{"a":{"data_offsets":[8,0]}}"#, 8).is_err(), "offsets backwards");
         assert!(parse_header(br#"{"a":{"dtype":"F32"}}"#, 8).is_err(), "no offsets");
         assert!(parse_header(b"[1]", 8).is_err(), "not an object");
+    }
+
+    /// A scratch file of `bytes` under the system's temporary directory, named for `test`.
+    fn scratch(test: &str, bytes: Option<&[u8]>) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("resident-source-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let path = dir.join("m.safetensors");
+        let _ = std::fs::remove_file(&path);
+        if let Some(bytes) = bytes {
+            std::fs::write(&path, bytes).expect("a scratch file");
+        }
+        path
+    }
+
+    #[test]
+    fn a_read_of_a_length_is_exact_or_none() {
+        let path = scratch("exact", Some(b"0123456789"));
+        let read = |len| read_exact_len(&mut File::open(&path).expect("opens"), len).expect("reads");
+        assert_eq!(read(10).as_deref(), Some(&b"0123456789"[..]));
+        assert_eq!(read(9), None, "a file longer than its length");
+        assert_eq!(read(11), None, "a file shorter than its length");
+        std::fs::remove_dir_all(path.parent().expect("a directory")).expect("cleaned up");
+    }
+
+    /// A named pipe where the model file was expected is refused at once: a plain open would
+    /// wait for a writer forever.
+    #[cfg(unix)]
+    #[test]
+    fn a_named_pipe_is_refused_not_waited_on() {
+        let path = scratch("fifo", None);
+        let made = std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", path.display());
+        assert!(matches!(read_file(&path, None), Err(BurnError::NotFound { .. })));
+        assert!(matches!(read_header(&path), Err(BurnError::NotFound { .. })));
+        std::fs::remove_dir_all(path.parent().expect("a directory")).expect("cleaned up");
     }
 
     proptest::proptest! {

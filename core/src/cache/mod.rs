@@ -21,6 +21,7 @@ mod device;
 mod expiry;
 mod get_or_put;
 mod group;
+mod held;
 mod ledger;
 mod member;
 mod offload;

@@ -57,7 +57,15 @@ impl<W: Sourced + Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         for _ in 0..ROUNDS {
             let now = current().map_err(failed)?;
             let loaded = self.get_or_put_until(key, declared, &mut load, deadline)?;
-            if self.runtime().mutant(Mutant::SOURCE_IDENTITY_IGNORED) || loaded.weights().source() == now {
+            let source = loaded.weights().source();
+            if self.runtime().mutant(Mutant::SOURCE_IDENTITY_IGNORED) || source == now {
+                return Ok(loaded);
+            }
+            // This call's look may be the stale one: another caller read the source after it
+            // changed. Weights of the source as it is now are served, never dropped from the
+            // group for an older look.
+            let stale_look = !self.runtime().mutant(Mutant::STALE_LOOK_DROPS_NEWER);
+            if stale_look && current().map_err(failed)? == source {
                 return Ok(loaded);
             }
             tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");

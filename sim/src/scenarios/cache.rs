@@ -6,7 +6,7 @@ use resident::cache::{CanonicalId, DeviceCache, ModelGuard, PutOptions};
 use resident::runtime::Arc;
 
 use crate::ensure;
-use crate::runtime::SimRuntime;
+use crate::runtime::{Counter, SimRuntime};
 use crate::trace;
 use crate::unwinding::catch;
 use crate::violation::InjectedPanic;
@@ -259,9 +259,15 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R) {
 }
 
 /// C-R4 / C-R27: m is dropped while in use and re-admitted in the same cache and a peer: the
-/// re-admission gets fresh weights, and the old record's last release touches only itself.
+/// re-admission gets fresh weights, and the old record's last release touches only itself. The
+/// old record left cuda:0 when the re-admission replaced it: reported then, once (3.7).
 pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 200, 2);
+    let reported = Arc::new(R::counter_for_model());
+    let count = Arc::clone(&reported);
+    world.caches[0].on_evict(move |_, _| {
+        count.add(1);
+    });
     preload(&world.caches[0], "m", 30);
     let (dropped, loaded, released) = (world.signal(), world.signal(), world.signal());
     let old = world.caches[0].get("m").expect("preloaded").lock();
@@ -291,6 +297,13 @@ pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
     drop(old);
     released.post(());
     join_then_finish(&world, [t2, t0]);
+    let evictions = world.caches[0].stats().evictions;
+    let called = reported.get();
+    ensure!(
+        called as u64 == evictions,
+        "A4",
+        "cuda:0 counted {evictions} evictions and called back {called}"
+    );
 }
 
 /// C-R18: cuda:0 is over the budget with a locked record when cuda:1 asks it for room; its

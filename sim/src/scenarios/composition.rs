@@ -193,6 +193,33 @@ pub(super) fn shutdown_mid_load<R: SimRuntime>(rt: R) {
     finish(&c);
 }
 
+/// `m`'s file is at version 0. T1 adds `m` on device 0; T2 rewrites the file and adds `m`
+/// on device 1. T1's look at the file may come before the rewrite and its load after T2's read
+/// of version 1: T1 then holds the group's version-1 weights under a version-0 look. It must
+/// serve them (the file is at version 1 now), not drop them from the whole group and read the
+/// file again: no version of the file is read twice.
+pub(super) fn a_stale_look_keeps_the_newer_weights<R: SimRuntime>(rt: R) {
+    let c = Composition::new(rt, &["m"], 40, 200, 100, 2, 2);
+    c.files.set_read_yields(1);
+    let t1 = c.spawn("T1", 0, |m, t| traced(t, "add(m)", || m.add_model("m", None)));
+    let files = Arc::clone(&c.files);
+    let t2 = c.spawn("T2", 1, move |m, t| {
+        trace::record(t, "rewrite m's file");
+        files.rewrite("m");
+        traced(t, "add(m)", || m.add_model("m", None))
+    });
+    let (first, second) = (join::<R, _>(t1), join::<R, _>(t2));
+    ensure!(first.is_ok() && second.is_ok(), "contract", "add(m) gave {first:?} and {second:?}");
+    for version in [0, 1] {
+        let reads = c.files.reads_of_version("m", version);
+        ensure!(reads <= 1, "X-6", "version {version} of m's file was read {reads} times");
+    }
+    let served = served_version(&c, 1, "m");
+    ensure!(served == Some(1), "X-6", "device 1 serves version {served:?} of m's file after its rewrite");
+    super::wakeups::no_deadline_passed(&c.world.rt);
+    finish(&c);
+}
+
 /// The version of its file that device `d`'s registered `key` serves.
 fn served_version<R: SimRuntime>(c: &Composition<R>, d: usize, key: &str) -> Option<u64> {
     c.devices[d].lease(key).ok().map(|lease| lease.version())

@@ -181,6 +181,34 @@ pub(super) fn inspection_races_last_release<R: SimRuntime>(rt: R) {
     finish(&world);
 }
 
+/// C-P7 (found by the generated cache programs): `a` (60) is idle under a hard cap of 100 and
+/// the eviction callback panics. T1 puts `b` (60) with weights whose `Drop` panics: making room
+/// for them evicts `a`, whose callback panics out of the put. The caller's weights, held across
+/// that, are dropped in the unwind under a catch: the put's panic reaches T1, no abort, nothing
+/// stranded.
+pub(super) fn room_making_panics_with_the_callers_weights_held<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
+    let script = world.script();
+    preload(&world.caches[0], "a", 60);
+    world.caches[0].on_evict(|_, _| std::panic::panic_any(InjectedPanic));
+    let (c0, s1) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
+    let t1 = world.spawn("T1", move |_, _| {
+        let weights = Weights::scripted(60, Behaviour { drop_panics: true, ..Behaviour::default() }, &s1);
+        trace::record("T1", "put(b): making room evicts a, whose callback panics");
+        let put = catch(|| c0.put("b", weights, 60, PutOptions::default()).map(drop));
+        match put {
+            Err(payload) if payload.is::<InjectedPanic>() => {}
+            Err(payload) => resume(payload),
+            Ok(result) => {
+                ensure!(false, "contract", "put(b) gave {result:?} though its room making panicked")
+            }
+        }
+    });
+    join::<R, _>(t1);
+    script.disarm();
+    finish(&world);
+}
+
 /// C-P5: T1 keeps `m` locked while T2 drops it (so the record is stale), then T1 panics with
 /// the guard alive. The guard's `Drop` runs during the unwind, evicts the stale record and
 /// calls the eviction callback, which panics too: the record is released, the second panic is

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use resident::ManagerExt;
+use resident::cache::PutOptions;
 use resident::runtime::Arc;
 use resident::{Manager, ModelId};
 
@@ -17,7 +18,7 @@ use crate::instrumentation;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::catching;
-use crate::world::cache::CacheWorld;
+use crate::world::cache::{Behaviour, CacheWorld, Weights};
 use crate::world::join;
 use crate::world::manager::ManagerWorld;
 use crate::world::traced;
@@ -86,6 +87,37 @@ pub(super) fn subscriber_panics_after_cache_claims<R: SimRuntime>(rt: R) {
     join::<R, _>(t3);
     join::<R, _>(t4);
     instrumentation::disarm();
+    finish_cache(&world);
+}
+
+/// C-P6r (found by the generated cache programs): `m`'s weights panic when dropped, and the
+/// main thread holds `m` locked. The `tracing` subscriber panics at a `claim released` event.
+/// T1 drops `m` (marked stale: it is locked); T2 lets go of the lock. A release after the drop
+/// evicts `m`, then its report panics: the guard's reference, now the record's last, is let go
+/// under a catch in that unwind (the weights' panic is dropped), never plainly, which aborts.
+pub(super) fn subscriber_panics_at_a_stale_record_s_last_release<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
+    let script = world.script();
+    let panicking = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &script);
+    let locked =
+        world.caches[0].put("m", panicking, 30, PutOptions::default()).map(|a| a.into_loaded().lock());
+    let Ok(guard) = locked else {
+        return ensure!(false, "contract", "setup put(m) gave {locked:?}");
+    };
+    instrumentation::panic_at(&["claim released"]);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "drop_model(m)");
+        let _ = catching(|| c0.drop_model("m"));
+    });
+    let t2 = world.spawn("T2", move |_, _| {
+        trace::record("T2", "unlock m");
+        let _ = catching(|| drop(guard));
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    instrumentation::disarm();
+    script.disarm();
     finish_cache(&world);
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Added, CallOptions, Manager, ManagerError, ManagerExt};
+use resident::{Added, CallOptions, LifecycleGuard, Manager, ManagerError, ManagerExt};
 
 use super::cache::{Cache, finish as finish_cache};
 use super::layers::{Depth, Stack, cache, finish};
@@ -15,7 +15,7 @@ use crate::latch::Latch;
 use crate::runtime::SimRuntime;
 use crate::world::cache::{CacheWorld, Weights};
 use crate::world::join;
-use crate::world::manager::{Managed, ManagerWorld};
+use crate::world::manager::{Managed, ManagerWorld, SimModel, Step};
 use crate::world::traced;
 use crate::{ensure, trace};
 
@@ -115,6 +115,111 @@ pub(super) fn a_stream_of_leases_does_not_starve_an_add_over_a_lowered_limit<R: 
     );
     let registered = world.manager.snapshot().registered.len();
     ensure!(registered == 1, "S-O1f", "{registered} models registered under a max_size of 1");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}
+
+/// S-O1g: A and B fill a cache of two and the main thread leases both, A the least recently
+/// used; B's unload waits for a gate. T1 adds C, waits first in line and designates A. T2 ends
+/// the lease on B: T1 is then served by evicting B, and A, which it no longer needs, must be
+/// reopened then, before B's unload. T3 ends the lease on A and leases A again, then opens the
+/// gate: that lease must never wait for an eviction of A that no add needs (a lock timeout
+/// there, with B's unload waiting on it), and the add is served.
+pub(super) fn a_designation_not_needed_once_served_reopens_the_victim<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
+    let world = cache::<R, D>(builder.gate_unloads(&["B"]), 2, &["A", "B"], &["A", "B"]);
+    let (a, b) = (world.manager.lease("A").expect("preloaded"), world.manager.lease("B").expect("preloaded"));
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(C)", || m.add_model("C", None)));
+    let t2 = world.spawn("T2", move |_, t| {
+        give_way::<R>(HEAD_START);
+        trace::record(t, "drop(lease B)");
+        drop(b);
+    });
+    let t3 = world.spawn("T3", move |m, t| {
+        give_way::<R>(2 * HEAD_START);
+        trace::record(t, "drop(lease A)");
+        drop(a);
+        let leased = traced(t, "lease(A)", || m.lease("A").map(drop));
+        m.probe.open_gate();
+        leased
+    });
+    let (added, leased) = (join::<R, _>(t1), join::<R, _>(t3));
+    join::<R, _>(t2);
+    ensure!(
+        matches!(leased, Ok(()) | Err(ManagerError::NotFound { .. })),
+        "S-O1g",
+        "lease(A), while the add that had designated A was served by B's eviction, gave {leased:?}"
+    );
+    ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(C) gave {added:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}
+
+/// S-O1h: an empty cache of one. T1 locks B and adds it under that lock; B's load fails. T2 adds
+/// C, waiting for capacity while B's load holds the slot. T1 keeps B's lock until T2's add has
+/// returned: the slot the failed load gave back must wake T2 then (served before any
+/// deadline), not the end of T1's lock.
+pub(super) fn a_failed_load_s_slot_wakes_the_add_waiting_for_it<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("B", &[Step::Fail], &[]).model("C", &[], &[]);
+    a_slot_freed_under_a_held_lock::<R, D>(
+        cache::<R, D>(builder, 1, &[], &[]),
+        ("S-O1h", "B"),
+        |m, guard| {
+            let b = guard.id().clone();
+            let added = m.add_locked(guard, &b);
+            ensure!(added.is_err(), "contract", "B's scripted failing load gave {added:?}");
+        },
+    );
+}
+
+/// S-O1i: A fills a cache of one. T1 locks A and removes it under that lock. T2 adds C: with A
+/// locked (not a victim) it waits for capacity; before, it evicts A. T1 keeps A's lock until T2's add has
+/// returned: the slot A's removal freed must wake T2 then, not the end of T1's lock.
+pub(super) fn a_removal_s_slot_wakes_the_add_waiting_for_it<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("C", &[], &[]);
+    a_slot_freed_under_a_held_lock::<R, D>(
+        cache::<R, D>(builder, 1, &["A"], &[]),
+        ("S-O1i", "A"),
+        |m, guard| {
+            // T2 may have evicted A before T1 locked it.
+            let removed = m.remove_locked(guard);
+            ensure!(
+                matches!(removed, Ok(()) | Err(ManagerError::NotFound { .. })),
+                "contract",
+                "remove_locked(A) gave {removed:?}"
+            );
+        },
+    );
+}
+
+/// S-O1h and S-O1i: T1 locks `id` and runs `under_lock` (which frees a slot), then keeps the
+/// lock until T2's add of C has returned; T2's add must be served, before any deadline.
+fn a_slot_freed_under_a_held_lock<R: SimRuntime, D: Depth>(
+    world: ManagerWorld<R, Stack<R, D>>,
+    (verdict, id): (&'static str, &'static str),
+    under_lock: impl FnOnce(&Stack<R, D>, &LifecycleGuard<SimModel<R>, R>) + Send + 'static,
+) {
+    let returned = world.signal();
+    let told = Arc::clone(&returned);
+    let t1 = world.spawn("T1", move |m, t| {
+        let guard = traced(t, &format!("lock({id})"), || m.lock(id)).expect("an idle lock");
+        under_lock(&m.manager, &guard);
+        told.wait();
+        trace::record(t, format!("drop(lock {id})"));
+        drop(guard);
+    });
+    let t2 = world.spawn("T2", move |m, t| {
+        let added = traced(t, "add(C)", || m.add_model("C", None));
+        returned.post(());
+        added
+    });
+    let added = join::<R, _>(t2);
+    join::<R, _>(t1);
+    ensure!(
+        matches!(added, Ok(Added::Loaded)),
+        verdict,
+        "add(C), beside a slot freed under a lock held until it returned, gave {added:?}"
+    );
     no_deadline_passed(&world.rt);
     finish(&world);
 }

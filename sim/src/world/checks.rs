@@ -181,7 +181,8 @@ impl<R: SimRuntime> CacheWorld<R> {
         ensure!(used <= cap, "A9", "budget {used} over cap {cap}: {why}");
     }
 
-    /// A6: with every handle gone, shutting every cache down leaves nothing resident or counted.
+    /// A6: with every handle gone, shutting every cache down leaves nothing resident or counted;
+    /// and (A4, 3.7) every record admitted was reported evicted once.
     pub fn check_drained(&self) {
         for cache in &self.caches {
             cache.shutdown();
@@ -191,6 +192,16 @@ impl<R: SimRuntime> CacheWorld<R> {
                 "{} keeps {:?} after shutdown with no handle left",
                 cache.device(),
                 cache.keys()
+            );
+            // 3.7: every record admitted left through a path that reported it, exactly once.
+            let stats = cache.stats();
+            ensure!(
+                stats.evictions == stats.admissions,
+                "A4",
+                "{} admitted {} records and reported {} evictions, with none left",
+                cache.device(),
+                stats.admissions,
+                stats.evictions
             );
         }
         let counted = self.group.budget().in_use();

@@ -29,12 +29,21 @@ pub struct Files<R: SimRuntime> {
     pub started: Latch<R>,
     /// Scheduling points inside each read (set before any thread starts; not a checker object).
     read_yields: std::sync::atomic::AtomicUsize,
+    /// Reads of each version of each file: a record for checks, not a checker object (no
+    /// scheduling point inside, so it adds none to a read).
+    versions_read: std::sync::Mutex<BTreeMap<(String, u64), usize>>,
 }
 
 impl<R: SimRuntime> Files<R> {
     /// Reads of `key`'s file so far.
     pub fn reads(&self, key: &str) -> usize {
         self.reads.get(key).map_or(0, Counter::get)
+    }
+
+    /// Reads of version `version` of `key`'s file so far.
+    pub fn reads_of_version(&self, key: &str, version: u64) -> usize {
+        let read = self.versions_read.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        read.get(&(key.to_owned(), version)).copied().unwrap_or(0)
     }
 
     /// The version of `key`'s file now.
@@ -85,6 +94,9 @@ impl<R: SimRuntime> WeightFiles for DeviceFiles<R> {
         let reads = files.reads.get(id.as_str()).ok_or_else(|| format!("no file for {id}"))?;
         let version = files.version(id.as_str())?;
         reads.add(1);
+        let mut read = files.versions_read.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *read.entry((id.as_str().to_owned(), version)).or_default() += 1;
+        drop(read);
         files.started.add(1);
         // Reading takes a while: other threads run meanwhile.
         for _ in 0..files.read_yields.load(std::sync::atomic::Ordering::Relaxed) {
@@ -198,7 +210,8 @@ impl<R: SimRuntime> Composition<R> {
         let reads = keys.iter().map(|k| ((*k).to_owned(), world.rt.counter())).collect();
         let versions = keys.iter().map(|k| ((*k).to_owned(), world.rt.counter())).collect();
         let started = Latch::new(&world.rt);
-        let files = Arc::new(Files { reads, versions, bytes, started, read_yields: 3.into() });
+        let versions_read = std::sync::Mutex::default();
+        let files = Arc::new(Files { reads, versions, bytes, started, read_yields: 3.into(), versions_read });
         let config = ManagerConfig::default()
             .with_lock_timeout(Duration::from_secs(1))
             .with_lease_drain_timeout(Duration::from_secs(1));

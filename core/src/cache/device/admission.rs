@@ -2,6 +2,7 @@
 //! the budgets, re-checked against `drop_model` in the critical section that inserts it.
 
 use super::*;
+use crate::cache::held::Held;
 
 // ---- Admitting a record -------------------------------------------------------------------------
 
@@ -59,6 +60,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         prepared: Prepared<R>,
     ) -> Result<Admission<W, R>, CacheError> {
         let Prepared { reservation, deadline, since } = prepared;
+        // Held across the user code below (expiry, room requests, room making, reports): a
+        // panic there drops them in its unwind, under a catch.
+        let guarded = !self.mutant(Mutant::PUT_WEIGHTS_DROPPED_IN_UNWIND);
+        let weights = Held::<W, R>::new(weights, guarded);
         ModelId::validate(key)?;
         let cap = self.group.budget.cap();
         if bytes > cap {
@@ -85,13 +90,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let (source, reservation) = match adopted {
             // The caller's weights (and the room reserved for them) are not needed: dropped now,
             // before any claim is counted.
+            // The canonical is held across their `Drop` (user code): if it panics, the canonical
+            // may be the last reference, and its own weights' `Drop` runs in that unwind.
             Some(canonical) => {
+                let canonical = Held::<_, R>::new(canonical, guarded);
                 drop((weights, reservation));
-                (Source::Adopted(canonical), None)
+                (Source::Adopted(canonical.into_inner()), None)
             }
-            None if reservation.is_some() => (Source::Fresh { weights, since }, reservation),
+            None if reservation.is_some() => {
+                (Source::Fresh { weights: weights.into_inner(), since }, reservation)
+            }
             None => match self.reserve_room(key, bytes, deadline) {
-                Ok(reservation) => (Source::Fresh { weights, since }, reservation),
+                Ok(reservation) => (Source::Fresh { weights: weights.into_inner(), since }, reservation),
                 Err(refused) => {
                     drop(weights);
                     return Err(refused);
@@ -133,17 +143,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let recheck = !self.mutant(Mutant::ADOPT_ACROSS_DROP);
         let copy_under_lock = self.mutant(Mutant::STALE_COPY_DROPPED_LOCKED);
         let ignore_shutdown = self.mutant(Mutant::ADMISSION_IGNORES_SHUTDOWN);
+        let unreported = self.mutant(Mutant::REPLACED_STALE_UNREPORTED);
         let store = &self.group.store;
         let born_dropped =
             |r: &Record<W, R>| recheck && r.shared().is_some_and(|c| !store.is_current(key, c));
-        let flags = (ignore_shutdown, copy_under_lock);
+        let flags = (ignore_shutdown, copy_under_lock, unreported);
         let Inserted { record, spare, replaced } =
             self.state.with(|s| s.insert(fresh, now, born_dropped, flags));
         let device = &self.device;
         let admission = self.hand_out_then(
             || Admission { cache: Arc::clone(self), record: Some(record) },
             move || {
-                drop((spare, replaced, reservation));
+                self.let_go_of_replaced(replaced, (spare, reservation), unreported);
                 tracing::debug!(%device, key, bytes, "admitted");
             },
         );
@@ -153,6 +164,21 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
         }
         Ok(admission)
+    }
+
+    /// After an admission's handle exists: drops what it did not need (`spare` weights, the
+    /// reservation's remainder) and reports the stale occupant it `replaced`, which left the
+    /// cache here (as the `drop_model` or shutdown that marked it; its last release will find
+    /// it detached). All user code: each part is caught, and the first panic goes on after both.
+    fn let_go_of_replaced<T>(&self, replaced: Option<Gone<Record<W, R>>>, unneeded: T, unreported: bool) {
+        let dropped = R::catch_unwind(move || drop(unneeded));
+        match replaced {
+            Some(gone) if !unreported => drop(self.finish_evictions(vec![gone], EvictedBy::Dropped)),
+            replaced => drop(replaced),
+        }
+        if let Err(payload) = dropped {
+            self.group.runtime.resume_unwind(payload);
+        }
     }
 
     /// Where the weights of an admission of `key` will live: the adopted canonical (which keeps

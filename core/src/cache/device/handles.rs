@@ -6,9 +6,11 @@ use std::fmt;
 use std::ops::Deref;
 
 use super::DeviceCache;
+use crate::cache::held::Held;
 use crate::cache::record::Record;
 use crate::cache::table::Claim;
 use crate::cache::weights::CanonicalId;
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime, StdRuntime};
 
 /// Returned by `put`: the record is inside its admission window until this is turned into a
@@ -37,8 +39,8 @@ impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
 impl<W: Send + Sync + 'static, R: Runtime> Drop for Admission<W, R> {
     fn drop(&mut self) {
         if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
-            self.cache.release(&record, Claim::Admitting);
-            let_go(record);
+            let record = self.cache.letting_go(record);
+            self.cache.release(record.get(), Claim::Admitting);
         }
     }
 }
@@ -79,8 +81,8 @@ impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
 impl<W: Send + Sync + 'static, R: Runtime> Drop for LoadedModel<W, R> {
     fn drop(&mut self) {
         if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
-            self.cache.release(&record, Claim::Hold);
-            let_go(record);
+            let record = self.cache.letting_go(record);
+            self.cache.release(record.get(), Claim::Hold);
         }
     }
 }
@@ -153,8 +155,8 @@ impl<W: Send + Sync + 'static, R: Runtime> Deref for ModelGuard<W, R> {
 impl<W: Send + Sync + 'static, R: Runtime> Drop for ModelGuard<W, R> {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
-            self.cache.release(&record, Claim::Lock);
-            let_go(record);
+            let record = self.cache.letting_go(record);
+            self.cache.release(record.get(), Claim::Lock);
         }
     }
 }
@@ -165,13 +167,14 @@ impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for ModelGuard<W, R> {
     }
 }
 
-/// Drops a handle's reference to its record once its claim is released: possibly the last one,
-/// whose weights' `Drop` is user code. While the thread unwinds another panic, a panic of
-/// theirs is caught and dropped (one leaving a `Drop` during an unwind aborts the process).
-fn let_go<W: Send + Sync + 'static, R: Runtime>(record: Arc<Record<W, R>>) {
-    if R::panicking() {
-        let _ = R::catch_unwind(move || drop(record));
-    } else {
-        drop(record);
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// A handle's reference to its record, held while its claim is released: possibly the last
+    /// one, whose weights' `Drop` is user code. The release runs user code too (reconciles, the
+    /// library's reports): if that panics, or the thread already unwinds another panic, the
+    /// record is let go under a catch (a panic leaving a `Drop` during an unwind aborts the
+    /// process). Not under the `record-dropped-in-release-unwind` mutant's, which lets go of
+    /// it after the release, in its unwind.
+    fn letting_go(&self, record: Arc<Record<W, R>>) -> Held<Arc<Record<W, R>>, R> {
+        Held::new(record, !self.mutant(Mutant::RECORD_DROPPED_IN_RELEASE_UNWIND))
     }
 }

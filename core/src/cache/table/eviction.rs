@@ -11,10 +11,7 @@ impl<E: Entry> Table<E> {
     /// Takes the occupant of `key` out of the map, counting the eviction.
     pub(super) fn take_out(&mut self, key: &str) -> Option<Gone<E>> {
         let slot = self.slots.remove(key)?;
-        let bytes = slot.record.bytes();
-        self.stats.left(bytes);
-        self.stats.evictions += 1;
-        self.stats.bytes_evicted = self.stats.bytes_evicted.saturating_add(bytes);
+        self.stats.left(slot.record.bytes(), true);
         Some(Gone { record: slot.record, device: slot.device })
     }
 

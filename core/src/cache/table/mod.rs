@@ -303,14 +303,15 @@ impl<E: Entry> Table<E> {
     /// Admits `fresh` under its key at `now`: joins the occupant if one is live (then `fresh` is
     /// spare); else `fresh` takes the key, stale at birth after shutdown (unless
     /// `ignore_shutdown`, the C-R9 mutant) or if `born_dropped` says its canonical was dropped
-    /// meanwhile, and a stale occupant is detached. `drop_copy_here` is the mutant that drops
-    /// the detached record's device copy in here, under the cache's lock.
+    /// meanwhile, and a stale occupant is detached, counted as evicted. `drop_copy_here` is the
+    /// mutant that drops the detached record's device copy in here, under the cache's lock;
+    /// `unreported` the one that does not count it.
     pub(crate) fn insert(
         &mut self,
         fresh: Arc<E>,
         now: Duration,
         born_dropped: impl FnOnce(&E) -> bool,
-        (ignore_shutdown, drop_copy_here): (bool, bool),
+        (ignore_shutdown, drop_copy_here, unreported): (bool, bool, bool),
     ) -> Inserted<E> {
         let clock = self.tick();
         let key = fresh.key().to_owned();
@@ -330,20 +331,22 @@ impl<E: Entry> Table<E> {
             device: DeviceCopy::Absent,
         };
         self.stats.admitted(fresh.bytes());
-        let mut replaced = self.slots.insert(key, slot).map(|old| self.detach(old));
+        let mut replaced = self.slots.insert(key, slot).map(|old| self.detach(old, !unreported));
         if drop_copy_here && let Some(gone) = replaced.as_mut() {
             gone.device = DeviceCopy::Absent;
         }
         Inserted { record: fresh, spare: None, replaced }
     }
 
-    /// Takes `old` (just replaced in the map while stale) out: its record is remembered as
-    /// detached; the returned record and device copy are dropped outside the lock (the copy
-    /// counts against the device budget until its destructor has run).
-    fn detach(&mut self, old: Slot<E>) -> Gone<E> {
+    /// Takes `old` (just replaced in the map while stale) out, counted as an eviction if
+    /// `reported`: its record is remembered as detached; the returned record and device copy
+    /// are reported and dropped outside the lock (the copy counts against the device budget
+    /// until its destructor has run). Its last release, later, finds it no longer the occupant
+    /// and evicts nothing: it left the cache here, once.
+    fn detach(&mut self, old: Slot<E>, reported: bool) -> Gone<E> {
         self.detached.retain(|(w, _)| w.strong_count() > 0);
         self.detached.push((Arc::downgrade(&old.record), describe(&*old.record, true)));
-        self.stats.left(old.record.bytes());
+        self.stats.left(old.record.bytes(), reported);
         Gone { record: old.record, device: old.device }
     }
 

@@ -9,7 +9,11 @@ pub struct CacheStats {
     pub hits: u64,
     /// `get` did not find the key.
     pub misses: u64,
-    /// Records evicted, by every path.
+    /// Records admitted (an admission that joined the key's live occupant admits none). Each
+    /// leaves as one of `evictions`: `admissions - evictions` records occupy keys now.
+    pub admissions: u64,
+    /// Records evicted, by every path: a stale record replaced by a new admission of its key
+    /// counts when it is replaced (it is no longer resident, though its holders still use it).
     pub evictions: u64,
     /// Bytes of the evicted records.
     pub bytes_evicted: u64,
@@ -22,12 +26,19 @@ pub struct CacheStats {
 
 impl CacheStats {
     pub(super) fn admitted(&mut self, bytes: u64) {
+        self.admissions += 1;
         self.bytes_resident = self.bytes_resident.saturating_add(bytes);
         self.high_water = self.high_water.max(self.bytes_resident);
     }
 
-    pub(super) fn left(&mut self, bytes: u64) {
+    /// A record left the map (`reported`: counted as an eviction; only the
+    /// `replaced-stale-unreported` mutant leaves one unreported).
+    pub(super) fn left(&mut self, bytes: u64, reported: bool) {
         self.bytes_resident = self.bytes_resident.saturating_sub(bytes);
+        if reported {
+            self.evictions += 1;
+            self.bytes_evicted = self.bytes_evicted.saturating_add(bytes);
+        }
     }
 }
 

@@ -34,9 +34,12 @@ impl<M: Manager> CapacityClaim<'_, M> {
 }
 
 impl<M: Manager> Drop for CapacityClaim<'_, M> {
+    /// A slot given back (the load failed or panicked) may be the one an add waits for: it is
+    /// told now, not when this add's lifecycle lock is released (its caller may hold it on).
     fn drop(&mut self) {
         if !self.committed {
             self.cache.book.with(|b| b.loading -= 1);
+            self.cache.inner.changes().bump_at(Mutant::LOST_WAKEUP_CAPACITY_CLAIM_DROPPED);
         }
     }
 }
@@ -274,7 +277,17 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
             // Served: out of the line, which wakes the next in it.
             self.waiting = None;
         }
-        if matches!(round.plan, EvictionPlan::Admit) {
+        // A served add needs no victim beyond this round's: a designation on another is given
+        // up now (which reopens it), not after the round's unloads (SPEC 2.14).
+        let needed = match &round.plan {
+            EvictionPlan::Evict(victims) if self.claimed.is_some() => {
+                self.cache.mutant(Mutant::SERVED_KEEPS_DESIGNATION)
+                    || self.designated.as_ref().is_some_and(|(held, _)| victims.contains(held))
+            }
+            EvictionPlan::Admit => false,
+            _ => true,
+        };
+        if !needed {
             self.designated = None;
         }
         round

@@ -71,11 +71,13 @@ impl<W> Bookkeeping<W> {
         self.version += 1;
     }
 
-    /// Drops `id` from the queue and the size table.
-    pub(crate) fn forget(&mut self, id: &ModelId) {
+    /// Drops `id` from the queue and the size table; whether it was queued.
+    pub(crate) fn forget(&mut self, id: &ModelId) -> bool {
+        let queued = self.queue.len();
         self.queue.retain(|q| q != id);
         self.sizes.remove(id);
         self.version += 1;
+        self.queue.len() < queued
     }
 
     /// Lifts the pin of `id`.

@@ -34,11 +34,15 @@ impl<M: Manager> Drop for Settle<'_, M> {
         let registered = self.cache.inner.contains(self.id.as_str());
         let keeps_stale =
             self.way == Settling::Add && self.cache.mutant(Mutant::FAILED_ADD_KEEPS_STALE_ENTRY);
-        self.cache.book.with(|b| match self.way {
-            Settling::Add if registered && !b.queue.contains(self.id) => b.push(self.id),
-            Settling::Add | Settling::Remove if !registered && !keeps_stale => b.forget(self.id),
+        match self.way {
+            Settling::Add | Settling::Remove if !registered && !keeps_stale => self.cache.forget(self.id),
+            Settling::Add if registered => self.cache.book.with(|b| {
+                if !b.queue.contains(self.id) {
+                    b.push(self.id);
+                }
+            }),
             Settling::Add | Settling::Remove => {}
-        });
+        }
         if self.way == Settling::Add {
             self.cache.reconcile_below(self.id);
         }
@@ -46,6 +50,15 @@ impl<M: Manager> Drop for Settle<'_, M> {
 }
 
 impl<M: Manager> FixedSizeCache<M> {
+    /// Drops `id` (no longer registered) from the book. The slot it freed may be the one an add
+    /// waits for: that add is told now, not when the lifecycle lock is released (its caller may
+    /// hold it on, as `remove_locked`'s caller does).
+    pub(super) fn forget(&self, id: &ModelId) {
+        if self.book.with(|b| b.forget(id)) {
+            self.inner.changes().bump_at(Mutant::LOST_WAKEUP_SLOT_FORGOTTEN);
+        }
+    }
+
     /// Drops queued ids (other than `except`) that a layer below removed — an inner cache's
     /// evictions — so that this layer's queue equals the registry again (I4 at every depth);
     /// whether it dropped any. An id whose lifecycle lock is busy is left to its holder, who

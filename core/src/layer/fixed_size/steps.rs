@@ -81,7 +81,7 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
             way: Settling::Remove,
         });
         self.inner.remove_locked(guard)?;
-        self.book.with(|b| b.forget(id));
+        self.forget(id);
         drop(settle);
         Ok(())
     }

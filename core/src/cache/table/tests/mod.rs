@@ -144,6 +144,10 @@ struct World {
     gets: u64,
     /// The moves in flight, oldest first.
     moves: Vec<Arc<Rec>>,
+    /// Records admitted into the map.
+    admitted: u64,
+    /// Records that left the map (evicted or replaced while stale), and their bytes.
+    left: (u64, u64),
 }
 
 impl World {
@@ -151,7 +155,20 @@ impl World {
         let (known, handles) = (Vec::new(), Vec::new());
         let table = Table::new(Duration::from_secs(60));
         let (now, moves) = (Duration::ZERO, Vec::new());
-        Self { table, known, handles, now, step: 0, keep_alive: None, shut_down: false, gets: 0, moves }
+        let (admitted, left) = (0, (0, 0));
+        Self {
+            table,
+            known,
+            handles,
+            now,
+            step: 0,
+            keep_alive: None,
+            shut_down: false,
+            gets: 0,
+            moves,
+            admitted,
+            left,
+        }
     }
 
     fn claims(&self, id: usize) -> usize {
@@ -181,6 +198,7 @@ impl World {
             prop_assert_eq!(self.claims(id), 0, "record {} taken out while a handle protects it", id);
             let k = &mut self.known[id];
             (k.gone, k.attached) = (true, false);
+            self.left = (self.left.0 + 1, self.left.1 + k.bytes);
         }
         Ok(())
     }
@@ -241,7 +259,7 @@ impl World {
         let id = self.known.len();
         let fresh = Arc::new(Rec { id, key: key.to_owned(), bytes, shared });
         let live = self.occupant(key).filter(|&o| !self.known[o].stale);
-        let inserted = self.table.insert(fresh, self.now, |_| false, (false, false));
+        let inserted = self.table.insert(fresh, self.now, |_| false, (false, false, false));
         let (stale, attached, gone, used_at, idle_since) = (false, false, false, 0, Some(self.now));
         let (owned, copy, moving) = (key.to_owned(), None, false);
         self.known.push(Known {
@@ -268,7 +286,9 @@ impl World {
                 prop_assert_eq!(inserted.replaced.as_ref().map(|g| g.record().id), replaced);
                 if let Some(old) = replaced {
                     self.known[old].attached = false;
+                    self.left = (self.left.0 + 1, self.left.1 + self.known[old].bytes);
                 }
+                self.admitted += 1;
                 let k = &mut self.known[id];
                 (k.attached, k.stale, k.idle_since) = (true, self.shut_down, Some(self.now));
                 self.touch(id);
@@ -413,6 +433,9 @@ impl World {
         let stats = self.table.stats();
         prop_assert_eq!(stats.bytes_resident, bytes);
         prop_assert_eq!(stats.hits + stats.misses, self.gets);
+        // Every record that left the map was counted as evicted once, a replaced one too.
+        prop_assert_eq!(stats.admissions, self.admitted);
+        prop_assert_eq!((stats.evictions, stats.bytes_evicted), self.left);
         let held =
             |id: usize| self.handles.iter().any(|(r, _)| r.id == id) || self.moves.iter().any(|r| r.id == id);
         let held_detached = |id: usize| !self.known[id].attached && held(id);

@@ -1,52 +1,6 @@
-//! Named switches that put historical bugs back, so the model checker can prove that each
-//! scenario catches the bug it targets.
-//!
-//! A [`Mutant`] is a name. Code asks its runtime whether a switch is on with
-//! [`Runtime::mutant`](crate::runtime::Runtime::mutant); the production [`StdRuntime`]
-//! answers `false` as a constant, so every historical-bug body compiles away and production
-//! types carry no mutant state. The model-checking runtimes of `resident-sim` carry the set of
-//! switches a scenario turned on. A user's own stack can name switches of its own with
-//! [`Mutant::named`] and ask its runtime the same way.
-//!
-//! A switch site is one recognisable line in the protocol:
-//! `if runtime.mutant(Mutant::SOME_BUG) { .. }` (or a `let` binding of that test, used as a
-//! condition), with at most three lines of historical body in place. A longer body is a
-//! function in its file's `// Historical bugs:` section, after the code it alters, called from
-//! the switch in one line (a test holds every file to it). The bugs of a caller going around
-//! the lock protocol — which [`ManagerExt`](crate::ManagerExt) no longer allows — live in
-//! `resident-sim`, over the real stack, under the same names.
-//!
-//! [`StdRuntime`]: crate::runtime::StdRuntime
+//! `resident`'s own switches: each names one historical bug and the scenario that catches it.
 
-use std::fmt;
-use std::str::FromStr;
-
-/// One named switch that puts a historical bug back (core's own are the associated constants).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Mutant(&'static str);
-
-impl Mutant {
-    /// A switch named `name` (kebab-case by convention), for a user's own historical bugs.
-    pub const fn named(name: &'static str) -> Self {
-        Self(name)
-    }
-
-    /// The stable name used on the command line and in replay files.
-    pub const fn name(self) -> &'static str {
-        self.0
-    }
-}
-
-macro_rules! mutants {
-    ($($(#[doc = $doc:literal])* $name:ident = $slug:literal,)*) => {
-        impl Mutant {
-            $($(#[doc = $doc])* pub const $name: Mutant = Mutant($slug);)*
-
-            /// Every switch of `resident` itself, in declaration order.
-            pub const ALL: &'static [Mutant] = &[$(Mutant::$name,)*];
-        }
-    };
-}
+use super::Mutant;
 
 mutants! {
     /// S1: `remove` retires the lifecycle entry while it still holds the lock.
@@ -117,6 +71,9 @@ mutants! {
     /// a cache-backed load serves weights read from an earlier version of their source
     /// (a record or a peer's canonical) without comparing the source's identity.
     SOURCE_IDENTITY_IGNORED = "source-identity-ignored",
+    /// a load whose look at the source predates a change drops the newer weights another
+    /// caller read from the whole group, and reads the source again.
+    STALE_LOOK_DROPS_NEWER = "stale-look-drops-newer",
     /// S-F1n: a failed load's error that the table lets go of (replaced or expired) is dropped
     /// inside the table's monitor: the loader's error type's `Drop` is user code.
     FAILURE_DROPPED_IN_MONITOR = "failure-dropped-in-monitor",
@@ -164,6 +121,10 @@ mutants! {
     /// victim it needs is idle at once, and designates only when one victim short: a stream of
     /// leases on two victims starves it, each lease taking back a victim that went idle.
     LOWERED_LIMIT_STARVES_ADDS = "lowered-limit-starves-adds",
+    /// S-O1g: an add served by evicting other victims keeps its designation until its next
+    /// plan: the designated victim's last lease closes it for an eviction nobody needs, and
+    /// its leases wait through the add's unloads.
+    SERVED_KEEPS_DESIGNATION = "served-keeps-designation",
     /// M-P2u: `Traced` leaves its span through tracing's guard, so a call that panics (its
     /// loader did) exits the span in the unwind, and a subscriber that panics there aborts the
     /// process.
@@ -197,6 +158,12 @@ mutants! {
     /// S-O1b: the first add waiting for capacity leaves the queue (served, or out of time)
     /// without waking the next, which waits for some other change.
     LOST_WAKEUP_CAPACITY_WAITER_LEFT = "lost-wakeup-capacity-waiter-left",
+    /// S-O1h: a cold add whose load failed gives its slot back without a wake-up: the add
+    /// waiting for capacity sleeps until the failed add's lifecycle lock is released.
+    LOST_WAKEUP_CAPACITY_CLAIM_DROPPED = "lost-wakeup-capacity-claim-dropped",
+    /// S-O1i: a removal settled under a lifecycle lock frees its slot without a wake-up: the add
+    /// waiting for capacity sleeps until the lock's holder lets go.
+    LOST_WAKEUP_SLOT_FORGOTTEN = "lost-wakeup-slot-forgotten",
     /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
     /// unload while it may serve.
     REGISTER_OVERWRITES = "register-overwrites",
@@ -324,6 +291,17 @@ mutants! {
     MOVE_WAIT_UNBOUNDED = "move-wait-unbounded",
     /// C-P4: replacing a stale slot drops its device copy under the state lock.
     STALE_COPY_DROPPED_LOCKED = "stale-copy-dropped-locked",
+    /// C-R4: a stale record replaced by a new admission of its key leaves the cache
+    /// unreported: no eviction counted, no callback, no metric.
+    REPLACED_STALE_UNREPORTED = "replaced-stale-unreported",
+    /// C-P7: a `put` holds the caller's weights plainly across user code (expiry, room
+    /// requests, room making): a panic there drops them in its unwind, where their own
+    /// panicking `Drop` aborts the process.
+    PUT_WEIGHTS_DROPPED_IN_UNWIND = "put-weights-dropped-in-unwind",
+    /// C-P6r: a handle lets go of its record after releasing its claim: a release whose report
+    /// panics drops the record's last reference in that unwind, where the weights' own
+    /// panicking `Drop` aborts the process.
+    RECORD_DROPPED_IN_RELEASE_UNWIND = "record-dropped-in-release-unwind",
     /// M-E1: `pin` takes no lifecycle lock, so an eviction that checked pins before it still
     /// unloads the model.
     PIN_UNORDERED = "pin-unordered",
@@ -453,40 +431,4 @@ mutants! {
     /// W-13: a device copy dropped (or a failed move's charge released) does not wake the
     /// lockers waiting for device room.
     LOST_WAKEUP_DEVICE_DEBIT = "lost-wakeup-device-debit",
-}
-
-impl fmt::Display for Mutant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-/// A name that is not one of `resident`'s own switches.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown mutant {0:?}")]
-pub struct UnknownMutant(pub String);
-
-impl FromStr for Mutant {
-    type Err = UnknownMutant;
-
-    /// Parses one of `resident`'s own switches ([`Mutant::ALL`]) by name.
-    fn from_str(s: &str) -> Result<Self, UnknownMutant> {
-        Mutant::ALL.iter().copied().find(|m| m.name() == s).ok_or_else(|| UnknownMutant(s.to_owned()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_switch_has_a_distinct_name_that_round_trips() {
-        let names: std::collections::BTreeSet<_> = Mutant::ALL.iter().map(|m| m.name()).collect();
-        assert_eq!(names.len(), Mutant::ALL.len(), "one distinct name per switch");
-        for &m in Mutant::ALL {
-            assert_eq!(m.name().parse::<Mutant>(), Ok(m));
-            assert_eq!(m.to_string(), m.name());
-        }
-        assert!("no-such-bug".parse::<Mutant>().is_err());
-    }
 }

@@ -1,0 +1,49 @@
+//! A value held across library code that may panic: the weights a `put` was given, held while
+//! it expires idle records, honours room requests and makes room; a handle's reference to its
+//! record, held while its claim is released (each of which runs user code: callbacks, other
+//! weights' `Drop`, the library's own reports).
+//!
+//! Dropped by a panic of that code, a plain value would run its `Drop` (user code too) in the
+//! unwind, where a second panic aborts the process. [`Held`] drops it under a catch there, as a
+//! handle lets go of its record; outside an unwind it drops as the value would.
+
+use std::marker::PhantomData;
+
+use crate::runtime::Runtime;
+
+/// A value dropped under a catch if it is dropped while its thread unwinds.
+pub(crate) struct Held<T, R: Runtime> {
+    value: Option<T>,
+    /// Not: the `put-weights-dropped-in-unwind` mutant, which drops it plainly in an unwind.
+    guarded: bool,
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<T, R: Runtime> Held<T, R> {
+    /// Holds `value` (`guarded`: unless the mutant says otherwise).
+    pub(crate) fn new(value: T, guarded: bool) -> Self {
+        Self { value: Some(value), guarded, _runtime: PhantomData }
+    }
+
+    /// The value.
+    pub(crate) fn get(&self) -> &T {
+        self.value.as_ref().expect("a held value until handed on")
+    }
+
+    /// The value, handed on: its drop is the receiver's to guard from now.
+    pub(crate) fn into_inner(mut self) -> T {
+        self.value.take().expect("a held value is handed on once")
+    }
+}
+
+impl<T, R: Runtime> Drop for Held<T, R> {
+    fn drop(&mut self) {
+        if let Some(value) = self.value.take() {
+            if self.guarded && R::panicking() {
+                let _ = R::catch_unwind(move || drop(value));
+            } else {
+                drop(value);
+            }
+        }
+    }
+}
