@@ -109,6 +109,7 @@ scenario_tests! {
     s_o1g => "S-O1g",
     s_o1h => "S-O1h",
     s_o1i => "S-O1i",
+    s_o1j => "S-O1j",
     s_o1r => "S-O1r",
     s_o1s => "S-O1s",
     c_p6 => "C-P6",

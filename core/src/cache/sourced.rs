@@ -8,7 +8,9 @@
 //! [`DeviceCache::get_or_load_current`] compares the identity the weights came from with the
 //! source's identity now; a mismatch drops the key ([`DeviceCache::drop_model`]: no device
 //! adopts the old canonical again, holders keep it until they let go) and reads the source
-//! afresh. A replace asks for `fresh` weights, which drops the key first whatever it holds.
+//! afresh — unless a second look finds the source at the weights' version: the call's first
+//! look was the stale one (another caller read the source after it changed), and the weights
+//! are served. A replace asks for `fresh` weights, which drops the key first whatever it holds.
 
 use super::DeviceCache;
 use super::device::LoadedModel;
@@ -64,9 +66,17 @@ impl<W: Sourced + Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             // This call's look may be the stale one: another caller read the source after it
             // changed. Weights of the source as it is now are served, never dropped from the
             // group for an older look.
-            let stale_look = !self.runtime().mutant(Mutant::STALE_LOOK_DROPS_NEWER);
-            if stale_look && current().map_err(failed)? == source {
-                return Ok(loaded);
+            let look_again = !self.runtime().mutant(Mutant::STALE_LOOK_DROPS_NEWER);
+            match look_again.then(&mut current) {
+                Some(Ok(again)) if again == source => return Ok(loaded),
+                // The source cannot be looked at now: weights of another version are not kept
+                // for it either.
+                Some(Err(error)) => {
+                    drop(loaded);
+                    self.drop_model(key);
+                    return Err(failed(error));
+                }
+                _ => {}
             }
             tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");
             drop(loaded);

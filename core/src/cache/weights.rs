@@ -14,6 +14,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use super::budget::{NoReservation, Overflow, RamBudget, Reservation, SharedCharge};
+use super::held::Held;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// One canonical set of CPU weights; its bytes are counted for exactly as long as it lives.
@@ -187,10 +188,14 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             Ok::<_, Overflow>(canonical)
         });
         match canonical {
+            // The canonical adopted may be its last reference (its holders let go meanwhile): held
+            // across the spare weights' `Drop` (user code), it is let go under a catch if that
+            // panics, never in the unwind.
             Ok(canonical) => {
                 let adopted = spare.is_some();
+                let canonical = Held::<_, R>::new(canonical, true);
                 drop(spare);
-                Ok((canonical, adopted))
+                Ok((canonical.into_inner(), adopted))
             }
             Err(Overflow) => Err(spare.take().expect("refused weights come back")),
         }

@@ -161,8 +161,8 @@ mutants! {
     /// S-O1h: a cold add whose load failed gives its slot back without a wake-up: the add
     /// waiting for capacity sleeps until the failed add's lifecycle lock is released.
     LOST_WAKEUP_CAPACITY_CLAIM_DROPPED = "lost-wakeup-capacity-claim-dropped",
-    /// S-O1i: a removal settled under a lifecycle lock frees its slot without a wake-up: the add
-    /// waiting for capacity sleeps until the lock's holder lets go.
+    /// S-O1i, S-O1j: a removal or an eviction settled under a lifecycle lock frees its slot
+    /// without a wake-up: the add waiting for capacity sleeps until the lock's holder lets go.
     LOST_WAKEUP_SLOT_FORGOTTEN = "lost-wakeup-slot-forgotten",
     /// S-RG1: `register` of a registered id replaces the model, which is dropped without its
     /// unload while it may serve.
@@ -291,8 +291,8 @@ mutants! {
     MOVE_WAIT_UNBOUNDED = "move-wait-unbounded",
     /// C-P4: replacing a stale slot drops its device copy under the state lock.
     STALE_COPY_DROPPED_LOCKED = "stale-copy-dropped-locked",
-    /// C-R4: a stale record replaced by a new admission of its key leaves the cache
-    /// unreported: no eviction counted, no callback, no metric.
+    /// C-R4: a stale record replaced by a new admission of its key leaves the cache at its
+    /// holders' last release unreported: no eviction counted, no callback, no metric.
     REPLACED_STALE_UNREPORTED = "replaced-stale-unreported",
     /// C-P7: a `put` holds the caller's weights plainly across user code (expiry, room
     /// requests, room making): a panic there drops them in its unwind, where their own

@@ -369,6 +369,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 2, targets: [LOST_WAKEUP_CAPACITY_CLAIM_DROPPED], overload::a_failed_load_s_slot_wakes_the_add_waiting_for_it::<_, layers::ThreeDeep>),
         scenario!("S-O1i", "a removal under a held lock frees its slot: the add waiting for capacity is woken then, not when the lock is released (2.14)",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_SLOT_FORGOTTEN], overload::a_removal_s_slot_wakes_the_add_waiting_for_it::<_, layers::ThreeDeep>),
+        scenario!("S-O1j", "an eviction under a held lock frees its slot: the add waiting for capacity is woken then, not when the lock is released (2.14)",
+        time: Auto, loom: 2, targets: [LOST_WAKEUP_SLOT_FORGOTTEN], overload::an_eviction_s_slot_wakes_the_add_waiting_for_it::<_, layers::ThreeDeep>),
         scenario!("S-O1b", "two adds waiting for capacity: the one that came first is served first (2.14)",
         time: Auto, loom: 1, targets: [CAPACITY_WAITERS_BARGE, PARTIAL_EVICTION_CLAIMS], overload::waiting_adds_are_served_in_arrival_order::<_, layers::ThreeDeep>),
         scenario!("S-O1c", "the first add waiting for capacity is served and wakes the next, served while the first still loads (2.14)",

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use resident::runtime::Arc;
-use resident::{Added, CallOptions, LifecycleGuard, Manager, ManagerError, ManagerExt};
+use resident::{Added, CallOptions, Eviction, LifecycleGuard, Manager, ManagerError, ManagerExt};
 
 use super::cache::{Cache, finish as finish_cache};
 use super::layers::{Depth, Stack, cache, finish};
@@ -192,7 +192,27 @@ pub(super) fn a_removal_s_slot_wakes_the_add_waiting_for_it<R: SimRuntime, D: De
     );
 }
 
-/// S-O1h and S-O1i: T1 locks `id` and runs `under_lock` (which frees a slot), then keeps the
+/// S-O1j: A fills a cache of one. T1 locks A and evicts it under that lock (`evict_locked`).
+/// T2 adds C: with A locked it waits for capacity; before, it evicts A. T1 keeps A's lock
+/// until T2's add has returned: the slot A's eviction freed must wake T2 then.
+pub(super) fn an_eviction_s_slot_wakes_the_add_waiting_for_it<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("C", &[], &[]);
+    a_slot_freed_under_a_held_lock::<R, D>(
+        cache::<R, D>(builder, 1, &["A"], &[]),
+        ("S-O1j", "A"),
+        |m, guard| {
+            // T2 may have evicted A before T1 locked it.
+            let evicted = m.evict_locked(guard);
+            ensure!(
+                matches!(evicted, Ok(Eviction::Evicted | Eviction::NotRegistered)),
+                "contract",
+                "evict_locked(A) gave {evicted:?}"
+            );
+        },
+    );
+}
+
+/// S-O1h, S-O1i and S-O1j: T1 locks `id` and runs `under_lock` (which frees a slot), then keeps the
 /// lock until T2's add of C has returned; T2's add must be served, before any deadline.
 fn a_slot_freed_under_a_held_lock<R: SimRuntime, D: Depth>(
     world: ManagerWorld<R, Stack<R, D>>,

@@ -143,18 +143,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let recheck = !self.mutant(Mutant::ADOPT_ACROSS_DROP);
         let copy_under_lock = self.mutant(Mutant::STALE_COPY_DROPPED_LOCKED);
         let ignore_shutdown = self.mutant(Mutant::ADMISSION_IGNORES_SHUTDOWN);
-        let unreported = self.mutant(Mutant::REPLACED_STALE_UNREPORTED);
         let store = &self.group.store;
         let born_dropped =
             |r: &Record<W, R>| recheck && r.shared().is_some_and(|c| !store.is_current(key, c));
-        let flags = (ignore_shutdown, copy_under_lock, unreported);
+        let flags = (ignore_shutdown, copy_under_lock);
         let Inserted { record, spare, replaced } =
             self.state.with(|s| s.insert(fresh, now, born_dropped, flags));
         let device = &self.device;
         let admission = self.hand_out_then(
             || Admission { cache: Arc::clone(self), record: Some(record) },
             move || {
-                self.let_go_of_replaced(replaced, (spare, reservation), unreported);
+                self.let_go_of_replaced(replaced, (spare, reservation));
                 tracing::debug!(%device, key, bytes, "admitted");
             },
         );
@@ -167,16 +166,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// After an admission's handle exists: drops what it did not need (`spare` weights, the
-    /// reservation's remainder) and reports the stale occupant it `replaced`, which left the
-    /// cache here (as the `drop_model` or shutdown that marked it; its last release will find
-    /// it detached). All user code: each part is caught, and the first panic goes on after both.
-    fn let_go_of_replaced<T>(&self, replaced: Option<Gone<Record<W, R>>>, unneeded: T, unreported: bool) {
+    /// reservation's remainder) and the stale occupant it `replaced` (its device copy), which
+    /// its holders' last release evicts, or, if nothing claimed it any more, left the cache here
+    /// (reported as the `drop_model` or shutdown that marked it). All user code: each part is
+    /// caught, and the first panic goes on after both.
+    fn let_go_of_replaced<T>(&self, replaced: Option<(Gone<Record<W, R>>, bool)>, unneeded: T) {
         let dropped = R::catch_unwind(move || drop(unneeded));
-        match replaced {
-            Some(gone) if !unreported => drop(self.finish_evictions(vec![gone], EvictedBy::Dropped)),
-            replaced => drop(replaced),
-        }
-        if let Err(payload) = dropped {
+        let let_go = match replaced {
+            Some((gone, true)) => R::catch_unwind(|| {
+                self.finish_evictions(vec![gone], EvictedBy::Dropped);
+            }),
+            replaced => R::catch_unwind(move || drop(replaced)),
+        };
+        if let Some(payload) = dropped.err().or(let_go.err()) {
             self.group.runtime.resume_unwind(payload);
         }
     }

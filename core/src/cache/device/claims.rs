@@ -117,7 +117,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         let ignore_holds = self.mutant(Mutant::STALE_UNLOCK_IGNORES_HOLDS);
         let now = self.claim_time();
-        let flags = (self.mutant(Mutant::KEY_MATCH_RELEASE), ignore_holds);
+        let unreported = self.mutant(Mutant::REPLACED_STALE_UNREPORTED);
+        let flags = (self.mutant(Mutant::KEY_MATCH_RELEASE), ignore_holds, unreported);
         // The reconcile requests that arrived meanwhile are honoured once the wake-ups are sent
         // and the release's own eviction is finished (both must survive a panicking reconcile).
         let Released { evicted, freed, expires, copy_unlocked } =

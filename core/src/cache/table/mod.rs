@@ -16,8 +16,9 @@
 //! - Every change names its record by identity: a release, conversion or placement of a record
 //!   that no longer occupies its key (replaced while stale) changes nothing in the map.
 //! - A stale record is never handed out again ([`Table::get`], [`Table::admit_existing`]); an
-//!   admission finding one replaces it, and the old record is detached: described, counted in
-//!   no stats, alive only through its holders.
+//!   admission finding one replaces it, and the old record is detached: described, no longer
+//!   resident in the stats, alive only through its holders, whose last release evicts it (it is
+//!   counted and reported then, once, as a stale occupant's last release is).
 //! - `stats.bytes_resident` is the sum of the bytes of the records in the map.
 
 mod device_copy;
@@ -132,8 +133,19 @@ pub(crate) struct Inserted<E> {
     pub(crate) record: Arc<E>,
     /// The new record, not needed: the key was admitted meanwhile (drop it outside the lock).
     pub(crate) spare: Option<Arc<E>>,
-    /// The stale occupant the new record replaced (drop it outside the lock).
-    pub(crate) replaced: Option<Gone<E>>,
+    /// The stale occupant the new record replaced (drop it outside the lock): evicted now if
+    /// nothing claimed it any more (report it then), else at its holders' last release.
+    pub(crate) replaced: Option<(Gone<E>, bool)>,
+}
+
+/// A record replaced while stale and still claimed: described when detached, so that reading
+/// it never takes a strong reference (which could make the reader the last holder, running the
+/// weights' `Drop` there); its last release evicts it.
+struct Detached<E> {
+    record: Weak<E>,
+    described: Resident,
+    /// Claims still held on it (conversions keep the count; nothing new claims it).
+    claims: usize,
 }
 
 /// The records resident for one device and the cache's counters.
@@ -143,10 +155,9 @@ pub(crate) struct Table<E> {
     /// Nothing depends on their order: whatever reports or acts on several keys sorts them
     /// first ([`Table::keys_where`]), and the LRU order is the slots' clock stamps.
     slots: Slots<Slot<E>>,
-    /// Records replaced while stale and still held: alive (and counted) until their holders let
-    /// go. Each is described when detached, so that reading them never takes a strong reference
-    /// (which could make the reader the last holder, running the weights' `Drop` there).
-    detached: Vec<(Weak<E>, Resident)>,
+    /// Records replaced while stale and still claimed: alive (and counted by the budget) until
+    /// their holders let go.
+    detached: Vec<Detached<E>>,
     clock: u64,
     shut_down: bool,
     keep_alive: Option<Duration>,
@@ -218,9 +229,9 @@ impl<E: Entry> Table<E> {
 
     /// The records in the map, then the detached ones still held (forgetting those let go).
     pub(crate) fn resident(&mut self) -> Vec<Resident> {
-        self.detached.retain(|(w, _)| w.strong_count() > 0);
+        self.detached.retain(|d| d.record.strong_count() > 0);
         let mut resident = self.described();
-        resident.extend(self.detached.iter().map(|(_, d)| d.clone()));
+        resident.extend(self.detached.iter().map(|d| d.described.clone()));
         resident
     }
 
@@ -303,15 +314,14 @@ impl<E: Entry> Table<E> {
     /// Admits `fresh` under its key at `now`: joins the occupant if one is live (then `fresh` is
     /// spare); else `fresh` takes the key, stale at birth after shutdown (unless
     /// `ignore_shutdown`, the C-R9 mutant) or if `born_dropped` says its canonical was dropped
-    /// meanwhile, and a stale occupant is detached, counted as evicted. `drop_copy_here` is the
-    /// mutant that drops the detached record's device copy in here, under the cache's lock;
-    /// `unreported` the one that does not count it.
+    /// meanwhile, and a stale occupant is detached. `drop_copy_here` is the mutant that drops
+    /// the detached record's device copy in here, under the cache's lock.
     pub(crate) fn insert(
         &mut self,
         fresh: Arc<E>,
         now: Duration,
         born_dropped: impl FnOnce(&E) -> bool,
-        (ignore_shutdown, drop_copy_here, unreported): (bool, bool, bool),
+        (ignore_shutdown, drop_copy_here): (bool, bool),
     ) -> Inserted<E> {
         let clock = self.tick();
         let key = fresh.key().to_owned();
@@ -331,23 +341,45 @@ impl<E: Entry> Table<E> {
             device: DeviceCopy::Absent,
         };
         self.stats.admitted(fresh.bytes());
-        let mut replaced = self.slots.insert(key, slot).map(|old| self.detach(old, !unreported));
-        if drop_copy_here && let Some(gone) = replaced.as_mut() {
+        let mut replaced = self.slots.insert(key, slot).map(|old| self.detach(old));
+        if drop_copy_here && let Some((gone, _)) = replaced.as_mut() {
             gone.device = DeviceCopy::Absent;
         }
         Inserted { record: fresh, spare: None, replaced }
     }
 
-    /// Takes `old` (just replaced in the map while stale) out, counted as an eviction if
-    /// `reported`: its record is remembered as detached; the returned record and device copy
-    /// are reported and dropped outside the lock (the copy counts against the device budget
-    /// until its destructor has run). Its last release, later, finds it no longer the occupant
-    /// and evicts nothing: it left the cache here, once.
-    fn detach(&mut self, old: Slot<E>, reported: bool) -> Gone<E> {
-        self.detached.retain(|(w, _)| w.strong_count() > 0);
-        self.detached.push((Arc::downgrade(&old.record), describe(&*old.record, true)));
-        self.stats.left(old.record.bytes(), reported);
-        Gone { record: old.record, device: old.device }
+    /// Takes `old` (just replaced in the map while stale) out: its record is remembered as
+    /// detached until its last claim is released, which evicts it; the returned record and
+    /// device copy are dropped outside the lock (the copy counts against the device budget
+    /// until its destructor has run). Claimed by nothing (only a historical bug leaves such a
+    /// stale occupant), it is evicted now: `true`.
+    fn detach(&mut self, old: Slot<E>) -> (Gone<E>, bool) {
+        self.detached.retain(|d| d.record.strong_count() > 0);
+        let claims = old.locks + old.holds + old.admitting;
+        self.stats.left(old.record.bytes(), claims == 0);
+        if claims > 0 {
+            let (record, described) = (Arc::downgrade(&old.record), describe(&*old.record, true));
+            self.detached.push(Detached { record, described, claims });
+        }
+        (Gone { record: old.record, device: old.device }, claims == 0)
+    }
+
+    /// Releases one claim on `record`, detached: its last evicts it (counted now; `unreported`:
+    /// the mutant that counts and reports nothing). No device copy comes with it: the slot's
+    /// left when it was detached.
+    fn release_detached(&mut self, record: &Arc<E>, unreported: bool) -> Option<Gone<E>> {
+        let at = self.detached.iter().position(|d| std::ptr::eq(d.record.as_ptr(), Arc::as_ptr(record)))?;
+        let detached = &mut self.detached[at];
+        decrement(&mut detached.claims);
+        if detached.claims > 0 {
+            return None;
+        }
+        self.detached.swap_remove(at);
+        if unreported {
+            return None;
+        }
+        self.stats.evicted(record.bytes());
+        Some(Gone { record: Arc::clone(record), device: DeviceCopy::Absent })
     }
 
     /// Turns one claim on `record` into another, stamping its use, if it still occupies its key
@@ -363,18 +395,20 @@ impl<E: Entry> Table<E> {
     }
 
     /// Releases one claim on `record` at `now`: takes the record out if it is stale, still the
-    /// occupant of its key, and now free (`ignore_holds`: the C-R7 mutant, which counts a held
-    /// record free).
+    /// occupant of its key, and now free, or detached and this was its last claim
+    /// (`ignore_holds`: the C-R7 mutant, which counts a held record free; `unreported`: the
+    /// C-R4 one, which leaves a detached record's eviction unreported).
     pub(crate) fn release(
         &mut self,
         record: &Arc<E>,
         claim: Claim,
         now: Option<Duration>,
-        (by_key, ignore_holds): (bool, bool),
+        (by_key, ignore_holds, unreported): (bool, bool, bool),
     ) -> Released<E> {
         let keep_alive = self.keep_alive;
         let Some(slot) = self.occupant(record, by_key) else {
-            return Released { evicted: None, freed: false, expires: None, copy_unlocked: false };
+            let evicted = self.release_detached(record, unreported);
+            return Released { evicted, freed: false, expires: None, copy_unlocked: false };
         };
         decrement(slot.counter(claim));
         // An idle time only while a keep-alive is set: a release that read the clock before a
@@ -415,8 +449,8 @@ impl<E: Entry> Table<E> {
     /// `inspection-upgrades-detached`: the records in the map described, and strong references
     /// to the detached ones still alive.
     pub(crate) fn resident_upgrading_detached(&mut self) -> (Vec<Resident>, Vec<Arc<E>>) {
-        self.detached.retain(|(w, _)| w.strong_count() > 0);
-        (self.described(), self.detached.iter().filter_map(|(w, _)| w.upgrade()).collect())
+        self.detached.retain(|d| d.record.strong_count() > 0);
+        (self.described(), self.detached.iter().filter_map(|d| d.record.upgrade()).collect())
     }
 
     /// `hold-after-lookup`, its first step: the occupant of `key`, stale or not, no hold armed.

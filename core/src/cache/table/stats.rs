@@ -13,7 +13,7 @@ pub struct CacheStats {
     /// leaves as one of `evictions`: `admissions - evictions` records occupy keys now.
     pub admissions: u64,
     /// Records evicted, by every path: a stale record replaced by a new admission of its key
-    /// counts when it is replaced (it is no longer resident, though its holders still use it).
+    /// counts at its holders' last release, as a stale occupant does.
     pub evictions: u64,
     /// Bytes of the evicted records.
     pub bytes_evicted: u64,
@@ -31,14 +31,19 @@ impl CacheStats {
         self.high_water = self.high_water.max(self.bytes_resident);
     }
 
-    /// A record left the map (`reported`: counted as an eviction; only the
-    /// `replaced-stale-unreported` mutant leaves one unreported).
-    pub(super) fn left(&mut self, bytes: u64, reported: bool) {
+    /// A record left the map (`evicted`: and the cache with it; a detached record leaves the
+    /// cache at its last release, [`CacheStats::evicted`]).
+    pub(super) fn left(&mut self, bytes: u64, evicted: bool) {
         self.bytes_resident = self.bytes_resident.saturating_sub(bytes);
-        if reported {
-            self.evictions += 1;
-            self.bytes_evicted = self.bytes_evicted.saturating_add(bytes);
+        if evicted {
+            self.evicted(bytes);
         }
+    }
+
+    /// A record of `bytes` left the cache.
+    pub(super) fn evicted(&mut self, bytes: u64) {
+        self.evictions += 1;
+        self.bytes_evicted = self.bytes_evicted.saturating_add(bytes);
     }
 }
 

@@ -259,7 +259,7 @@ impl World {
         let id = self.known.len();
         let fresh = Arc::new(Rec { id, key: key.to_owned(), bytes, shared });
         let live = self.occupant(key).filter(|&o| !self.known[o].stale);
-        let inserted = self.table.insert(fresh, self.now, |_| false, (false, false, false));
+        let inserted = self.table.insert(fresh, self.now, |_| false, (false, false));
         let (stale, attached, gone, used_at, idle_since) = (false, false, false, 0, Some(self.now));
         let (owned, copy, moving) = (key.to_owned(), None, false);
         self.known.push(Known {
@@ -283,10 +283,16 @@ impl World {
             None => {
                 let replaced = self.occupant(key);
                 prop_assert_eq!(inserted.record.id, id);
-                prop_assert_eq!(inserted.replaced.as_ref().map(|g| g.record().id), replaced);
+                prop_assert_eq!(inserted.replaced.as_ref().map(|(g, _)| g.record().id), replaced);
                 if let Some(old) = replaced {
                     self.known[old].attached = false;
-                    self.left = (self.left.0 + 1, self.left.1 + self.known[old].bytes);
+                    // Claimed by nothing, it leaves the cache now; else at its last release.
+                    let now = self.claims(old) == 0;
+                    prop_assert_eq!(inserted.replaced.as_ref().map(|(_, now)| *now), Some(now));
+                    if now {
+                        self.known[old].gone = true;
+                        self.left = (self.left.0 + 1, self.left.1 + self.known[old].bytes);
+                    }
                 }
                 self.admitted += 1;
                 let k = &mut self.known[id];
@@ -314,7 +320,7 @@ impl World {
 
     fn release(&mut self, h: usize) -> Result<(), TestCaseError> {
         let (record, claim) = self.handles.remove(h);
-        let released = self.table.release(&record, claim, self.claim_time(), (false, false));
+        let released = self.table.release(&record, claim, self.claim_time(), (false, false, false));
         let id = record.id;
         let attached = self.known[id].attached;
         let free = attached && self.claims(id) == 0;
@@ -322,12 +328,20 @@ impl World {
         let unlocked = claim == Claim::Lock && attached && !self.locked(id) && self.known[id].copy.is_some();
         prop_assert_eq!(released.copy_unlocked, unlocked, "an unlocked copy may be offloaded");
         let evicted: Vec<Gone<Rec>> = released.evicted.into_iter().collect();
+        // A detached record leaves the cache at its last release, as a stale occupant does.
+        let detached_last = !attached && !self.known[id].gone && self.claims(id) == 0;
         prop_assert_eq!(
             evicted.len(),
-            usize::from(free && self.known[id].stale),
+            usize::from((free && self.known[id].stale) || detached_last),
             "a stale record leaves at its last release"
         );
-        self.took_out(&evicted)?;
+        if detached_last {
+            prop_assert_eq!(evicted[0].record().id, id);
+            self.known[id].gone = true;
+            self.left = (self.left.0 + 1, self.left.1 + self.known[id].bytes);
+        } else {
+            self.took_out(&evicted)?;
+        }
         let expires = self.keep_alive.filter(|_| free && evicted.is_empty()).map(|k| self.now + k);
         prop_assert_eq!(released.expires, expires);
         if attached {
