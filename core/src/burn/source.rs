@@ -74,22 +74,15 @@ pub(super) struct Header {
 /// Opens `path` and reads its identity from the open file (so the two name the same file).
 /// Opened without blocking: a named pipe put where a model file was expected is refused as
 /// not a file, where a plain open would wait for a writer forever (holding the load's claim
-/// and reservation). Reads of a regular file are not affected. A regular file whose open
-/// would block (a write lease another process holds) is opened again the plain way.
+/// and reservation). Reads of a regular file are not affected; an open that would block (a
+/// write lease another process holds) is an I/O error that keeps its source, for the caller to
+/// try again (a blocking open after a look at the path could meet a pipe swapped in between).
 fn open(path: &Path) -> Result<(File, FileIdentity), BurnError> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = match options.open(path) {
-        Err(e)
-            if e.kind() == std::io::ErrorKind::WouldBlock && path.metadata().is_ok_and(|m| m.is_file()) =>
-        {
-            File::open(path)
-        }
-        opened => opened,
-    }
-    .map_err(|e| io_error(path, e))?;
+    let file = options.open(path).map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
     if !meta.is_file() {
         return Err(BurnError::NotFound { path: path.to_owned() });

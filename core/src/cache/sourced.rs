@@ -69,13 +69,9 @@ impl<W: Sourced + Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             let look_again = !self.runtime().mutant(Mutant::STALE_LOOK_DROPS_NEWER);
             match look_again.then(&mut current) {
                 Some(Ok(again)) if again == source => return Ok(loaded),
-                // The source cannot be looked at now: weights of another version are not kept
-                // for it either.
-                Some(Err(error)) => {
-                    drop(loaded);
-                    self.drop_model(key);
-                    return Err(failed(error));
-                }
+                // The source cannot be looked at now: this call fails, and drops nothing of the
+                // group's on the strength of its own older look.
+                Some(Err(error)) => return Err(failed(error)),
                 _ => {}
             }
             tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");

@@ -259,8 +259,8 @@ pub(super) fn holder_panics<R: SimRuntime>(rt: R) {
 }
 
 /// C-R4 / C-R27: m is dropped while in use and re-admitted in the same cache and a peer: the
-/// re-admission gets fresh weights, and the old record's last release touches only itself. The
-/// old record left cuda:0 when the re-admission replaced it: reported then, once (3.7).
+/// re-admission gets fresh weights, and the old record's last release touches only itself, and
+/// evicts it from cuda:0: reported then, once (3.7).
 pub(super) fn drop_model_during_use<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 200, 2);
     let reported = Arc::new(R::counter_for_model());

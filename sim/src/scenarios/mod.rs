@@ -147,7 +147,7 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, loom: 2, targets: [MIS_DEBIT_SHARED], cache::shared_debit_after_shutdown),
         scenario!("C-R3", "shutdown inside the admission window (3)",
         time: Off, loom: 2, targets: [ADMISSION_UNPROTECTED], cache::shutdown_in_admission_window),
-        scenario!("C-R4", "detached stale record, key re-admitted (the old one reported evicted then, 3.7), old record's last release (4)",
+        scenario!("C-R4", "detached stale record, key re-admitted, old record's last release: touches only itself, evicts and reports it once (4, 3.7)",
         time: Off, loom: 2, targets: [KEY_MATCH_RELEASE, REPLACED_STALE_UNREPORTED], cache::drop_model_during_use),
         scenario!("C-R5", "shutdown between get() and the first lock (5)",
         time: Off, loom: 2, targets: [HOLD_AFTER_LOOKUP], cache::shutdown_before_first_lock),

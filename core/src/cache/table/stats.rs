@@ -10,7 +10,8 @@ pub struct CacheStats {
     /// `get` did not find the key.
     pub misses: u64,
     /// Records admitted (an admission that joined the key's live occupant admits none). Each
-    /// leaves as one of `evictions`: `admissions - evictions` records occupy keys now.
+    /// leaves as one of `evictions`: `admissions - evictions` records occupy keys now or were
+    /// replaced while stale and are still held.
     pub admissions: u64,
     /// Records evicted, by every path: a stale record replaced by a new admission of its key
     /// counts at its holders' last release, as a stale occupant does.
