@@ -170,10 +170,8 @@ impl<M: Manager> FixedSizeCache<M> {
         let evicted = self.inner.evict_locked(guard)?;
         let mut bytes = 0;
         if evicted == Eviction::Evicted {
-            bytes = self.book.with(|b| b.sizes.get(id).copied().unwrap_or(0));
-            // Under the victim's lock (this id's entry changes under no other): its slot is
-            // free now, which an add waiting for capacity is told at once.
-            self.forget(id);
+            // Its slot is free now, which an add waiting for capacity is told at once.
+            bytes = self.forget(id);
             self.reconciled_past_own(before);
         }
         drop(settle);

@@ -35,7 +35,9 @@ impl<M: Manager> Drop for Settle<'_, M> {
         let keeps_stale =
             self.way == Settling::Add && self.cache.mutant(Mutant::FAILED_ADD_KEEPS_STALE_ENTRY);
         match self.way {
-            Settling::Add | Settling::Remove if !registered && !keeps_stale => self.cache.forget(self.id),
+            Settling::Add | Settling::Remove if !registered && !keeps_stale => {
+                self.cache.forget(self.id);
+            }
             Settling::Add if registered => self.cache.book.with(|b| {
                 if !b.queue.contains(self.id) {
                     b.push(self.id);
@@ -50,13 +52,16 @@ impl<M: Manager> Drop for Settle<'_, M> {
 }
 
 impl<M: Manager> FixedSizeCache<M> {
-    /// Drops `id` (no longer registered) from the book. The slot it freed may be the one an add
-    /// waits for: that add is told now, not when the lifecycle lock is released (its caller may
-    /// hold it on, as `remove_locked`'s caller does).
-    pub(super) fn forget(&self, id: &ModelId) {
-        if self.book.with(|b| b.forget(id)) {
+    /// Drops `id` (no longer registered) from the book; the bytes it had recorded for it, read
+    /// in the same critical section. The slot it freed may be the one an add waits for: that
+    /// add is told now, not when the lifecycle lock is released (its caller may hold it on, as
+    /// `remove_locked`'s and `evict_locked`'s callers may).
+    pub(super) fn forget(&self, id: &ModelId) -> u64 {
+        let (bytes, queued) = self.book.with(|b| (b.sizes.get(id).copied().unwrap_or(0), b.forget(id)));
+        if queued {
             self.inner.changes().bump_at(Mutant::LOST_WAKEUP_SLOT_FORGOTTEN);
         }
+        bytes
     }
 
     /// Drops queued ids (other than `except`) that a layer below removed — an inner cache's
