@@ -11,8 +11,9 @@ use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner
 use resident::mutants::Mutant;
 use resident_proptests::concurrent::cache_program::{CacheProgram, cache_program};
 use resident_proptests::concurrent::generated::{Generated, StoredFailure, check_program, replay};
-use resident_proptests::concurrent::program::{Program, program};
+use resident_proptests::concurrent::program::{Faults, Program, ThreadOp, Under, program};
 use resident_sim::mutant_set::MutantSet;
+use resident_sim::world::manager::Step;
 
 /// Programs per campaign (`RESIDENT_PROGRAMS`), and schedules per program and scheduler
 /// (`RESIDENT_SCHEDULES`): the defaults keep `cargo test` under a minute; `just deep` raises them.
@@ -289,6 +290,38 @@ fn the_campaign_finds_capacity_waiters_barge() {
 #[test]
 fn the_cache_campaign_finds_room_seekers_barge() {
     finds_in_caches(Mutant::ROOM_SEEKERS_BARGE);
+}
+
+/// A slot given back under a lock held on, S-O1h's shape as a program: `A`, pinned, fills one
+/// of the two slots; T1 locks `B` and adds it under the lock, and `B`'s load fails; T2 adds `C`.
+/// T1 keeps its lock while T2 waits, so only the failed load's own wake-up serves T2 in time.
+/// With it silenced (or the slot freed by `remove_locked` never told), T2 gives up on its
+/// deadline with a slot free, which no order of the calls explains: the history's check
+/// places a refusal that gave up on a wait no earlier than that wait's deadline.
+#[test]
+fn a_slot_freed_under_a_held_lock_wakes_the_waiting_add() {
+    let program = |under: Under, loads: Vec<Step>| Program {
+        prefix: if under == Under::Add { vec![0] } else { vec![0, 1] },
+        handed: Vec::new(),
+        pins: vec![0],
+        threads: vec![vec![ThreadOp::Locked(1, under)], vec![ThreadOp::Add(2)]],
+        faults: Faults { loads: [Vec::new(), loads, Vec::new()], ..Faults::default() },
+        nested: false,
+        narrow: false,
+        any_time: false,
+        report_fault: None,
+    };
+    let cases = [
+        (program(Under::Add, vec![Step::Fail]), Mutant::LOST_WAKEUP_CAPACITY_CLAIM_DROPPED),
+        (program(Under::Remove, Vec::new()), Mutant::LOST_WAKEUP_SLOT_FORGOTTEN),
+        (program(Under::Evict, Vec::new()), Mutant::LOST_WAKEUP_SLOT_FORGOTTEN),
+    ];
+    for (program, mutant) in cases {
+        let fixed = check_program(&program, 200, &MutantSet::default());
+        assert!(fixed.failure.is_none(), "{program:?} failed: {:?}", fixed.failure);
+        let broken = check_program(&program, 200, &MutantSet::only(mutant));
+        assert!(broken.failure.is_some(), "{program:?} passed with {mutant} on");
+    }
 }
 
 /// Teeth: switches on every mutant of `resident`, one at a time, and reports which the campaign

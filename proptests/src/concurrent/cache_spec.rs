@@ -287,7 +287,7 @@ mod tests {
         invoke: u64,
         response: u64,
     ) -> Call<CacheCall, CacheRet> {
-        Call { thread, op, ret: Some(ret), invoke, response: Some(response) }
+        Call { thread, op, ret: Some(ret), invoke, response: Some(response), decided: None }
     }
 
     fn linearizable(history: &[Call<CacheCall, CacheRet>]) -> bool {

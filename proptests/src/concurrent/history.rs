@@ -14,29 +14,70 @@ use super::linearizability::{Call, Spec, check};
 pub struct History<Op, Ret> {
     clock: AtomicU64,
     calls: Mutex<Vec<Call<Op, Ret>>>,
+    /// What each event's stamp reads (see [`History::stamped`]).
+    stamp: Option<Stamp>,
+    /// Per event, in clock order: its tick and its stamp.
+    stamps: Mutex<Vec<(u64, u64)>>,
 }
+
+/// A count that only grows, read at each event of a [`History`] without a scheduling point.
+type Stamp = Box<dyn Fn() -> u64 + Send + Sync>;
 
 impl<Op, Ret> Default for History<Op, Ret> {
     fn default() -> Self {
-        Self { clock: AtomicU64::new(0), calls: Mutex::new(Vec::new()) }
+        Self {
+            clock: AtomicU64::new(0),
+            calls: Mutex::new(Vec::new()),
+            stamp: None,
+            stamps: Mutex::default(),
+        }
+    }
+}
+
+impl<Op, Ret> History<Op, Ret> {
+    /// A history whose events are stamped with `stamp` (the execution's deadlines fired so
+    /// far), for [`History::decided_after`].
+    pub fn stamped(stamp: Stamp) -> Self {
+        Self { stamp: Some(stamp), ..Self::default() }
+    }
+
+    /// The next tick of the clock, stamped.
+    fn tick(&self) -> u64 {
+        let mut stamps = self.stamps.lock().expect("history lock");
+        let tick = self.clock.fetch_add(1, Ordering::SeqCst);
+        if let Some(stamp) = &self.stamp {
+            stamps.push((tick, stamp()));
+        }
+        tick
     }
 }
 
 impl<Op: Clone, Ret: Clone> History<Op, Ret> {
     /// Call `op` of `thread` is invoked now; returns its index, for [`History::end`].
     pub fn begin(&self, thread: usize, op: Op) -> usize {
-        let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
+        let invoke = self.tick();
         let mut calls = self.calls.lock().expect("history lock");
-        calls.push(Call { thread, op, ret: None, invoke, response: None });
+        calls.push(Call { thread, op, ret: None, invoke, response: None, decided: None });
         calls.len() - 1
     }
 
     /// Call `at` returned `ret` now (`None`: it unwound, its outcome unknown).
     pub fn end(&self, at: usize, ret: Option<Ret>) {
-        let response = self.clock.fetch_add(1, Ordering::SeqCst);
+        let response = self.tick();
         let mut calls = self.calls.lock().expect("history lock");
         calls[at].response = Some(response);
         calls[at].ret = ret;
+    }
+
+    /// Call `at`, which has returned, decided what it returned no earlier than the moment the
+    /// stamp reached `stamp`: it takes effect after every event stamped below it, no earlier
+    /// than the first event stamped `stamp` or more ([`Call::decided`]).
+    pub fn decided_after(&self, at: usize, stamp: u64) {
+        let stamps = self.stamps.lock().expect("history lock");
+        let first = stamps.iter().find(|&&(_, s)| s >= stamp).map(|&(tick, _)| tick);
+        if let Some(first) = first {
+            self.calls.lock().expect("history lock")[at].decided = Some(first);
+        }
     }
 
     /// Call `at` as recorded so far.

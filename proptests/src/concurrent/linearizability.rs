@@ -25,6 +25,19 @@ pub struct Call<Op, Ret> {
     pub invoke: u64,
     /// When it returned or unwound; `None` if it never did.
     pub response: Option<u64>,
+    /// When later than its invocation, the time of the first event after the moment it may
+    /// take effect from (it gave up on a wait that ended then): it comes after every call that
+    /// returned before that event, and every call whose response is that event or later
+    /// overlapped that moment. It still overlaps every call it overlaps from its invocation on:
+    /// what it holds meanwhile explains their results.
+    pub decided: Option<u64>,
+}
+
+impl<Op, Ret> Call<Op, Ret> {
+    /// The time it may take effect from: its invocation, or [`Call::decided`].
+    pub fn effect_from(&self) -> u64 {
+        self.decided.map_or(self.invoke, |d| d.max(self.invoke))
+    }
 }
 
 /// A sequential specification.
@@ -44,7 +57,8 @@ pub trait Spec {
 }
 
 /// Whether some call of `history` other than `at`, for which `relevant` holds, overlapped call
-/// `at` in real time (neither returned before the other was invoked).
+/// `at` in real time (neither returned before the other was invoked), from the time `at` may
+/// take effect ([`Call::effect_from`]): what explains its result held then.
 pub fn overlapping<Op, Ret>(
     history: &[Call<Op, Ret>],
     at: usize,
@@ -64,7 +78,7 @@ pub fn overlapping_at<Op, Ret>(
     history.iter().enumerate().any(|(j, other)| {
         j != at
             && relevant(j, other)
-            && other.response.is_none_or(|r| me.invoke < r)
+            && other.response.is_none_or(|r| me.effect_from() <= r)
             && me.response.is_none_or(|r| other.invoke < r)
     })
 }
@@ -103,16 +117,16 @@ struct Search<'h, S: Spec> {
 }
 
 /// Whether call `i` may take effect next, after the calls in `done`: no pending call with a
-/// known result returned before `i` was invoked, and no call already in effect was invoked
-/// after `i` returned.
+/// known result returned before `i` may take effect ([`Call::effect_from`]), and no call
+/// already in effect may only have taken effect after `i` returned.
 fn may_go_next<Op, Ret>(history: &[Call<Op, Ret>], done: impl Fn(usize) -> bool, i: usize) -> bool {
     let call = &history[i];
     (0..history.len()).filter(|&j| j != i).all(|j| {
         let other = &history[j];
         if done(j) {
-            call.response.is_none_or(|r| other.invoke < r)
+            call.response.is_none_or(|r| other.effect_from() <= r)
         } else {
-            other.ret.is_none() || other.response.is_none_or(|r| call.invoke < r)
+            other.ret.is_none() || other.response.is_none_or(|r| call.effect_from() <= r)
         }
     })
 }
@@ -200,7 +214,7 @@ mod tests {
     }
 
     fn call(thread: usize, op: Reg, ret: Option<u8>, invoke: u64, response: Option<u64>) -> Call<Reg, u8> {
-        Call { thread, op, ret, invoke, response }
+        Call { thread, op, ret, invoke, response, decided: None }
     }
 
     #[test]
@@ -251,6 +265,26 @@ mod tests {
             check(&Register, 0, &unwound_then_read_twice).is_err(),
             "it cannot take effect after it unwound"
         );
+    }
+
+    #[test]
+    fn a_call_decided_after_another_returned_comes_after_it() {
+        // A read that gave up on a wait whose deadline fired after the write returned: the
+        // write overlaps its invocation, yet the read comes after it.
+        let overlapping =
+            [call(0, Reg::Write(1), Some(0), 0, Some(3)), call(1, Reg::Read, Some(0), 1, Some(5))];
+        assert!(check(&Register, 0, &overlapping).is_ok());
+        let mut decided = overlapping.clone();
+        decided[1].decided = Some(4);
+        assert!(check(&Register, 0, &decided).is_err());
+        assert!(!brute_force(&Register, 0, &decided));
+        // A call that returned at the first event after the deadline overlapped that moment.
+        decided[1].decided = Some(3);
+        assert!(check(&Register, 0, &decided).is_ok());
+        assert!(overlapping_at(&decided, 1, |_, _| true));
+        decided[1].decided = Some(4);
+        assert!(!overlapping_at(&decided, 1, |_, _| true));
+        assert!(overlapping_at(&decided, 0, |_, _| true), "what it held overlaps the other call");
     }
 
     mod differential {

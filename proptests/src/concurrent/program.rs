@@ -67,6 +67,21 @@ pub enum ThreadOp {
     /// `lease_with(RESOLVED[i], …)` with a zero timeout, kept like [`ThreadOp::Lease`]: no wait
     /// inside it may block (SPEC 1.10).
     LeaseNow(usize),
+    /// `lock(RESOLVED[i])`, then one step under that lock, the lock kept after the step until
+    /// another thread's call returns (or, every thread blocked, a short while has passed): what
+    /// the step frees is noticed by the others while its lock is still held.
+    Locked(usize, Under),
+}
+
+/// The step a [`ThreadOp::Locked`] takes under its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Under {
+    /// `add_locked` of the model of the same id (an index into [`IDS`]).
+    Add,
+    /// `remove_locked`.
+    Remove,
+    /// `evict_locked`.
+    Evict,
 }
 
 /// What each model's user code does: loads and unloads call by call (then `Ok`), and panics
@@ -238,8 +253,8 @@ fn shape() -> impl Strategy<Value = (bool, bool)> {
 /// two leases handed to the threads, and faults, over one layer or a nested stack; a fifth of
 /// them with deadlines that fire at any point. Chosen by hashes of the draw (so that stored
 /// programs and the draws of the rest stay as they were): a `clear` or `register`, an in-place
-/// replace, a pin or lease with a zero timeout, a load whose caller's wait expires inside it,
-/// a panicking metrics recorder.
+/// replace, a pin or lease with a zero timeout, a step under a lock held past it, a load whose
+/// caller's wait expires inside it, a panicking metrics recorder.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
     let pins = prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(index(), 1..=2)];
@@ -252,9 +267,11 @@ pub fn program() -> impl Strategy<Value = Program> {
             let report_fault = report_fault_for(super::generated::hash_of(&(drawn, "report fault")));
             let now = super::generated::hash_of(&(drawn, "call now"));
             let expiry = super::generated::hash_of(&(drawn, "expiry"));
+            let locked = super::generated::hash_of(&(drawn, "locked"));
             insert_clear_or_register(&mut threads, extra);
             insert_replace_in_place(&mut threads, in_place);
             insert_call_now(&mut threads, now);
+            insert_locked(&mut threads, locked);
             insert_expiry(&mut faults, expiry);
             let mut prefix = prefix;
             reach_report(report_fault, &mut prefix, &mut threads);
@@ -301,6 +318,23 @@ fn insert_call_now(threads: &mut [Vec<ThreadOp>], hash: u64) {
     let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
     let i = pick(40, RESOLVED.len());
     let op = if pick(32, 2) == 0 { ThreadOp::PinNow(i) } else { ThreadOp::LeaseNow(i) };
+    let thread = &mut threads[pick(16, threads.len())];
+    thread.insert(pick(24, thread.len() + 1), op);
+}
+
+/// In a quarter of the programs, one call that holds a lifecycle lock across a step and past
+/// it ([`ThreadOp::Locked`]) at a place in a thread chosen by `hash` (as for
+/// [`insert_clear_or_register`]): an add, a removal or an eviction a third of the time each.
+fn insert_locked(threads: &mut [Vec<ThreadOp>], hash: u64) {
+    if !hash.is_multiple_of(4) || threads.is_empty() {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let op = match pick(32, 3) {
+        0 => ThreadOp::Locked(pick(40, IDS.len()), Under::Add),
+        1 => ThreadOp::Locked(pick(40, RESOLVED.len()), Under::Remove),
+        _ => ThreadOp::Locked(pick(40, RESOLVED.len()), Under::Evict),
+    };
     let thread = &mut threads[pick(16, threads.len())];
     thread.insert(pick(24, thread.len() + 1), op);
 }

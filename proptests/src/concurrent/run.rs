@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{
-    Added, CacheError, CallOptions, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError,
-    ManagerExt, Replaced, Traced,
+    Added, CacheError, CallOptions, Eviction, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError,
+    ManagerExt, ModelId, Replaced, Traced,
 };
 use resident_sim::bypass::Calls;
+use resident_sim::latch::Latch;
 use resident_sim::runtime::{ShuttleRuntime, SimRuntime, Time};
 use resident_sim::unwinding::catch;
 use resident_sim::violation::{InjectedPanic, Violation};
@@ -21,46 +22,106 @@ use resident_sim::world::manager::{CallObserver, ManagerWorld, Probe, SimModel};
 
 use super::generated::Generated;
 use super::history::{History, ensure_linearizable};
-use super::program::{ALIAS, IDS, MAX_SIZE, Program, REPORT_FAULTS, RESOLVED, ThreadOp};
+use super::program::{ALIAS, IDS, MAX_SIZE, Program, REPORT_FAULTS, RESOLVED, ThreadOp, Under};
 use super::stack::{Op, Ret, Stack, State, split_calls};
+
+/// What a [`Recorder`] reads of the runtime about the calling thread, without a scheduling
+/// point.
+trait Waits: Send + Sync {
+    /// Its bounded waits that ended by their deadline so far.
+    fn timed_out(&self) -> u64;
+    /// Which deadline of the execution ended the last of them (see
+    /// [`SimRuntime::last_timeout_here`]).
+    fn last_timeout(&self) -> u64;
+    /// Its waits that blocked so far.
+    fn blocked(&self) -> u64;
+    /// Its name.
+    fn thread(&self) -> String;
+}
+
+impl<R: SimRuntime> Waits for R {
+    fn timed_out(&self) -> u64 {
+        self.timeouts_here()
+    }
+
+    fn last_timeout(&self) -> u64 {
+        self.last_timeout_here()
+    }
+
+    fn blocked(&self) -> u64 {
+        self.blocked_here()
+    }
+
+    fn thread(&self) -> String {
+        R::thread_name().unwrap_or_default()
+    }
+}
 
 /// The calls and unload events of one execution, in invocation order.
 struct Recorder {
     history: History<Op, Ret>,
     /// The call each checker thread is in (by thread name), for the unloads it runs.
     current: Mutex<BTreeMap<String, (usize, usize)>>,
-    thread_name: fn() -> Option<String>,
-    /// The calling thread's bounded waits that ended by their deadline, when time is `auto`.
-    timeouts: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
-    /// The calling thread's waits that blocked so far.
-    blocked: Box<dyn Fn() -> u64 + Send + Sync>,
+    waits: Arc<dyn Waits>,
+    /// Deadlines fire only while every thread is blocked ([`Time::Auto`]).
+    auto: bool,
+    /// Notes that a call returned, in programs with a [`ThreadOp::Locked`] (in no other: it
+    /// adds scheduling points).
+    returned: Option<Box<dyn Fn() + Send + Sync>>,
+    /// Blocks until some call returns, or [`HOLD`] passes.
+    hold: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
+/// How long a [`ThreadOp::Locked`] keeps its lock past its step, at most, once every thread is
+/// blocked: longer than any other wait of a program, so that a waiter its lock does not concern
+/// times out (and is checked) while the lock is still held.
+const HOLD: Duration = Duration::from_secs(3600);
+
 impl Recorder {
-    fn new<R: SimRuntime>(rt: &R) -> Self {
-        let timeouts: Option<Box<dyn Fn() -> u64 + Send + Sync>> = (rt.time() == Time::Auto).then(|| {
-            let rt = rt.clone();
-            Box::new(move || rt.timeouts_here()) as _
+    fn new<R: SimRuntime>(rt: &R, holds: bool) -> Self {
+        let returned = holds.then(|| Arc::new(Latch::new(rt)));
+        let hold = returned.clone().map(|latch| {
+            Box::new(move || {
+                latch.wait_for_within(latch.get() + 1, HOLD);
+            }) as Box<dyn Fn() + Send + Sync>
         });
-        let blocked = {
-            let rt = rt.clone();
-            Box::new(move || rt.blocked_here()) as _
-        };
+        let auto = rt.time() == Time::Auto;
+        let stamps = rt.clone();
         Self {
-            history: History::default(),
+            history: History::stamped(Box::new(move || stamps.expiries())),
             current: Mutex::default(),
-            thread_name: R::thread_name,
-            timeouts,
-            blocked,
+            waits: Arc::new(rt.clone()),
+            auto,
+            returned: returned.map(|latch| Box::new(move || latch.add(1)) as Box<dyn Fn() + Send + Sync>),
+            hold,
+        }
+    }
+
+    /// Begins call [`Op::Hold`] of `thread`: the lock of `RESOLVED[i]`, taken by a call that
+    /// has not returned yet, is kept past it. Its index, for [`Recorder::hold`].
+    fn holding(&self, thread: usize, i: usize) -> usize {
+        self.history.begin(thread, Op::Hold(i))
+    }
+
+    /// Keeps `guard` until another call returns, or every thread is blocked for [`HOLD`], then
+    /// drops it and ends the hold `at` ([`Recorder::holding`]).
+    fn hold<G>(&self, at: usize, guard: G) {
+        if let Some(hold) = &self.hold {
+            hold();
+        }
+        drop(guard);
+        self.history.end(at, Some(Ret::Done));
+        if let Some(returned) = &self.returned {
+            returned();
         }
     }
 
     /// Runs `call`, a call of `op` with a zero deadline: none of its waits may block (SPEC
     /// 1.10), whatever it returns.
     fn now<T>(&self, op: &ThreadOp, call: impl FnOnce() -> T) -> T {
-        let before = (self.blocked)();
+        let before = self.waits.blocked();
         let out = call();
-        let blocked = (self.blocked)() - before;
+        let blocked = self.waits.blocked() - before;
         resident_sim::ensure!(
             blocked == 0,
             "1.10",
@@ -70,12 +131,14 @@ impl Recorder {
         out
     }
 
-    fn timeouts(&self) -> u64 {
-        self.timeouts.as_ref().map_or(0, |f| f())
+    /// The calling thread's timeouts so far (under [`Time::Auto`]; else none), and which
+    /// deadline ended the last of them.
+    fn timeouts(&self) -> (u64, u64) {
+        if self.auto { (self.waits.timed_out(), self.waits.last_timeout()) } else { (0, 0) }
     }
 
     fn thread(&self) -> String {
-        (self.thread_name)().unwrap_or_default()
+        self.waits.thread()
     }
 
     /// Records `f` as call `op` of `thread`; a panic leaves its result unknown.
@@ -100,8 +163,10 @@ impl Recorder {
         }
         // Under `auto` time a deadline fires only while every thread is blocked: a call that
         // then succeeds found the state changed while it slept, and nobody woke it.
+        let (timed_out, decided) = self.timeouts();
+        let timed_out = timed_out > timeouts.0;
         if let Ok((ret @ (Ret::Loaded | Ret::Warm | Ret::Done), _)) = &result
-            && self.timeouts() > timeouts
+            && timed_out
         {
             Violation::raise(
                 "lost-wakeup",
@@ -112,16 +177,35 @@ impl Recorder {
                 ),
             );
         }
-        match result {
+        let value = match result {
             Ok((ret, value)) => {
+                // A refusal that gave up on a wait: decided once that wait's deadline fired,
+                // with every thread blocked, and explained by the state then.
+                let gave_up = matches!(ret, Ret::CapacityExhausted | Ret::LockTimeout | Ret::Busy)
+                    && matches!(
+                        op,
+                        Op::Add { .. }
+                            | Op::Remove(_)
+                            | Op::Evict(_)
+                            | Op::Pin(_)
+                            | Op::Unpin(_)
+                            | Op::Lease(_)
+                    );
                 self.history.end(at, Some(ret));
+                if gave_up && timed_out {
+                    self.history.decided_after(at, decided);
+                }
                 Some(value)
             }
             Err(_) => {
                 self.history.end(at, None);
                 None
             }
+        };
+        if let Some(returned) = &self.returned {
+            returned();
         }
+        value
     }
 }
 
@@ -234,6 +318,41 @@ fn add<M: Calls>(
     });
 }
 
+/// `lock(RESOLVED[i])` and `under` under it, as one call of `thread`, then the lock kept past
+/// it ([`Recorder::hold`]).
+fn locked<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize, under: Under) {
+    let op = match under {
+        Under::Add => Op::Add { r: i, c: i, built: false },
+        Under::Remove => Op::Remove(i),
+        Under::Evict => Op::Evict(i),
+    };
+    let guard = recorder.call(thread, op, || {
+        let guard = match m.lock(RESOLVED[i]) {
+            Ok(guard) => guard,
+            Err(e) => return (error(e), None),
+        };
+        let ret = match under {
+            Under::Add => match m.add_locked(&guard, &ModelId::new(IDS[i]).expect("a program id")) {
+                Ok(Added::Loaded) => Ret::Loaded,
+                Ok(Added::Warm) => Ret::Warm,
+                Err(e) => error(e),
+            },
+            Under::Remove => done(m.remove_locked(&guard)),
+            Under::Evict => match m.evict_locked(&guard) {
+                Ok(Eviction::Evicted) => Ret::Done,
+                Ok(Eviction::Pinned | Eviction::InUse) => Ret::Kept,
+                Ok(Eviction::NotRegistered) => Ret::NotFound,
+                Err(e) => error(e),
+            },
+        };
+        // Held past the call's return: recorded as held from before it.
+        (ret, Some((recorder.holding(thread, i), guard)))
+    });
+    if let Some((at, guard)) = guard.flatten() {
+        recorder.hold(at, guard);
+    }
+}
+
 /// One thread's program against the stack (its outermost cache), starting with the leases in
 /// `held`.
 fn run_thread<M>(
@@ -344,6 +463,7 @@ fn run_thread<M>(
                 recorder
                     .call(thread, Op::Unpin(i), || (done(m.call_unpin(RESOLVED[i], CallOptions::new())), ()));
             }
+            ThreadOp::Locked(i, under) => locked(m, recorder, thread, i, under),
             ThreadOp::Infer(i, panics) => {
                 recorder.call(thread, Op::Infer(i), || {
                     let served = m.infer(RESOLVED[i], |_| {
@@ -364,7 +484,8 @@ fn run_thread<M>(
 
 /// One execution of `program` on `rt`.
 fn run_once<R: SimRuntime>(rt: R, program: &Program) {
-    let recorder = Arc::new(Recorder::new(&rt));
+    let holds = program.threads.iter().flatten().any(|op| matches!(op, ThreadOp::Locked(..)));
+    let recorder = Arc::new(Recorder::new(&rt, holds));
     let observer: Arc<dyn CallObserver> = Arc::clone(&recorder) as _;
     let mut builder = ManagerWorld::builder(rt)
         .work(1)

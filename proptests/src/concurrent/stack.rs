@@ -72,6 +72,9 @@ pub enum Op {
     },
     /// `remove(RESOLVED[i])`.
     Remove(usize),
+    /// `evict_locked` of `RESOLVED[i]` under its lock: unloaded if nothing protects it (no pin,
+    /// no live lease), else kept.
+    Evict(usize),
     /// An unload of the model registered under `RESOLVED[v]`, run for the call at index `by` (a
     /// remove, or an add's eviction).
     Unload {
@@ -80,6 +83,9 @@ pub enum Op {
         /// The history index of the call it ran for.
         by: usize,
     },
+    /// The lock of `RESOLVED[i]` kept after a step under it (`ThreadOp::Locked`): changes
+    /// nothing, but may explain another call's wait for that lock timing out.
+    Hold(usize),
     /// `lease(RESOLVED[i])` (acquired).
     Lease(usize),
     /// A lease of `RESOLVED[i]` dropped.
@@ -150,8 +156,10 @@ pub enum Ret {
     AlreadyRegistered,
     /// `Ok(())` (remove, lease, pin, unpin, end of a lease, an unload).
     Done,
-    /// `NotFound`.
+    /// `NotFound` (or, for an eviction, `Eviction::NotRegistered`).
     NotFound,
+    /// `Eviction::Pinned` or `Eviction::InUse`: an eviction skipped its model.
+    Kept,
     /// A `Load` error.
     LoadFailed,
     /// A `Load` error whose source is the expiry of a bounded wait inside the load (the
@@ -300,7 +308,7 @@ fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
         Op::AddRoom { add, .. } => add != at,
         Op::ResizeSet { set, .. } => set != at,
         Op::Replace(_) | Op::Swap(_) | Op::Shutdown | Op::ClearStart { .. } => true,
-        Op::Remove(j) | Op::Pin(j) | Op::Unpin(j) => j == i,
+        Op::Remove(j) | Op::Evict(j) | Op::Hold(j) | Op::Pin(j) | Op::Unpin(j) => j == i,
         _ => false,
     })
 }
@@ -679,7 +687,7 @@ impl Stack {
         let swap = matches!(history[by].op, Op::Swap(j) if j == v);
         let eviction = matches!(
             history[by].op,
-            Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. }
+            Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. } | Op::Evict(_)
         ) && !old_version
             && !swap;
         let unloadable = State::has(s.registered, v)
@@ -742,6 +750,32 @@ impl Stack {
         out
     }
 
+    /// An eviction's result under the lock of `RESOLVED[i]`, from what its unload did (or why it
+    /// did not run): it never waits for a lease, so it keeps a model with a live one (an
+    /// overlapping `infer`'s too) or a pin.
+    fn evict(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
+        let ret = history[at].ret.as_ref();
+        let own = bit(at);
+        let (unloaded, failed) = (s.unloaded_by & own != 0, s.failed_by & own != 0);
+        let settled = !unloaded && !failed && !State::has(s.swapping, i);
+        let inferring = || overlapping(history, at, |c| c.op == Op::Infer(i) && may_have_succeeded(c));
+        let ok = match ret {
+            Some(Ret::Done) => unloaded,
+            Some(Ret::UnloadFailed(v)) => *v == i && failed,
+            // A pin is checked first: an id pinned before its model is registered is kept too.
+            Some(Ret::Kept) => {
+                settled
+                    && (State::has(s.pinned, i)
+                        || State::has(s.registered, i) && (s.leases[i] > 0 || inferring()))
+            }
+            Some(Ret::NotFound) => settled && !State::has(s.registered, i),
+            Some(Ret::LockTimeout) => lock_contended(history, at, i),
+            Some(_) => false,
+            None => true,
+        };
+        if ok { vec![s.clone()] } else { Vec::new() }
+    }
+
     /// A lease's (or an `infer`'s) result on a stack that is not shut down.
     fn lease(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> Vec<State> {
         let call = &history[at];
@@ -765,11 +799,18 @@ impl Stack {
             {
                 out.push(next);
             }
-            // It waited for an eviction's outcome (an add's, a replace's or a resize's), or
-            // for an in-place replace.
+            // It waited for an eviction's outcome (an add's, a replace's, a resize's or one under
+            // a held lock), or for an in-place replace.
             Some(Ret::LockTimeout)
                 if overlapped(history, at, |op| {
-                    matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. })
+                    matches!(
+                        op,
+                        Op::AddRoom { .. }
+                            | Op::Replace(_)
+                            | Op::Swap(_)
+                            | Op::ResizeSet { .. }
+                            | Op::Evict(_)
+                    )
                 }) =>
             {
                 out.push(next);
@@ -835,6 +876,8 @@ impl Spec for Stack {
             Op::AddLoad { r: i, add, built, .. } => out = self.add_load(s, history, at, (i, add, built)),
             Op::Unload { v, by } => out = self.unload(s, history, at, v, by),
             Op::Remove(i) => out = self.remove(s, history, at, i),
+            Op::Evict(i) => out = self.evict(s, history, at, i),
+            Op::Hold(_) => out.push(next),
             Op::Lease(_) | Op::Infer(_) if s.shut_down => {
                 if ret.is_none() || ret == Some(&Ret::ShutDown) {
                     out.push(next);
@@ -883,5 +926,38 @@ impl Spec for Stack {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::linearizability::check;
+    use super::*;
+
+    fn call(thread: usize, op: Op, ret: Ret, invoke: u64, response: u64) -> Call<Op, Ret> {
+        Call { thread, op, ret: Some(ret), invoke, response: Some(response), decided: None }
+    }
+
+    /// `A` registered; T1's add of `B` (its load fails) overlaps T2's add of `C`, which gives up
+    /// on its wait for capacity. Explained while T1 holds its claim, unless T2 decided after
+    /// T1 returned: a slot was free then.
+    #[test]
+    fn a_refusal_for_capacity_is_explained_by_what_held_the_slots_when_it_gave_up() {
+        let spec = Stack {
+            faults: Faults { loads: [Vec::new(), vec![Step::Fail], Vec::new()], ..Faults::default() },
+            capacity: 2,
+            any_time: false,
+        };
+        let add = |r: usize| Op::Add { r, c: r, built: false };
+        let history = [
+            call(0, add(0), Ret::Loaded, 0, 1),
+            call(1, add(1), Ret::LoadFailed, 2, 4),
+            call(2, add(2), Ret::CapacityExhausted, 3, 6),
+        ];
+        // Two slots: `A`'s, and the one `B`'s claim holds while it loads.
+        assert!(check(&spec, State::default(), &split_calls(&history)).is_ok());
+        let mut decided = history.clone();
+        decided[2].decided = Some(5);
+        assert!(check(&spec, State::default(), &split_calls(&decided)).is_err());
     }
 }

@@ -8,7 +8,7 @@
 //! the expiry cannot itself be a lost wakeup. Expiry is the checker choosing to run the timer:
 //! an ordinary, replayable step that every strategy explores.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Weak;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,7 +58,11 @@ struct Thread {
 /// The timer's state, behind the checker's mutex (lock order: a monitor, then this).
 pub(super) struct Timers {
     pending: BTreeMap<Deadline, Weak<dyn Expire>>,
-    fired: BTreeSet<u64>,
+    /// Fired deadlines not yet forgotten, by seq: the number of deadlines fired up to and
+    /// including each.
+    fired: BTreeMap<u64, u64>,
+    /// Deadlines fired so far.
+    expiries: u64,
     next_seq: u64,
     /// Scenario threads that are neither blocked in a sim wait nor finished (Auto only).
     running: usize,
@@ -77,6 +81,8 @@ pub(super) struct Clock<C: Checker> {
     /// firing and its waiter's check, the state the waiter found is the state every blocked
     /// thread left.
     activity: AtomicU64,
+    /// [`Timers::expiries`], readable without the timers' mutex (a scheduling point).
+    expiries: AtomicU64,
     timers: C::Mutex<Timers>,
     wake_timer: C::Condvar,
     /// Per thread name: its waits, counted with plain std bookkeeping (no scheduling point), read
@@ -91,13 +97,17 @@ pub(super) struct Waits {
     pub(super) timed_out: u64,
     /// Waits that blocked (found their condition false and slept, bounded or not).
     pub(super) blocked: u64,
+    /// The number of deadlines fired in the execution up to and including the one that ended
+    /// the last of its bounded waits that timed out (0: none did).
+    pub(super) last_timeout: u64,
 }
 
 impl<C: Checker> Clock<C> {
     pub(super) fn new(time: Time) -> Self {
         let timers = Timers {
             pending: BTreeMap::new(),
-            fired: BTreeSet::new(),
+            fired: BTreeMap::new(),
+            expiries: 0,
             next_seq: 0,
             running: 1,
             threads: BTreeMap::new(),
@@ -108,6 +118,7 @@ impl<C: Checker> Clock<C> {
             time,
             now: AtomicU64::new(0),
             activity: AtomicU64::new(0),
+            expiries: AtomicU64::new(0),
             timers: C::mutex(timers),
             wake_timer: C::condvar(),
             waits: std::sync::Mutex::default(),
@@ -121,9 +132,18 @@ impl<C: Checker> Clock<C> {
         );
     }
 
-    /// Counts a bounded wait of `thread` that ended by its deadline.
-    pub(super) fn timed_out(&self, thread: String) {
-        self.count(thread, |w| w.timed_out += 1);
+    /// Counts a bounded wait of `thread` that ended by the deadline fired `at` (as
+    /// [`Clock::fired`] numbers it).
+    pub(super) fn timed_out(&self, thread: String, at: u64) {
+        self.count(thread, |w| {
+            w.timed_out += 1;
+            w.last_timeout = at;
+        });
+    }
+
+    /// Deadlines fired so far in the execution (read without a scheduling point).
+    pub(super) fn expiries(&self) -> u64 {
+        self.expiries.load(Ordering::SeqCst)
     }
 
     /// Counts a wait of `thread` that blocked.
@@ -190,9 +210,10 @@ impl<C: Checker> Clock<C> {
         Some(deadline)
     }
 
-    /// Whether `deadline` fired.
-    pub(super) fn fired(&self, deadline: Deadline) -> bool {
-        C::lock(&self.timers).fired.contains(&deadline.1)
+    /// Whether `deadline` fired: if so, how many deadlines had fired when it did (itself
+    /// included).
+    pub(super) fn fired(&self, deadline: Deadline) -> Option<u64> {
+        C::lock(&self.timers).fired.get(&deadline.1).copied()
     }
 
     /// Forgets `deadline`, fired or not (its wait is over).
@@ -276,9 +297,13 @@ impl<C: Checker> Clock<C> {
         }
     }
 
-    /// Records `seq` fired (under its monitor, from [`Expire::expire`]).
+    /// Records `seq` fired (under its monitor, from [`Expire::expire`]), and counts it.
     pub(super) fn mark_fired(&self, seq: u64) {
-        C::lock(&self.timers).fired.insert(seq);
+        let mut t = C::lock(&self.timers);
+        t.expiries += 1;
+        let n = t.expiries;
+        t.fired.insert(seq, n);
+        self.expiries.store(n, Ordering::SeqCst);
     }
 
     /// Ends the timer task (every scenario thread has finished).

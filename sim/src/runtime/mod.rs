@@ -112,6 +112,16 @@ pub trait SimRuntime: Runtime {
     /// condition false and slept, bounded or not). A call with a zero deadline blocks in none
     /// (SPEC 1.10): its one look at each condition decides.
     fn blocked_here(&self) -> u64;
+
+    /// How many deadlines have fired so far in this execution (read without a scheduling
+    /// point, so a check may stamp its own events with it).
+    fn expiries(&self) -> u64;
+
+    /// Which deadline of the execution (as counted by [`SimRuntime::expiries`]: the first is 1)
+    /// ended the calling thread's last bounded wait that timed out; 0 if none did. Under
+    /// [`Time::Auto`] every scenario thread was blocked when it fired, so a call that gave up
+    /// on that wait decided no earlier than that point.
+    fn last_timeout_here(&self) -> u64;
 }
 
 impl<C: Checker> SimRuntime for Sim<C> {
@@ -178,5 +188,13 @@ impl<C: Checker> SimRuntime for Sim<C> {
 
     fn blocked_here(&self) -> u64 {
         self.clock().waits_of(&C::thread_name().unwrap_or_default()).blocked
+    }
+
+    fn expiries(&self) -> u64 {
+        self.clock().expiries()
+    }
+
+    fn last_timeout_here(&self) -> u64 {
+        self.clock().waits_of(&C::thread_name().unwrap_or_default()).last_timeout
     }
 }

@@ -397,8 +397,8 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
             if timeout == Some(Duration::ZERO) {
                 break Err(TimedOut);
             }
-            if deadline.is_some_and(|d| clock.fired(d)) {
-                clock.timed_out(C::thread_name().unwrap_or_default());
+            if let Some(at) = deadline.and_then(|d| clock.fired(d)) {
+                clock.timed_out(C::thread_name().unwrap_or_default(), at);
                 break Err(TimedOut);
             }
             if deadline.is_none()
