@@ -237,7 +237,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             return Ok(admission.into_loaded());
         }
         // Read before the weights are built: a drop from now on may be one they straddle.
-        let since = self.group().store.drop_epoch(key);
+        let since = self.group().store.drop_mark();
         // The C-B1 mutant loads first; `put` then reserves for weights already built.
         let mut reservation = if self.runtime().mutant(Mutant::RESERVE_AFTER_LOAD) {
             None

@@ -18,6 +18,7 @@
 
 mod budget;
 mod device;
+mod drops;
 mod expiry;
 mod get_or_put;
 mod group;

@@ -14,6 +14,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use super::budget::{NoReservation, Overflow, RamBudget, Reservation, SharedCharge};
+use super::drops::Drops;
 use super::held::Held;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
@@ -69,12 +70,12 @@ pub struct WeightStore<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
 }
 
 /// The store's map, how many canonicals it has created (the next one's [`CanonicalId`]), and
-/// how often each name was dropped ([`WeightStore::drop_epoch`]).
+/// the drops of names ([`WeightStore::drop_mark`]).
 struct Registry<W, R: Runtime> {
     by_key: BTreeMap<String, Weak<Canonical<W, R>>>,
     created: u64,
-    /// Per name given to `invalidate` or `invalidate_model`, how many times it was dropped.
-    drops: BTreeMap<String, u64>,
+    /// The names given to `invalidate` or `invalidate_model` most recently.
+    drops: Drops,
 }
 
 impl<W, R: Runtime> Registry<W, R> {
@@ -82,17 +83,6 @@ impl<W, R: Runtime> Registry<W, R> {
     fn next_id(&mut self) -> CanonicalId {
         self.created += 1;
         CanonicalId(self.created)
-    }
-
-    /// How many drops have covered `key` so far (of `key` itself or of the model it is a
-    /// submodel of).
-    fn drop_epoch(&self, key: &str) -> u64 {
-        self.drops.iter().filter(|(name, _)| is_model_or_submodel(key, name)).map(|(_, n)| n).sum()
-    }
-
-    /// Counts a drop of `name`.
-    fn dropped(&mut self, name: &str) {
-        *self.drops.entry(name.to_owned()).or_default() += 1;
     }
 }
 
@@ -115,7 +105,7 @@ impl<W, R: Runtime> DerefMut for Registry<W, R> {
 impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// An empty store charging `budget`.
     pub fn new(budget: Arc<RamBudget<R>>, runtime: &R) -> Arc<Self> {
-        let registry = Registry { by_key: BTreeMap::new(), created: 0, drops: BTreeMap::new() };
+        let registry = Registry { by_key: BTreeMap::new(), created: 0, drops: Drops::default() };
         Arc::new(Self { budget, map: runtime.monitor(registry) })
     }
 
@@ -161,8 +151,8 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// [`WeightStore::insert`], charging the weights out of `reservation` (which is left with
     /// what it held beyond `bytes`, or untouched if a live canonical was adopted instead).
     ///
-    /// `since` is the key's [drop epoch](WeightStore::drop_epoch) read before the weights were
-    /// built: if `key` was dropped since, the weights may be the dropped ones (a load in flight
+    /// `since` is a [drop mark](WeightStore::drop_mark) taken before the weights were built: if
+    /// `key` was dropped since, the weights may be the dropped ones (a load in flight
     /// across `drop_model`, C-D6), so they are charged but never registered — the admission
     /// that brings them is stale at birth, and later loads read afresh.
     pub(crate) fn insert_reserved(
@@ -182,7 +172,7 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             let weights = spare.take().expect("weights are used once");
             let id = m.next_id();
             let canonical = Arc::new(Canonical { id, key: key.to_owned(), bytes, weights, _charge: charge });
-            if since.is_none_or(|since| since == m.drop_epoch(key)) {
+            if since.is_none_or(|since| !m.drops.moved(key, since)) {
                 m.insert(key.to_owned(), Arc::downgrade(&canonical));
             }
             Ok::<_, Overflow>(canonical)
@@ -205,7 +195,7 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// (and its bytes stay counted) until they let go.
     pub fn invalidate(&self, key: &str) {
         let forgotten = self.map.with(|m| {
-            m.dropped(key);
+            m.drops.record(key);
             m.remove(key)
         });
         drop(forgotten);
@@ -214,18 +204,18 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
     /// Forgets `key` and every submodel key `key:*` (see [`WeightStore::invalidate`]).
     pub(crate) fn invalidate_model(&self, key: &str) {
         let forgotten = self.map.with(|m| {
-            m.dropped(key);
+            m.drops.record(key);
             let keys: Vec<String> = m.keys().filter(|k| is_model_or_submodel(k, key)).cloned().collect();
             keys.iter().filter_map(|k| m.remove(k)).collect::<Vec<_>>()
         });
         drop(forgotten);
     }
 
-    /// How many drops ([`WeightStore::invalidate`], `drop_model`) have covered `key` so far: a
-    /// load reads it before it builds weights, and its admission registers them only if it has
-    /// not moved since.
-    pub(crate) fn drop_epoch(&self, key: &str) -> u64 {
-        self.map.with(|m| m.drop_epoch(key))
+    /// A mark of the drops ([`WeightStore::invalidate`], `drop_model`) so far: a load takes one
+    /// before it builds weights, and its admission registers them only if no drop covering its
+    /// key (of the key, or of a model it is a submodel of) came after it.
+    pub(crate) fn drop_mark(&self) -> u64 {
+        self.map.with(|m| m.drops.mark())
     }
 
     /// Whether `canonical` is still the one registered for `key` (not invalidated since it was

@@ -91,9 +91,10 @@ pub(crate) struct Prepared<R: Runtime> {
     pub(crate) reservation: Option<Reservation<R>>,
     /// The deadline of its waits.
     pub(crate) deadline: Deadline,
-    /// The key's [drop epoch](super::WeightStore::drop_epoch) before the weights were built:
-    /// if it moved by admission, they may be dropped weights, admitted stale and never
-    /// registered as the key's canonical (C-D6). `None`: not known (a plain `put`).
+    /// A [drop mark](super::WeightStore::drop_mark) taken before the weights were built: if a
+    /// drop covering the key came after it by admission, they may be dropped weights, admitted
+    /// stale and never registered as the key's canonical (C-D6). `None`: not known (a plain
+    /// `put`).
     pub(crate) since: Option<u64>,
 }
 
