@@ -114,6 +114,7 @@ scenario_tests! {
     s_o1s => "S-O1s",
     c_p6 => "C-P6",
     c_p7 => "C-P7",
+    c_p8 => "C-P8",
     c_p6c => "C-P6c",
     c_p6r => "C-P6r",
     c_p6s => "C-P6s",

@@ -1,7 +1,8 @@
 //! A value held across library code that may panic: the weights a `put` was given, held while
 //! it expires idle records, honours room requests and makes room; a handle's reference to its
 //! record, held while its claim is released (each of which runs user code: callbacks, other
-//! weights' `Drop`, the library's own reports).
+//! weights' `Drop`, the library's own reports); a dropped cache's records, which its last
+//! handle may let go in an unwind.
 //!
 //! Dropped by a panic of that code, a plain value would run its `Drop` (user code too) in the
 //! unwind, where a second panic aborts the process. [`Held`] drops it under a catch there, as a

@@ -302,6 +302,10 @@ mutants! {
     /// panics drops the record's last reference in that unwind, where the weights' own
     /// panicking `Drop` aborts the process.
     RECORD_DROPPED_IN_RELEASE_UNWIND = "record-dropped-in-release-unwind",
+    /// C-P8: a cache whose last reference goes in an unwind (a handle let go by a panic) drops
+    /// its records, and so their weights (user code), in that unwind, where a panicking `Drop`
+    /// aborts the process.
+    CACHE_DROPPED_IN_UNWIND = "cache-dropped-in-unwind",
     /// M-E1: `pin` takes no lifecycle lock, so an eviction that checked pins before it still
     /// unloads the model.
     PIN_UNORDERED = "pin-unordered",

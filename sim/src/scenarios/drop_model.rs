@@ -209,6 +209,34 @@ pub(super) fn room_making_panics_with_the_callers_weights_held<R: SimRuntime>(rt
     finish(&world);
 }
 
+/// C-P8: a cache of its own, `cuda:9`, holds `m`, whose weights' `Drop` panics; the scenario
+/// keeps a handle of `m` and lets go of the cache, so the handle holds its last reference. T1
+/// panics holding the handle: its release drops the cache, and so the record and its weights,
+/// in that unwind, under a catch. T1's own panic reaches it, no abort, nothing left counted.
+pub(super) fn last_cache_reference_let_go_in_an_unwind<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
+    let script = world.script();
+    let own = world.group.cache("cuda:9");
+    let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &script);
+    let held = own.put("m", weights, 30, PutOptions::default()).expect("setup put");
+    drop(own);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "panics holding m, whose handle holds the last reference to cuda:9");
+        let unwound = catch(move || {
+            let _held = held;
+            std::panic::panic_any(InjectedPanic);
+        });
+        match unwound {
+            Err(payload) if payload.is::<InjectedPanic>() => {}
+            Err(payload) => resume(payload),
+            Ok(()) => ensure!(false, "contract", "T1's panic did not reach it"),
+        }
+    });
+    join::<R, _>(t1);
+    script.disarm();
+    finish(&world);
+}
+
 /// C-P5: T1 keeps `m` locked while T2 drops it (so the record is stale), then T1 panics with
 /// the guard alive. The guard's `Drop` runs during the unwind, evicts the stale record and
 /// calls the eviction callback, which panics too: the record is released, the second panic is

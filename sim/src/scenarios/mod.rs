@@ -239,6 +239,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [PANIC_ESCAPES_UNWINDING_DROP], drop_model::eviction_callback_panics_while_unwinding),
         scenario!("C-P7", "making room for a put panics (an eviction callback): the caller's weights, whose Drop panics, are dropped under a catch in the unwind, no abort (3.10)",
         time: Off, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [PUT_WEIGHTS_DROPPED_IN_UNWIND], drop_model::room_making_panics_with_the_callers_weights_held),
+        scenario!("C-P8", "a cache's last reference goes with a handle a panic lets go: its records' weights, whose Drop panics, are dropped under a catch in the unwind, no abort (3.10)",
+        time: Off, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [CACHE_DROPPED_IN_UNWIND], drop_model::last_cache_reference_let_go_in_an_unwind),
         scenario!("C-P6", "the metrics recorder panics when a lifecycle lock wait is reported: the lock is released (3.10)",
         time: Off, loom: 2, targets: [REPORT_BEFORE_HANDLE], instrumentation::recorder_panics_after_a_lock_wait::<_, layers::ThreeDeep>),
         scenario!("C-P6c", "the tracing subscriber panics right after a hold and in a guard's release: nothing stays claimed (3.10)",

@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use super::budget::{CacheId, Reservation};
 use super::group::CacheGroup;
+use super::held::Held;
 use super::ledger::DeviceBudget;
 use super::record::{Record, Residency};
 use super::room_request::RoomRequest;
@@ -323,10 +324,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
 
 impl<W: Send + Sync + 'static, R: Runtime> Drop for DeviceCache<W, R> {
     /// A cache dropped without `shutdown` takes its keep-alive with it: the timer may exit.
+    ///
+    /// Its records (their weights' and device copies' `Drop`) and its eviction callback are user
+    /// code: when its last reference goes in an unwind (a handle let go by a panic), they are
+    /// dropped under a catch, where a second panic would abort the process (C-P8).
     fn drop(&mut self) {
-        if self.state.with(|s| s.keep_alive().is_some()) {
+        let (timed, table) = self
+            .state
+            .with(|s| (s.keep_alive().is_some(), std::mem::replace(s, Table::new(DEFAULT_MOVE_WAIT))));
+        if timed {
             self.group.timer.poke(None, Mutant::LOST_WAKEUP_TIMER_CACHE_DROP);
         }
+        let callback = self.on_evict.with(Option::take);
+        drop(Held::<_, R>::new((table, callback), !self.mutant(Mutant::CACHE_DROPPED_IN_UNWIND)));
     }
 }
 
