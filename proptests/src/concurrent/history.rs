@@ -103,7 +103,11 @@ where
             .iter()
             .enumerate()
             .map(|(n, c)| {
-                format!("  #{n} T{} {:?} -> {:?} [{}, {:?}]", c.thread, c.op, c.ret, c.invoke, c.response)
+                let decided = c.decided.map(|d| format!(", decided at {d}")).unwrap_or_default();
+                format!(
+                    "  #{n} T{} {:?} -> {:?} [{}, {:?}{decided}]",
+                    c.thread, c.op, c.ret, c.invoke, c.response
+                )
             })
             .collect();
         Violation::raise(

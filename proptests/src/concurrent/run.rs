@@ -190,6 +190,7 @@ impl Recorder {
                             | Op::Pin(_)
                             | Op::Unpin(_)
                             | Op::Lease(_)
+                            | Op::Infer(_)
                     );
                 self.history.end(at, Some(ret));
                 if gave_up && timed_out {
@@ -321,6 +322,10 @@ fn add<M: Calls>(
 /// `lock(RESOLVED[i])` and `under` under it, as one call of `thread`, then the lock kept past
 /// it ([`Recorder::hold`]).
 fn locked<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize, under: Under) {
+    // An add under a lock loads the model of its own id: none for the alias.
+    if under == Under::Add && i >= IDS.len() {
+        return;
+    }
     let op = match under {
         Under::Add => Op::Add { r: i, c: i, built: false },
         Under::Remove => Op::Remove(i),

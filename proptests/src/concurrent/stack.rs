@@ -768,7 +768,7 @@ impl Stack {
                     && (State::has(s.pinned, i)
                         || State::has(s.registered, i) && (s.leases[i] > 0 || inferring()))
             }
-            Some(Ret::NotFound) => settled && !State::has(s.registered, i),
+            Some(Ret::NotFound) => settled && !State::has(s.registered | s.pinned, i),
             Some(Ret::LockTimeout) => lock_contended(history, at, i),
             Some(_) => false,
             None => true,
@@ -799,18 +799,12 @@ impl Stack {
             {
                 out.push(next);
             }
-            // It waited for an eviction's outcome (an add's, a replace's, a resize's or one under
-            // a held lock), or for an in-place replace.
+            // It waited for an eviction's outcome (an add's, a replace's, a resize's or one of its
+            // own id under a held lock), or for an in-place replace.
             Some(Ret::LockTimeout)
                 if overlapped(history, at, |op| {
-                    matches!(
-                        op,
-                        Op::AddRoom { .. }
-                            | Op::Replace(_)
-                            | Op::Swap(_)
-                            | Op::ResizeSet { .. }
-                            | Op::Evict(_)
-                    )
+                    matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. })
+                        || *op == Op::Evict(i)
                 }) =>
             {
                 out.push(next);

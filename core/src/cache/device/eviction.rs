@@ -10,6 +10,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// more fit the global budget (re-reading the global total after each eviction); then asks
     /// each peer to do the same without waiting for it. Returns how many records this cache
     /// evicted.
+    ///
+    /// A peer whose lock is busy at that moment is left the request, and honours it at its
+    /// holder's release only while some load looks for room (a load waiting in the RAM line);
+    /// otherwise it reconciles down to the cap then, and evicts no further for this call.
     pub fn make_room(&self, bytes: u64) -> usize {
         self.expire_idle();
         let evicted = self.make_room_here(bytes);
