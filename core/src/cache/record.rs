@@ -16,6 +16,8 @@ pub(crate) enum Residency<W, R: Runtime> {
 /// One model resident in one cache. Identity (`Arc::ptr_eq`) decides every eviction.
 pub(crate) struct Record<W, R: Runtime> {
     pub(crate) key: String,
+    /// The key's hash in the record table, computed once.
+    pub(crate) key_hash: u64,
     pub(crate) bytes: u64,
     pub(crate) residency: Residency<W, R>,
 }
@@ -45,6 +47,10 @@ impl<W, R: Runtime> Record<W, R> {
 impl<W, R: Runtime> Entry for Record<W, R> {
     fn key(&self) -> &str {
         &self.key
+    }
+
+    fn key_hash(&self) -> u64 {
+        self.key_hash
     }
 
     fn bytes(&self) -> u64 {

@@ -138,7 +138,12 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     ) -> Result<Admission<W, R>, CacheError> {
         let residency = self.residency(key, source, bytes, how, reservation.as_mut())?;
         let bytes = residency.shared().map_or(bytes, |canonical| canonical.bytes());
-        let fresh = Arc::new(Record { key: key.to_owned(), bytes, residency });
+        let fresh = Arc::new(Record {
+            key: key.to_owned(),
+            key_hash: crate::cache::table::key_hash(key),
+            bytes,
+            residency,
+        });
         let now = self.group.runtime.now();
         let recheck = !self.mutant(Mutant::ADOPT_ACROSS_DROP);
         let copy_under_lock = self.mutant(Mutant::STALE_COPY_DROPPED_LOCKED);

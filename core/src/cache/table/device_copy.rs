@@ -45,7 +45,7 @@ pub(crate) enum OnDevice {
 impl<E: Entry> Table<E> {
     /// Where `record`'s device copy stands.
     pub(crate) fn on_device(&self, record: &Arc<E>) -> OnDevice {
-        match self.slots.find(record.key(), |v| Arc::ptr_eq(&v.record, record)) {
+        match self.slots.find(record.key_hash(), |v| Arc::ptr_eq(&v.record, record)) {
             None => OnDevice::Detached,
             Some(slot) => match &slot.device {
                 DeviceCopy::Resident { copy, .. } => OnDevice::Ready(Arc::clone(copy)),

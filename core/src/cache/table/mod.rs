@@ -33,6 +33,7 @@ use std::time::Duration;
 use super::weights::CanonicalId;
 use crate::runtime::{Arc, Weak};
 use slots::Slots;
+pub(crate) use slots::hash as key_hash;
 
 pub(crate) use device_copy::{Copy, DeviceCopy, OnDevice};
 pub use stats::{CacheStats, Resident};
@@ -41,6 +42,11 @@ pub use stats::{CacheStats, Resident};
 pub(crate) trait Entry {
     /// The key it was admitted under.
     fn key(&self) -> &str;
+    /// Its key's hash, as the table files it ([`slots::hash`]): a record that keeps it saves
+    /// hashing its key at every conversion and release.
+    fn key_hash(&self) -> u64 {
+        slots::hash(self.key())
+    }
     /// Its bytes in the RAM budget.
     fn bytes(&self) -> u64;
     /// The canonical it shares, or `None` for a private copy.
@@ -256,7 +262,7 @@ impl<E: Entry> Table<E> {
         if by_key {
             return self.slots.get_mut(record.key());
         }
-        self.slots.find_mut(record.key(), |slot| Arc::ptr_eq(&slot.record, record))
+        self.slots.find_mut(record.key_hash(), |slot| Arc::ptr_eq(&slot.record, record))
     }
 
     fn tick(&mut self) -> u64 {

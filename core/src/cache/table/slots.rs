@@ -13,7 +13,8 @@ pub(super) struct Slots<S> {
     table: HashTable<(String, S)>,
 }
 
-fn hash(key: &str) -> u64 {
+/// The hash a slot is filed under: its key's.
+pub(crate) fn hash(key: &str) -> u64 {
     FxBuildHasher.hash_one(key)
 }
 
@@ -34,15 +35,16 @@ impl<S> Slots<S> {
         self.table.find_mut(hash(key), |(k, _)| k == key).map(|(_, slot)| slot)
     }
 
-    /// The slot under `key` that `is` picks out, without comparing keys: `is` must accept only
-    /// a slot whose key is `key` (a slot that holds the record looked for).
-    pub(super) fn find_mut(&mut self, key: &str, is: impl Fn(&S) -> bool) -> Option<&mut S> {
-        self.table.find_mut(hash(key), |(_, slot)| is(slot)).map(|(_, slot)| slot)
+    /// The slot filed under `key_hash` (its key's [`hash`]) that `is` picks out, without
+    /// comparing keys: `is` must accept only a slot whose key has that hash and is the one
+    /// looked for (a slot that holds the record looked for).
+    pub(super) fn find_mut(&mut self, key_hash: u64, is: impl Fn(&S) -> bool) -> Option<&mut S> {
+        self.table.find_mut(key_hash, |(_, slot)| is(slot)).map(|(_, slot)| slot)
     }
 
     /// [`Slots::find_mut`], to read.
-    pub(super) fn find(&self, key: &str, is: impl Fn(&S) -> bool) -> Option<&S> {
-        self.table.find(hash(key), |(_, slot)| is(slot)).map(|(_, slot)| slot)
+    pub(super) fn find(&self, key_hash: u64, is: impl Fn(&S) -> bool) -> Option<&S> {
+        self.table.find(key_hash, |(_, slot)| is(slot)).map(|(_, slot)| slot)
     }
 
     /// Whether `key` has a slot.
