@@ -7,8 +7,6 @@
 //! and, where the table's retirement rule reads the registry, under the table's monitor too
 //! (lock order: table monitor → shard lock → nothing).
 
-use std::collections::BTreeMap;
-
 use super::lease::ModelSlot;
 use crate::id::ModelId;
 use crate::runtime::Ordering::{Acquire, Release};
@@ -16,7 +14,7 @@ use std::time::Duration;
 
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, RwLock, TimedOut};
-use crate::shards::Shards;
+use crate::shards::{ById, IdHash, Shards};
 
 /// What a lease finds under an id.
 pub(crate) enum Found<M, R: Runtime> {
@@ -52,8 +50,8 @@ impl<R: Runtime> Swap<R> {
 
 /// What one shard keeps.
 struct Shard<M: Send + Sync + 'static, R: Runtime> {
-    slots: BTreeMap<ModelId, Arc<ModelSlot<M, R>>>,
-    swaps: BTreeMap<ModelId, Arc<Swap<R>>>,
+    slots: ById<Arc<ModelSlot<M, R>>>,
+    swaps: ById<Arc<Swap<R>>>,
 }
 
 /// The registry (see the module docs).
@@ -68,7 +66,7 @@ pub(crate) struct Registry<M: Send + Sync + 'static, R: Runtime> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     pub(crate) fn new(runtime: &R) -> Self {
-        let empty = || Shard { slots: BTreeMap::new(), swaps: BTreeMap::new() };
+        let empty = || Shard { slots: ById::default(), swaps: ById::default() };
         Self {
             shards: Shards::new(runtime, empty),
             shut_down: runtime.atomic(0),
@@ -76,39 +74,45 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
         }
     }
 
-    fn shard(&self, id: &str) -> &R::RwLock<Shard<M, R>> {
+    fn shard(&self, id: &str) -> (&R::RwLock<Shard<M, R>>, IdHash) {
         self.shards.of(id)
     }
 
     /// What a lease of `id` finds, in one read of its shard: the in-place replace it must wait
     /// for, else the slot (`swap_gone`: the S-R2i mutant, which overlooks the replace).
     pub(crate) fn lookup(&self, id: &str, swap_gone: bool) -> Option<Found<M, R>> {
-        self.shard(id).read(|s| match s.swaps.get(id) {
+        let (shard, at) = self.shard(id);
+        // In-place replaces are rare: most lookups find none listed in their shard at all.
+        shard.read(|s| match (!s.swaps.is_empty()).then(|| s.swaps.get(at, id)).flatten() {
             Some(_) if swap_gone => None,
             Some(swap) => Some(Found::Swapping(Arc::clone(swap))),
-            None => s.slots.get(id).cloned().map(Found::Slot),
+            None => s.slots.get(at, id).cloned().map(Found::Slot),
         })
     }
 
     /// The slot registered under `id`. The caller drops the clone outside every lock.
     pub(crate) fn get(&self, id: &str) -> Option<Arc<ModelSlot<M, R>>> {
-        self.shard(id).read(|s| s.slots.get(id).cloned())
+        let (shard, at) = self.shard(id);
+        shard.read(|s| s.slots.get(at, id).cloned())
     }
 
     /// Runs `f` on the slot registered under `id` without taking a reference to it (so that
     /// no model is ever dropped by the caller).
     pub(crate) fn with_slot<U>(&self, id: &str, f: impl FnOnce(Option<&ModelSlot<M, R>>) -> U) -> U {
-        self.shard(id).read(|s| f(s.slots.get(id).map(|slot| &**slot)))
+        let (shard, at) = self.shard(id);
+        shard.read(|s| f(s.slots.get(at, id).map(|slot| &**slot)))
     }
 
     pub(crate) fn contains_key(&self, id: &str) -> bool {
-        self.shard(id).read(|s| s.slots.contains_key(id))
+        let (shard, at) = self.shard(id);
+        shard.read(|s| s.slots.contains_key(at, id))
     }
 
     /// Registers `slot` under `id`; the slot it replaces, which the caller drops outside every
     /// lock.
     pub(crate) fn insert(&self, id: ModelId, slot: Arc<ModelSlot<M, R>>) -> Option<Arc<ModelSlot<M, R>>> {
-        self.shard(&id).write(|s| s.slots.insert(id, slot))
+        let (shard, at) = self.shard(&id);
+        shard.write(|s| s.slots.insert(at, id, slot))
     }
 
     /// Unregisters `id`; the slot, which the caller drops outside every lock.
@@ -118,7 +122,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
         if first && self.contains_key(id) {
             self.removals.fetch_add(1, Release);
         }
-        let removed = self.shard(id).write(|s| s.slots.remove(id));
+        let (shard, at) = self.shard(id);
+        let removed = shard.write(|s| s.slots.remove(at, id));
         if removed.is_some() && !first {
             self.removals.fetch_add(1, Release);
         }
@@ -144,15 +149,17 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
 
     /// Lists an in-place replace of `id` under way: its leases wait for it.
     pub(crate) fn insert_swap(&self, id: ModelId, swap: Arc<Swap<R>>) {
-        self.shard(&id).write(|s| s.swaps.insert(id, swap));
+        let (shard, at) = self.shard(&id);
+        shard.write(|s| s.swaps.insert(at, id, swap));
     }
 
     /// Unlists `swap` if it is still the one listed for `id`; whether it was.
     pub(crate) fn remove_swap(&self, id: &str, swap: &Arc<Swap<R>>) -> bool {
-        self.shard(id).write(|s| {
-            let listed = s.swaps.get(id).is_some_and(|listed| Arc::ptr_eq(listed, swap));
+        let (shard, at) = self.shard(id);
+        shard.write(|s| {
+            let listed = s.swaps.get(at, id).is_some_and(|listed| Arc::ptr_eq(listed, swap));
             if listed {
-                s.swaps.remove(id);
+                s.swaps.remove(at, id);
             }
             listed
         })

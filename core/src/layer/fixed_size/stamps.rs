@@ -19,14 +19,14 @@
 //! order read while leases run is not a snapshot of one instant). A touch of an unqueued id
 //! changes no order (no phantoms, I4): only queued ids are ordered.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::queue::Bookkeeping;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::Ordering::Relaxed;
 use crate::runtime::{AtomicWord, Monitor, Runtime, RwLock};
-use crate::shards::{Padded, Shards};
+use crate::shards::{ById, Padded, Shards};
 
 // ---- The stamps ---------------------------------------------------------------------------------
 
@@ -37,7 +37,7 @@ const PRUNE_SLACK: usize = 16;
 struct Stamps<R: Runtime> {
     /// The last stamp drawn, on a cache line of its own (every touch writes it).
     clock: Padded<R::Atomic>,
-    cells: Shards<BTreeMap<ModelId, R::Atomic>, R>,
+    cells: Shards<ById<R::Atomic>, R>,
 }
 
 impl<R: Runtime> Stamps<R> {
@@ -49,8 +49,9 @@ impl<R: Runtime> Stamps<R> {
     /// Raises the stamp of `id` to a fresh one, if `id` has one (`overwrite`: the mutant that
     /// stores the stamp over a later one instead).
     fn touch(&self, id: &str, overwrite: bool) {
-        self.cells.of(id).read(|cells| {
-            if let Some(cell) = cells.get(id) {
+        let (shard, at) = self.cells.of(id);
+        shard.read(|cells| {
+            if let Some(cell) = cells.get(at, id) {
                 let stamp = self.draw();
                 if overwrite {
                     cell.store(stamp, Relaxed);
@@ -64,10 +65,10 @@ impl<R: Runtime> Stamps<R> {
     /// Gives `id` a fresh stamp (it was queued or moved to the back): raises the one it has, or
     /// adds one (then `true`).
     fn restamp(&self, runtime: &R, id: &ModelId) -> bool {
-        let shard = self.cells.of(id.as_str());
-        let raised = shard.read(|cells| cells.get(id).map(|cell| cell.fetch_max(self.draw(), Relaxed)));
+        let (shard, at) = self.cells.of(id.as_str());
+        let raised = shard.read(|cells| cells.get(at, id).map(|cell| cell.fetch_max(self.draw(), Relaxed)));
         raised.is_none()
-            && shard.write(|cells| cells.insert(id.clone(), runtime.atomic(self.draw())).is_none())
+            && shard.write(|cells| cells.insert(at, id.clone(), runtime.atomic(self.draw())).is_none())
     }
 
     /// Drops the stamps of the ids not in `queue`; how many are left.
@@ -76,7 +77,7 @@ impl<R: Runtime> Stamps<R> {
             .iter()
             .map(|shard| {
                 shard.write(|cells| {
-                    cells.retain(|id, _| queue.contains(id));
+                    cells.retain(|id| queue.contains(id));
                     cells.len()
                 })
             })
@@ -85,7 +86,8 @@ impl<R: Runtime> Stamps<R> {
 
     /// The stamp of `id`; an id without one counts as the most recent.
     fn stamp(&self, id: &ModelId) -> u64 {
-        self.cells.of(id.as_str()).read(|cells| cells.get(id).map_or(u64::MAX, |c| c.load(Relaxed)))
+        let (shard, at) = self.cells.of(id.as_str());
+        shard.read(|cells| cells.get(at, id).map_or(u64::MAX, |c| c.load(Relaxed)))
     }
 }
 
@@ -101,7 +103,7 @@ pub(super) struct Lru<W: Send + 'static, R: Runtime> {
 impl<W: Send + 'static, R: Runtime> Lru<W, R> {
     /// Stamps the ids `book` holds queued, in queue order.
     pub(super) fn new(runtime: &R, book: Bookkeeping<W>) -> Self {
-        let stamps = Stamps { clock: Padded(runtime.atomic(0)), cells: Shards::new(runtime, BTreeMap::new) };
+        let stamps = Stamps { clock: Padded(runtime.atomic(0)), cells: Shards::new(runtime, ById::default) };
         let lru = Self { book: runtime.monitor(book), stamps, runtime: runtime.clone() };
         lru.with(|_| ());
         lru
