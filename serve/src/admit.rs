@@ -66,6 +66,20 @@ impl InFlight {
 /// socket, so the charge is held until all but the last few are written.
 const FRAME: usize = 64 * 1024;
 
+tokio::task_local! {
+    /// The in-flight charge of the request being handled, for work it hands to the blocking
+    /// pool ([`current_charge`]).
+    static CHARGE: Arc<OwnedSemaphorePermit>;
+}
+
+/// The in-flight charge of the request being handled, if its body was charged: work handed to
+/// the blocking pool holds it too, so that a client that hangs up (which drops the handler)
+/// gets its bytes back only once that work, which still holds the body and what it decoded,
+/// is done.
+pub(crate) fn current_charge() -> Option<Arc<OwnedSemaphorePermit>> {
+    CHARGE.try_with(Arc::clone).ok()
+}
+
 /// An answer's body that holds its request's charge until it is dropped, handing its bytes to
 /// hyper in frames of at most [`FRAME`] bytes (hyper drops a body once it has taken its last
 /// frame, written or not).
@@ -75,14 +89,14 @@ struct Charged {
     /// When the answer must have been handed to hyper whole: a client that reads it slower
     /// than [`MIN_RATE`] (after the send timeout) is cut off, its charge returned.
     deadline: Option<Instant>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Arc<OwnedSemaphorePermit>,
 }
 
 /// The slowest a client may read an answer, on average, after the send timeout: bytes a second.
 pub(crate) const MIN_RATE: u64 = 64 * 1024;
 
 impl Charged {
-    fn new(body: Body, permit: OwnedSemaphorePermit, send_timeout: Duration) -> Self {
+    fn new(body: Body, permit: Arc<OwnedSemaphorePermit>, send_timeout: Duration) -> Self {
         let length = http_body::Body::size_hint(&body).upper().unwrap_or(u64::MAX);
         let reading = Duration::from_secs(length / MIN_RATE);
         let deadline = Instant::now().checked_add(send_timeout.saturating_add(reading));
@@ -174,8 +188,8 @@ where
 {
     match admitted(&app, request).await {
         Ok((request, permit)) => {
-            let response = next.run(request).await;
-            let Some(permit) = permit else { return response };
+            let Some(permit) = permit.map(Arc::new) else { return next.run(request).await };
+            let response = CHARGE.scope(Arc::clone(&permit), next.run(request)).await;
             // The charge covers the answer too: it goes back when hyper drops the body, written.
             let send_timeout = app.config().limits.send_timeout;
             response.map(|body| Body::new(Charged::new(body, permit, send_timeout)))

@@ -202,7 +202,9 @@ where
     /// Runs `call` on the stack on tokio's blocking pool (resident's calls block: locks,
     /// loads, drains), with the request's deadline: the request timeout from `started`. The
     /// call takes a place in the server's [`Queue`] (and in `model`'s, for a call about one
-    /// model) first; without one it is refused at once (503 or 429 with `Retry-After`).
+    /// model) first; without one it is refused at once (503 or 429 with `Retry-After`). The
+    /// call holds the request's in-flight charge too, so a client that hangs up gets it back
+    /// only once the call is done.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         started: Instant,
@@ -210,9 +212,11 @@ where
         call: impl FnOnce(&Stack<L>, CallOptions) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
         let ticket = self.inner.queue.enter(model)?;
+        // The request's in-flight charge outlives a handler dropped by a hang-up while this runs.
+        let charge = crate::admit::current_charge();
         let app = self.clone();
         tokio::task::spawn_blocking(move || {
-            let _ticket = ticket;
+            let _held = (ticket, charge);
             let left = app.config().request_timeout.saturating_sub(started.elapsed());
             call(app.stack(), CallOptions::new().with_timeout(left))
         })

@@ -246,10 +246,10 @@ where
                 // The manager's own lease, under the cache: reading metadata is no use either.
                 let name = path.name.to_owned();
                 let described = app
-                    .run(Instant::now(), Some(path.name), move |stack, _| {
+                    .run(Instant::now(), Some(path.name), move |stack, options| {
                         stack
                             .get_ref()
-                            .lease(&name)
+                            .lease_with(&name, options)
                             .map(|m| (m.inputs(), m.outputs(), m.source().map(str::to_owned)))
                     })
                     .await??;

@@ -293,6 +293,7 @@ async fn a_client_that_hangs_up_stops_its_forward_pass_between_batches() {
     assert_eq!(raw(server.addr, "PUT", "/models/mlp", "").await.0, 201);
     let mut open = app.connections();
     within("the PUT's connection closed", open.wait_for(|n| *n == 0)).await.expect("the server runs");
+    let budget = app.in_flight_available();
 
     // Three rows, one a batch: the first batch waits at the gate while the client hangs up.
     let abandoned = {
@@ -303,7 +304,11 @@ async fn a_client_that_hangs_up_stops_its_forward_pass_between_batches() {
     wait_inside(&gate, 1).await;
     abandoned.abort();
     within("the hang-up reaching the server", open.wait_for(|n| *n == 0)).await.expect("the server runs");
+    // The pass still holds the body and what it decoded: its charge with them (checked once
+    // the gate is open, so that a failure does not leave the pass waiting at it).
+    let charged = app.in_flight_available() < budget;
     gate.open();
+    assert!(charged, "a hang-up gave the charge back while the pass runs");
     // The DELETE drains the pass's lease: once it answers, the pass has ended.
     assert_eq!(raw(server.addr, "DELETE", "/models/mlp", "").await.0, 204);
     let ran = {
