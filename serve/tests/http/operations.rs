@@ -82,5 +82,11 @@ async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold()
     assert_eq!(send(pin("mlp", "unpin")).await.0, 204);
     assert_eq!(send(put("cnn")).await.0, 201, "unpinned, mlp makes room");
     assert_eq!(server.client.models().await, ["cnn"]);
+    // A DELETE forgets the id's pin with its model: served again, it makes room like any other.
+    assert_eq!(send(pin("cnn", "pin")).await.0, 204);
+    assert_eq!(send(http.delete(format!("{base}/models/cnn")).bearer_auth("s3cret")).await.0, 204);
+    assert_eq!(send(put("cnn")).await.0, 201);
+    assert_eq!(send(put("mlp")).await.0, 201, "cnn, served again, is no longer pinned");
+    assert_eq!(server.client.models().await, ["mlp"]);
     server.stop().await;
 }
