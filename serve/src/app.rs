@@ -221,7 +221,11 @@ where
             call(app.stack(), CallOptions::new().with_timeout(left))
         })
         .await
-        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string()))
+        .map_err(|error| {
+            // A panic's message is the server's to read, not the client's: it is logged.
+            tracing::error!(%error, "a call on the blocking pool failed");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the call failed inside the server")
+        })
     }
 
     /// Shuts the stack down ([`ManagerExt::shutdown`], bounded by the shutdown timeout: refuses
