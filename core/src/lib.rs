@@ -120,6 +120,7 @@ pub mod cache;
 pub mod composition;
 mod deadline;
 mod error;
+mod hashed;
 mod id;
 pub mod layer;
 mod line;

@@ -15,9 +15,9 @@
 //! weights unregistered (they serve it, and the next load reads afresh), which is the safe
 //! side; a load of a key no forgotten name shares a bucket with is told exactly.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
+
+use crate::hashed::hash;
 
 /// How many dropped names [`Drops`] remembers.
 pub(crate) const DROPS_KEPT: usize = 1024;
@@ -88,9 +88,7 @@ impl Drops {
 
 /// The bucket of `name`'s floor.
 fn bucket(name: &str) -> usize {
-    let mut hasher = DefaultHasher::new();
-    name.hash(&mut hasher);
-    usize::try_from(hasher.finish() % FLOORS as u64).unwrap_or(0)
+    usize::try_from(hash(name) % FLOORS as u64).unwrap_or(0)
 }
 
 /// The names whose drop covers `key`: every prefix of it that ends before a `:`, and `key`.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, RwLock, TimedOut};
-use crate::shards::{ById, IdHash, Shards};
+use crate::shards::{ById, Shards};
 
 /// What a lease finds under an id.
 pub(crate) enum Found<M, R: Runtime> {
@@ -74,7 +74,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
         }
     }
 
-    fn shard(&self, id: &str) -> (&R::RwLock<Shard<M, R>>, IdHash) {
+    fn shard(&self, id: &str) -> (&R::RwLock<Shard<M, R>>, u64) {
         self.shards.of(id)
     }
 
@@ -105,7 +105,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
 
     pub(crate) fn contains_key(&self, id: &str) -> bool {
         let (shard, at) = self.shard(id);
-        shard.read(|s| s.slots.contains_key(at, id))
+        shard.read(|s| s.slots.get(at, id).is_some())
     }
 
     /// Registers `slot` under `id`; the slot it replaces, which the caller drops outside every
@@ -141,7 +141,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     pub(crate) fn ids(&self) -> Vec<ModelId> {
         let mut ids = Vec::new();
         for shard in self.shards.iter() {
-            shard.read(|s| ids.extend(s.slots.keys().cloned()));
+            shard.read(|s| ids.extend(s.slots.iter().map(|(id, _)| id.clone())));
         }
         ids.sort();
         ids

@@ -31,9 +31,9 @@ mod tests;
 use std::time::Duration;
 
 use super::weights::CanonicalId;
+pub(crate) use crate::hashed::hash as key_hash;
 use crate::runtime::{Arc, Weak};
 use slots::Slots;
-pub(crate) use slots::hash as key_hash;
 
 pub(crate) use device_copy::{Copy, DeviceCopy, OnDevice};
 pub use stats::{CacheStats, Resident};
@@ -42,10 +42,10 @@ pub use stats::{CacheStats, Resident};
 pub(crate) trait Entry {
     /// The key it was admitted under.
     fn key(&self) -> &str;
-    /// Its key's hash, as the table files it ([`slots::hash`]): a record that keeps it saves
+    /// Its key's hash, as the table files it ([`key_hash`]): a record that keeps it saves
     /// hashing its key at every conversion and release.
     fn key_hash(&self) -> u64 {
-        slots::hash(self.key())
+        key_hash(self.key())
     }
     /// Its bytes in the RAM budget.
     fn bytes(&self) -> u64;

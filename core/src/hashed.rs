@@ -1,0 +1,103 @@
+//! [`Hashed`]: values by string key in a `hashbrown` table, every lookup given the key's
+//! [`hash`] by its caller, so that a hash computed once (to pick a shard, or kept by a record)
+//! is not computed again. The record table's slots and the shards' maps are made of it.
+
+use std::borrow::Borrow;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
+use rustc_hash::FxBuildHasher;
+
+/// The hash a key is filed under.
+pub(crate) fn hash(key: &str) -> u64 {
+    FxBuildHasher.hash_one(key)
+}
+
+/// Values `V` by key `K`, each filed under its key's [`hash`]. Nothing depends on their order:
+/// iterating them is in no particular order.
+pub(crate) struct Hashed<K, V> {
+    table: HashTable<(K, V)>,
+}
+
+impl<K, V> Default for Hashed<K, V> {
+    fn default() -> Self {
+        Self { table: HashTable::new() }
+    }
+}
+
+impl<K: Borrow<str>, V> Hashed<K, V> {
+    /// The value of `key` (whose hash is `at`).
+    pub(crate) fn get(&self, at: u64, key: &str) -> Option<&V> {
+        self.table.find(at, |(k, _)| k.borrow() == key).map(|(_, v)| v)
+    }
+
+    /// The value of `key` (whose hash is `at`), to change.
+    pub(crate) fn get_mut(&mut self, at: u64, key: &str) -> Option<&mut V> {
+        self.table.find_mut(at, |(k, _)| k.borrow() == key).map(|(_, v)| v)
+    }
+
+    /// The value filed under `at` that `is` picks out, without comparing keys: `is` must accept
+    /// only the value of the key looked for (one that holds the record looked for, say).
+    pub(crate) fn find(&self, at: u64, is: impl Fn(&V) -> bool) -> Option<&V> {
+        self.table.find(at, |(_, v)| is(v)).map(|(_, v)| v)
+    }
+
+    /// [`Hashed::find`], to change.
+    pub(crate) fn find_mut(&mut self, at: u64, is: impl Fn(&V) -> bool) -> Option<&mut V> {
+        self.table.find_mut(at, |(_, v)| is(v)).map(|(_, v)| v)
+    }
+
+    /// Puts `value` under `key` (whose hash is `at`); the value it replaces.
+    pub(crate) fn insert(&mut self, at: u64, key: K, value: V) -> Option<V> {
+        let rehash = |(k, _): &(K, V)| hash(k.borrow());
+        match self.table.entry(at, |(k, _)| k.borrow() == key.borrow(), rehash) {
+            Entry::Occupied(mut occupied) => Some(std::mem::replace(&mut occupied.get_mut().1, value)),
+            Entry::Vacant(vacant) => {
+                vacant.insert((key, value));
+                None
+            }
+        }
+    }
+
+    /// Takes the value of `key` (whose hash is `at`) out.
+    pub(crate) fn remove(&mut self, at: u64, key: &str) -> Option<V> {
+        let found = self.table.find_entry(at, |(k, _)| k.borrow() == key).ok()?;
+        Some(found.remove().0.1)
+    }
+
+    /// Every key with its value.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.table.iter().map(|(k, v)| (k, v))
+    }
+
+    /// Every key with its value, to change.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
+        self.table.iter_mut().map(|(k, v)| (&*k, v))
+    }
+
+    /// Every value.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.table.iter().map(|(_, v)| v)
+    }
+
+    /// Every value, to change.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.table.iter_mut().map(|(_, v)| v)
+    }
+
+    /// Keeps the values whose key `keep` accepts.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        self.table.retain(|(k, _)| keep(k));
+    }
+
+    /// How many keys have a value.
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no key has a value (cheaper than a probe that finds none).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
