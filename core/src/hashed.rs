@@ -1,6 +1,7 @@
-//! [`Hashed`]: values by string key in a `hashbrown` table, every lookup given the key's
-//! [`hash`] by its caller, so that a hash computed once (to pick a shard, or kept by a record)
-//! is not computed again. The record table's slots and the shards' maps are made of it.
+//! [`Hashed`]: values by string key in a `hashbrown` table, every lookup under the key's
+//! [`hash`] as its caller knows it ([`Keyed`]), so that a hash computed once (to pick a shard,
+//! kept by a record or by a [`ModelId`](crate::ModelId)) is not computed again. The record
+//! table's slots, the shards' maps and the lifecycle table are made of it.
 
 use std::borrow::Borrow;
 use std::hash::BuildHasher;
@@ -12,6 +13,26 @@ use rustc_hash::FxBuildHasher;
 /// The hash a key is filed under.
 pub(crate) fn hash(key: &str) -> u64 {
     FxBuildHasher.hash_one(key)
+}
+
+/// What a lookup of a key of type `K` knows: the [`hash`] the key is filed under (a
+/// [`ModelId`](crate::ModelId) keeps its own, computed once when it was made; a `str` is hashed
+/// when asked), and whether a filed key is the one looked for.
+pub(crate) trait Keyed<K> {
+    /// The [`hash`] the key is filed under.
+    fn hashed(&self) -> u64;
+    /// Whether `key` is the one looked for.
+    fn is(&self, key: &K) -> bool;
+}
+
+impl<K: Borrow<str>> Keyed<K> for str {
+    fn hashed(&self) -> u64 {
+        hash(self)
+    }
+
+    fn is(&self, key: &K) -> bool {
+        key.borrow() == self
+    }
 }
 
 /// Values `V` by key `K`, each filed under its key's [`hash`]. Nothing depends on their order:
@@ -99,5 +120,47 @@ impl<K: Borrow<str>, V> Hashed<K, V> {
     /// Whether no key has a value (cheaper than a probe that finds none).
     pub(crate) fn is_empty(&self) -> bool {
         self.table.is_empty()
+    }
+}
+
+/// Values looked up by whatever knows their key's hash ([`Keyed`]): a key that keeps its hash
+/// is not hashed again.
+impl<K: Borrow<str>, V> Hashed<K, V> {
+    /// The value of `id`.
+    pub(crate) fn get_by<Q: Keyed<K> + ?Sized>(&self, id: &Q) -> Option<&V> {
+        self.get_at(id.hashed(), id)
+    }
+
+    /// The value of `id`, whose hash is `at`.
+    pub(crate) fn get_at<Q: Keyed<K> + ?Sized>(&self, at: u64, id: &Q) -> Option<&V> {
+        self.table.find(at, |(k, _)| id.is(k)).map(|(_, v)| v)
+    }
+
+    /// The value of `id`, to change.
+    pub(crate) fn get_mut_by<Q: Keyed<K> + ?Sized>(&mut self, id: &Q) -> Option<&mut V> {
+        self.table.find_mut(id.hashed(), |(k, _)| id.is(k)).map(|(_, v)| v)
+    }
+
+    /// Takes the value of `id` out.
+    pub(crate) fn remove_by<Q: Keyed<K> + ?Sized>(&mut self, id: &Q) -> Option<V> {
+        self.remove_at(id.hashed(), id)
+    }
+
+    /// Takes the value of `id`, whose hash is `at`, out.
+    pub(crate) fn remove_at<Q: Keyed<K> + ?Sized>(&mut self, at: u64, id: &Q) -> Option<V> {
+        let found = self.table.find_entry(at, |(k, _)| id.is(k)).ok()?;
+        Some(found.remove().0.1)
+    }
+
+    /// The value of `key`, put there by `make` if it had none (then `true`).
+    pub(crate) fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> (&mut V, bool)
+    where
+        K: Keyed<K> + Clone,
+    {
+        let rehash = |(k, _): &(K, V)| k.hashed();
+        match self.table.entry(key.hashed(), |(k, _)| key.is(k), rehash) {
+            Entry::Occupied(occupied) => (&mut occupied.into_mut().1, false),
+            Entry::Vacant(vacant) => (&mut vacant.insert((key.clone(), make())).into_mut().1, true),
+        }
     }
 }

@@ -9,6 +9,7 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::ops::Deref;
 
+use crate::hashed::{Keyed, hash};
 use crate::runtime::Arc;
 
 /// Why a string is not a valid [`ModelId`].
@@ -73,29 +74,35 @@ pub enum InvalidId {
 /// # Ok::<(), resident::InvalidId>(())
 /// ```
 #[derive(Clone, Eq)]
-pub struct ModelId(Arc<str>);
+pub struct ModelId {
+    name: Arc<str>,
+    /// `hashed::hash(name)`, computed once: the tables the id is filed in are given it, and two
+    /// ids whose hashes differ are unequal without reading their strings.
+    hash: u64,
+}
 
-// Ids are compared on every queue and table lookup, mostly against clones of themselves: the
-// same string is equal without reading it. Hashing, equality and order all follow the content
-// (as `Borrow<str>` requires), the pointer only short-cuts it.
+// Ids are compared on every queue and table lookup, mostly against clones of themselves or
+// against other ids: the same string is equal without reading it, and ids of different hashes
+// are unequal without reading theirs. Hashing, equality and order all follow the content (as
+// `Borrow<str>` requires); the pointer and the kept hash only short-cut it.
 impl std::hash::Hash for ModelId {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
+        self.name.hash(state);
     }
 }
 
 impl PartialEq for ModelId {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+        self.hash == other.hash && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
     }
 }
 
 impl Ord for ModelId {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        if Arc::ptr_eq(&self.0, &other.0) {
+        if Arc::ptr_eq(&self.name, &other.name) {
             return std::cmp::Ordering::Equal;
         }
-        self.0.cmp(&other.0)
+        self.name.cmp(&other.name)
     }
 }
 
@@ -120,7 +127,7 @@ impl ModelId {
     /// ```
     pub fn new(id: &str) -> Result<Self, InvalidId> {
         Self::validate(id)?;
-        Ok(Self(Arc::from(id)))
+        Ok(Self { name: Arc::from(id), hash: hash(id) })
     }
 
     /// Checks `id` as [`ModelId::new`] does, without allocating.
@@ -157,12 +164,12 @@ impl ModelId {
 
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.name
     }
 
     /// The id's string, shared (a metrics label without a copy).
     pub(crate) fn shared(&self) -> Arc<str> {
-        Arc::clone(&self.0)
+        Arc::clone(&self.name)
     }
 }
 
@@ -195,19 +202,19 @@ fn invisible(c: char) -> bool {
 
 impl fmt::Debug for ModelId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(&*self.name, f)
     }
 }
 
 impl fmt::Display for ModelId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.name)
     }
 }
 
 impl Borrow<str> for ModelId {
     fn borrow(&self) -> &str {
-        &self.0
+        &self.name
     }
 }
 
@@ -216,37 +223,37 @@ impl Deref for ModelId {
 
     /// The id's string: a `&ModelId` goes wherever a `&str` does.
     fn deref(&self) -> &str {
-        &self.0
+        &self.name
     }
 }
 
 impl PartialEq<str> for ModelId {
     fn eq(&self, other: &str) -> bool {
-        &*self.0 == other
+        &*self.name == other
     }
 }
 
 impl PartialEq<&str> for ModelId {
     fn eq(&self, other: &&str) -> bool {
-        &*self.0 == *other
+        &*self.name == *other
     }
 }
 
 impl PartialEq<ModelId> for str {
     fn eq(&self, other: &ModelId) -> bool {
-        self == &*other.0
+        self == &*other.name
     }
 }
 
 impl PartialEq<ModelId> for &str {
     fn eq(&self, other: &ModelId) -> bool {
-        *self == &*other.0
+        *self == &*other.name
     }
 }
 
 impl AsRef<str> for ModelId {
     fn as_ref(&self) -> &str {
-        &self.0
+        &self.name
     }
 }
 
@@ -255,6 +262,18 @@ impl TryFrom<&str> for ModelId {
 
     fn try_from(id: &str) -> Result<Self, InvalidId> {
         Self::new(id)
+    }
+}
+
+/// An id is filed under the hash it keeps, and a clone of a filed id is found without reading
+/// the strings.
+impl Keyed<ModelId> for ModelId {
+    fn hashed(&self) -> u64 {
+        self.hash
+    }
+
+    fn is(&self, key: &ModelId) -> bool {
+        key == self
     }
 }
 

@@ -3,7 +3,7 @@
 //! only read theirs. The registry's slots and the LRU caches' stamps live in them, in a
 //! [`ById`] per shard, filed under the hash the shard was chosen by.
 
-use crate::hashed::{Hashed, hash};
+use crate::hashed::{Hashed, Keyed};
 use crate::id::ModelId;
 use crate::runtime::Runtime;
 
@@ -26,9 +26,10 @@ impl<T: Send + Sync + 'static, R: Runtime> Shards<T, R> {
         Self { shards: (0..SHARDS).map(|_| Padded(runtime.rw_lock(empty()))).collect() }
     }
 
-    /// The shard that holds `id`, and the hash that picked it (its [`ById`] files `id` under it).
-    pub(crate) fn of(&self, id: &str) -> (&R::RwLock<T>, u64) {
-        let hash = hash(id);
+    /// The shard that holds `id`, and the hash that picked it (its [`ById`] files `id` under it):
+    /// the id's own, if it keeps one.
+    pub(crate) fn of<K: Keyed<ModelId> + ?Sized>(&self, id: &K) -> (&R::RwLock<T>, u64) {
+        let hash = id.hashed();
         // The hash's high bits are its best mixed (a hash table probes by the low ones).
         let at = usize::try_from(hash >> 60).unwrap_or(0) % SHARDS;
         (&self.shards[at].0, hash)
@@ -41,5 +42,6 @@ impl<T: Send + Sync + 'static, R: Runtime> Shards<T, R> {
 }
 
 /// Values by id, filed under the hash that picked their shard ([`Shards::of`]): a lookup
-/// hashes the id once, and compares the key of the hit only.
+/// hashes the id once (an id keeps its hash: not at all), and compares the key of the hit
+/// only.
 pub(crate) type ById<V> = Hashed<ModelId, V>;

@@ -12,6 +12,7 @@ use crate::id::ModelId;
 use crate::runtime::Ordering::{Acquire, Release};
 use std::time::Duration;
 
+use crate::hashed::Keyed;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, RwLock, TimedOut};
 use crate::shards::{ById, Shards};
@@ -74,38 +75,42 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
         }
     }
 
-    fn shard(&self, id: &str) -> (&R::RwLock<Shard<M, R>>, u64) {
+    fn shard<K: Keyed<ModelId> + ?Sized>(&self, id: &K) -> (&R::RwLock<Shard<M, R>>, u64) {
         self.shards.of(id)
     }
 
     /// What a lease of `id` finds, in one read of its shard: the in-place replace it must wait
     /// for, else the slot (`swap_gone`: the S-R2i mutant, which overlooks the replace).
-    pub(crate) fn lookup(&self, id: &str, swap_gone: bool) -> Option<Found<M, R>> {
+    pub(crate) fn lookup<K: Keyed<ModelId> + ?Sized>(&self, id: &K, swap_gone: bool) -> Option<Found<M, R>> {
         let (shard, at) = self.shard(id);
         // In-place replaces are rare: most lookups find none listed in their shard at all.
-        shard.read(|s| match (!s.swaps.is_empty()).then(|| s.swaps.get(at, id)).flatten() {
+        shard.read(|s| match (!s.swaps.is_empty()).then(|| s.swaps.get_at(at, id)).flatten() {
             Some(_) if swap_gone => None,
             Some(swap) => Some(Found::Swapping(Arc::clone(swap))),
-            None => s.slots.get(at, id).cloned().map(Found::Slot),
+            None => s.slots.get_at(at, id).cloned().map(Found::Slot),
         })
     }
 
     /// The slot registered under `id`. The caller drops the clone outside every lock.
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<ModelSlot<M, R>>> {
+    pub(crate) fn get<K: Keyed<ModelId> + ?Sized>(&self, id: &K) -> Option<Arc<ModelSlot<M, R>>> {
         let (shard, at) = self.shard(id);
-        shard.read(|s| s.slots.get(at, id).cloned())
+        shard.read(|s| s.slots.get_at(at, id).cloned())
     }
 
     /// Runs `f` on the slot registered under `id` without taking a reference to it (so that
     /// no model is ever dropped by the caller).
-    pub(crate) fn with_slot<U>(&self, id: &str, f: impl FnOnce(Option<&ModelSlot<M, R>>) -> U) -> U {
+    pub(crate) fn with_slot<K: Keyed<ModelId> + ?Sized, U>(
+        &self,
+        id: &K,
+        f: impl FnOnce(Option<&ModelSlot<M, R>>) -> U,
+    ) -> U {
         let (shard, at) = self.shard(id);
-        shard.read(|s| f(s.slots.get(at, id).map(|slot| &**slot)))
+        shard.read(|s| f(s.slots.get_at(at, id).map(|slot| &**slot)))
     }
 
-    pub(crate) fn contains_key(&self, id: &str) -> bool {
+    pub(crate) fn contains_key<K: Keyed<ModelId> + ?Sized>(&self, id: &K) -> bool {
         let (shard, at) = self.shard(id);
-        shard.read(|s| s.slots.get(at, id).is_some())
+        shard.read(|s| s.slots.get_at(at, id).is_some())
     }
 
     /// Registers `slot` under `id`; the slot it replaces, which the caller drops outside every
@@ -116,14 +121,18 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     }
 
     /// Unregisters `id`; the slot, which the caller drops outside every lock.
-    pub(crate) fn remove(&self, runtime: &R, id: &str) -> Option<Arc<ModelSlot<M, R>>> {
+    pub(crate) fn remove<K: Keyed<ModelId> + ?Sized>(
+        &self,
+        runtime: &R,
+        id: &K,
+    ) -> Option<Arc<ModelSlot<M, R>>> {
         // Counted after the removal, so that a reader that sees the count sees the id gone.
         let first = runtime.mutant(Mutant::REMOVAL_COUNTED_FIRST);
         if first && self.contains_key(id) {
             self.removals.fetch_add(1, Release);
         }
         let (shard, at) = self.shard(id);
-        let removed = shard.write(|s| s.slots.remove(at, id));
+        let removed = shard.write(|s| s.slots.remove_at(at, id));
         if removed.is_some() && !first {
             self.removals.fetch_add(1, Release);
         }
@@ -154,12 +163,12 @@ impl<M: Send + Sync + 'static, R: Runtime> Registry<M, R> {
     }
 
     /// Unlists `swap` if it is still the one listed for `id`; whether it was.
-    pub(crate) fn remove_swap(&self, id: &str, swap: &Arc<Swap<R>>) -> bool {
+    pub(crate) fn remove_swap<K: Keyed<ModelId> + ?Sized>(&self, id: &K, swap: &Arc<Swap<R>>) -> bool {
         let (shard, at) = self.shard(id);
         shard.write(|s| {
-            let listed = s.swaps.get(at, id).is_some_and(|listed| Arc::ptr_eq(listed, swap));
+            let listed = s.swaps.get_at(at, id).is_some_and(|listed| Arc::ptr_eq(listed, swap));
             if listed {
-                s.swaps.remove(at, id);
+                s.swaps.remove_at(at, id);
             }
             listed
         })

@@ -4,13 +4,12 @@
 //! entry is retired only when it is still the current generation of its id, has no
 //! reservations, and the id is not registered (invariants I2 and I3).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
-
-use rustc_hash::FxBuildHasher;
 
 use super::registry::Registry;
 use crate::error::ManagerError;
+use crate::hashed::{Hashed, Keyed};
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime, TimedLock};
@@ -78,10 +77,10 @@ pub(crate) struct Reserved<R: Runtime> {
 /// that the retirement rule depends on is made under it.
 pub(crate) struct Table<M: Send + Sync + 'static, R: Runtime> {
     pub(crate) registry: Arc<Registry<M, R>>,
-    /// Hashed: every add and every eviction reserves and releases an entry (one hash and one
-    /// compare each, where an ordered map compared the id with its neighbours); whatever lists
-    /// the ids sorts them.
-    lifecycle: HashMap<ModelId, LifecycleRecord<R>, FxBuildHasher>,
+    /// Hashed: every add and every eviction reserves and releases an entry (one probe under the
+    /// hash the id keeps and one compare each, where an ordered map compared the id with its
+    /// neighbours); whatever lists the ids sorts them.
+    lifecycle: Hashed<ModelId, LifecycleRecord<R>>,
     generations: u64,
     /// Recent failed loads by resolved id, while the negative cache is on.
     recent: BTreeMap<ModelId, Recent>,
@@ -89,16 +88,14 @@ pub(crate) struct Table<M: Send + Sync + 'static, R: Runtime> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     pub(crate) fn new(registry: Arc<Registry<M, R>>) -> Self {
-        Self { registry, lifecycle: HashMap::default(), generations: 0, recent: BTreeMap::new() }
+        Self { registry, lifecycle: Hashed::default(), generations: 0, recent: BTreeMap::new() }
     }
 
     /// Reserves the current generation of `id`, creating one if there is none.
     pub(crate) fn reserve(&mut self, id: &ModelId, runtime: &R) -> Reserved<R> {
         let Self { lifecycle, generations, .. } = self;
-        let mut created = false;
-        let record = lifecycle.entry(id.clone()).or_insert_with(|| {
+        let (record, created) = lifecycle.get_or_insert_with(id, || {
             *generations += 1;
-            created = true;
             LifecycleRecord {
                 entry: Arc::new(LifecycleEntry { lock: TimedLock::new(runtime), generation: *generations }),
                 reservations: 0,
@@ -125,7 +122,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
         now: Duration,
     ) -> Displaced {
         let mut displaced = Displaced(Vec::new());
-        if let Some(record) = self.lifecycle.get_mut(id).filter(|r| Arc::ptr_eq(&r.entry, entry)) {
+        if let Some(record) = self.lifecycle.get_mut_by(id).filter(|r| Arc::ptr_eq(&r.entry, entry)) {
             let failure =
                 Failure { before: record.tickets, canonical: canonical.clone(), error: error.clone() };
             displaced.push(record.failure.replace(failure).map(|f| f.error));
@@ -161,7 +158,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     ) -> Option<ManagerError> {
         let shared = self
             .lifecycle
-            .get(id)
+            .get_by(id)
             .filter(|r| Arc::ptr_eq(&r.entry, entry))
             .and_then(|r| r.failure.as_ref())
             .filter(|f| ticket < f.before && f.canonical == *canonical);
@@ -185,7 +182,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     /// current) is left alone.
     pub(crate) fn unreserve(&mut self, id: &ModelId, entry: &Arc<LifecycleEntry<R>>) -> (bool, Displaced) {
         let mut displaced = Displaced(Vec::new());
-        let Some(record) = self.lifecycle.get_mut(id) else { return (false, displaced) };
+        let Some(record) = self.lifecycle.get_mut_by(id) else { return (false, displaced) };
         if !Arc::ptr_eq(&record.entry, entry) {
             return (false, displaced);
         }
@@ -193,7 +190,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
         record.reservations -= 1;
         let retired = record.reservations == 0 && !self.registry.contains_key(id);
         if retired {
-            displaced.push(self.lifecycle.remove(id).and_then(|r| r.failure).map(|f| f.error));
+            displaced.push(self.lifecycle.remove_by(id).and_then(|r| r.failure).map(|f| f.error));
         }
         (retired, displaced)
     }
@@ -201,7 +198,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     /// Forgets the current entry of `id` whatever its state. Only the mutants call this: it is
     /// the historical "dispose the lock entry" that splits generations.
     pub(crate) fn forget(&mut self, id: &ModelId) {
-        self.lifecycle.remove(id);
+        self.lifecycle.remove_by(id);
     }
 
     /// Shuts down for good; the ids a shutdown must settle: every registered id, and every id
@@ -217,9 +214,15 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
             return ids;
         }
         if torn {
-            ids.extend(self.lifecycle.keys().filter(|id| !self.registry.contains_key(id)).cloned());
+            ids.extend(
+                self.lifecycle
+                    .iter()
+                    .map(|(id, _)| id)
+                    .filter(|id| !self.registry.contains_key(*id))
+                    .cloned(),
+            );
         } else {
-            ids.extend(self.lifecycle.keys().cloned());
+            ids.extend(self.lifecycle.iter().map(|(id, _)| id.clone()));
         }
         ids.sort();
         ids.dedup();
@@ -227,8 +230,8 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     }
 
     /// The current entry of `id`, if any.
-    pub(crate) fn entry(&self, id: &str) -> Option<Arc<LifecycleEntry<R>>> {
-        self.lifecycle.get(id).map(|r| Arc::clone(&r.entry))
+    pub(crate) fn entry<K: Keyed<ModelId> + ?Sized>(&self, id: &K) -> Option<Arc<LifecycleEntry<R>>> {
+        self.lifecycle.get_by(id).map(|r| Arc::clone(&r.entry))
     }
 
     /// `(id, generation, reservations, entry)` of every lifecycle entry, in id order.

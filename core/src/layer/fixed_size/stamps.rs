@@ -51,7 +51,7 @@ impl<R: Runtime> Stamps<R> {
     fn touch(&self, id: &str, overwrite: bool) {
         let (shard, at) = self.cells.of(id);
         shard.read(|cells| {
-            if let Some(cell) = cells.get(at, id) {
+            if let Some(cell) = cells.get_at(at, id) {
                 let stamp = self.draw();
                 if overwrite {
                     cell.store(stamp, Relaxed);
@@ -65,8 +65,9 @@ impl<R: Runtime> Stamps<R> {
     /// Gives `id` a fresh stamp (it was queued or moved to the back): raises the one it has, or
     /// adds one (then `true`).
     fn restamp(&self, runtime: &R, id: &ModelId) -> bool {
-        let (shard, at) = self.cells.of(id.as_str());
-        let raised = shard.read(|cells| cells.get(at, id).map(|cell| cell.fetch_max(self.draw(), Relaxed)));
+        let (shard, at) = self.cells.of(id);
+        let raised =
+            shard.read(|cells| cells.get_at(at, id).map(|cell| cell.fetch_max(self.draw(), Relaxed)));
         raised.is_none()
             && shard.write(|cells| cells.insert(at, id.clone(), runtime.atomic(self.draw())).is_none())
     }
@@ -86,8 +87,8 @@ impl<R: Runtime> Stamps<R> {
 
     /// The stamp of `id`; an id without one counts as the most recent.
     fn stamp(&self, id: &ModelId) -> u64 {
-        let (shard, at) = self.cells.of(id.as_str());
-        shard.read(|cells| cells.get(at, id).map_or(u64::MAX, |c| c.load(Relaxed)))
+        let (shard, at) = self.cells.of(id);
+        shard.read(|cells| cells.get_at(at, id).map_or(u64::MAX, |c| c.load(Relaxed)))
     }
 }
 
