@@ -88,6 +88,8 @@ pub(crate) fn cache_refused(error: CacheError) -> CacheError {
         CacheError::DeviceFull { .. } => "device_full",
         CacheError::OverCap { .. } | CacheError::DeviceOverBudget { .. } => "over_limit",
         CacheError::ShutDown { .. } => "shut_down",
+        CacheError::LoadWaitTimeout { .. } => "load_wait_timeout",
+        CacheError::DeviceMoveTimeout { .. } => "move_timeout",
         _ => return error,
     };
     ::metrics::counter!("resident_refusals_total", "reason" => reason).increment(1);

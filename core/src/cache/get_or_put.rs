@@ -211,7 +211,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 Ok(Turn::ShutDown) => {
                     return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
                 }
-                Err(_) => return Err(CacheError::LoadWaitTimeout { key: key.to_owned(), waited: wait }),
+                Err(_) => return Err(load_wait_timeout(key, wait)),
             };
             return self.load_claimed(key, (declared, declared_bytes), load, deadline, claim);
         }
@@ -262,4 +262,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         drop(claim);
         Ok(loaded)
     }
+}
+
+/// The refusal of a wait for another caller's load of `key` that ran out after `waited`,
+/// counted.
+fn load_wait_timeout(key: &str, waited: std::time::Duration) -> CacheError {
+    telemetry::cache_refused(CacheError::LoadWaitTimeout { key: key.to_owned(), waited })
 }

@@ -175,7 +175,10 @@ impl<'a, W: DeviceWeights, R: Runtime> Placement<'a, W, R> {
             Err(TimedOut) => {
                 cache.drain_requests();
                 let waited = self.wait.unwrap_or_default();
-                Err(CacheError::DeviceMoveTimeout { key: self.record.key.clone(), waited })
+                Err(telemetry::cache_refused(CacheError::DeviceMoveTimeout {
+                    key: self.record.key.clone(),
+                    waited,
+                }))
             }
         }
     }

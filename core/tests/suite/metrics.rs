@@ -8,8 +8,8 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use resident::cache::CacheGroup;
 use resident::{
-    BoxError, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, ManagerError, ManagerExt, Model,
-    ModelId, ModelManager,
+    BoxError, CallOptions, FixedSizeCache, FixedSizeConfig, Loader, ManagerConfig, ManagerError, ManagerExt,
+    Model, ModelId, ModelManager,
 };
 
 struct Sized;
@@ -129,6 +129,36 @@ fn a_contended_lock_records_its_wait_and_a_timeout_is_a_refusal() {
     let metrics = read(&snapshotter);
     assert_eq!(samples(&metrics, "resident_lock_wait_seconds{}"), 1);
     assert_eq!(counter(&metrics, "resident_refusals_total{reason=lock_timeout}"), 1);
+}
+
+#[test]
+fn a_wait_for_another_devices_load_that_runs_out_is_a_refusal() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let group = CacheGroup::<Vec<u8>>::new(100).unwrap();
+    let (cpu, gpu) = (group.cache("cpu"), group.cache("gpu"));
+    let (loading_tx, loading) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let cpu = &cpu;
+        s.spawn(move || {
+            let load = || {
+                loading_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                Ok::<_, resident::CacheError>(vec![0; 10])
+            };
+            drop(cpu.get_or_put("w", 10, load).unwrap());
+        });
+        loading.recv().unwrap();
+        metrics::with_local_recorder(&recorder, || {
+            let within = CallOptions::new().with_timeout(Duration::from_millis(5));
+            let waited = gpu.get_or_put_with("w", 10, || Ok::<_, resident::CacheError>(vec![0; 10]), within);
+            assert!(matches!(waited, Err(resident::CacheError::LoadWaitTimeout { .. })), "{waited:?}");
+        });
+        release.send(()).unwrap();
+    });
+    let metrics = read(&snapshotter);
+    assert_eq!(counter(&metrics, "resident_refusals_total{reason=load_wait_timeout}"), 1);
 }
 
 #[test]
