@@ -243,7 +243,8 @@ where
             let text = format!("cannot read the body: {error}");
             let limited =
                 std::error::Error::source(&error).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            return Err(if limited { too_large(text) } else { ApiError::bad_request("bad_body", text) });
+            let refused = if limited { too_large(text) } else { ApiError::bad_request("bad_body", text) };
+            return Err(refused.with_source(error));
         }
         Err(_) => {
             let text = format!("the body was not received within {:?}", limits.body_timeout);

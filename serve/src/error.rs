@@ -16,7 +16,12 @@
 //! | A forward pass past the request's deadline | 503 | `deadline` |
 //! | anything else (a corrupt file, a failed unload, a panic) | 500 | `load_failed`, `unload_failed`, `inference_failed`, `internal` |
 
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+
 use axum::Json;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use resident::burn::BurnError;
@@ -26,19 +31,33 @@ use crate::catalogue::NotInCatalogue;
 
 /// A failed request: its status, a short machine-readable `kind`, and the error's text. Its
 /// body is `{"error": "<text>", "kind": "<kind>"}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// It keeps the error that caused it as its [`source`](std::error::Error::source), for
+/// applications that mount the routes and log or inspect what failed: the client sees only the
+/// text, which for a failed load has its paths cut, where the source (and so `Debug`) keeps
+/// them. Two errors are equal when they answer alike (status, kind, text, headers), whatever
+/// their sources.
+#[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
     kind: &'static str,
     message: String,
     retry_after: Option<u32>,
     challenge: bool,
+    source: Option<Arc<dyn Error + Send + Sync + 'static>>,
 }
 
 impl ApiError {
     /// An error answered with `status`.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into(), retry_after: None, challenge: false }
+        Self { status, kind, message: message.into(), retry_after: None, challenge: false, source: None }
+    }
+
+    /// The same error, caused by `source` (its [`Error::source`]; the client never sees it).
+    #[must_use]
+    pub fn with_source(mut self, source: impl Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
     }
 
     /// The same error, answered with a `Retry-After` of `seconds` (a refusal for load: the
@@ -89,6 +108,27 @@ impl ApiError {
     }
 }
 
+impl PartialEq for ApiError {
+    fn eq(&self, other: &Self) -> bool {
+        (self.status, self.kind, &self.message, self.retry_after, self.challenge)
+            == (other.status, other.kind, &other.message, other.retry_after, other.challenge)
+    }
+}
+
+impl Eq for ApiError {}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.kind, self.message)
+    }
+}
+
+impl Error for ApiError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_deref().map(|source| source as &(dyn Error + 'static))
+    }
+}
+
 impl From<ManagerError> for ApiError {
     fn from(error: ManagerError) -> Self {
         let (status, kind) = classify(&error);
@@ -96,9 +136,9 @@ impl From<ManagerError> for ApiError {
             // The operator's copy keeps the model file's path; the client's is cut to the file's
             // name: a client never learns where the server keeps its models.
             tracing::warn!(%id, kind, error = %source, "load failed");
-            return Self::new(status, kind, without_paths(&error.to_string()));
+            return Self::new(status, kind, without_paths(&error.to_string())).with_source(error);
         }
-        Self::new(status, kind, error.to_string())
+        Self::new(status, kind, error.to_string()).with_source(error)
     }
 }
 
@@ -122,13 +162,13 @@ fn without_paths(text: &str) -> String {
 
 impl From<InvalidId> for ApiError {
     fn from(error: InvalidId) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_id", error.to_string())
+        Self::new(StatusCode::BAD_REQUEST, "invalid_id", error.to_string()).with_source(error)
     }
 }
 
 impl From<NotInCatalogue> for ApiError {
     fn from(error: NotInCatalogue) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "unknown_model", error.to_string())
+        Self::new(StatusCode::NOT_FOUND, "unknown_model", error.to_string()).with_source(error)
     }
 }
 
@@ -141,7 +181,14 @@ impl From<BurnError> for ApiError {
             BurnError::Input { .. } | BurnError::Tensor { .. } => (StatusCode::BAD_REQUEST, "bad_input"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "inference_failed"),
         };
-        Self::new(status, kind, error.to_string())
+        Self::new(status, kind, error.to_string()).with_source(error)
+    }
+}
+
+/// A body that could not be received (its status is the rejection's).
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        Self::new(rejection.status(), "bad_body", rejection.body_text()).with_source(rejection)
     }
 }
 
@@ -277,6 +324,24 @@ mod tests {
         for (error, status) in cases {
             assert_eq!(ApiError::from(error.clone()).status().as_u16(), status, "{error:?}");
         }
+    }
+
+    #[test]
+    fn an_answer_keeps_the_error_that_caused_it() {
+        let api = ApiError::from(ManagerError::NotFound { id: id("m") });
+        let source = Error::source(&api).expect("the manager's error");
+        assert!(matches!(source.downcast_ref::<ManagerError>(), Some(ManagerError::NotFound { .. })));
+        assert_eq!(api.to_string(), format!("404 not_found: {}", api.message()));
+        let plain = ApiError::new(StatusCode::NOT_FOUND, "not_found", api.message());
+        assert!(Error::source(&plain).is_none());
+        assert_eq!(api, plain, "equal answers are equal errors, whatever their sources");
+        // The client's text has the model file's path cut; the source keeps it for the operator.
+        let path = "/srv/models/x.safetensors";
+        let api = ApiError::from(load_error(BurnError::NotFound { path: path.into() }));
+        let chain: Vec<String> =
+            std::iter::successors(Error::source(&api), |&e| e.source()).map(ToString::to_string).collect();
+        assert!(chain.iter().any(|text| text.contains(path)), "{chain:?}");
+        assert!(!api.message().contains(path), "{}", api.message());
     }
 
     #[test]

@@ -120,12 +120,14 @@ pub(crate) fn counted<E: IntoResponse>(route: &'static str, result: Result<Respo
 
 /// The request's body, or its rejection as a JSON error.
 fn received(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| ApiError::new(rejection.status(), "bad_body", rejection.body_text()))
+    body.map_err(ApiError::from)
 }
 
 /// The id a `{*id}` capture holds, percent-decoded (invalid UTF-8 is a 400).
 fn captured(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    path.map(|Path(id)| id).map_err(|rejection| ApiError::bad_request("invalid_id", rejection.body_text()))
+    path.map(|Path(id)| id).map_err(|rejection| {
+        ApiError::bad_request("invalid_id", rejection.body_text()).with_source(rejection)
+    })
 }
 
 /// `body` as a `T`; an empty body is `T::default()`.
@@ -161,7 +163,8 @@ pub(crate) fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiErro
     if first != Some(&b'{') {
         return Err(ApiError::bad_request("bad_json", "the body must be a JSON object"));
     }
-    serde_json::from_slice(body).map_err(|error| ApiError::bad_request("bad_json", error.to_string()))
+    serde_json::from_slice(body)
+        .map_err(|error| ApiError::bad_request("bad_json", error.to_string()).with_source(error))
 }
 
 async fn list_models<L>(State(app): State<App<L>>) -> Response

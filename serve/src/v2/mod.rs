@@ -384,9 +384,7 @@ where
         if path.action != Some("infer") {
             return Err(not_found(format!("no POST route for {rest:?}")));
         }
-        let body = body.map_err(|rejection| {
-            V2Error(ApiError::new(rejection.status(), "bad_body", rejection.body_text()))
-        })?;
+        let body = body.map_err(|rejection| V2Error(rejection.into()))?;
         let pass = app.pass(started, cancelled);
         let name = path.name.to_owned();
         // Decoding, the forward pass and encoding all run on the blocking pool.

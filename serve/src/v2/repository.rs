@@ -67,8 +67,7 @@ struct ControlRequest {
 fn optional<T: Default + for<'de> Deserialize<'de>>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, V2Error> {
-    let body = body
-        .map_err(|rejection| V2Error(ApiError::new(rejection.status(), "bad_body", rejection.body_text())))?;
+    let body = body.map_err(|rejection| V2Error(rejection.into()))?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
