@@ -271,10 +271,10 @@ pub fn program() -> impl Strategy<Value = Program> {
             insert_clear_or_register(&mut threads, extra);
             insert_replace_in_place(&mut threads, in_place);
             insert_call_now(&mut threads, now);
-            insert_locked(&mut threads, locked);
-            insert_expiry(&mut faults, expiry);
             let mut prefix = prefix;
             reach_report(report_fault, &mut prefix, &mut threads);
+            insert_locked(&mut threads, &mut faults, &prefix, locked);
+            insert_expiry(&mut faults, expiry);
             Program { prefix, handed, pins, threads, faults, nested, narrow, any_time, report_fault }
         },
     )
@@ -325,13 +325,22 @@ fn insert_call_now(threads: &mut [Vec<ThreadOp>], hash: u64) {
 /// In a quarter of the programs, one call that holds a lifecycle lock across a step and past
 /// it ([`ThreadOp::Locked`]) at a place in a thread chosen by `hash` (as for
 /// [`insert_clear_or_register`]): an add, a removal or an eviction a third of the time each.
-fn insert_locked(threads: &mut [Vec<ThreadOp>], hash: u64) {
+/// Half the adds of a model the prefix does not add have its first load fail (the prefix
+/// would take the failure): a claim given back under the held lock is the slot an add waiting
+/// beside it must be woken for (S-O1h), which drawn faults alone rarely line up with the lock.
+fn insert_locked(threads: &mut [Vec<ThreadOp>], faults: &mut Faults, prefix: &[usize], hash: u64) {
     if !hash.is_multiple_of(4) || threads.is_empty() {
         return;
     }
     let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
     let op = match pick(32, 3) {
-        0 => ThreadOp::Locked(pick(40, IDS.len()), Under::Add),
+        0 => {
+            let i = pick(40, IDS.len());
+            if pick(48, 2) == 0 && !prefix.contains(&i) {
+                faults.loads[i].insert(0, Step::Fail);
+            }
+            ThreadOp::Locked(i, Under::Add)
+        }
         1 => ThreadOp::Locked(pick(40, RESOLVED.len()), Under::Remove),
         _ => ThreadOp::Locked(pick(40, RESOLVED.len()), Under::Evict),
     };
