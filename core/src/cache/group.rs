@@ -92,7 +92,9 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         let wait = options.deadline(rt).bound(rt, budget.room_wait(), Mutant::DEADLINE_SKIPS_ROOM);
         let deadline = rt.now().checked_add(wait);
         // Even when not lowered: a concurrent lowering may still be evicting, and `Ok` means the
-        // budget fit the cap at some point of this call.
+        // budget fit the cap at some point of this call. Watched throughout: a release that
+        // leaves a record evictable wakes only watched waits.
+        let _watch = budget.watch_room();
         loop {
             let seen = budget.room_epoch();
             if budget.excess() == 0 {

@@ -13,7 +13,8 @@
 //! still looks for room: from its first refusal until it returns, waiting or not); then wait, bounded by
 //! the budget's room wait, for something to change — a debit (a charge or a reservation
 //! dropped), a release that left a record evictable or the group's shutdown (which refuses
-//! it), all of which notify — and start over.
+//! it), all of which notify (a release only the waits that watch: this one watches from before
+//! its first look) — and start over.
 //! The wait reads the room epoch *before* looking, so a change that lands while it looks ends
 //! the wait at once (no lost wakeup). Each round's first look reads the cap and the overflow
 //! policy with the counters: a load never sleeps past a change of either (both notify).
@@ -52,6 +53,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let ignore_shutdown = self.runtime().mutant(Mutant::ROOM_WAIT_IGNORES_SHUTDOWN);
         let mut first = true;
         let mut seeking = None;
+        // Before the first look: a release wakes only watched waits (`RamBudget::room_freed`).
+        let watch_late = self.runtime().mutant(Mutant::ROOM_WATCH_LATE);
+        let mut watch = (!watch_late).then(|| budget.watch_room());
         loop {
             // Both read before looking: a change that lands while it looks ends the wait. (A
             // load that joins the line in this round starts its own signal at epoch zero.)
@@ -82,6 +86,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             // shutdown moves once it is shut down: one landing later ends the wait at once).
             if !ignore_shutdown && self.group().is_shut_down() {
                 return Err(telemetry::cache_refused(CacheError::ShutDown { key: key.to_owned() }));
+            }
+            if watch_late {
+                watch.get_or_insert_with(|| budget.watch_room());
             }
             // A timeout goes round once more: the last look decides. Behind another load, only
             // its leaving the line (or a lowered cap) can change this one's answer.

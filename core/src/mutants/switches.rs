@@ -395,6 +395,9 @@ mutants! {
     LOST_WAKEUP_BUDGET_DEBIT = "lost-wakeup-budget-debit",
     /// W-10: a release that leaves a record evictable does not wake the loads waiting for room.
     LOST_WAKEUP_ROOM_RELEASE = "lost-wakeup-room-release",
+    /// W-10: a load waiting for room counts itself among the watchers only after its look, just
+    /// before it waits: a release in between, seeing no watcher, wakes nobody.
+    ROOM_WATCH_LATE = "room-watch-late",
     /// C-B3: a cache's shutdown cancels its keep-alive but does not tell the timer thread, which
     /// sleeps on (and never exits while the group lives).
     TIMER_NOT_CANCELLED = "timer-not-cancelled",

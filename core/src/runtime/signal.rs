@@ -21,10 +21,10 @@ struct State {
 /// the state first and [`Signal::bump`]s after. Either the inspection sees the change, or the
 /// bump lands after the epoch was read and the wait returns at once.
 ///
-/// One kind of change is announced only while someone [watches](Signal::watch): the end of a
-/// model's last lease, which is on the hottest path there is and almost never awaited. A thread
-/// that waits for a lease to end holds a [`Watch`] from before its first look at the state
-/// until it stops waiting.
+/// Some changes are announced only while someone [watches](Signal::watch): the end of a
+/// model's last lease, and a cache's release that leaves a record evictable, which are on the
+/// hottest paths there are and almost never awaited. A thread that waits for such a change
+/// holds a [`Watch`] from before its first look at the state until it stops waiting.
 pub struct Signal<R: Runtime> {
     state: R::Monitor<State>,
     /// Live [`Watch`]es.
@@ -33,7 +33,7 @@ pub struct Signal<R: Runtime> {
 }
 
 /// A thread's declared interest in the changes its signal announces only while watched (the
-/// end of a lease): from its creation, which must come before the thread first looks at the
+/// end of a lease, a release that frees room): from its creation, which must come before the thread first looks at the
 /// state it waits on, until it is dropped.
 #[must_use = "a watch lasts only while it lives"]
 pub struct Watch<'a, R: Runtime> {
@@ -75,7 +75,7 @@ impl<R: Runtime> Signal<R> {
     }
 
     /// [`Signal::bump_at`] only while a [`Watch`] lives: a change nobody outside a watch waits
-    /// for (the end of a lease), made before this call.
+    /// for (the end of a lease, a release that frees room), made before this call.
     pub(crate) fn bump_if_watched_at(&self, site: Mutant) {
         self.runtime.fence();
         if self.watchers.load(Relaxed) > 0 {

@@ -152,6 +152,20 @@ pub(super) fn debit_wakes_the_waiter<R: SimRuntime>(rt: R) {
 /// W-10: `a` fills the budget and the main thread holds it locked; T2 loads `b` and waits for
 /// room; T1 unlocks `a`, leaving it evictable. That release must wake T2, which evicts `a`.
 pub(super) fn release_wakes_the_waiter<R: SimRuntime>(rt: R) {
+    release_while_a_load_seeks_room(rt, true);
+}
+
+/// W-10w: W-10 without T1's head start for T2, so that the release may land between T2's look
+/// for room and its wait, under loom too (a thread that gives way lets the others run to their
+/// blocking point first): a release wakes only the waits that watch, so T2 must watch before
+/// it looks.
+pub(super) fn release_racing_the_look_wakes_the_waiter<R: SimRuntime>(rt: R) {
+    release_while_a_load_seeks_room(rt, false);
+}
+
+/// W-10's world: T2 loads `b` while `a`, locked, fills the budget; T1 unlocks `a` (after giving
+/// T2 a head start if `head_start`). T2 loads without a deadline passing.
+fn release_while_a_load_seeks_room<R: SimRuntime>(rt: R, head_start: bool) {
     let world = CacheWorld::hard(rt, CAP, 1);
     let loads = Loads::new(&world);
     let guard = world.caches[0]
@@ -170,7 +184,9 @@ pub(super) fn release_wakes_the_waiter<R: SimRuntime>(rt: R) {
     };
     let t1 = world.spawn("T1", move |_, _| {
         started.wait_for(1);
-        give_way::<R>(HEAD_START);
+        if head_start {
+            give_way::<R>(HEAD_START);
+        }
         trace::record("T1", "unlock(a)");
         drop(guard);
     });

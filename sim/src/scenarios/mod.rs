@@ -297,6 +297,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 1, targets: [LOST_WAKEUP_BUDGET_DEBIT], budget::debit_wakes_the_waiter),
         scenario!("W-10", "a release that leaves a record evictable wakes the load waiting for room",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_ROOM_RELEASE], budget::release_wakes_the_waiter),
+        scenario!("W-10w", "a release racing the look of a load that waits for room wakes it: the load watches before it looks",
+        time: Auto, loom: 1, targets: [ROOM_WATCH_LATE], budget::release_racing_the_look_wakes_the_waiter),
         scenario!("C-B3", "keep-alive expires an idle record with no call; shutdown cancels it and the timer thread exits (3.8)",
         time: Auto, loom: 1, targets: [TIMER_NOT_CANCELLED], keep_alive::timer_expires_and_exits),
         scenario!("W-11", "a release that leaves a record idle wakes the sleeping keep-alive timer",

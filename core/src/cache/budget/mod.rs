@@ -14,7 +14,9 @@
 //! The budget's monitor is a leaf: nothing is called while it is held, so a charge may be
 //! dropped anywhere, under any other lock. Every debit (a charge or a reservation dropped) and
 //! every [`RamBudget::room_changed`] notifies the threads waiting for room, with no extra
-//! critical section when nobody waits.
+//! critical section when nobody waits; a release that leaves a record evictable
+//! ([`RamBudget::room_freed`]) notifies the waits that watch ([`RamBudget::watch_room`]), as
+//! every wait for room does, and costs a fence when none does.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,7 +26,7 @@ use crate::error::InvalidConfig;
 use crate::line::Line;
 use crate::mutants::Mutant;
 use crate::runtime::Ordering::Relaxed;
-use crate::runtime::{Arc, AtomicWord, LineStep, Monitor, Runtime, Signal, StdRuntime, TimedOut};
+use crate::runtime::{Arc, AtomicWord, LineStep, Monitor, Runtime, Signal, StdRuntime, TimedOut, Watch};
 
 mod seeking;
 
@@ -136,8 +138,9 @@ pub struct RamBudget<R: Runtime = StdRuntime> {
     counters: R::Monitor<Counters<Arc<Signal<R>>>>,
     /// 1 while the committed bytes exceed the cap (kept by [`RamBudget::tally`]), else 0.
     over: R::Atomic,
-    /// Bumped by every debit and every [`RamBudget::room_changed`]: what the first load in
-    /// line (and any other waiter for room) waits to see move.
+    /// Bumped by every debit, every [`RamBudget::room_changed`] and, while a wait watches it,
+    /// every [`RamBudget::room_freed`]: what the first load in line (and any other waiter for
+    /// room) waits to see move.
     room: Signal<R>,
 }
 
@@ -235,13 +238,22 @@ impl<R: Runtime> RamBudget<R> {
         Ok(reservation)
     }
 
+    /// Counts the caller among the waiters for room until the watch is dropped: take it before
+    /// the first [`RamBudget::room_epoch`] and keep it until done waiting, or a release's
+    /// [`RamBudget::room_freed`], which wakes only watched waits, may pass it by.
+    pub(crate) fn watch_room(&self) -> Watch<'_, R> {
+        self.room.watch()
+    }
+
     /// The room epoch: read it *before* looking for room, then [`RamBudget::wait_for_room`]
-    /// past it (the protocol of [`Signal`](crate::runtime::Signal)).
+    /// past it (the protocol of [`Signal`](crate::runtime::Signal)), under a
+    /// [`RamBudget::watch_room`].
     pub(crate) fn room_epoch(&self) -> u64 {
         self.room.epoch()
     }
 
-    /// Waits until a debit or a [`RamBudget::room_changed`] happened since `seen` was read, at
+    /// Waits until a debit, a [`RamBudget::room_changed`] or (under a
+    /// [`RamBudget::watch_room`]) a [`RamBudget::room_freed`] happened since `seen` was read, at
     /// most `timeout`.
     pub(crate) fn wait_for_room(&self, seen: u64, timeout: Duration) -> Result<(), TimedOut> {
         self.room.wait_past(seen, Some(timeout))
@@ -256,6 +268,14 @@ impl<R: Runtime> RamBudget<R> {
     /// became evictable); `site` is the lost-wakeup mutant of the caller's notify site.
     pub(crate) fn room_changed(&self, site: Mutant) {
         self.room.bump_at(site);
+    }
+
+    /// [`RamBudget::room_changed`] for the release of a claim that left a record evictable:
+    /// wakes the watched waits only ([`RamBudget::watch_room`]), so that a release nobody waits
+    /// for costs a fence and a load, not the signal's monitor (every release of every cache of
+    /// the group would take it).
+    pub(crate) fn room_freed(&self, site: Mutant) {
+        self.room.bump_if_watched_at(site);
     }
 
     /// Runs `f` on the counters under their monitor, and keeps `over` in step.
@@ -436,65 +456,4 @@ impl<R: Runtime> RamBudget<R> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn charges_count_until_dropped() {
-        let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
-        let cache = budget.register_cache();
-        let shared = budget.charge_shared(40, None).unwrap();
-        let own = budget.charge_non_shared(cache, 70, None).unwrap();
-        assert_eq!((budget.in_use(), budget.excess(), budget.high_water()), (110, 10, 110));
-        assert!(!budget.fits(1));
-        drop(shared);
-        assert_eq!((budget.shared_bytes(), budget.non_shared_bytes(cache)), (0, 70));
-        drop(own);
-        assert_eq!((budget.in_use(), budget.high_water()), (0, 110));
-    }
-
-    #[test]
-    fn a_charge_that_would_overflow_is_refused_and_changes_nothing() {
-        let budget = RamBudget::new(u64::MAX, &StdRuntime::new()).unwrap();
-        let cache = budget.register_cache();
-        let half = u64::MAX / 2 + 1;
-        let first = budget.charge_shared(half, None).unwrap();
-        assert_eq!(budget.charge_non_shared(cache, half, None).unwrap_err(), Overflow);
-        assert_eq!(budget.charge_shared(half, None).unwrap_err(), Overflow);
-        assert_eq!((budget.in_use(), budget.non_shared_bytes(cache), budget.high_water()), (half, 0, half));
-        let rest = budget.charge_non_shared(cache, u64::MAX - half, None).unwrap();
-        assert_eq!(budget.in_use(), u64::MAX);
-        drop((first, rest));
-        assert_eq!(budget.in_use(), 0);
-    }
-
-    #[test]
-    fn a_reservation_counts_until_it_becomes_the_charge_or_is_dropped() {
-        let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
-        let mut reservation = budget.try_reserve(80, None).unwrap();
-        assert!(budget.try_reserve(21, None).is_none(), "80 reserved leaves 20");
-        assert_eq!((budget.in_use(), budget.reserved(), budget.committed()), (0, 80, 80));
-        let charge = budget.charge_shared(60, Some(&mut reservation)).unwrap();
-        assert_eq!((budget.in_use(), budget.reserved(), reservation.bytes()), (60, 20, 20));
-        drop(reservation);
-        assert_eq!((budget.in_use(), budget.reserved(), budget.high_water()), (60, 0, 80));
-        drop(charge);
-        assert_eq!(budget.committed(), 0);
-    }
-
-    #[test]
-    fn a_debit_ends_a_wait_for_room_and_nothing_else_does() {
-        let budget = RamBudget::new(100, &StdRuntime::new()).unwrap();
-        let charge = budget.charge_shared(100, None).unwrap();
-        let seen = budget.room_epoch();
-        assert_eq!(budget.wait_for_room(seen, Duration::from_millis(1)), Err(TimedOut));
-        drop(charge);
-        assert_eq!(budget.wait_for_room(seen, Duration::MAX), Ok(()), "the debit came after `seen`");
-        assert!(budget.try_reserve(100, None).is_some());
-    }
-
-    #[test]
-    fn a_zero_cap_is_refused() {
-        assert_eq!(RamBudget::new(0, &StdRuntime::new()).unwrap_err().field, "cap");
-    }
-}
+mod tests;

@@ -130,7 +130,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         // A record that became evictable may be the room a load is waiting for, and an idle
         // record a deadline earlier than the one the keep-alive timer sleeps to.
         if freed {
-            self.group.budget.room_changed(Mutant::LOST_WAKEUP_ROOM_RELEASE);
+            self.group.budget.room_freed(Mutant::LOST_WAKEUP_ROOM_RELEASE);
         }
         if let Some(deadline) = expires {
             self.group.timer.poke(Some(deadline), Mutant::LOST_WAKEUP_KEEP_ALIVE_RELEASE);
