@@ -2,7 +2,7 @@
 //! read back from a recorder installed for the test's thread.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
@@ -159,6 +159,54 @@ fn a_wait_for_another_devices_load_that_runs_out_is_a_refusal() {
     });
     let metrics = read(&snapshotter);
     assert_eq!(counter(&metrics, "resident_refusals_total{reason=load_wait_timeout}"), 1);
+}
+
+/// Weights whose move to a device waits until the test lets it go, saying when it started.
+struct GatedMove {
+    started: Mutex<mpsc::Sender<()>>,
+    go: Mutex<mpsc::Receiver<()>>,
+}
+
+impl resident::cache::DeviceWeights for GatedMove {
+    type OnDevice = ();
+
+    fn device_bytes(&self) -> u64 {
+        1
+    }
+
+    fn to_device(&self, _: &str) -> Result<(), BoxError> {
+        self.started.lock().unwrap().send(()).unwrap();
+        self.go.lock().unwrap().recv().unwrap();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_wait_for_another_threads_move_that_runs_out_is_a_refusal() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let group = CacheGroup::<GatedMove>::new(100).unwrap();
+    let gpu = group.cache("cuda:0");
+    let ((started_tx, started), (go, go_rx)) = (mpsc::channel(), mpsc::channel());
+    let weights = GatedMove { started: Mutex::new(started_tx), go: Mutex::new(go_rx) };
+    drop(gpu.put("m", weights, 10, resident::cache::PutOptions::default()).unwrap());
+    std::thread::scope(|s| {
+        let gpu = &gpu;
+        s.spawn(move || drop(gpu.get("m").unwrap().lock_on_device().unwrap()));
+        started.recv().unwrap();
+        metrics::with_local_recorder(&recorder, || {
+            let within = CallOptions::new().with_timeout(Duration::from_millis(5));
+            let waited = gpu.get("m").unwrap().lock_on_device_with(within);
+            assert!(
+                matches!(waited, Err(resident::CacheError::DeviceMoveTimeout { .. })),
+                "{:?}",
+                waited.err()
+            );
+        });
+        go.send(()).unwrap();
+    });
+    let metrics = read(&snapshotter);
+    assert_eq!(counter(&metrics, "resident_refusals_total{reason=move_timeout}"), 1);
 }
 
 #[test]
