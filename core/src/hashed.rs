@@ -48,16 +48,6 @@ impl<K, V> Default for Hashed<K, V> {
 }
 
 impl<K: Borrow<str>, V> Hashed<K, V> {
-    /// The value of `key` (whose hash is `at`).
-    pub(crate) fn get(&self, at: u64, key: &str) -> Option<&V> {
-        self.table.find(at, |(k, _)| k.borrow() == key).map(|(_, v)| v)
-    }
-
-    /// The value of `key` (whose hash is `at`), to change.
-    pub(crate) fn get_mut(&mut self, at: u64, key: &str) -> Option<&mut V> {
-        self.table.find_mut(at, |(k, _)| k.borrow() == key).map(|(_, v)| v)
-    }
-
     /// The value filed under `at` that `is` picks out, without comparing keys: `is` must accept
     /// only the value of the key looked for (one that holds the record looked for, say).
     pub(crate) fn find(&self, at: u64, is: impl Fn(&V) -> bool) -> Option<&V> {
@@ -79,12 +69,6 @@ impl<K: Borrow<str>, V> Hashed<K, V> {
                 None
             }
         }
-    }
-
-    /// Takes the value of `key` (whose hash is `at`) out.
-    pub(crate) fn remove(&mut self, at: u64, key: &str) -> Option<V> {
-        let found = self.table.find_entry(at, |(k, _)| k.borrow() == key).ok()?;
-        Some(found.remove().0.1)
     }
 
     /// Every key with its value.
@@ -121,12 +105,8 @@ impl<K: Borrow<str>, V> Hashed<K, V> {
     pub(crate) fn is_empty(&self) -> bool {
         self.table.is_empty()
     }
-}
 
-/// Values looked up by whatever knows their key's hash ([`Keyed`]): a key that keeps its hash
-/// is not hashed again.
-impl<K: Borrow<str>, V> Hashed<K, V> {
-    /// The value of `id`.
+    /// The value of `id` (a key that keeps its hash is not hashed again: [`Keyed`]).
     pub(crate) fn get_by<Q: Keyed<K> + ?Sized>(&self, id: &Q) -> Option<&V> {
         self.get_at(id.hashed(), id)
     }

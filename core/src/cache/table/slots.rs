@@ -19,12 +19,12 @@ impl<S> Default for Slots<S> {
 impl<S> Slots<S> {
     /// The slot of `key`.
     pub(super) fn get(&self, key: &str) -> Option<&S> {
-        self.by_key.get(hash(key), key)
+        self.by_key.get_by(key)
     }
 
     /// The slot of `key`, to change.
     pub(super) fn get_mut(&mut self, key: &str) -> Option<&mut S> {
-        self.by_key.get_mut(hash(key), key)
+        self.by_key.get_mut_by(key)
     }
 
     /// The slot filed under `key_hash` (its key's [`hash`]) that `is` picks out, without
@@ -51,7 +51,7 @@ impl<S> Slots<S> {
 
     /// Takes the slot of `key` out.
     pub(super) fn remove(&mut self, key: &str) -> Option<S> {
-        self.by_key.remove(hash(key), key)
+        self.by_key.remove_by(key)
     }
 
     /// Every key with its slot.
