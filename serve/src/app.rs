@@ -8,7 +8,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use resident::burn::BurnError;
 use resident::runtime::Arc;
 use resident::{
-    CallOptions, FixedSizeCache, FixedSizeConfig, InvalidConfig, Loader, ManagerExt, ModelManager,
+    CallOptions, FixedSizeCache, FixedSizeConfig, InvalidConfig, Loader, Manager, ManagerError, ManagerExt,
+    ModelId, ModelManager,
 };
 
 use crate::admit::InFlight;
@@ -226,6 +227,23 @@ where
             tracing::error!(%error, "a call on the blocking pool failed");
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the call failed inside the server")
         })
+    }
+
+    /// Stops serving `id` (`DELETE /models/{id}`, the repository's unload): removes its model,
+    /// and lifts its pin under the same lock once the model is removed (or was not there):
+    /// pins of ids no longer served would pile up, and one served again would come back pinned.
+    pub(crate) async fn unserve(&self, started: Instant, id: String) -> Result<(), ApiError> {
+        self.run(started, Some(&id.clone()), move |stack, options| {
+            let guard = stack.lock_until(&ModelId::new(&id)?, options.deadline(stack.runtime()))?;
+            match stack.remove_locked(&guard) {
+                Ok(()) | Err(ManagerError::NotFound { .. }) if stack.is_pinned(&id) => {
+                    stack.unpin_locked(&guard)
+                }
+                removed => removed,
+            }
+        })
+        .await?
+        .map_err(ApiError::from)
     }
 
     /// Shuts the stack down ([`ManagerExt::shutdown`], bounded by the shutdown timeout: refuses

@@ -324,18 +324,7 @@ where
         auth::require(app.config().control_token.as_ref(), &headers)?;
         let id = captured(path)?;
         ModelId::validate(&id)?;
-        // The id's pin goes with its model (under the same lock, and only once it is removed):
-        // pins of ids no longer served would pile up, and one served again would come back pinned.
-        app.run(started, Some(&id.clone()), move |stack, options| {
-            let guard = stack.lock_until(&ModelId::new(&id)?, options.deadline(stack.runtime()))?;
-            match stack.remove_locked(&guard) {
-                Ok(()) | Err(ManagerError::NotFound { .. }) if stack.is_pinned(&id) => {
-                    stack.unpin_locked(&guard)
-                }
-                removed => removed,
-            }
-        })
-        .await??;
+        app.unserve(started, id).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     };
     answer(DELETE, result.await)

@@ -25,7 +25,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use resident::{Loader, Manager, ManagerExt};
+use resident::{Loader, Manager};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -124,9 +124,7 @@ where
             serve_under(&app, started, name.to_owned(), source, true).await?;
         } else if let Some(name) = rest.strip_suffix("/unload") {
             let _: ControlRequest = optional(body)?;
-            let name = name.to_owned();
-            app.run(started, Some(&name.clone()), move |stack, options| stack.remove_with(&name, options))
-                .await??;
+            app.unserve(started, name.to_owned()).await?;
         } else {
             return Err(not_found(format!("no repository route for {rest:?}")));
         }

@@ -88,5 +88,12 @@ async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold()
     assert_eq!(send(put("cnn")).await.0, 201);
     assert_eq!(send(put("mlp")).await.0, 201, "cnn, served again, is no longer pinned");
     assert_eq!(server.client.models().await, ["mlp"]);
+    // So does the repository's unload.
+    assert_eq!(send(pin("mlp", "pin")).await.0, 204);
+    let unload = http.post(format!("{base}/v2/repository/models/mlp/unload")).bearer_auth("s3cret");
+    assert_eq!(send(unload).await.0, 200);
+    assert_eq!(send(put("mlp")).await.0, 201);
+    assert_eq!(send(put("cnn")).await.0, 201, "mlp, served again, is no longer pinned");
+    assert_eq!(server.client.models().await, ["cnn"]);
     server.stop().await;
 }
