@@ -47,6 +47,12 @@ impl<K, V> Default for Hashed<K, V> {
     }
 }
 
+impl<K: std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for Hashed<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.table.iter().map(|(k, v)| (k, v))).finish()
+    }
+}
+
 impl<K: Borrow<str>, V> Hashed<K, V> {
     /// The value filed under `at` that `is` picks out, without comparing keys: `is` must accept
     /// only the value of the key looked for (one that holds the record looked for, say).

@@ -202,7 +202,8 @@ impl<M: Manager> FixedSizeCache<M> {
         admission.commit(id);
         let bytes = self.size_of(id);
         self.book.with(|b| b.set_size(id, bytes));
-        drop(settle);
+        // Registered: the lock keeps it so from the inner call's return.
+        settle.registered(true);
         self.enforce_bytes(id);
         Ok(added)
     }

@@ -174,7 +174,12 @@ impl<M: Manager> FixedSizeCache<M> {
             bytes = self.forget(id);
             self.reconciled_past_own(before);
         }
-        drop(settle);
+        // Under the lock, the outcome tells the registration: an evicted id was dropped from
+        // the book above, a kept one stays queued; only one found unregistered is the guard's.
+        match settle {
+            Some(settle) if evicted != Eviction::NotRegistered => settle.settled(),
+            settle => drop(settle),
+        }
         Ok((evicted, bytes))
     }
 }

@@ -5,8 +5,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use rustc_hash::FxHashMap;
-
+use crate::hashed::Hashed;
 use crate::id::ModelId;
 use crate::line::Line;
 
@@ -17,8 +16,9 @@ pub(crate) struct Bookkeeping<W = ()> {
     pub(crate) queue: VecDeque<ModelId>,
     pub(crate) pinned: BTreeSet<ModelId>,
     pub(crate) loading: usize,
-    /// Hashed: only looked up by id and summed, never listed in order.
-    pub(crate) sizes: FxHashMap<ModelId, u64>,
+    /// Hashed: only looked up by id (under the hash it keeps) and summed, never listed in
+    /// order.
+    pub(crate) sizes: Hashed<ModelId, u64>,
     /// The capacity now ([`FixedSizeCache::set_max_size`](super::FixedSizeCache::set_max_size)
     /// changes it while serving).
     pub(crate) max_size: usize,
@@ -41,7 +41,7 @@ impl<W> Default for Bookkeeping<W> {
             queue: VecDeque::new(),
             pinned: BTreeSet::new(),
             loading: 0,
-            sizes: FxHashMap::default(),
+            sizes: Hashed::default(),
             max_size: 0,
             version: 0,
             waiters: Line::default(),
@@ -75,7 +75,7 @@ impl<W> Bookkeeping<W> {
     pub(crate) fn forget(&mut self, id: &ModelId) -> bool {
         let queued = self.queue.len();
         self.queue.retain(|q| q != id);
-        self.sizes.remove(id);
+        self.sizes.remove_by(id);
         self.version += 1;
         self.queue.len() < queued
     }
@@ -88,7 +88,7 @@ impl<W> Bookkeeping<W> {
 
     /// Records the size of a queued model.
     pub(crate) fn set_size(&mut self, id: &ModelId, bytes: u64) {
-        self.sizes.insert(id.clone(), bytes);
+        *self.sizes.get_or_insert_with(id, || bytes).0 = bytes;
     }
 
     /// Bytes of the queued models, saturating: a sum past `u64::MAX` is over any byte budget.

@@ -29,9 +29,22 @@ pub(super) struct Settle<'a, M: Manager> {
     pub(super) way: Settling,
 }
 
-impl<M: Manager> Drop for Settle<'_, M> {
-    fn drop(&mut self) {
-        let registered = self.cache.inner.contains(self.id.as_str());
+impl<M: Manager> Settle<'_, M> {
+    /// Settles now, with the registration the caller saw under the lock (which keeps it so)
+    /// rather than asking the registry again.
+    pub(super) fn registered(self, registered: bool) {
+        self.settle(registered);
+        std::mem::forget(self);
+    }
+
+    /// Ends a removal's guard with nothing left to do: under the lock, the caller saw the id
+    /// removed and dropped it from the book itself, or saw it kept (registered, so left as is).
+    pub(super) fn settled(self) {
+        debug_assert!(self.way == Settling::Remove, "an add's guard also reconciles");
+        std::mem::forget(self);
+    }
+
+    fn settle(&self, registered: bool) {
         let keeps_stale =
             self.way == Settling::Add && self.cache.mutant(Mutant::FAILED_ADD_KEEPS_STALE_ENTRY);
         match self.way {
@@ -51,13 +64,19 @@ impl<M: Manager> Drop for Settle<'_, M> {
     }
 }
 
+impl<M: Manager> Drop for Settle<'_, M> {
+    fn drop(&mut self) {
+        self.settle(self.cache.inner.contains(self.id.as_str()));
+    }
+}
+
 impl<M: Manager> FixedSizeCache<M> {
     /// Drops `id` (no longer registered) from the book; the bytes it had recorded for it, read
     /// in the same critical section. The slot it freed may be the one an add waits for: that
     /// add is told now, not when the lifecycle lock is released (its caller may hold it on, as
     /// `remove_locked`'s and `evict_locked`'s callers may).
     pub(super) fn forget(&self, id: &ModelId) -> u64 {
-        let (bytes, queued) = self.book.with(|b| (b.sizes.get(id).copied().unwrap_or(0), b.forget(id)));
+        let (bytes, queued) = self.book.with(|b| (b.sizes.get_by(id).copied().unwrap_or(0), b.forget(id)));
         if queued {
             self.inner.changes().bump_at(Mutant::LOST_WAKEUP_SLOT_FORGOTTEN);
         }

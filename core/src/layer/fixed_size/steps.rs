@@ -82,7 +82,9 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
         });
         self.inner.remove_locked(guard)?;
         self.forget(id);
-        drop(settle);
+        if let Some(settle) = settle {
+            settle.settled();
+        }
         Ok(())
     }
 
@@ -220,7 +222,7 @@ impl<M: Manager> FixedSizeCache<M> {
         };
         let bytes = self.size_of(id);
         self.book.with(|b| b.set_size(id, bytes));
-        drop(settle);
+        settle.registered(true);
         if !self.mutant(Mutant::REPLACE_SKIPS_MAX_BYTES) {
             self.enforce_bytes(id);
         }
