@@ -1,6 +1,7 @@
-//! The connection loop: accepts at most [`Limits::max_connections`] connections at once, gives
-//! each client [`Limits::header_timeout`] to send a request's head (of at most [`MAX_HEAD`]
-//! bytes) and closes its connection once a write of its answer stalls for
+//! The connection loop: accepts at most [`Limits::max_connections`] connections at once, and
+//! closes at once a connection past its client's [`Limits::max_connections_per_client`]
+//! ([`crate::clients`]); gives each client [`Limits::header_timeout`] to send a request's head
+//! (of at most [`MAX_HEAD`] bytes) and closes its connection once a write of its answer stalls for
 //! [`Limits::send_timeout`]; at shutdown it stops
 //! accepting, lets the requests in flight finish within the drain time, then drops whatever is
 //! left (its handlers' forward passes stop at their next batch: [`crate::forward`]).
@@ -18,8 +19,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use crate::clients::Clients;
 use crate::limits::Limits;
 use crate::stall::Stalling;
+use crate::telemetry;
 
 /// How long the loop waits after a failed accept (out of descriptors, say) before it accepts
 /// again, so that a lasting failure does not spin.
@@ -58,6 +61,7 @@ pub(crate) async fn run(
     open: &watch::Sender<usize>,
 ) -> Ended {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let clients = Clients::new(limits.max_connections_per_client);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut http = http1::Builder::new();
@@ -76,13 +80,20 @@ pub(crate) async fn run(
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "cannot accept a connection");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
+        };
+        // Past its client's cap, the connection is closed as it is dropped here (with the slot
+        // it took).
+        let Some(client) = clients.admit(peer.ip()) else {
+            telemetry::count_refused_connection();
+            tracing::debug!(%peer, "a connection past its client's cap: closed");
+            continue;
         };
         while connections.try_join_next().is_some() {}
         let stream = Stalling::new(stream, limits.send_timeout);
@@ -93,7 +104,7 @@ pub(crate) async fn run(
         // Counted before the task runs: a task aborted before its first poll still uncounts.
         let counted = Counted(open.clone());
         connections.spawn(async move {
-            let _slot = slot;
+            let (_slot, _client) = (slot, client);
             let _counted = counted;
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");

@@ -87,6 +87,7 @@ mod admit;
 mod app;
 pub mod auth;
 pub mod catalogue;
+mod clients;
 mod config;
 mod connections;
 pub mod error;

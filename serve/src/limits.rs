@@ -38,7 +38,8 @@
 //!
 //! # Sockets and time
 //! At most [`Limits::max_connections`] connections are open (the listener stops accepting until
-//! one closes); a client has [`Limits::header_timeout`] to send its request's head and
+//! one closes), at most [`Limits::max_connections_per_client`] of them of one client (a further
+//! one is closed as soon as it is accepted, so one client cannot take every connection); a client has [`Limits::header_timeout`] to send its request's head and
 //! [`Limits::body_timeout`] to send its body (408), and [`Limits::send_timeout`] for each write
 //! of its answer to make progress (else the connection is closed); a forward pass runs in
 //! batches of [`Limits::batch_rows`] rows and stops between two batches when its client has gone or its
@@ -63,6 +64,11 @@ pub struct Limits {
     pub max_per_model: usize,
     /// The most connections open at once.
     pub max_connections: usize,
+    /// The most connections one client may hold open at once: a further one of its is closed
+    /// as soon as it is accepted. A client is an IPv4 address or an IPv6 /64 network. Behind a
+    /// proxy every request comes from the proxy's address: raise this to `max_connections`
+    /// there.
+    pub max_connections_per_client: usize,
     /// How long a client may take to send a request's head (its line and headers).
     pub header_timeout: Duration,
     /// How long a client may take to send a request's body, from the end of its head.
@@ -98,6 +104,7 @@ impl Limits {
             ("max_blocking", self.max_blocking as u64, 1, "1"),
             ("max_per_model", self.max_per_model as u64, 1, "1"),
             ("max_connections", self.max_connections as u64, 1, "1"),
+            ("max_connections_per_client", self.max_connections_per_client as u64, 1, "1"),
             ("batch_rows", self.batch_rows as u64, 1, "1"),
         ];
         if let Some((name, value, _, least)) = counts.into_iter().find(|(_, value, least, _)| value < least) {
@@ -124,6 +131,7 @@ impl Default for Limits {
             max_blocking: 64,
             max_per_model: 16,
             max_connections: 1024,
+            max_connections_per_client: 256,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),

@@ -51,6 +51,10 @@ struct Options {
     /// The most connections open at once.
     #[arg(long, default_value_t = Limits::default().max_connections)]
     max_connections: usize,
+    /// The most connections one client (an IPv4 address, an IPv6 /64) may hold open at once;
+    /// behind a proxy, raise it to --max-connections.
+    #[arg(long, default_value_t = Limits::default().max_connections_per_client)]
+    max_connections_per_client: usize,
     /// How long a client may take to send a request's head, in seconds.
     #[arg(long, default_value_t = Limits::default().header_timeout.as_secs_f64())]
     header_timeout: f64,
@@ -93,6 +97,7 @@ impl Options {
                 max_blocking: self.max_blocking,
                 max_per_model: self.max_per_model,
                 max_connections: self.max_connections,
+                max_connections_per_client: self.max_connections_per_client,
                 header_timeout: seconds(self.header_timeout, "header-timeout")?,
                 body_timeout: seconds(self.body_timeout, "body-timeout")?,
                 send_timeout: seconds(self.send_timeout, "send-timeout")?,

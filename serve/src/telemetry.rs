@@ -35,6 +35,13 @@ pub(crate) fn count_request(route: &'static str, status: StatusCode) {
         .increment(1);
 }
 
+/// Counts a connection closed as it was accepted, its client holding
+/// [`Limits::max_connections_per_client`](crate::Limits::max_connections_per_client) already:
+/// `resident_http_connections_refused_total{reason="per_client"}`.
+pub(crate) fn count_refused_connection() {
+    metrics::counter!("resident_http_connections_refused_total", "reason" => "per_client").increment(1);
+}
+
 /// Drains the recorder's histograms every few seconds, so that they do not grow between
 /// scrapes (the recorder leaves that to its user). Runs until dropped.
 pub(crate) async fn upkeep(handle: PrometheusHandle) {

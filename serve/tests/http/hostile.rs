@@ -285,6 +285,39 @@ async fn connections_past_the_limit_wait_for_a_slot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_past_its_clients_cap_is_closed_at_once() {
+    let limits = Limits { max_connections_per_client: 2, ..Limits::default() };
+    let app = App::new(config(limits)).expect("the server builds");
+    let server = Server::start(app.clone()).await;
+    let mut open = app.connections();
+    let first = TcpStream::connect(server.addr).await.expect("connect");
+    let second = TcpStream::connect(server.addr).await.expect("connect");
+    within("two connections open", open.wait_for(|n| *n == 2)).await.expect("the server runs");
+
+    // A third of the same client (every test client is 127.0.0.1) is closed unanswered, while
+    // the server has slots left: it never counted as open.
+    let mut third = TcpStream::connect(server.addr).await.expect("connect");
+    assert!(within("the third connection's close", read_response(&mut third)).await.is_none());
+    assert_eq!(*open.borrow(), 2, "the third connection was counted open");
+
+    // One closed, the client may open another, which is served.
+    drop(first);
+    within("one connection closed", open.wait_for(|n| *n == 1)).await.expect("the server runs");
+    let mut fourth = sent(server.addr, "GET /v2/health/live HTTP/1.1", b"").await;
+    let answer =
+        within("the fourth connection's answer", read_response(&mut fourth)).await.expect("an answer");
+    assert_eq!(answer.status, 200);
+    drop((second, fourth));
+    within("every connection closed", open.wait_for(|n| *n == 0)).await.expect("the server runs");
+    let metrics = server.client.metrics().await;
+    assert!(
+        metrics.contains("resident_http_connections_refused_total{reason=\"per_client\"}"),
+        "the refusal is counted: {metrics}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_stops_its_forward_pass_between_batches() {
     let limits = Limits { batch_rows: 1, ..Limits::default() };
     let (app, gate) = gated_with(config(limits));
