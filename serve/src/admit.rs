@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
@@ -157,6 +157,14 @@ fn declared_length(headers: &HeaderMap, max: u64) -> Result<u64, ApiError> {
     Ok(if headers.contains_key(header::TRANSFER_ENCODING) { max } else { 0 })
 }
 
+/// Whether a request names a route that changes what is served ([`crate::auth`]), read from its
+/// raw path: every `PUT` and `DELETE`, a pin or an unpin, the repository's load and unload.
+fn is_control(method: &Method, path: &str) -> bool {
+    let pin = path.starts_with("/models/") && (path.ends_with("/pin") || path.ends_with("/unpin"));
+    matches!(*method, Method::PUT | Method::DELETE)
+        || (*method == Method::POST && (pin || path.starts_with("/v2/repository/models/")))
+}
+
 /// Refuses a body whose `Content-Type` is neither JSON nor, for the binary tensor data
 /// extension (an `Inference-Header-Content-Length` header), raw bytes (415). A body without one
 /// is read as JSON (`tritonclient` sends none).
@@ -211,6 +219,13 @@ where
     if length == 0 {
         return Ok((request, None));
     }
+    // A control request without the token is refused before its body is charged or read (its
+    // handler checks the token again, on the decoded path, whatever this look at the raw one
+    // misses).
+    if is_control(request.method(), request.uri().path()) {
+        crate::auth::require(app.config().control_token.as_ref(), request.headers())
+            .map_err(ApiError::from)?;
+    }
     checked_type(request.headers())?;
     if length > limits.max_body_bytes {
         return Err(too_large(format!(
@@ -237,14 +252,17 @@ where
     };
     let (parts, body) = request.into_parts();
     let limit = usize::try_from(length).unwrap_or(usize::MAX);
-    let bytes = match tokio::time::timeout(limits.body_timeout, axum::body::to_bytes(body, limit)).await {
+    // A declared length is set aside whole (it is charged); a chunked body's buffer grows.
+    let declared = parts.headers.contains_key(header::CONTENT_LENGTH);
+    let reserve = if declared { limit } else { limit.min(CHUNKED_RESERVE) };
+    let bytes = match tokio::time::timeout(limits.body_timeout, read_body(body, limit, reserve)).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(error)) => {
+        Ok(Err(BodyRead::TooLong)) => {
+            return Err(too_large(format!("cannot read the body: it is longer than {limit} bytes")));
+        }
+        Ok(Err(BodyRead::Failed(error))) => {
             let text = format!("cannot read the body: {error}");
-            let limited =
-                std::error::Error::source(&error).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            let refused = if limited { too_large(text) } else { ApiError::bad_request("bad_body", text) };
-            return Err(refused.with_source(error));
+            return Err(ApiError::bad_request("bad_body", text).with_source(error));
         }
         Err(_) => {
             let text = format!("the body was not received within {:?}", limits.body_timeout);
@@ -252,6 +270,35 @@ where
         }
     };
     Ok((Request::from_parts(parts, Body::from(bytes)), Some(permit)))
+}
+
+/// What a chunked body's buffer starts at (it grows to the body's length, at most the largest
+/// body accepted, which the request is charged).
+const CHUNKED_RESERVE: usize = 1024 * 1024;
+
+/// Why a body was not read whole.
+enum BodyRead {
+    /// It is longer than its limit.
+    TooLong,
+    /// The connection failed, or hyper refused it (a malformed chunk).
+    Failed(axum::Error),
+}
+
+/// Reads `body` (at most `limit` bytes) into one buffer of `reserve` bytes to start with, frame
+/// by frame. Each frame is copied and let go at once: a body sent in many tiny chunks holds
+/// its bytes, not one handle and one read buffer per chunk.
+async fn read_body(body: Body, limit: usize, reserve: usize) -> Result<Bytes, BodyRead> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut bytes = Vec::with_capacity(reserve);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(BodyRead::Failed)?.into_data() else { continue };
+        if data.len() > limit - bytes.len() {
+            return Err(BodyRead::TooLong);
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(bytes))
 }
 
 #[cfg(test)]

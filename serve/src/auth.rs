@@ -4,7 +4,9 @@
 //! requires `Authorization: Bearer <token>` (the scheme in any case; 401 with
 //! `WWW-Authenticate: Bearer` otherwise). Each of those handlers checks it itself, after the
 //! router has decoded its path, so no spelling of the path (`mlp%2Fpin`) reaches a control
-//! action without it. The token is compared through SHA-256 digests, in constant time and
+//! action without it. A request with a body that names one of those routes on its raw path is
+//! also refused without the token before its body is charged or read (the handler's check stays
+//! the one that counts). The token is compared through SHA-256 digests, in constant time and
 //! without revealing its length. Inference, metadata, health, the index and metrics stay open.
 
 use std::fmt;

@@ -6,6 +6,10 @@
 //! mapped into IPv6 counts as that IPv4 address. The table holds only the clients with a
 //! connection open, so it is never larger than the connections themselves.
 //!
+//! Known limits: a /64 may hold hosts that are not one client (behind NAT64, every IPv4 user of
+//! the translator shares one), and a client given a shorter prefix (a /56, a /48) counts as
+//! many.
+//!
 //! [`Limits::max_connections_per_client`]: crate::Limits::max_connections_per_client
 //! [`Limits::max_connections`]: crate::Limits::max_connections
 

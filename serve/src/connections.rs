@@ -16,10 +16,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::clients::Clients;
+use crate::clients::{ClientConnection, Clients};
 use crate::limits::Limits;
 use crate::stall::Stalling;
 use crate::telemetry;
@@ -41,12 +41,19 @@ pub(crate) enum Ended {
     Dropped,
 }
 
-/// Counts a connection open until dropped (with its task: ended, or aborted).
-struct Counted(watch::Sender<usize>);
+/// Counts a connection open until dropped (with its task: ended, or aborted), with what it
+/// holds: its slot among `max_connections` and its place among its client's connections.
+struct Counted {
+    open: watch::Sender<usize>,
+    held: Option<(OwnedSemaphorePermit, ClientConnection)>,
+}
 
 impl Drop for Counted {
+    /// Gives back what it holds first: whoever sees the count fall may open another connection
+    /// at once, and must find room for it.
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
+        drop(self.held.take());
+        self.open.send_modify(|n| *n -= 1);
     }
 }
 
@@ -102,9 +109,8 @@ pub(crate) async fn run(
         let connection = graceful.watch(connection);
         open.send_modify(|n| *n += 1);
         // Counted before the task runs: a task aborted before its first poll still uncounts.
-        let counted = Counted(open.clone());
+        let counted = Counted { open: open.clone(), held: Some((slot, client)) };
         connections.spawn(async move {
-            let (_slot, _client) = (slot, client);
             let _counted = counted;
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");

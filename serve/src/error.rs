@@ -47,10 +47,25 @@ pub struct ApiError {
     source: Option<Arc<dyn Error + Send + Sync + 'static>>,
 }
 
+/// The longest message an answer carries, in bytes: a message quotes what the client sent (a
+/// header, a name, a path), and an answer must not cost the server a multiple of a request's head.
+pub const MAX_MESSAGE: usize = 2048;
+
+/// `message` cut to at most [`MAX_MESSAGE`] bytes (on a character boundary), marked if cut.
+fn bounded(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE {
+        let cut = (0..=MAX_MESSAGE).rev().find(|&at| message.is_char_boundary(at)).unwrap_or(0);
+        message.truncate(cut);
+        message.push_str(" [cut]");
+    }
+    message
+}
+
 impl ApiError {
-    /// An error answered with `status`.
+    /// An error answered with `status`; its message is cut to [`MAX_MESSAGE`] bytes.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into(), retry_after: None, challenge: false, source: None }
+        let message = bounded(message.into());
+        Self { status, kind, message, retry_after: None, challenge: false, source: None }
     }
 
     /// The same error, caused by `source` (its [`Error::source`]; the client never sees it).
@@ -148,7 +163,9 @@ fn without_paths(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('/') {
-        let word_start = rest[..at].rfind(char::is_whitespace).map_or(0, |w| w + 1);
+        // After the whitespace, whatever its width (a no-break space is two bytes).
+        let word_start =
+            rest[..at].char_indices().rfind(|(_, c)| c.is_whitespace()).map_or(0, |(w, c)| w + c.len_utf8());
         let word_end = rest[at..].find(char::is_whitespace).map_or(rest.len(), |w| at + w);
         let word = &rest[word_start..word_end];
         out.push_str(&rest[..word_start]);
@@ -345,6 +362,21 @@ mod tests {
     }
 
     #[test]
+    fn a_message_is_cut_to_its_bound_on_a_character_boundary() {
+        let short = ApiError::bad_request("bad", "short");
+        assert_eq!(short.message(), "short");
+        // A header of 63 KiB quoted in a message: the answer carries 2 KiB of it.
+        let long = ApiError::bad_request("bad", format!("a body of type {:?}", "\u{ff}".repeat(63 * 1024)));
+        assert!(long.message().len() <= MAX_MESSAGE + " [cut]".len(), "{}", long.message().len());
+        assert!(long.message().ends_with(" [cut]"));
+        // Two-byte characters across the bound: cut before the one the bound splits.
+        let wide = ApiError::bad_request("bad", "é".repeat(MAX_MESSAGE));
+        assert_eq!(wide.message().len(), MAX_MESSAGE + " [cut]".len());
+        let odd = ApiError::bad_request("bad", format!("x{}", "é".repeat(MAX_MESSAGE)));
+        assert_eq!(odd.message().len(), MAX_MESSAGE - 1 + " [cut]".len());
+    }
+
+    #[test]
     fn absolute_paths_are_cut_to_their_file_names() {
         let cut = without_paths;
         assert_eq!(
@@ -354,6 +386,9 @@ mod tests {
         assert_eq!(cut("/a/b: gone, /c/d too"), "b: gone, d too");
         assert_eq!(cut("model `coco/3` is not registered"), "model `coco/3` is not registered");
         assert_eq!(cut("a / b and /root"), "a / b and /root");
+        // Whitespace of more than one byte (an id may hold a no-break space) before a word.
+        assert_eq!(cut("model a\u{a0}b/c at\u{a0}/srv/m/x.st"), "model a\u{a0}b/c at\u{a0}x.st");
+        assert_eq!(cut("\u{2003}/srv/m/y"), "\u{2003}y");
         let error = load_error(BurnError::NotFound { path: "/srv/models/x.safetensors".into() });
         let api = ApiError::from(error);
         assert!(!api.message().contains("/srv"), "{}", api.message());

@@ -14,8 +14,12 @@
 //! Before its body is read, every request with a body is charged, against the server's
 //! in-flight byte budget ([`Limits::inflight_bytes`], a semaphore of bytes), everything it can
 //! make the server allocate ([`Charge`]); the charge is returned when its answer has been
-//! handed to hyper (or dropped). A request that finds the budget spent waits for its turn, up to
-//! the request timeout (then 503 with `Retry-After`); one whose charge is larger than the whole
+//! handed to hyper (or dropped). The body is copied into one buffer as it arrives, so a body
+//! sent in many tiny chunks holds its bytes, not a handle and a read buffer per chunk; a
+//! control request without the control token is refused before its body is charged or read;
+//! and an error's message, which may quote what the client sent, is cut to
+//! [`MAX_MESSAGE`](crate::error::MAX_MESSAGE) bytes. A request that finds the budget spent
+//! waits for its turn, up to the request timeout (then 503 with `Retry-After`); one whose charge is larger than the whole
 //! budget is refused at once (413). An answer is handed to hyper in frames of 64 KiB, so the
 //! charge is held until all but the last few hundred KiB of it have been written; a client that
 //! stops reading is cut off after [`Limits::send_timeout`], and one that reads slower than 64 KiB
@@ -39,7 +43,8 @@
 //! # Sockets and time
 //! At most [`Limits::max_connections`] connections are open (the listener stops accepting until
 //! one closes), at most [`Limits::max_connections_per_client`] of them of one client (a further
-//! one is closed as soon as it is accepted, so one client cannot take every connection); a client has [`Limits::header_timeout`] to send its request's head and
+//! one is closed as soon as it is accepted, so that, with a cap below `max_connections`, one
+//! client cannot take every connection); a client has [`Limits::header_timeout`] to send its request's head and
 //! [`Limits::body_timeout`] to send its body (408), and [`Limits::send_timeout`] for each write
 //! of its answer to make progress (else the connection is closed); a forward pass runs in
 //! batches of [`Limits::batch_rows`] rows and stops between two batches when its client has gone or its

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::*;
-use resident_serve::Limits;
+use resident_serve::{Limits, Secret};
 
 /// The bound on waiting for an event a correct server produces at once (or after a sub-second
 /// timeout of its own): only a broken server makes a test wait this long.
@@ -265,14 +265,44 @@ async fn slow_senders_time_out_and_idle_sockets_are_closed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_past_the_limit_wait_for_a_slot() {
-    let limits = Limits { max_connections: 2, ..Limits::default() };
+async fn a_control_request_without_the_token_is_refused_before_its_body() {
+    // The body is never sent: only a refusal before it answers within the waits below.
+    let limits = Limits { body_timeout: EVENTUALLY * 3, ..Limits::default() };
+    let config = ServeConfig { control_token: Secret::new("s3cret"), ..config(limits) };
+    let app = App::new(config).expect("the server builds");
+    let server = Server::start(app.clone()).await;
+    let budget = app.in_flight_available();
+    for head in [
+        "PUT /models/mlp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000000",
+        "POST /v2/repository/models/mlp/load HTTP/1.1\r\nContent-Length: 1000000",
+        "POST /models/mlp/pin HTTP/1.1\r\nTransfer-Encoding: chunked",
+    ] {
+        let mut stream = sent(server.addr, head, b"").await;
+        let refused = within("the refusal", read_response(&mut stream)).await.expect("an answer");
+        assert_eq!((refused.status, &refused.body["kind"]), (401, &json!("unauthorized")), "{head}");
+        assert_eq!(app.in_flight_available(), budget, "{head}: charged");
+    }
+    server.stop().await;
+}
+
+/// A server under `limits`, its count of open connections, and two idle connections of the
+/// one test client (127.0.0.1), both counted open.
+async fn two_connections_open(
+    limits: Limits,
+) -> (Server<CatalogueLoader>, tokio::sync::watch::Receiver<usize>, [TcpStream; 2]) {
     let app = App::new(config(limits)).expect("the server builds");
     let server = Server::start(app.clone()).await;
     let mut open = app.connections();
     let first = TcpStream::connect(server.addr).await.expect("connect");
-    let _second = TcpStream::connect(server.addr).await.expect("connect");
+    let second = TcpStream::connect(server.addr).await.expect("connect");
     within("two connections open", open.wait_for(|n| *n == 2)).await.expect("the server runs");
+    (server, open, [first, second])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_wait_for_a_slot() {
+    let limits = Limits { max_connections: 2, ..Limits::default() };
+    let (server, _open, [first, _second]) = two_connections_open(limits).await;
 
     // The kernel queues a third; the server does not take it while both slots are held.
     let mut third = sent(server.addr, "GET /v2/health/live HTTP/1.1", b"").await;
@@ -286,16 +316,14 @@ async fn connections_past_the_limit_wait_for_a_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_past_its_clients_cap_is_closed_at_once() {
-    let limits = Limits { max_connections_per_client: 2, ..Limits::default() };
-    let app = App::new(config(limits)).expect("the server builds");
-    let server = Server::start(app.clone()).await;
-    let mut open = app.connections();
-    let first = TcpStream::connect(server.addr).await.expect("connect");
-    let second = TcpStream::connect(server.addr).await.expect("connect");
-    within("two connections open", open.wait_for(|n| *n == 2)).await.expect("the server runs");
+    // No idle connection is closed by the head timeout within the waits below: only the cap
+    // can close the third.
+    let limits =
+        Limits { max_connections_per_client: 2, header_timeout: EVENTUALLY * 3, ..Limits::default() };
+    let (server, mut open, [first, second]) = two_connections_open(limits).await;
 
-    // A third of the same client (every test client is 127.0.0.1) is closed unanswered, while
-    // the server has slots left: it never counted as open.
+    // A third of the same client is closed unanswered, while the server has slots left: it
+    // never counts as open.
     let mut third = TcpStream::connect(server.addr).await.expect("connect");
     assert!(within("the third connection's close", read_response(&mut third)).await.is_none());
     assert_eq!(*open.borrow(), 2, "the third connection was counted open");
