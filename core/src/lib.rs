@@ -121,6 +121,7 @@ pub mod composition;
 mod deadline;
 mod error;
 mod hashed;
+mod held;
 mod id;
 pub mod layer;
 mod line;

@@ -264,9 +264,9 @@ where
             let text = format!("cannot read the body: {error}");
             return Err(ApiError::bad_request("bad_body", text).with_source(error));
         }
-        Err(_) => {
+        Err(elapsed) => {
             let text = format!("the body was not received within {:?}", limits.body_timeout);
-            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", text));
+            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", text).with_source(elapsed));
         }
     };
     Ok((Request::from_parts(parts, Body::from(bytes)), Some(permit)))

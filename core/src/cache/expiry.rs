@@ -126,9 +126,10 @@ impl<R: Runtime> ExpiryTimer<R> {
     fn spawn(self: &Arc<Self>, caches: &Arc<Members<R>>) {
         let (timer, caches) = (Arc::clone(self), Arc::downgrade(caches));
         if let Err(error) = self.runtime.spawn_background(THREAD_NAME, Box::new(move || timer.run(&caches))) {
-            // Expiry still runs inside `put` and `make_room`; the next keep-alive retries.
-            tracing::warn!(%error, "could not start the keep-alive timer thread");
+            // Expiry still runs inside `put` and `make_room`; the next keep-alive retries. The
+            // report comes last: a subscriber that panics must find no timer counted running.
             self.state.with(|t| t.running = false);
+            tracing::warn!(%error, "could not start the keep-alive timer thread");
         }
     }
 

@@ -22,7 +22,6 @@ mod drops;
 mod expiry;
 mod get_or_put;
 mod group;
-mod held;
 mod ledger;
 mod member;
 mod offload;

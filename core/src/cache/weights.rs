@@ -15,7 +15,7 @@ use std::ops::{Deref, DerefMut};
 
 use super::budget::{NoReservation, Overflow, RamBudget, Reservation, SharedCharge};
 use super::drops::Drops;
-use super::held::Held;
+use crate::held::Held;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, Weak};
 
 /// One canonical set of CPU weights; its bytes are counted for exactly as long as it lives.
@@ -135,15 +135,24 @@ impl<W: Send + Sync + 'static, R: Runtime> WeightStore<W, R> {
             return self.insert_reserved(key, weights, bytes, None, None);
         }
         if let Some(live) = self.adopt(key) {
+            // The canonical adopted may be its last reference: held across the spare weights'
+            // `Drop` (user code), it is let go under a catch if that panics.
+            let live = Held::<_, R>::new(live, true);
             drop(weights);
-            return Ok((live, true));
+            return Ok((live.into_inner(), true));
         }
+        // Held across the reservation's report (user code).
+        let weights = Held::<_, R>::new(weights, true);
         match self.budget.reserve_or_why(bytes, None) {
-            Ok(mut reservation) => self.insert_reserved(key, weights, bytes, Some(&mut reservation), None),
+            Ok(mut reservation) => {
+                self.insert_reserved(key, weights.into_inner(), bytes, Some(&mut reservation), None)
+            }
             // Switched on since it was read.
-            Err(NoReservation::Overflow) => self.insert_reserved(key, weights, bytes, None, None),
+            Err(NoReservation::Overflow) => {
+                self.insert_reserved(key, weights.into_inner(), bytes, None, None)
+            }
             Err(NoReservation::TooLarge { .. } | NoReservation::NoRoom | NoReservation::Behind) => {
-                Err(weights)
+                Err(weights.into_inner())
             }
         }
     }

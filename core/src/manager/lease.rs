@@ -114,7 +114,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
             }
         };
         if rt.mutant(Mutant::LEASE_COUNTS_BEFORE_CHECK) && self.state.count_blindly().closing.is_none() {
-            return Ok(Some(Lease { slot: self }));
+            return Ok(Some(Lease::new(self)));
         }
         let counted = self.state.count_if_open();
         let taken = match counted {
@@ -124,7 +124,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         match taken {
             Some(taken) => {
                 observe(&taken);
-                taken.map(|leased| leased.then(|| Lease { slot: self }))
+                taken.map(|leased| leased.then(|| Lease::new(self)))
             }
             None => {
                 let waited = self.wait_for_eviction(timeout(), take, observe);
@@ -165,7 +165,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         }
         let holding = rt.mutant(Mutant::LEASE_WAIT_REPORTED_HOLDING);
         let (leased, unleased) = match taken {
-            Ok(Ok(true)) => (Ok(Some(Lease { slot: self })), None),
+            Ok(Ok(true)) => (Ok(Some(Lease::new(self))), None),
             Ok(taken) => (taken.map(|_| None), Some(self)),
             Err(_) => (Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout }), Some(self)),
         };
@@ -321,13 +321,22 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Closed<'_, M, R> {
 /// While any lease lives the model is *in use*: `remove` waits (bounded) for it to end before
 /// unloading, and eviction skips the model. Dereferences to the model.
 pub struct Lease<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
-    slot: Arc<ModelSlot<M, R>>,
+    /// Taken only by the lease's `Drop`.
+    slot: Option<Arc<ModelSlot<M, R>>>,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Lease<M, R> {
+    fn new(slot: Arc<ModelSlot<M, R>>) -> Self {
+        Self { slot: Some(slot) }
+    }
+
+    fn slot(&self) -> &ModelSlot<M, R> {
+        self.slot.as_deref().expect("a lease holds its slot until dropped")
+    }
+
     /// The resolved id the model is registered under.
     pub fn id(&self) -> &ModelId {
-        &self.slot.id
+        &self.slot().id
     }
 }
 
@@ -335,41 +344,49 @@ impl<M: Send + Sync + 'static, R: Runtime> Deref for Lease<M, R> {
     type Target = M;
 
     fn deref(&self) -> &M {
-        &self.slot.model
+        &self.slot().model
     }
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
     fn drop(&mut self) {
-        let slot = &self.slot;
-        // The last lease of a designated victim closes it for the waiting add in this step: a
-        // lease that starts after it cannot take the victim back before the add runs.
-        let hand_over = !slot.changes.runtime().mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
-        let uncount = |s: &mut UseState| {
-            s.leases = s.leases.saturating_sub(1);
-            if hand_over && s.leases == 0 && s.designated > 0 && s.closing.is_none() {
-                s.closing = Some(Closing::Designated);
-            }
-        };
-        let before = slot
-            .state
-            .uncount_plainly(hand_over)
-            .unwrap_or_else(|word| slot.state.update_from(word, uncount).1);
-        if before.leases == 0 {
-            slot.changes.runtime().defect("a lease ended on a slot that counted none");
+        let Some(slot) = self.slot.take() else { return };
+        uncount(&slot);
+        // A lease let go by a panic may hold the last reference to its slot (a version its
+        // replace detached): the model's `Drop` is user code, let go under a catch there.
+        if R::panicking() && !slot.changes.runtime().mutant(Mutant::LEASE_DROPPED_IN_UNWIND) {
+            let _ = R::catch_unwind(move || drop(slot));
         }
-        let idle = before.leases == 1;
-        if idle && before.designated > 0 && before.closing.is_none() {
-            slot.observe(SlotStep::IdleWhileDesignated);
+    }
+}
+
+/// Ends a lease's count on `slot`, waking what its end may satisfy.
+fn uncount<M: Send + Sync + 'static, R: Runtime>(slot: &ModelSlot<M, R>) {
+    // The last lease of a designated victim closes it for the waiting add in this step: a
+    // lease that starts after it cannot take the victim back before the add runs.
+    let hand_over = !slot.changes.runtime().mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
+    let uncount = |s: &mut UseState| {
+        s.leases = s.leases.saturating_sub(1);
+        if hand_over && s.leases == 0 && s.designated > 0 && s.closing.is_none() {
+            s.closing = Some(Closing::Designated);
         }
-        let draining = idle && before.closing.is_some();
-        if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
-            slot.state.notify_all();
-        }
-        if idle {
-            // Only an add or a resize waiting for room waits for this, and each watches.
-            slot.changes.bump_if_watched_at(Mutant::LOST_WAKEUP_LEASE_END);
-        }
+    };
+    let before =
+        slot.state.uncount_plainly(hand_over).unwrap_or_else(|word| slot.state.update_from(word, uncount).1);
+    if before.leases == 0 {
+        slot.changes.runtime().defect("a lease ended on a slot that counted none");
+    }
+    let idle = before.leases == 1;
+    if idle && before.designated > 0 && before.closing.is_none() {
+        slot.observe(SlotStep::IdleWhileDesignated);
+    }
+    let draining = idle && before.closing.is_some();
+    if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
+        slot.state.notify_all();
+    }
+    if idle {
+        // Only an add or a resize waiting for room waits for this, and each watches.
+        slot.changes.bump_if_watched_at(Mutant::LOST_WAKEUP_LEASE_END);
     }
 }
 
@@ -413,7 +430,7 @@ impl<R: Runtime> fmt::Debug for Designation<R> {
 
 impl<M: Send + Sync + 'static, R: Runtime> fmt::Debug for Lease<M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lease").field("id", &self.slot.id).finish_non_exhaustive()
+        f.debug_struct("Lease").field("id", &self.slot().id).finish_non_exhaustive()
     }
 }
 

@@ -16,6 +16,10 @@ pub trait Model: Send + Sync + 'static {
     ///
     /// An error keeps the model registered and usable; the error goes back to the caller of
     /// `remove`. A panic propagates to that caller and likewise leaves the model registered.
+    /// The old version of a `replace` is no longer registered when it is unloaded: an error
+    /// detaches it ([`Replaced::Detached`](crate::Replaced::Detached)), and a panic propagates
+    /// to the caller of `replace` once the old version is dropped (under a catch: its own
+    /// `Drop` may panic too).
     fn unload(&self) -> Result<(), BoxError> {
         Ok(())
     }

@@ -11,6 +11,7 @@ use super::lease::{self, ModelSlot};
 use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, SourceError, UserPanic};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime};
@@ -202,9 +203,12 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         drain: Duration,
         loaded: impl FnOnce(),
     ) -> Replaced {
-        let outcome = match old.retire(drain) {
+        // Once drained, this is the last reference to the old version: held across its
+        // `unload` (user code), it is let go under a catch if that panics, never in the unwind.
+        let held = Held::<_, R>::new(old, !self.runtime.mutant(Mutant::REPLACED_DROPPED_IN_UNLOAD_UNWIND));
+        let outcome = match held.get().retire(drain) {
             Err(leases) => Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }),
-            Ok(()) => match old.model.unload() {
+            Ok(()) => match held.get().model.unload() {
                 Ok(()) => Replaced::Unloaded,
                 Err(error) => Replaced::Detached(ManagerError::Unload {
                     id: id.clone(),
@@ -212,6 +216,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
                 }),
             },
         };
+        let old = held.into_inner();
         let report = || {
             match &outcome {
                 Replaced::Detached(ManagerError::Busy { leases, .. }) => {

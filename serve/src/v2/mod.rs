@@ -129,6 +129,11 @@ fn bad(message: impl Into<String>) -> V2Error {
     V2Error(ApiError::bad_request("bad_input", message))
 }
 
+/// [`bad`], caused by `source`.
+fn bad_from(message: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> V2Error {
+    V2Error(ApiError::bad_request("bad_input", message).with_source(source))
+}
+
 fn not_found(message: impl Into<String>) -> V2Error {
     V2Error(ApiError::new(StatusCode::NOT_FOUND, "not_found", message))
 }
@@ -216,7 +221,7 @@ fn model_path(rest: &str) -> Result<ModelPath<'_>, V2Error> {
 }
 
 fn captured(path: Result<Path<String>, PathRejection>) -> Result<String, V2Error> {
-    path.map(|Path(rest)| rest).map_err(|rejection| bad(rejection.body_text()))
+    path.map(|Path(rest)| rest).map_err(|rejection| bad_from(rejection.body_text(), rejection))
 }
 
 /// One tensor's description in model metadata.

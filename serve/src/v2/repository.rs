@@ -29,7 +29,7 @@ use resident::{Loader, Manager};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{V2Error, VERSION, answer, bad, captured, method_not_allowed, not_found};
+use super::{V2Error, VERSION, answer, bad, bad_from, captured, method_not_allowed, not_found};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::ServeModel;
@@ -143,7 +143,7 @@ fn source(parameters: Option<&Map<String, Value>>) -> Result<Option<String>, V2E
     }
     let config = match parameters.get("config") {
         Some(Value::String(text)) => serde_json::from_str::<Value>(text)
-            .map_err(|error| bad(format!("config is not JSON: {error}")))?,
+            .map_err(|error| bad_from(format!("config is not JSON: {error}"), error))?,
         Some(other) => return Err(bad(format!("config must be a JSON string, got {other}"))),
         None => Value::Null,
     };

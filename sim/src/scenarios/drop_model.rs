@@ -209,6 +209,34 @@ pub(super) fn room_making_panics_with_the_callers_weights_held<R: SimRuntime>(rt
     finish(&world);
 }
 
+/// C-P7n: T1 puts `m` as a private copy (not shared) with weights whose `Drop` panics, and the
+/// subscriber panics at the report of its charge. The caller's weights, held until they are
+/// charged, are dropped under a catch in that unwind: the put's panic reaches T1, no abort,
+/// nothing left charged.
+pub(super) fn private_charge_report_panics_with_the_callers_weights_held<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 100, 1);
+    let script = world.script();
+    crate::instrumentation::panic_at(&["charged non-shared"]);
+    let (c0, s1) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
+    let t1 = world.spawn("T1", move |_, _| {
+        let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &s1);
+        trace::record("T1", "put(m) as a private copy: the report of its charge panics");
+        let private = PutOptions { shared: false, ..PutOptions::default() };
+        let put = catch(|| c0.put("m", weights, 30, private).map(drop));
+        match put {
+            Err(payload) if payload.is::<InjectedPanic>() => {}
+            Err(payload) => resume(payload),
+            Ok(result) => {
+                ensure!(false, "contract", "put(m) gave {result:?} though the report of its charge panicked")
+            }
+        }
+    });
+    join::<R, _>(t1);
+    crate::instrumentation::disarm();
+    script.disarm();
+    finish(&world);
+}
+
 /// C-P8: a cache of its own, `cuda:9`, holds `m`, whose weights' `Drop` panics; the scenario
 /// keeps a handle of `m` and lets go of the cache, so the handle holds its last reference. T1
 /// panics holding the handle: its release drops the cache, and so the record and its weights,

@@ -2,12 +2,14 @@
 //! and a model's `Drop` after a successful remove. A model is either registered and queued, or
 //! neither, whatever panics.
 
-use resident::{Manager, ManagerError, ManagerExt, RemovalReport, UserPanic};
+use resident::runtime::Arc;
+use resident::{Manager, ManagerError, ManagerExt, RemovalReport, Replaced, UserPanic};
 
 use super::layers::{Depth, cache, finish};
 use crate::ensure;
 use crate::runtime::SimRuntime;
-use crate::violation::catching;
+use crate::trace;
+use crate::violation::{InjectedPanic, catching};
 use crate::world::join;
 use crate::world::manager::{ManagerWorld, Step};
 use crate::world::traced;
@@ -76,6 +78,52 @@ pub(super) fn drop_before_replaced_report<R: SimRuntime, D: Depth>(rt: R) {
         let leased = world.manager.lease(id).map(drop);
         ensure!(leased.is_ok(), "contract", "{id} does not serve its new version: {leased:?}");
     }
+    finish(&world);
+}
+
+/// M-P2v: X's `unload` panics once, and the `Drop` of its first model panics: T1 replaces X. Once
+/// its leases drained, the replace holds the last reference to the old version across its
+/// unload; in that unwind, its slot lets go of the model under a catch, never plainly: no
+/// abort. The replace panics out of its call, and X serves its new version (1.11, 3.10).
+pub(super) fn replaced_version_whose_unload_panics<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[Step::Panic]).first_drop_panics("X");
+    let world = cache::<R, D>(builder, 4, &["X"], &[]);
+    let tx = world.spawn("T1", |m, t| traced(t, "replace(X)", || catching(|| m.replace("X", None))));
+    let x = join::<R, _>(tx);
+    ensure!(x.is_none(), "contract", "replace(X) gave {x:?}: its old version's unload panicked");
+    let leased = world.manager.lease("X").map(drop);
+    ensure!(leased.is_ok(), "contract", "X does not serve its new version: {leased:?}");
+    finish(&world);
+}
+
+/// M-P2w: T1 holds a lease of X while the main thread replaces X: the lease outlives the
+/// drain (the world's drain timeout), so the replace detaches the old version, and T1's lease
+/// holds its last reference. T1 then panics holding the lease, and the `Drop` of X's first
+/// model panics: the slot lets go of it under a catch in that unwind, no abort (1.11, 3.10).
+pub(super) fn detached_version_let_go_in_an_unwind<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).first_drop_panics("X");
+    let world = cache::<R, D>(builder, 4, &["X"], &[]);
+    let (leased, detached) = (world.signal(), world.signal());
+    let (l1, d1) = (Arc::clone(&leased), Arc::clone(&detached));
+    let t1 = world.spawn("T1", move |m, t| {
+        let lease = traced(t, "lease(X)", || m.lease("X"));
+        l1.post(());
+        d1.wait();
+        trace::record(t, "panics holding X's detached version");
+        let unwound = catching(move || {
+            let _lease = lease;
+            std::panic::panic_any(InjectedPanic);
+        });
+        ensure!(unwound.is_none(), "contract", "T1's panic did not reach it");
+    });
+    leased.wait();
+    let replaced = traced("main-thread", "replace(X)", || world.manager.replace("X", None));
+    let busy = matches!(replaced, Ok(Replaced::Detached(ManagerError::Busy { .. })));
+    ensure!(busy, "contract", "replace(X) under a lease that outlives the drain gave {replaced:?}");
+    detached.post(());
+    join::<R, _>(t1);
+    let leased = world.manager.lease("X").map(drop);
+    ensure!(leased.is_ok(), "contract", "X does not serve its new version: {leased:?}");
     finish(&world);
 }
 

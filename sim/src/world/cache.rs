@@ -12,7 +12,6 @@ use resident::runtime::Arc;
 
 use crate::latch::Latch;
 use crate::runtime::{Counter, SimRuntime};
-use crate::violation::InjectedPanic;
 use crate::world::World;
 use crate::world::checks::{self, ensure_outside_monitors};
 
@@ -93,21 +92,6 @@ impl<R: SimRuntime> resident::cache::Sourced for Weights<R> {
     }
 }
 
-/// Panics with [`InjectedPanic`] unless the thread is already unwinding, where the sim's own
-/// panic would abort the process: then production's would abort it too (a `Drop` panicking in
-/// an unwind), an `abort` violation, unless a catch entered during that unwind encloses it.
-fn inject_panic(what: &str) {
-    if !crate::unwinding::panicking() {
-        std::panic::panic_any(InjectedPanic);
-    }
-    if crate::unwinding::panic_would_abort() {
-        crate::violation::Violation::record(
-            "abort",
-            format!("{what}, which panics, ran while its thread unwinds"),
-        );
-    }
-}
-
 impl<R: SimRuntime> Drop for Weights<R> {
     fn drop(&mut self) {
         // First, with no scheduling point since the last reference went: a checker that finds
@@ -117,7 +101,7 @@ impl<R: SimRuntime> Drop for Weights<R> {
         }
         ensure_outside_monitors::<R>("a weights' Drop");
         if self.behaviour.drop_panics && self.device.as_ref().is_some_and(|s| s.armed()) {
-            inject_panic("a weights' Drop");
+            super::inject_panic("a weights' Drop");
         }
     }
 }
@@ -209,7 +193,7 @@ impl<R: SimRuntime> Drop for SimCopy<R> {
         self.device.live.sub(self.bytes as usize);
         self.device.held(&self.on).sub(self.bytes as usize);
         if self.panics && self.device.armed() {
-            inject_panic("a device copy's Drop");
+            super::inject_panic("a device copy's Drop");
         }
     }
 }

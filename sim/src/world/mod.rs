@@ -16,6 +16,7 @@ use resident::runtime::Arc;
 
 use crate::runtime::SimRuntime;
 use crate::trace;
+use crate::violation::InjectedPanic;
 
 /// A scenario's world: the runtime, and the half of the sim under test (reached through
 /// `Deref`, so `world.manager`, `world.probe`, `world.group` and `world.caches` read as fields).
@@ -47,6 +48,21 @@ impl<R: SimRuntime, S> Deref for World<R, S> {
 
     fn deref(&self) -> &S {
         &self.half
+    }
+}
+
+/// Panics with [`InjectedPanic`] unless the thread is already unwinding, where the sim's own
+/// panic would abort the process: then production's would abort it too (a `Drop` panicking in
+/// an unwind), an `abort` violation, unless a catch entered during that unwind encloses it.
+pub(crate) fn inject_panic(what: &str) {
+    if !crate::unwinding::panicking() {
+        std::panic::panic_any(InjectedPanic);
+    }
+    if crate::unwinding::panic_would_abort() {
+        crate::violation::Violation::record(
+            "abort",
+            format!("{what}, which panics, ran while its thread unwinds"),
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 //! the budgets, re-checked against `drop_model` in the critical section that inserts it.
 
 use super::*;
-use crate::cache::held::Held;
+use crate::held::Held;
 
 // ---- Admitting a record -------------------------------------------------------------------------
 
@@ -97,11 +97,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 drop((weights, reservation));
                 (Source::Adopted(canonical.into_inner()), None)
             }
-            None if reservation.is_some() => {
-                (Source::Fresh { weights: weights.into_inner(), since }, reservation)
-            }
+            None if reservation.is_some() => (Source::Fresh { weights, since }, reservation),
             None => match self.reserve_room(key, bytes, deadline) {
-                Ok(reservation) => (Source::Fresh { weights: weights.into_inner(), since }, reservation),
+                Ok(reservation) => (Source::Fresh { weights, since }, reservation),
                 Err(refused) => {
                     drop(weights);
                     return Err(refused);
@@ -207,7 +205,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             Source::Adopted(canonical) => Residency::Shared(canonical),
             Source::Fresh { weights, .. } if how.shared && self.mutant(Mutant::ADOPT_BY_PEEK) => {
                 Residency::Shared(
-                    self.group.store.insert_unchecked(key, weights, bytes).map_err(|_| overflow())?,
+                    self.group
+                        .store
+                        .insert_unchecked(key, weights.into_inner(), bytes)
+                        .map_err(|_| overflow())?,
                 )
             }
             Source::Fresh { weights, since } if how.shared => {
@@ -215,18 +216,19 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 Residency::Shared(
                     self.group
                         .store
-                        .insert_reserved(key, weights, bytes, reservation, since)
+                        .insert_reserved(key, weights.into_inner(), bytes, reservation, since)
                         .map_err(|_| overflow())?
                         .0,
                 )
             }
             Source::Fresh { weights, .. } => {
+                // Held across the charge's report (user code).
                 let charge = self
                     .group
                     .budget
                     .charge_non_shared(self.id, bytes, reservation)
                     .map_err(|_| overflow())?;
-                Residency::Own { weights, _charge: charge }
+                Residency::Own { weights: weights.into_inner(), _charge: charge }
             }
         })
     }

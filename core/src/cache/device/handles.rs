@@ -6,10 +6,10 @@ use std::fmt;
 use std::ops::Deref;
 
 use super::DeviceCache;
-use crate::cache::held::Held;
 use crate::cache::record::Record;
 use crate::cache::table::Claim;
 use crate::cache::weights::CanonicalId;
+use crate::held::Held;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime, StdRuntime};
 

@@ -43,7 +43,6 @@ use std::time::Duration;
 
 use super::budget::{CacheId, Reservation};
 use super::group::CacheGroup;
-use super::held::Held;
 use super::ledger::DeviceBudget;
 use super::record::{Record, Residency};
 use super::room_request::RoomRequest;
@@ -51,6 +50,7 @@ pub use super::table::{CacheStats, Resident};
 use super::table::{Claim, Gone, Inserted, Released, Table, describe};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{CacheError, InvalidConfig};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::Ordering::Relaxed;
@@ -83,7 +83,8 @@ enum Source<W, R: Runtime> {
     /// A canonical alive in some peer.
     Adopted(Arc<super::weights::Canonical<W, R>>),
     /// The caller's weights, built after the key's drop epoch read `since` (if known).
-    Fresh { weights: W, since: Option<u64> },
+    /// Held until they are registered or charged: the reports on the way are user code.
+    Fresh { weights: Held<W, R>, since: Option<u64> },
 }
 
 /// What a load prepared before it built the weights it admits.

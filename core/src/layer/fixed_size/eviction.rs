@@ -175,9 +175,11 @@ impl<M: Manager> FixedSizeCache<M> {
             self.reconciled_past_own(before);
         }
         // Under the lock, the outcome tells the registration: an evicted id was dropped from
-        // the book above, a kept one stays queued; only one found unregistered is the guard's.
+        // the book above, one in use stays registered and queued. A pin below says nothing of
+        // the registration (a layer's pins are its own), and an id found unregistered is the
+        // guard's to drop: both ask the registry.
         match settle {
-            Some(settle) if evicted != Eviction::NotRegistered => settle.settled(),
+            Some(settle) if matches!(evicted, Eviction::Evicted | Eviction::InUse) => settle.settled(),
             settle => drop(settle),
         }
         Ok((evicted, bytes))

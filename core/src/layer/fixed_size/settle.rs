@@ -22,7 +22,9 @@ pub(super) enum Settling {
 
 /// Held with an id's lifecycle lock (so its registration is stable) across inner calls that
 /// run user code: on every exit, a panic included, it settles the id's queue entry from the
-/// registry and wakes the adds waiting for room.
+/// registry and wakes the adds waiting for room. A call that returns ends it with the
+/// registration it saw under the lock ([`Settle::registered`], [`Settle::settled`]) instead of
+/// asking the registry again.
 pub(super) struct Settle<'a, M: Manager> {
     pub(super) cache: &'a FixedSizeCache<M>,
     pub(super) id: &'a ModelId,
@@ -33,8 +35,8 @@ impl<M: Manager> Settle<'_, M> {
     /// Settles now, with the registration the caller saw under the lock (which keeps it so)
     /// rather than asking the registry again.
     pub(super) fn registered(self, registered: bool) {
-        self.settle(registered);
-        std::mem::forget(self);
+        // Disarmed first: a settle that panics must not settle again in the unwind.
+        std::mem::ManuallyDrop::new(self).settle(registered);
     }
 
     /// Ends a removal's guard with nothing left to do: under the lock, the caller saw the id

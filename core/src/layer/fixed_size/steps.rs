@@ -89,7 +89,7 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
     }
 
     /// Skips a victim pinned in this layer; otherwise the layers below decide. The queue entry is
-    /// settled from the registry on every exit.
+    /// settled on every exit (from what the eviction saw, or from the registry).
     fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
         self.evict_sized(guard).map(|(outcome, _)| outcome)
     }

@@ -2,7 +2,8 @@
 //! it expires idle records, honours room requests and makes room; a handle's reference to its
 //! record, held while its claim is released (each of which runs user code: callbacks, other
 //! weights' `Drop`, the library's own reports); a dropped cache's records, which its last
-//! handle may let go in an unwind.
+//! handle may let go in an unwind; the old version a replace unloads (its `unload` is user
+//! code).
 //!
 //! Dropped by a panic of that code, a plain value would run its `Drop` (user code too) in the
 //! unwind, where a second panic aborts the process. [`Held`] drops it under a catch there, as a
