@@ -2,8 +2,8 @@
 //! it expires idle records, honours room requests and makes room; a handle's reference to its
 //! record, held while its claim is released (each of which runs user code: callbacks, other
 //! weights' `Drop`, the library's own reports); a dropped cache's records, which its last
-//! handle may let go in an unwind; the old version a replace unloads (its `unload` is user
-//! code).
+//! handle may let go in an unwind; the canonical a `WeightStore::insert` adopts across the
+//! spare weights' `Drop`, and the weights across its reservation's report.
 //!
 //! Dropped by a panic of that code, a plain value would run its `Drop` (user code too) in the
 //! unwind, where a second panic aborts the process. [`Held`] drops it under a catch there, as a
@@ -16,7 +16,8 @@ use crate::runtime::Runtime;
 /// A value dropped under a catch if it is dropped while its thread unwinds.
 pub(crate) struct Held<T, R: Runtime> {
     value: Option<T>,
-    /// Not: the `put-weights-dropped-in-unwind` mutant, which drops it plainly in an unwind.
+    /// Not under a mutant that drops it plainly in an unwind (`put-weights-dropped-in-unwind`,
+    /// `record-dropped-in-release-unwind`, `cache-dropped-in-unwind`).
     guarded: bool,
     _runtime: PhantomData<fn() -> R>,
 }

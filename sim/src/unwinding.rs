@@ -119,14 +119,20 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
 /// its unwinding paths, catches the panic there). `false` where the thread cannot be named
 /// (no verdict: under loom).
 pub fn panic_would_abort() -> bool {
+    abort_verdict().unwrap_or(false)
+}
+
+/// [`panic_would_abort`], `None` where the running checker thread cannot be named (under
+/// loom) while the OS thread unwinds: no verdict.
+pub fn abort_verdict() -> Option<bool> {
     if !panicking() {
-        return false;
+        return Some(false);
     }
-    let Some(id) = running() else { return false };
+    let id = running()?;
     let unwinding = in_flight(id);
     let innermost =
         CATCHES.with(|catches| catches.borrow().iter().rev().find(|(task, _)| *task == id).copied());
-    !innermost.is_some_and(|(_, entered)| entered >= unwinding && unwinding > 0)
+    Some(!innermost.is_some_and(|(_, entered)| entered >= unwinding && unwinding > 0))
 }
 
 /// Whether the running checker thread is unwinding a panic (see the module docs).

@@ -57,7 +57,8 @@ struct EvictionWait {
 /// A registered model and its use state.
 pub(crate) struct ModelSlot<M, R: Runtime> {
     pub(crate) id: ModelId,
-    pub(crate) model: M,
+    /// Taken only by the slot's `Drop`.
+    model: Option<M>,
     state: Arc<UseCell<R>>,
     /// The stack's change signal: the end of the last lease may make room for a waiting add.
     changes: Arc<Signal<R>>,
@@ -69,7 +70,12 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         let state = Arc::new(UseCell::new(rt));
         // Not shared yet: nothing to order it with.
         rt.observe(key(&state), SlotStep::Created);
-        Self { id, model, state, changes: Arc::clone(changes) }
+        Self { id, model: Some(model), state, changes: Arc::clone(changes) }
+    }
+
+    /// The model.
+    pub(crate) fn model(&self) -> &M {
+        self.model.as_ref().expect("a slot holds its model until dropped")
     }
 
     /// Tells the runtime of `step`, right after the change of the word it observes (no
@@ -114,7 +120,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
             }
         };
         if rt.mutant(Mutant::LEASE_COUNTS_BEFORE_CHECK) && self.state.count_blindly().closing.is_none() {
-            return Ok(Some(Lease::new(self)));
+            return Ok(Some(Lease { slot: self }));
         }
         let counted = self.state.count_if_open();
         let taken = match counted {
@@ -124,7 +130,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         match taken {
             Some(taken) => {
                 observe(&taken);
-                taken.map(|leased| leased.then(|| Lease::new(self)))
+                taken.map(|leased| leased.then(|| Lease { slot: self }))
             }
             None => {
                 let waited = self.wait_for_eviction(timeout(), take, observe);
@@ -165,7 +171,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         }
         let holding = rt.mutant(Mutant::LEASE_WAIT_REPORTED_HOLDING);
         let (leased, unleased) = match taken {
-            Ok(Ok(true)) => (Ok(Some(Lease::new(self))), None),
+            Ok(Ok(true)) => (Ok(Some(Lease { slot: self })), None),
             Ok(taken) => (taken.map(|_| None), Some(self)),
             Err(_) => (Err(ManagerError::LockTimeout { id: self.id.clone(), waited: timeout }), Some(self)),
         };
@@ -314,6 +320,37 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Closed<'_, M, R> {
     }
 }
 
+impl<M, R: Runtime> ModelSlot<M, R> {
+    /// Whether a mutant drops the model plainly in an unwind. The historical bugs that drop a
+    /// model there did so in a stack without the slot's guard: each switches it off too, so
+    /// that its scenario still fails with it.
+    fn unguarded(&self) -> bool {
+        let rt = self.changes.runtime();
+        [
+            Mutant::SLOT_DROPPED_IN_UNWIND,
+            Mutant::UNLOADED_REPORTED_FIRST,
+            Mutant::REPLACED_REPORTED_FIRST,
+            Mutant::LEASE_WAIT_REPORTED_HOLDING,
+        ]
+        .into_iter()
+        .any(|m| rt.mutant(m))
+    }
+}
+
+impl<M, R: Runtime> Drop for ModelSlot<M, R> {
+    /// The last reference to a slot may go in an unwind: a lease let go by a panic (one that
+    /// outlived its replace's drain, or ended as a removal unloaded the model), a replace whose
+    /// old version's `unload` panicked. The model's `Drop` (user code) then runs under a catch,
+    /// where a second panic would abort the process; it is discarded there, as the first
+    /// panic goes on.
+    fn drop(&mut self) {
+        if R::panicking() && !self.unguarded() {
+            let model = self.model.take();
+            let _ = R::catch_unwind(move || drop(model));
+        }
+    }
+}
+
 // ---- The lease ---------------------------------------------------------------------------------
 
 /// A handle to a registered model for inference.
@@ -321,22 +358,13 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Closed<'_, M, R> {
 /// While any lease lives the model is *in use*: `remove` waits (bounded) for it to end before
 /// unloading, and eviction skips the model. Dereferences to the model.
 pub struct Lease<M: Send + Sync + 'static, R: Runtime = StdRuntime> {
-    /// Taken only by the lease's `Drop`.
-    slot: Option<Arc<ModelSlot<M, R>>>,
+    slot: Arc<ModelSlot<M, R>>,
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Lease<M, R> {
-    fn new(slot: Arc<ModelSlot<M, R>>) -> Self {
-        Self { slot: Some(slot) }
-    }
-
-    fn slot(&self) -> &ModelSlot<M, R> {
-        self.slot.as_deref().expect("a lease holds its slot until dropped")
-    }
-
     /// The resolved id the model is registered under.
     pub fn id(&self) -> &ModelId {
-        &self.slot().id
+        &self.slot.id
     }
 }
 
@@ -344,19 +372,13 @@ impl<M: Send + Sync + 'static, R: Runtime> Deref for Lease<M, R> {
     type Target = M;
 
     fn deref(&self) -> &M {
-        &self.slot().model
+        self.slot.model()
     }
 }
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
     fn drop(&mut self) {
-        let Some(slot) = self.slot.take() else { return };
-        uncount(&slot);
-        // A lease let go by a panic may hold the last reference to its slot (a version its
-        // replace detached): the model's `Drop` is user code, let go under a catch there.
-        if R::panicking() && !slot.changes.runtime().mutant(Mutant::LEASE_DROPPED_IN_UNWIND) {
-            let _ = R::catch_unwind(move || drop(slot));
-        }
+        uncount(&self.slot);
     }
 }
 
@@ -430,7 +452,7 @@ impl<R: Runtime> fmt::Debug for Designation<R> {
 
 impl<M: Send + Sync + 'static, R: Runtime> fmt::Debug for Lease<M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lease").field("id", &self.slot().id).finish_non_exhaustive()
+        f.debug_struct("Lease").field("id", &self.slot.id).finish_non_exhaustive()
     }
 }
 

@@ -16,10 +16,12 @@ pub trait Model: Send + Sync + 'static {
     ///
     /// An error keeps the model registered and usable; the error goes back to the caller of
     /// `remove`. A panic propagates to that caller and likewise leaves the model registered.
-    /// The old version of a `replace` is no longer registered when it is unloaded: an error
-    /// detaches it ([`Replaced::Detached`](crate::Replaced::Detached)), and a panic propagates
-    /// to the caller of `replace` once the old version is dropped (under a catch: its own
-    /// `Drop` may panic too).
+    /// `replace_in_place` unloads the old version while it is still registered, as `remove`
+    /// does: an error or a panic keeps it. `replace` unloads it once the registry has switched
+    /// to the new version: an error detaches it
+    /// ([`Replaced::Detached`](crate::Replaced::Detached)), and a panic propagates to the
+    /// caller of `replace`, the new version serving, while the old version is dropped under a
+    /// catch (its own `Drop` may panic too).
     fn unload(&self) -> Result<(), BoxError> {
         Ok(())
     }

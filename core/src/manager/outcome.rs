@@ -22,7 +22,8 @@ pub enum Replaced {
     Unloaded,
     /// The old version was switched out but not unloaded: its leases outlived the drain
     /// (`Busy`), or its unload failed (`Unload`). The new version serves either way; the old
-    /// one is dropped when its last lease ends, without an unload.
+    /// one is dropped without an unload: when its last lease ends (`Busy`), or at once
+    /// (`Unload`: no lease was left).
     Detached(ManagerError),
 }
 

@@ -11,7 +11,6 @@ use super::lease::{self, ModelSlot};
 use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, SourceError, UserPanic};
-use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime};
@@ -140,7 +139,8 @@ fn remove_each<M: Manager + ?Sized>(
 impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// Unloads the model of a closed slot and unregisters it. The registry's reference is
     /// dropped outside the table monitor; the model itself is dropped by the caller's `slot`,
-    /// under the lifecycle lock only (its `Drop` is user code).
+    /// under the lifecycle lock only (its `Drop` is user code), unless a lease ending on another
+    /// thread holds the last reference a moment longer (then that lease drops it).
     pub(super) fn unload(
         &self,
         guard: &LifecycleGuard<L::Model, R>,
@@ -149,7 +149,7 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     ) -> Result<(), ManagerError> {
         let id = guard.id();
         tracing::debug!(%id, generation = guard.generation(), "remove: unloading");
-        if let Err(error) = slot.model.unload() {
+        if let Err(error) = slot.model().unload() {
             tracing::debug!(%id, %error, "remove: unload failed");
             return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
         }
@@ -168,7 +168,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     }
 
     /// Drops the caller's reference to a slot it unloaded (the model's last once it is
-    /// unregistered: its `Drop`, user code, runs here under the lifecycle lock only), then
+    /// unregistered, but for a lease still ending on another thread: its `Drop`, user code,
+    /// runs here under the lifecycle lock only, or with that lease's end), then
     /// reports a successful unload. In that order, a panicking subscriber unwinds with no model
     /// left to drop: a `Drop` that panics in an unwind aborts the process
     /// ([`telemetry::after_dropping`]).
@@ -193,9 +194,10 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     }
 
     /// Settles the old version a replace switched the registry away from: drains its leases
-    /// (at most `drain`), unloads it and drops the last reference to it (its `Drop` is user
-    /// code, run under the lifecycle lock only); only then reports, `loaded` last. A panicking
-    /// subscriber or recorder then unwinds with no model left to drop.
+    /// (at most `drain`), unloads it and drops its reference to it (the last but for a lease
+    /// still ending on another thread: the model's `Drop`, user code, runs under the lifecycle
+    /// lock only); only then reports, `loaded` last. A panicking subscriber or recorder then
+    /// unwinds with no model left to drop.
     pub(super) fn settle_replaced(
         &self,
         id: &ModelId,
@@ -203,12 +205,12 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         drain: Duration,
         loaded: impl FnOnce(),
     ) -> Replaced {
-        // Once drained, this is the last reference to the old version: held across its
-        // `unload` (user code), it is let go under a catch if that panics, never in the unwind.
-        let held = Held::<_, R>::new(old, !self.runtime.mutant(Mutant::REPLACED_DROPPED_IN_UNLOAD_UNWIND));
-        let outcome = match held.get().retire(drain) {
+        // Once drained, this is the old version's last reference but for a lease still ending
+        // on another thread: if its `unload` (user code) panics, the slot lets go of the model
+        // under a catch in that unwind.
+        let outcome = match old.retire(drain) {
             Err(leases) => Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }),
-            Ok(()) => match held.get().model.unload() {
+            Ok(()) => match old.model().unload() {
                 Ok(()) => Replaced::Unloaded,
                 Err(error) => Replaced::Detached(ManagerError::Unload {
                     id: id.clone(),
@@ -216,7 +218,6 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
                 }),
             },
         };
-        let old = held.into_inner();
         let report = || {
             match &outcome {
                 Replaced::Detached(ManagerError::Busy { leases, .. }) => {

@@ -59,13 +59,14 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         let listed = Listed::new(self, id);
         let closed = old.close_for_swap(self.drain_bound(guard))?;
         tracing::debug!(%id, %canonical, "replace in place: unloading the old version");
-        if let Err(error) = old.model.unload() {
+        if let Err(error) = old.model().unload() {
             tracing::debug!(%id, %error, "replace in place: the old version's unload failed; kept");
             return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
         }
         closed.commit();
         let removed = self.registry.remove(&self.runtime, id);
-        // The old version's `Drop` (user code) runs here, under the lifecycle lock only.
+        // The old version's `Drop` (user code) runs here, under the lifecycle lock only (or with
+        // the end of a lease still ending on another thread).
         drop((removed, old));
         tracing::debug!(%id, %canonical, "replace in place: loading the new version");
         let started = self.runtime.now();

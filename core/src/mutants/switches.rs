@@ -94,14 +94,11 @@ mutants! {
     /// M-P2s: a replace reports the old version's unload (and the load) while the last
     /// reference to the old version lives, with the same abort.
     REPLACED_REPORTED_FIRST = "replaced-reported-first",
-    /// M-P2v: a replace holds the old version plainly across its `unload` (user code): an
-    /// unload that panics drops the last reference to it in that unwind, where the model's own
-    /// panicking `Drop` aborts the process.
-    REPLACED_DROPPED_IN_UNLOAD_UNWIND = "replaced-dropped-in-unload-unwind",
-    /// M-P2w: a lease lets go of its slot plainly in an unwind: one let go by a panic that
-    /// holds the last reference to a version its replace detached drops the model there, where
-    /// the model's own panicking `Drop` aborts the process.
-    LEASE_DROPPED_IN_UNWIND = "lease-dropped-in-unwind",
+    /// M-P2v, M-P2w: a model slot drops its model plainly when it goes in an unwind: a replace
+    /// whose old version's `unload` panics, or a lease let go by a panic that holds the last
+    /// reference to a version its replace detached, drops the model there, where the model's
+    /// own panicking `Drop` aborts the process.
+    SLOT_DROPPED_IN_UNWIND = "slot-dropped-in-unwind",
     /// M-P2t: a lease that waited for an eviction's outcome reports the wait while it holds
     /// the slot the eviction took out, with the same abort.
     LEASE_WAIT_REPORTED_HOLDING = "lease-wait-reported-holding",

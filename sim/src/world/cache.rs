@@ -101,7 +101,7 @@ impl<R: SimRuntime> Drop for Weights<R> {
         }
         ensure_outside_monitors::<R>("a weights' Drop");
         if self.behaviour.drop_panics && self.device.as_ref().is_some_and(|s| s.armed()) {
-            super::inject_panic("a weights' Drop");
+            super::inject_panic("a weights' Drop", false);
         }
     }
 }
@@ -193,7 +193,7 @@ impl<R: SimRuntime> Drop for SimCopy<R> {
         self.device.live.sub(self.bytes as usize);
         self.device.held(&self.on).sub(self.bytes as usize);
         if self.panics && self.device.armed() {
-            super::inject_panic("a device copy's Drop");
+            super::inject_panic("a device copy's Drop", false);
         }
     }
 }

@@ -572,7 +572,9 @@ impl<R: SimRuntime> Drop for SimModel<R> {
         let scripted = probe.is_some_and(|p| p.drop_panics);
         // Read only when scripted: a read is a scheduling point.
         if (scripted && self.unloaded.get() > 0) || self.panics_at_drop {
-            super::inject_panic(&format!("{}'s Drop", self.id));
+            // Under loom, where no catch can be told apart, any unwind counts as an abort (the
+            // models' verdict before the catches were told apart).
+            super::inject_panic(&format!("{}'s Drop", self.id), true);
         }
     }
 }

@@ -54,11 +54,12 @@ impl<R: SimRuntime, S> Deref for World<R, S> {
 /// Panics with [`InjectedPanic`] unless the thread is already unwinding, where the sim's own
 /// panic would abort the process: then production's would abort it too (a `Drop` panicking in
 /// an unwind), an `abort` violation, unless a catch entered during that unwind encloses it.
-pub(crate) fn inject_panic(what: &str) {
+/// Where the checker cannot tell (under loom), `unknown_aborts` says which way to err.
+pub(crate) fn inject_panic(what: &str, unknown_aborts: bool) {
     if !crate::unwinding::panicking() {
         std::panic::panic_any(InjectedPanic);
     }
-    if crate::unwinding::panic_would_abort() {
+    if crate::unwinding::abort_verdict().unwrap_or(unknown_aborts) {
         crate::violation::Violation::record(
             "abort",
             format!("{what}, which panics, ran while its thread unwinds"),
