@@ -13,7 +13,7 @@ use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
 use crate::violation::InjectedPanic;
-use crate::world::cache::{Behaviour, CacheWorld, Weights};
+use crate::world::cache::{Behaviour, CacheWorld, Script, Weights};
 use crate::world::join;
 
 /// C-D1: T1 keeps m locked on cuda:0 and n locked on cuda:1; T2 drops m and then gets it, T3
@@ -191,19 +191,8 @@ pub(super) fn room_making_panics_with_the_callers_weights_held<R: SimRuntime>(rt
     let script = world.script();
     preload(&world.caches[0], "a", 60);
     world.caches[0].on_evict(|_, _| std::panic::panic_any(InjectedPanic));
-    let (c0, s1) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
-    let t1 = world.spawn("T1", move |_, _| {
-        let weights = Weights::scripted(60, Behaviour { drop_panics: true, ..Behaviour::default() }, &s1);
-        trace::record("T1", "put(b): making room evicts a, whose callback panics");
-        let put = catch(|| c0.put("b", weights, 60, PutOptions::default()).map(drop));
-        match put {
-            Err(payload) if payload.is::<InjectedPanic>() => {}
-            Err(payload) => resume(payload),
-            Ok(result) => {
-                ensure!(false, "contract", "put(b) gave {result:?} though its room making panicked")
-            }
-        }
-    });
+    let why = "making room evicts a, whose callback panics";
+    let t1 = put_that_panics(&world, &script, ("b", 60, PutOptions::default()), why);
     join::<R, _>(t1);
     script.disarm();
     finish(&world);
@@ -217,24 +206,37 @@ pub(super) fn private_charge_report_panics_with_the_callers_weights_held<R: SimR
     let world = CacheWorld::new(rt, 100, 1);
     let script = world.script();
     crate::instrumentation::panic_at(&["charged non-shared"]);
-    let (c0, s1) = (Arc::clone(&world.caches[0]), Arc::clone(&script));
-    let t1 = world.spawn("T1", move |_, _| {
-        let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &s1);
-        trace::record("T1", "put(m) as a private copy: the report of its charge panics");
-        let private = PutOptions { shared: false, ..PutOptions::default() };
-        let put = catch(|| c0.put("m", weights, 30, private).map(drop));
-        match put {
-            Err(payload) if payload.is::<InjectedPanic>() => {}
-            Err(payload) => resume(payload),
-            Ok(result) => {
-                ensure!(false, "contract", "put(m) gave {result:?} though the report of its charge panicked")
-            }
-        }
-    });
+    let private = PutOptions { shared: false, ..PutOptions::default() };
+    let t1 = put_that_panics(
+        &world,
+        &script,
+        ("m", 30, private),
+        "the report of its private copy's charge panics",
+    );
     join::<R, _>(t1);
     crate::instrumentation::disarm();
     script.disarm();
     finish(&world);
+}
+
+/// T1 of C-P7 and C-P7n: puts `key` (of `bytes`, `how`) into the world's first cache, with
+/// weights whose `Drop` panics, in a put that panics (`why`). The put's panic must reach T1.
+fn put_that_panics<R: SimRuntime>(
+    world: &CacheWorld<R>,
+    script: &Arc<Script<R>>,
+    (key, bytes, how): (&'static str, u64, PutOptions),
+    why: &'static str,
+) -> R::Handle<()> {
+    let (c0, s1) = (Arc::clone(&world.caches[0]), Arc::clone(script));
+    world.spawn("T1", move |_, _| {
+        let weights = Weights::scripted(bytes, Behaviour { drop_panics: true, ..Behaviour::default() }, &s1);
+        trace::record("T1", format!("put({key}): {why}"));
+        match catch(|| c0.put(key, weights, bytes, how).map(drop)) {
+            Err(payload) if payload.is::<InjectedPanic>() => {}
+            Err(payload) => resume(payload),
+            Ok(result) => ensure!(false, "contract", "put({key}) gave {result:?} though {why}"),
+        }
+    })
 }
 
 /// C-P8: a cache of its own, `cuda:9`, holds `m`, whose weights' `Drop` panics; the scenario
