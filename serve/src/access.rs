@@ -1,8 +1,9 @@
 //! The access log: every request gets an id (`x-request-id`: the client's if it is at most
 //! [`MAX_ID`] bytes of letters, digits and `.`, `_`, `:`, `-`, else the server's own), echoed
 //! in the answer's `x-request-id`, and one `INFO` line per answer through `tower-http`'s trace
-//! layer — method, path, request id, status, latency — under the `resident_serve::access`
-//! target (`RUST_LOG=resident_serve::access=info` shows them alone).
+//! layer — method, path (its first [`MAX_LOGGED_PATH`] bytes), request id, status, latency —
+//! under the `resident_serve::access` target (`RUST_LOG=resident_serve::access=info` shows them
+//! alone).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +17,16 @@ use tracing::Span;
 
 /// The header that carries a request's id.
 pub const REQUEST_ID: &str = "x-request-id";
+
+/// The most bytes of a request's path its access line writes: a head may carry a path of
+/// nearly 64 KiB, and the log would grow by as much per request.
+pub const MAX_LOGGED_PATH: usize = 512;
+
+/// `path` cut to [`MAX_LOGGED_PATH`] bytes, on a character boundary.
+fn logged_path(path: &str) -> &str {
+    let cut = (0..=MAX_LOGGED_PATH.min(path.len())).rev().find(|&at| path.is_char_boundary(at)).unwrap_or(0);
+    &path[..cut]
+}
 
 /// The longest request id a client may choose.
 pub const MAX_ID: usize = 128;
@@ -86,7 +97,7 @@ pub(crate) fn logged(router: Router) -> Router {
                 target: "resident_serve::access",
                 "request",
                 method = %request.method(),
-                path = %request.uri().path(),
+                path = %logged_path(request.uri().path()),
                 request_id = id,
             )
         })
@@ -113,5 +124,16 @@ mod tests {
         for bad in ["", "a b", "a} status=200", "x\"y", &"a".repeat(MAX_ID + 1)] {
             assert!(!acceptable(&HeaderValue::from_str(bad).unwrap()), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_logged_path_is_cut_to_its_bound() {
+        assert_eq!(logged_path("/models/mlp/infer"), "/models/mlp/infer");
+        let long = format!("/models/{}", "a".repeat(64 * 1024));
+        assert_eq!(logged_path(&long).len(), MAX_LOGGED_PATH);
+        let wide = "é".repeat(MAX_LOGGED_PATH);
+        assert_eq!(logged_path(&wide).len(), MAX_LOGGED_PATH);
+        let odd = format!("x{wide}");
+        assert_eq!(logged_path(&odd).len(), MAX_LOGGED_PATH - 1);
     }
 }

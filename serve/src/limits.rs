@@ -8,8 +8,9 @@
 //! (413 otherwise): the JSON decoders stop at the cap while they parse, a binary tensor's bytes
 //! are checked against its shape before a float is decoded, and the output's count is checked
 //! against the model before the forward pass. Names and ids a request carries are at most 256
-//! bytes, a shape at most 8 dimensions, a request at most 8 tensors; a request's head (line and
-//! headers) at most 64 KiB.
+//! bytes, a shape at most 8 dimensions, a request at most 8 input tensors and 8 requested
+//! outputs; a request's head (line and headers) at most 64 KiB, and the path the access log
+//! writes of it at most [`MAX_LOGGED_PATH`](crate::access::MAX_LOGGED_PATH) bytes.
 //!
 //! Before its body is read, every request with a body is charged, against the server's
 //! in-flight byte budget ([`Limits::inflight_bytes`], a semaphore of bytes), everything it can
