@@ -24,8 +24,7 @@ pub const MAX_LOGGED_PATH: usize = 512;
 
 /// `path` cut to [`MAX_LOGGED_PATH`] bytes, on a character boundary.
 fn logged_path(path: &str) -> &str {
-    let cut = (0..=MAX_LOGGED_PATH.min(path.len())).rev().find(|&at| path.is_char_boundary(at)).unwrap_or(0);
-    &path[..cut]
+    crate::error::prefix(path, MAX_LOGGED_PATH)
 }
 
 /// The longest request id a client may choose.

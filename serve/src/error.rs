@@ -51,11 +51,16 @@ pub struct ApiError {
 /// header, a name, a path), and an answer must not cost the server a multiple of a request's head.
 pub const MAX_MESSAGE: usize = 2048;
 
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub(crate) fn prefix(text: &str, max: usize) -> &str {
+    let end = (0..=max.min(text.len())).rev().find(|&at| text.is_char_boundary(at)).unwrap_or(0);
+    &text[..end]
+}
+
 /// `message` cut to at most [`MAX_MESSAGE`] bytes (on a character boundary), marked if cut.
 fn bounded(mut message: String) -> String {
     if message.len() > MAX_MESSAGE {
-        let cut = (0..=MAX_MESSAGE).rev().find(|&at| message.is_char_boundary(at)).unwrap_or(0);
-        message.truncate(cut);
+        message.truncate(prefix(&message, MAX_MESSAGE).len());
         message.push_str(" [cut]");
     }
     message

@@ -378,37 +378,35 @@ impl<M: Send + Sync + 'static, R: Runtime> Deref for Lease<M, R> {
 
 impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
     fn drop(&mut self) {
-        uncount(&self.slot);
-    }
-}
-
-/// Ends a lease's count on `slot`, waking what its end may satisfy.
-fn uncount<M: Send + Sync + 'static, R: Runtime>(slot: &ModelSlot<M, R>) {
-    // The last lease of a designated victim closes it for the waiting add in this step: a
-    // lease that starts after it cannot take the victim back before the add runs.
-    let hand_over = !slot.changes.runtime().mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
-    let uncount = |s: &mut UseState| {
-        s.leases = s.leases.saturating_sub(1);
-        if hand_over && s.leases == 0 && s.designated > 0 && s.closing.is_none() {
-            s.closing = Some(Closing::Designated);
+        let slot = &self.slot;
+        // The last lease of a designated victim closes it for the waiting add in this step: a
+        // lease that starts after it cannot take the victim back before the add runs.
+        let hand_over = !slot.changes.runtime().mutant(Mutant::CAPACITY_WAITER_LOSES_RACE);
+        let uncount = |s: &mut UseState| {
+            s.leases = s.leases.saturating_sub(1);
+            if hand_over && s.leases == 0 && s.designated > 0 && s.closing.is_none() {
+                s.closing = Some(Closing::Designated);
+            }
+        };
+        let before = slot
+            .state
+            .uncount_plainly(hand_over)
+            .unwrap_or_else(|word| slot.state.update_from(word, uncount).1);
+        if before.leases == 0 {
+            slot.changes.runtime().defect("a lease ended on a slot that counted none");
         }
-    };
-    let before =
-        slot.state.uncount_plainly(hand_over).unwrap_or_else(|word| slot.state.update_from(word, uncount).1);
-    if before.leases == 0 {
-        slot.changes.runtime().defect("a lease ended on a slot that counted none");
-    }
-    let idle = before.leases == 1;
-    if idle && before.designated > 0 && before.closing.is_none() {
-        slot.observe(SlotStep::IdleWhileDesignated);
-    }
-    let draining = idle && before.closing.is_some();
-    if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
-        slot.state.notify_all();
-    }
-    if idle {
-        // Only an add or a resize waiting for room waits for this, and each watches.
-        slot.changes.bump_if_watched_at(Mutant::LOST_WAKEUP_LEASE_END);
+        let idle = before.leases == 1;
+        if idle && before.designated > 0 && before.closing.is_none() {
+            slot.observe(SlotStep::IdleWhileDesignated);
+        }
+        let draining = idle && before.closing.is_some();
+        if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
+            slot.state.notify_all();
+        }
+        if idle {
+            // Only an add or a resize waiting for room waits for this, and each watches.
+            slot.changes.bump_if_watched_at(Mutant::LOST_WAKEUP_LEASE_END);
+        }
     }
 }
 
