@@ -3,7 +3,9 @@
 //! record, held while its claim is released (each of which runs user code: callbacks, other
 //! weights' `Drop`, the library's own reports); a dropped cache's records, which its last
 //! handle may let go in an unwind; the canonical a `WeightStore::insert` adopts across the
-//! spare weights' `Drop`, and the weights across its reservation's report.
+//! spare weights' `Drop`, and the weights across its reservation's report; a model given to
+//! `register`, across the reports of its refusals (a lock wait that ran out, a shutdown, a
+//! cache with no room).
 //!
 //! Dropped by a panic of that code, a plain value would run its `Drop` (user code too) in the
 //! unwind, where a second panic aborts the process. [`Held`] drops it under a catch there, as a
@@ -31,6 +33,16 @@ impl<T, R: Runtime> Held<T, R> {
     /// The value.
     pub(crate) fn get(&self) -> &T {
         self.value.as_ref().expect("a held value until handed on")
+    }
+
+    /// The value, taken out for a call that may hand it back ([`Held::put_back`]).
+    pub(crate) fn take(&mut self) -> Option<T> {
+        self.value.take()
+    }
+
+    /// Holds `value` again (a call handed it back).
+    pub(crate) fn put_back(&mut self, value: T) {
+        self.value = Some(value);
     }
 
     /// The value, handed on: its drop is the receiver's to guard from now.

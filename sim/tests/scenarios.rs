@@ -77,6 +77,7 @@ scenario_tests! {
     m_p2t => "M-P2t",
     m_p2v => "M-P2v",
     m_p2w => "M-P2w",
+    m_p2x => "M-P2x",
     m_p2u => "M-P2u",
     m_p3 => "M-P3",
     m_p4 => "M-P4",

@@ -5,6 +5,7 @@ use tracing::Span;
 
 use crate::deadline::Deadline;
 use crate::error::{ManagerError, RegisterError};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::manager::{Added, Lease, LifecycleGuard, Replaced};
 use crate::manager::{Eviction, Manager};
@@ -160,12 +161,14 @@ impl<M: Manager> Decorator for Traced<M> {
         model: M::Model,
     ) -> Result<(), RegisterError<M::Model>> {
         self.within(tracing::debug_span!("register", id = %guard.id()), || {
-            let result = self.inner.register_locked(guard, model);
+            // Held across the report (user code): a refused model comes back in it.
+            let guarded = !self.inner.runtime().mutant(Mutant::REGISTERED_MODEL_DROPPED_IN_UNWIND);
+            let result = Held::<_, M::Runtime>::new(self.inner.register_locked(guard, model), guarded);
             tracing::debug!(
-                error = result.as_ref().err().map(|e| tracing::field::display(&e.error)),
+                error = result.get().as_ref().err().map(|e| tracing::field::display(&e.error)),
                 "register done"
             );
-            result
+            result.into_inner()
         })
     }
 

@@ -15,7 +15,10 @@ use super::removal::{self, RemovalReport};
 use super::{Added, Lease, LifecycleGuard, Replaced};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, RegisterError};
+use crate::held::Held;
 use crate::id::ModelId;
+use crate::mutants::Mutant;
+use crate::runtime::Runtime as _;
 
 // ---- The calls ----------------------------------------------------------------------------------
 
@@ -290,9 +293,18 @@ pub trait ManagerExt: Manager {
             Ok(id) => id,
             Err(error) => return Err(RegisterError::new(error, model)),
         };
+        // Held across the reports of the lock's wait and release (user code): a panic there
+        // lets go of the model under a catch.
+        let guarded = !self.runtime().mutant(Mutant::REGISTERED_MODEL_DROPPED_IN_UNWIND);
+        let mut held = Held::<_, Self::Runtime>::new(model, guarded);
         match self.lock_until(&id, options.deadline(self.runtime())) {
-            Ok(guard) => self.register_locked(&guard, model),
-            Err(error) => Err(RegisterError::new(error, model)),
+            Ok(guard) => {
+                let model = held.take().expect("held until registered");
+                let registered = Held::<_, Self::Runtime>::new(self.register_locked(&guard, model), guarded);
+                drop(guard);
+                registered.into_inner()
+            }
+            Err(error) => Err(RegisterError::new(error, held.into_inner())),
         }
     }
 

@@ -50,6 +50,7 @@ use table::Table;
 
 use crate::deadline::Deadline;
 use crate::error::{InvalidConfig, ManagerError, RegisterError, SourceError};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime};
@@ -263,8 +264,13 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         let overwrite = self.runtime.mutant(Mutant::REGISTER_OVERWRITES);
         match self.state_of(id) {
             (true, _) => {
+                // Held across the refusal's report (user code).
+                let model = Held::<_, R>::new(
+                    model,
+                    !self.runtime.mutant(Mutant::REGISTERED_MODEL_DROPPED_IN_UNWIND),
+                );
                 let refused = telemetry::refused(ManagerError::ShutDown { id: id.clone() });
-                return Err(RegisterError::new(refused, model));
+                return Err(RegisterError::new(refused, model.into_inner()));
             }
             (false, true) if !overwrite => {
                 return Err(RegisterError::new(ManagerError::AlreadyRegistered { id: id.clone() }, model));

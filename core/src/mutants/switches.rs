@@ -99,6 +99,10 @@ mutants! {
     /// reference to a version its replace detached, drops the model there, where the model's
     /// own panicking `Drop` aborts the process.
     SLOT_DROPPED_IN_UNWIND = "slot-dropped-in-unwind",
+    /// M-P2x: `register` holds the model it was given plainly across the reports of its
+    /// refusal (the lock's wait, a shutdown, a cache's, the `Traced` layer's): a report that
+    /// panics drops the model in that unwind, where its own panicking `Drop` aborts the process.
+    REGISTERED_MODEL_DROPPED_IN_UNWIND = "registered-model-dropped-in-unwind",
     /// M-P2t: a lease that waited for an eviction's outcome reports the wait while it holds
     /// the slot the eviction took out, with the same abort.
     LEASE_WAIT_REPORTED_HOLDING = "lease-wait-reported-holding",

@@ -213,6 +213,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [SLOT_DROPPED_IN_UNWIND], panics::replaced_version_whose_unload_panics::<_, layers::ThreeDeep>),
         scenario!("M-P2w", "a lease let go by a panic holds the last reference to a version its replace detached: the model is dropped under a catch in that unwind, no abort (1.11, 3.10)",
         time: Auto, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [SLOT_DROPPED_IN_UNWIND], panics::detached_version_let_go_in_an_unwind::<_, layers::ThreeDeep>),
+        scenario!("M-P2x", "a refused register's report panics: the model handed back is let go under a catch in that unwind, no abort (2.13, 3.10)",
+        time: Off, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [REGISTERED_MODEL_DROPPED_IN_UNWIND], panics::refused_register_whose_report_panics::<_, layers::ThreeDeep>),
         scenario!("M-P2u", "a loader panics inside Traced's span: the span is left once the panic is caught, so a subscriber that panics at its exit never does in the unwind (2.13, 3.10)",
         time: Off, no_loom: REPORT_BESIDE_AN_UNWIND, targets: [SPAN_EXITED_IN_UNWIND], panics::span_left_outside_the_unwind::<_, layers::ThreeDeep>),
         scenario!("M-P3", "an unload panics inside clear and shutdown: every other id is settled, the panic reported (1.13, 2.13)",

@@ -81,12 +81,12 @@ pub(super) fn drop_before_replaced_report<R: SimRuntime, D: Depth>(rt: R) {
     finish(&world);
 }
 
-/// M-P2v: X's `unload` panics once, and the `Drop` of its first model panics: T1 replaces X. Once
+/// M-P2v: X's `unload` panics once, and the `Drop` of its models panics: T1 replaces X. Once
 /// its leases drained, the replace holds the last reference to the old version across its
 /// unload; in that unwind, its slot lets go of the model under a catch, never plainly: no
 /// abort. The replace panics out of its call, and X serves its new version (1.11, 3.10).
 pub(super) fn replaced_version_whose_unload_panics<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = ManagerWorld::builder(rt).model("X", &[], &[Step::Panic]).first_drop_panics("X");
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[Step::Panic]).drop_panics("X");
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let tx = world.spawn("T1", |m, t| traced(t, "replace(X)", || catching(|| m.replace("X", None))));
     let x = join::<R, _>(tx);
@@ -98,10 +98,10 @@ pub(super) fn replaced_version_whose_unload_panics<R: SimRuntime, D: Depth>(rt: 
 
 /// M-P2w: T1 holds a lease of X while the main thread replaces X: the lease outlives the
 /// drain (the world's drain timeout), so the replace detaches the old version, and T1's lease
-/// holds its last reference. T1 then panics holding the lease, and the `Drop` of X's first
-/// model panics: the slot lets go of it under a catch in that unwind, no abort (1.11, 3.10).
+/// holds its last reference. T1 then panics holding the lease, and the `Drop` of X's models
+/// panics: the slot lets go of it under a catch in that unwind, no abort (1.11, 3.10).
 pub(super) fn detached_version_let_go_in_an_unwind<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).first_drop_panics("X");
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).drop_panics("X");
     let world = cache::<R, D>(builder, 4, &["X"], &[]);
     let (leased, detached) = (world.signal(), world.signal());
     let (l1, d1) = (Arc::clone(&leased), Arc::clone(&detached));
@@ -124,6 +124,26 @@ pub(super) fn detached_version_let_go_in_an_unwind<R: SimRuntime, D: Depth>(rt: 
     join::<R, _>(t1);
     let leased = world.manager.lease("X").map(drop);
     ensure!(leased.is_ok(), "contract", "X does not serve its new version: {leased:?}");
+    finish(&world);
+}
+
+/// M-P2x: X is registered, and the `Drop` of X's models panics; T1 registers another model of X,
+/// which the stack refuses (`AlreadyRegistered`) while the subscriber panics at the `Traced`
+/// layer's report of that refusal. The model handed back is held across the report and let go
+/// under a catch in its unwind, no abort; X keeps serving its first model (2.13, 3.10).
+pub(super) fn refused_register_whose_report_panics<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).drop_panics("X");
+    let world = cache::<R, D>(builder, 4, &["X"], &[]);
+    let prebuilt = world.probe.prebuilt("X");
+    crate::instrumentation::panic_at(&["register done"]);
+    let t1 = world.spawn("T1", move |m, t| {
+        traced(t, "register(X)", || catching(|| m.register("X", prebuilt).map_err(|refused| refused.error)))
+    });
+    let registered = join::<R, _>(t1);
+    crate::instrumentation::disarm();
+    ensure!(registered.is_none(), "contract", "register(X) gave {registered:?}: its report panicked");
+    let leased = world.manager.lease("X").map(drop);
+    ensure!(leased.is_ok(), "contract", "X does not serve: {leased:?}");
     finish(&world);
 }
 

@@ -78,11 +78,6 @@ pub struct IdProbe<R: SimRuntime> {
     size_calls: R::Counter,
     size_panics: bool,
     drop_panics: bool,
-    /// The `Drop` of the first model built of this id panics, unloaded or not.
-    first_drop_panics: bool,
-    /// Models built of this id, counted without a scheduling point (a std atomic), for
-    /// `first_drop_panics` alone.
-    built: std::sync::atomic::AtomicUsize,
     /// `size_bytes` of the `n`th model of this id built (the last for later ones; 1 if empty).
     sizes: Vec<u64>,
 }
@@ -107,12 +102,6 @@ impl<R: SimRuntime> IdProbe<R> {
     /// Models of this id dropped without a successful unload.
     pub fn dropped(&self) -> usize {
         self.dropped.get()
-    }
-
-    /// Whether the model of this id being built is the first, and so panics in its `Drop`
-    /// under `first_drop_panics` (counted only then).
-    fn first_to_panic(&self) -> bool {
-        self.first_drop_panics && self.built.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0
     }
 }
 
@@ -227,7 +216,6 @@ impl<R: SimRuntime> Probe<R> {
             resolved: p.id.clone(),
             bytes,
             unloaded: R::counter_for_model(),
-            panics_at_drop: p.first_to_panic(),
         }
     }
 
@@ -275,8 +263,6 @@ impl<R: SimRuntime> WorldBuilder<R> {
             size_calls: self.rt.counter(),
             size_panics: false,
             drop_panics: false,
-            first_drop_panics: false,
-            built: std::sync::atomic::AtomicUsize::new(0),
             sizes: Vec::new(),
         };
         self.ids.insert(id.to_owned(), probe);
@@ -305,18 +291,11 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
-    /// The `Drop` of `id`'s models panics once they were unloaded (M-P2); run while its thread
-    /// unwinds, it fails the execution as production's abort.
+    /// The `Drop` of `id`'s models panics once they were unloaded (M-P2), and in an unwind
+    /// whether or not they were (M-P2v, M-P2w); run while its thread unwinds outside a catch
+    /// entered during that unwind, it fails the execution as production's abort.
     pub fn drop_panics(mut self, id: &str) -> Self {
         self.ids.get_mut(id).expect("declared id").drop_panics = true;
-        self
-    }
-
-    /// The `Drop` of the first model built of `id` panics, unloaded or not (a replaced version
-    /// whose unload panicked, one detached while leased: M-P2v, M-P2w); run while its thread
-    /// unwinds outside a catch, it fails the execution as production's abort.
-    pub fn first_drop_panics(mut self, id: &str) -> Self {
-        self.ids.get_mut(id).expect("declared id").first_drop_panics = true;
         self
     }
 
@@ -475,7 +454,6 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
                 resolved,
                 bytes,
                 unloaded: R::counter_for_model(),
-                panics_at_drop: p.first_to_panic(),
             }),
             Step::Fail => Err(InjectedError::<R>::boxed(format!("injected failure of load #{call} of {id}"))),
             Step::Expire => Err(expired(id.as_str())),
@@ -494,8 +472,6 @@ pub struct SimModel<R: SimRuntime> {
     bytes: u64,
     /// Set once this very instance has been unloaded.
     unloaded: R::Counter,
-    /// Its `Drop` panics (`first_drop_panics`, and it was its id's first model).
-    panics_at_drop: bool,
 }
 
 impl<R: SimRuntime> SimModel<R> {
@@ -570,8 +546,10 @@ impl<R: SimRuntime> Drop for SimModel<R> {
             self.probe.alive.sub(1);
         }
         let scripted = probe.is_some_and(|p| p.drop_panics);
-        // Read only when scripted: a read is a scheduling point.
-        if (scripted && self.unloaded.get() > 0) || self.panics_at_drop {
+        // Read only when scripted: a read is a scheduling point. A model not unloaded yet (its
+        // unload panicked, or a replace detached it) panics too when dropped in an unwind:
+        // outside a catch entered during that unwind, as production's would abort there.
+        if scripted && (self.unloaded.get() > 0 || crate::unwinding::panicking()) {
             // Under loom, where no catch can be told apart, any unwind counts as an abort (the
             // models' verdict before the catches were told apart).
             super::inject_panic(&format!("{}'s Drop", self.id), true);

@@ -5,6 +5,7 @@
 use super::{CapacityPolicy, FixedSizeCache, Settle, Settling};
 use crate::deadline::Deadline;
 use crate::error::{ManagerError, RegisterError};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::manager::{Added, Eviction, Lease, LifecycleGuard, Manager, Replaced};
 use crate::mutants::Mutant;
@@ -112,15 +113,17 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
             return registered;
         }
         // Here until the inner call takes it, and back here if that refuses it.
-        let mut held = Some(model);
+        // Held across admission's reports and evictions (user code) until registered.
+        let guarded = !self.mutant(Mutant::REGISTERED_MODEL_DROPPED_IN_UNWIND);
+        let mut held = Held::<_, M::Runtime>::new(model, guarded);
         let added = self.add_cold(guard, None, || {
             let model = held.take().expect("the inner call runs once");
             self.inner.register_locked(guard, model).map(|()| Added::Loaded).map_err(|back| {
-                held = Some(back.model);
+                held.put_back(back.model);
                 back.error
             })
         });
-        match (added, held) {
+        match (added, held.take()) {
             (Ok(_), _) => Ok(()),
             (Err(error), Some(model)) => Err(RegisterError::new(error, model)),
             (Err(error), None) => unreachable!("every refusal hands the model back: {error}"),
