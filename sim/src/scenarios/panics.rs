@@ -5,7 +5,7 @@
 use resident::runtime::Arc;
 use resident::{Manager, ManagerError, ManagerExt, RemovalReport, Replaced, UserPanic};
 
-use super::layers::{Depth, cache, finish};
+use super::layers::{Depth, Stack, cache, finish};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::trace;
@@ -86,14 +86,11 @@ pub(super) fn drop_before_replaced_report<R: SimRuntime, D: Depth>(rt: R) {
 /// unload; in that unwind, its slot lets go of the model under a catch, never plainly: no
 /// abort. The replace panics out of its call, and X serves its new version (1.11, 3.10).
 pub(super) fn replaced_version_whose_unload_panics<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = ManagerWorld::builder(rt).model("X", &[], &[Step::Panic]).drop_panics("X");
-    let world = cache::<R, D>(builder, 4, &["X"], &[]);
+    let world = x_whose_drop_panics::<R, D>(rt, &[Step::Panic]);
     let tx = world.spawn("T1", |m, t| traced(t, "replace(X)", || catching(|| m.replace("X", None))));
     let x = join::<R, _>(tx);
     ensure!(x.is_none(), "contract", "replace(X) gave {x:?}: its old version's unload panicked");
-    let leased = world.manager.lease("X").map(drop);
-    ensure!(leased.is_ok(), "contract", "X does not serve its new version: {leased:?}");
-    finish(&world);
+    serves_then_finish::<R, D>(&world, "X");
 }
 
 /// M-P2w: T1 holds a lease of X while the main thread replaces X: the lease outlives the
@@ -101,8 +98,7 @@ pub(super) fn replaced_version_whose_unload_panics<R: SimRuntime, D: Depth>(rt: 
 /// holds its last reference. T1 then panics holding the lease, and the `Drop` of X's models
 /// panics: the slot lets go of it under a catch in that unwind, no abort (1.11, 3.10).
 pub(super) fn detached_version_let_go_in_an_unwind<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).drop_panics("X");
-    let world = cache::<R, D>(builder, 4, &["X"], &[]);
+    let world = x_whose_drop_panics::<R, D>(rt, &[]);
     let (leased, detached) = (world.signal(), world.signal());
     let (l1, d1) = (Arc::clone(&leased), Arc::clone(&detached));
     let t1 = world.spawn("T1", move |m, t| {
@@ -122,9 +118,7 @@ pub(super) fn detached_version_let_go_in_an_unwind<R: SimRuntime, D: Depth>(rt: 
     ensure!(busy, "contract", "replace(X) under a lease that outlives the drain gave {replaced:?}");
     detached.post(());
     join::<R, _>(t1);
-    let leased = world.manager.lease("X").map(drop);
-    ensure!(leased.is_ok(), "contract", "X does not serve its new version: {leased:?}");
-    finish(&world);
+    serves_then_finish::<R, D>(&world, "X");
 }
 
 /// M-P2x: X is registered, and the `Drop` of X's models panics; T1 registers another model of X,
@@ -132,8 +126,7 @@ pub(super) fn detached_version_let_go_in_an_unwind<R: SimRuntime, D: Depth>(rt: 
 /// layer's report of that refusal. The model handed back is held across the report and let go
 /// under a catch in its unwind, no abort; X keeps serving its first model (2.13, 3.10).
 pub(super) fn refused_register_whose_report_panics<R: SimRuntime, D: Depth>(rt: R) {
-    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).drop_panics("X");
-    let world = cache::<R, D>(builder, 4, &["X"], &[]);
+    let world = x_whose_drop_panics::<R, D>(rt, &[]);
     let prebuilt = world.probe.prebuilt("X");
     crate::instrumentation::panic_at(&["register done"]);
     let t1 = world.spawn("T1", move |m, t| {
@@ -142,9 +135,21 @@ pub(super) fn refused_register_whose_report_panics<R: SimRuntime, D: Depth>(rt: 
     let registered = join::<R, _>(t1);
     crate::instrumentation::disarm();
     ensure!(registered.is_none(), "contract", "register(X) gave {registered:?}: its report panicked");
-    let leased = world.manager.lease("X").map(drop);
-    ensure!(leased.is_ok(), "contract", "X does not serve: {leased:?}");
-    finish(&world);
+    serves_then_finish::<R, D>(&world, "X");
+}
+
+/// A cache of four holding X, whose models' `Drop` panics (once unloaded, and in any unwind) and
+/// whose unloads do `unloads` (M-P2v, M-P2w, M-P2x).
+fn x_whose_drop_panics<R: SimRuntime, D: Depth>(rt: R, unloads: &[Step]) -> ManagerWorld<R, Stack<R, D>> {
+    let builder = ManagerWorld::builder(rt).model("X", &[], unloads).drop_panics("X");
+    cache::<R, D>(builder, 4, &["X"], &[])
+}
+
+/// Ends a scenario whose panic left `id` served: a lease of it, then the world's checks.
+fn serves_then_finish<R: SimRuntime, D: Depth>(world: &ManagerWorld<R, Stack<R, D>>, id: &str) {
+    let leased = world.manager.lease(id).map(drop);
+    ensure!(leased.is_ok(), "contract", "{id} does not serve after the panic: {leased:?}");
+    finish(world);
 }
 
 /// M-P2t: max_size 1 with A registered, whose unload waits for the gate and whose `Drop` panics
