@@ -223,7 +223,8 @@ where
     // handler checks the token again, on the decoded path, whatever this look at the raw one
     // misses).
     if is_control(request.method(), request.uri().path()) {
-        crate::auth::require(app.config().control_token.as_ref(), request.headers())
+        crate::auth::Caller::of(request.headers(), request.extensions())
+            .admitted(app.config())
             .map_err(ApiError::from)?;
     }
     checked_type(request.headers())?;

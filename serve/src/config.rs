@@ -33,8 +33,13 @@ pub struct ServeConfig {
     /// What requests can make the server spend ([`Limits`]).
     pub limits: Limits,
     /// The bearer token the routes that change what is served require ([`crate::auth`]);
-    /// `None`: they are open (bind to a trusted interface).
+    /// `None`: they answer only clients on a loopback address, unless
+    /// [`ServeConfig::open_control`].
     pub control_token: Option<Secret>,
+    /// Without a control token, whether the routes that change what is served answer every
+    /// client (`true`: bind to a trusted interface only) or only clients on a loopback address
+    /// (`false`, the default; 403 for the others). Ignored once a token is set.
+    pub open_control: bool,
 }
 
 impl ServeConfig {
@@ -61,6 +66,7 @@ impl Default for ServeConfig {
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
             limits: Limits::default(),
             control_token: None,
+            open_control: false,
         }
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -18,6 +19,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
+use tower_http::add_extension::AddExtension;
 
 use crate::clients::{ClientConnection, Clients};
 use crate::limits::Limits;
@@ -104,8 +106,10 @@ pub(crate) async fn run(
         };
         while connections.try_join_next().is_some() {}
         let stream = Stalling::new(stream, limits.send_timeout);
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(router.clone()));
+        // Each request carries its client's address (`ConnectInfo`), as axum's own server gives
+        // it: what admits a control request without a token ([`crate::auth`]).
+        let service = AddExtension::new(router.clone(), ConnectInfo(peer));
+        let connection = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
         open.send_modify(|n| *n += 1);
         // Counted before the task runs: a task aborted before its first poll still uncounts.

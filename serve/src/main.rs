@@ -68,10 +68,15 @@ struct Options {
     #[arg(long, default_value_t = Limits::default().batch_rows)]
     batch_rows: usize,
     /// The bearer token the routes that change what is served require (load, replace, unload,
-    /// pin, unpin); unset, they are open. Read from the environment, never a flag: a command
-    /// line is visible to every user of the machine.
+    /// pin, unpin); unset, they answer only clients on a loopback address (see --open-control).
+    /// Read from the environment, never a flag: a command line is visible to every user of the
+    /// machine.
     #[arg(long = "control-token-env", value_name = "VARIABLE", default_value = "RESIDENT_CONTROL_TOKEN")]
     control_token_env: String,
+    /// Without a control token, open the routes that change what is served to every client,
+    /// not only to clients on a loopback address (bind to a trusted interface only).
+    #[arg(long)]
+    open_control: bool,
     /// Models to load before serving: `id` or `id=source`, comma-separated (`--load mlp,detector=cnn`).
     #[arg(long, value_delimiter = ',')]
     load: Vec<String>,
@@ -104,6 +109,7 @@ impl Options {
                 batch_rows: self.batch_rows,
             },
             control_token: std::env::var(&self.control_token_env).ok().and_then(|token| Secret::new(&token)),
+            open_control: self.open_control,
         })
     }
 }
@@ -151,11 +157,16 @@ async fn run(options: Options) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let load = options.load.clone();
     let token_env = options.control_token_env.clone();
     let config = options.config()?;
-    if config.control_token.is_none() {
-        tracing::warn!(
+    match (&config.control_token, config.open_control) {
+        (Some(_), _) => {}
+        (None, true) => tracing::warn!(
             variable = token_env,
             "no control token: the routes that change what is served are open to every client"
-        );
+        ),
+        (None, false) => tracing::info!(
+            variable = token_env,
+            "no control token: the routes that change what is served answer loopback clients only"
+        ),
     }
     let app = App::new(config.clone())?;
     for entry in &load {

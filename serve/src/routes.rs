@@ -62,14 +62,14 @@ use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, put};
 use resident::{Added, Loader, Manager, ManagerError, ManagerExt, ModelId, Replaced};
 use serde::de::DeserializeOwned;
 
 use crate::app::App;
-use crate::auth;
+use crate::auth::Caller;
 use crate::catalogue::NotInCatalogue;
 use crate::error::ApiError;
 use crate::forward::cancellation;
@@ -203,7 +203,7 @@ impl Default for PutBody {
 async fn put_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
@@ -211,7 +211,7 @@ where
     L::Model: ServeModel,
 {
     let started = Instant::now();
-    let result = match (auth::require(app.config().control_token.as_ref(), &headers), received(body)) {
+    let result = match (caller.admitted(app.config()), received(body)) {
         (Err(refused), _) => Err(refused.into()),
         (Ok(()), Ok(body)) => load_or_replace(&app, started, path, &body).await,
         (Ok(()), Err(error)) => Err(error),
@@ -313,7 +313,7 @@ enum Outcome {
 async fn delete_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Response
 where
     L: Loader,
@@ -321,7 +321,7 @@ where
 {
     let started = Instant::now();
     let result = async {
-        auth::require(app.config().control_token.as_ref(), &headers)?;
+        caller.admitted(app.config())?;
         let id = captured(path)?;
         ModelId::validate(&id)?;
         app.unserve(started, id).await?;
@@ -365,7 +365,7 @@ pub(crate) fn json_answer(answer: &impl serde::Serialize, elements: usize) -> Re
 async fn post_model<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
@@ -380,7 +380,7 @@ where
     };
     for (suffix, pin) in [("/pin", true), ("/unpin", false)] {
         if let Some(id) = rest.strip_suffix(suffix) {
-            let result = match auth::require(app.config().control_token.as_ref(), &headers) {
+            let result = match caller.admitted(app.config()) {
                 Ok(()) => pinned(&app, started, id.to_owned(), pin).await,
                 Err(refused) => Err(refused.into()),
             };

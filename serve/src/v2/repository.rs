@@ -105,7 +105,7 @@ where
 async fn control<L>(
     State(app): State<App<L>>,
     path: Result<Path<String>, PathRejection>,
-    headers: axum::http::HeaderMap,
+    caller: crate::auth::Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response
 where
@@ -116,7 +116,7 @@ where
     let result = async {
         let rest = captured(path)?;
         if rest.ends_with("/load") || rest.ends_with("/unload") {
-            crate::auth::require(app.config().control_token.as_ref(), &headers).map_err(ApiError::from)?;
+            caller.admitted(app.config()).map_err(ApiError::from)?;
         }
         if let Some(name) = rest.strip_suffix("/load") {
             let request: ControlRequest = optional(body)?;

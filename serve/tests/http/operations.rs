@@ -27,6 +27,50 @@ async fn futures_ids(client: &Client, url: &str) -> Vec<String> {
     ids
 }
 
+/// A request through the router alone, from `peer` (as the connection loop records it).
+async fn from_peer(router: &axum::Router, peer: &str, method: &str, path: &str) -> (u16, serde_json::Value) {
+    use tower::ServiceExt;
+    let peer: std::net::SocketAddr = peer.parse().expect("an address");
+    let mut request = axum::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(axum::body::Body::empty())
+        .expect("a request");
+    request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+    let response = router.clone().oneshot(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("a body");
+    (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_only_loopback_clients_change_what_is_served_unless_opened() {
+    let app = App::new(ServeConfig::fixtures()).expect("the server builds");
+    let router = app.router();
+    let remote = "192.0.2.7:40000";
+    let (status, body) = from_peer(&router, remote, "PUT", "/models/mlp").await;
+    assert_eq!((status, &body["kind"]), (403, &json!("forbidden")), "{body}");
+    assert_eq!(from_peer(&router, remote, "POST", "/v2/repository/models/mlp/load").await.0, 403);
+    assert!(app.stack().ids().is_empty(), "nothing served");
+    // A loopback client (IPv4, IPv6, IPv4 mapped) changes what is served; a remote one still
+    // cannot, nor can a request whose client is unknown.
+    assert_eq!(from_peer(&router, "[::ffff:127.0.0.1]:40000", "PUT", "/models/mlp").await.0, 201);
+    for (method, path) in [("POST", "/models/mlp/pin"), ("DELETE", "/models/mlp")] {
+        assert_eq!(from_peer(&router, "[2001:db8::1]:40000", method, path).await.0, 403, "{path}");
+    }
+    let mut unknown = axum::http::Request::delete("/models/mlp").body(axum::body::Body::empty()).expect("ok");
+    unknown.extensions_mut().clear();
+    let response = tower::ServiceExt::oneshot(router.clone(), unknown).await.expect("infallible");
+    assert_eq!(response.status(), 403, "a client of unknown address");
+    assert_eq!(app.stack().ids(), ["mlp"], "still served");
+    // Inference stays open to every client.
+    assert_ne!(from_peer(&router, remote, "GET", "/v2/models/mlp").await.0, 403);
+    assert_eq!(from_peer(&router, "[::1]:40000", "DELETE", "/models/mlp").await.0, 204);
+    // Opened, every client may.
+    let open = App::new(ServeConfig { open_control: true, ..ServeConfig::fixtures() }).expect("builds");
+    assert_eq!(from_peer(&open.router(), remote, "PUT", "/models/mlp").await.0, 201);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_token_guards_what_changes_the_served_models_and_pins_hold() {
     // The add refused below waits for room until its request's deadline (the cache's own
