@@ -54,15 +54,49 @@ pub(crate) struct Pass {
     pub(crate) cancelled: Cancelled,
 }
 
+/// How an input fits a model ([`Pass::fits`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fit {
+    /// The model's input width.
+    width: usize,
+    /// The input's rows.
+    rows: usize,
+    /// The values the output will hold.
+    outputs: usize,
+}
+
 impl Pass {
     /// Runs whole rows of `input` through `model`, a batch at a time; returns the output rows,
     /// flat, every value finite.
     ///
-    /// Input that is not whole rows is 400 `bad_input`; an input or an output of more than the
-    /// element cap 413 `too_large` (checked before any batch runs); a client gone 499 `client_gone`; a
-    /// deadline passed between batches 503 `deadline`; a non-finite output 500
+    /// Input that `model` cannot take is refused first ([`Pass::fits`]); a client gone 499
+    /// `client_gone`; a deadline passed between batches 503 `deadline`; a non-finite output 500
     /// `inference_failed`.
     pub(crate) fn run<M: ServeModel>(&self, model: &M, input: &[f32]) -> Result<Vec<f32>, ApiError> {
+        let Fit { width, rows, outputs } = self.fits(model, input)?;
+        let mut output = Vec::with_capacity(outputs);
+        for batch in input.chunks(self.batch_rows.max(1).saturating_mul(width)) {
+            self.check()?;
+            output.extend(model.infer(batch)?);
+        }
+        // A row out per row in, as the declaration's batch says: else the answer's shape lies.
+        if output.len() != outputs {
+            let text =
+                format!("the model answered {} values for {rows} rows ({outputs} expected)", output.len());
+            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text));
+        }
+        // JSON would carry a non-finite output as `null`: that is the model's failure, not data.
+        if let Some(value) = output.iter().find(|v| !v.is_finite()) {
+            let text = format!("the model answered a non-finite value ({value})");
+            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text));
+        }
+        Ok(output)
+    }
+
+    /// Whether `model` takes `input`: whole rows of its input width, at most the element cap in
+    /// and out. Input that is not whole rows is 400 `bad_input`; an input or an output of more
+    /// than the element cap 413 `too_large`.
+    pub(crate) fn fits<M: ServeModel>(&self, model: &M, input: &[f32]) -> Result<Fit, ApiError> {
         let (width, out_width) = model.widths();
         if out_width == 0 {
             let text = "the model's output is not a batch of fixed-size rows";
@@ -83,22 +117,7 @@ impl Pass {
         if u64::try_from(outputs).unwrap_or(u64::MAX) > self.max_elements {
             return Err(too_many("output", outputs));
         }
-        let mut output = Vec::with_capacity(outputs);
-        for batch in input.chunks(self.batch_rows.max(1).saturating_mul(width)) {
-            self.check()?;
-            output.extend(model.infer(batch)?);
-        }
-        // A row out per row in, as the declaration's batch says: else the answer's shape lies.
-        if output.len() != outputs {
-            let text = format!("the model answered {} values for {rows} rows of {out_width}", output.len());
-            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text));
-        }
-        // JSON would carry a non-finite output as `null`: that is the model's failure, not data.
-        if let Some(value) = output.iter().find(|v| !v.is_finite()) {
-            let text = format!("the model answered a non-finite value ({value})");
-            return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "inference_failed", text));
-        }
-        Ok(output)
+        Ok(Fit { width, rows, outputs })
     }
 
     /// Whether the next batch may run.

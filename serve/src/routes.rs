@@ -402,6 +402,9 @@ where
             let (parsed, refused) = elements::capped(pass.max_elements, || json_required::<InferBody>(&body));
             let Elements(input) = parsed.map_err(|error| refused.map_or(error, Refused::error))?.input;
             drop(body);
+            // Input the model cannot take is refused before the call counts as a use of the
+            // model (an LRU touch): checked under the manager's own lease, beneath the cache.
+            stack.get_ref().infer_with(&id, options, |model| pass.fits(model, &input))??;
             let output = stack.infer_with(&id, options, |model| pass.run(model, &input))??;
             drop(input);
             json_answer(&InferAnswer { output: &output }, output.len())

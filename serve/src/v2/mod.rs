@@ -395,6 +395,12 @@ where
         // Decoding, the forward pass and encoding all run on the blocking pool.
         app.run(started, Some(path.name), move |stack, options| {
             let (request, input) = decoded(&headers, body, pass.max_elements)?;
+            // A request the model cannot take is refused before the call counts as a use of
+            // the model (an LRU touch): checked under the manager's own lease, beneath the cache.
+            stack.get_ref().infer_with(&name, options, |model| {
+                fit(&request, &input, &model.inputs(), &model.outputs())?;
+                Ok::<_, V2Error>(pass.fits(model, &input.data)?)
+            })??;
             let (output, spec) = stack.infer_with(&name, options, |model| {
                 let spec = fit(&request, &input, &model.inputs(), &model.outputs())?;
                 Ok::<_, V2Error>((pass.run(model, &input.data)?, spec))

@@ -572,6 +572,33 @@ async fn bad_requests_get_their_statuses_and_change_nothing() {
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_model_cannot_take_is_no_use_of_it() {
+    let server = Server::start(App::new(ServeConfig::fixtures()).expect("the server builds")).await;
+    for id in ["mlp", "cnn"] {
+        assert_eq!(server.client.put(id, None).await.0, 201);
+    }
+    let order = || server.app.stack().queue().iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(order(), ["mlp", "cnn"], "least recently used first");
+    let v2 = |shape: [usize; 2], data: Vec<f32>| {
+        json!({ "inputs": [{ "name": "input", "shape": shape, "datatype": "FP32", "data": data }] })
+            .to_string()
+    };
+    let refused = [
+        ("/models/mlp/infer", json!({ "input": [1.0, 2.0, 3.0] }).to_string()),
+        ("/v2/models/mlp/infer", v2([1, 3], vec![1.0, 2.0, 3.0])),
+    ];
+    for (target, body) in refused {
+        let (status, reply) = raw(server.addr, "POST", target, &body).await;
+        assert_eq!(status, 400, "{target}: {reply}");
+        assert_eq!(order(), ["mlp", "cnn"], "{target}: a refused request touched the order");
+    }
+    let (status, reply) = raw(server.addr, "POST", "/v2/models/mlp/infer", &v2([1, 16], vec![0.5; 16])).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(order(), ["cnn", "mlp"], "an inference is a use");
+    server.stop().await;
+}
+
 /// `n` inferences of the mlp fixture on `client`, each in its own task.
 fn infers(client: &Client, n: usize) -> Vec<JoinHandle<(u16, Value)>> {
     let input = fixture("mlp").input;
