@@ -201,8 +201,9 @@ pub struct CacheProgram {
 
 /// The reports a cache program's subscriber or recorder may panic at
 /// ([`CacheProgram::report_fault`]): a lookup, the conversion and release of a claim, an
-/// admission, an eviction, a refusal, a cache's shutdown.
-pub static REPORT_FAULTS: [&str; 7] = [
+/// admission, an eviction, a refusal, a cache's shutdown, a private copy's charge (whose
+/// caller's weights are held until charged: a panic there drops them in the unwind).
+pub static REPORT_FAULTS: [&str; 8] = [
     "get",
     "claim converted",
     "claim released",
@@ -210,20 +211,28 @@ pub static REPORT_FAULTS: [&str; 7] = [
     "resident_evictions_total",
     "resident_refusals_total",
     "shutdown",
+    "charged non-shared",
 ];
 
 /// Makes the report a program's subscriber or recorder panics at one its operations reach: a
-/// cache's shutdown and a refusal come with few drawn programs (none of 5 and 4 armed with
-/// them fired them). For a shutdown, the first thread ends by shutting cache 0 down; for a
-/// refusal, by shutting the group down and asking cache 0 for a key (refused: a shut-down
-/// cache alone admits, stale at birth, SPEC 3.4; a shut-down group refuses). The other reports
-/// come with most programs.
-fn reach_report(report_fault: Option<usize>, threads: &mut [Vec<CacheOp>]) {
+/// cache's shutdown, a refusal and a private copy's charge come with few drawn programs (none
+/// of 5 and 4 armed with the first two fired them). For a shutdown, the first thread ends by
+/// shutting cache 0 down; for a refusal, by shutting the group down and asking cache 0 for a
+/// key (refused: a shut-down cache alone admits, stale at birth, SPEC 3.4; a shut-down group
+/// refuses); for a private charge, by putting a private copy of key 0 into cache 0, whose
+/// weights' `Drop` panics. The other reports come with most programs.
+fn reach_report(report_fault: Option<usize>, threads: &mut [Vec<CacheOp>], faults: &mut CacheFaults) {
     let Some(thread) = threads.first_mut() else { return };
     match report_fault.map(|k| REPORT_FAULTS[k]) {
         Some("shutdown") => thread.push(CacheOp::Shutdown(0)),
         Some("resident_refusals_total") => {
             thread.extend([CacheOp::GroupShutdown, CacheOp::GetOrPut { cache: 0, key: 0 }]);
+        }
+        Some("charged non-shared") => {
+            thread.push(CacheOp::Put { cache: 0, key: 0, shared: false });
+            // The seam that report guards: the caller's weights, whose `Drop` panics, held
+            // across it.
+            faults.weights_drop[0] = true;
         }
         _ => {}
     }
@@ -325,7 +334,7 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
         },
     );
     let keep_alive = prop::bool::weighted(1.0 / 3.0);
-    (threads, faults, prefix(), keep_alive).prop_map(|(mut threads, faults, prefix, keep_alive)| {
+    (threads, faults, prefix(), keep_alive).prop_map(|(mut threads, mut faults, prefix, keep_alive)| {
         let drawn = (&threads, &faults, &prefix, keep_alive);
         let any_time = super::generated::any_time_for(&drawn);
         let hard_budget = super::generated::hard_budget_for(&drawn);
@@ -349,7 +358,7 @@ pub fn cache_program() -> impl Strategy<Value = CacheProgram> {
             }
         }
         insert_policy_switch(&mut threads, policy, hard_budget);
-        reach_report(report_fault, &mut threads);
+        reach_report(report_fault, &mut threads, &mut faults);
         CacheProgram { prefix, threads, faults, keep_alive, any_time, hard_budget, report_fault }
     })
 }
