@@ -1,7 +1,8 @@
 //! The access log: every request gets an id (`x-request-id`: the client's if it is at most
 //! [`MAX_ID`] bytes of letters, digits and `.`, `_`, `:`, `-`, else the server's own), echoed
 //! in the answer's `x-request-id`, and one `INFO` line per answer through `tower-http`'s trace
-//! layer — method, path (its first [`MAX_LOGGED_PATH`] bytes), request id, status, latency —
+//! layer — method (its first [`MAX_LOGGED_METHOD`] bytes), path (its first
+//! [`MAX_LOGGED_PATH`] bytes), request id, status, latency —
 //! under the `resident_serve::access` target (`RUST_LOG=resident_serve::access=info` shows them
 //! alone).
 
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, Request, header::HeaderName};
+use axum::http::{HeaderValue, Method, Request, header::HeaderName};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::{OnResponse, TraceLayer};
 use tracing::Span;
@@ -22,9 +23,18 @@ pub const REQUEST_ID: &str = "x-request-id";
 /// nearly 64 KiB, and the log would grow by as much per request.
 pub const MAX_LOGGED_PATH: usize = 512;
 
+/// The most bytes of a request's method its access line writes: HTTP lets a method be any
+/// token, as long as the head (nearly 64 KiB).
+pub const MAX_LOGGED_METHOD: usize = 32;
+
 /// `path` cut to [`MAX_LOGGED_PATH`] bytes, on a character boundary.
 fn logged_path(path: &str) -> &str {
     crate::error::prefix(path, MAX_LOGGED_PATH)
+}
+
+/// `method` cut to [`MAX_LOGGED_METHOD`] bytes (a method is ASCII).
+fn logged_method(method: &Method) -> &str {
+    crate::error::prefix(method.as_str(), MAX_LOGGED_METHOD)
 }
 
 /// The longest request id a client may choose.
@@ -95,7 +105,7 @@ pub(crate) fn logged(router: Router) -> Router {
             tracing::info_span!(
                 target: "resident_serve::access",
                 "request",
-                method = %request.method(),
+                method = %logged_method(request.method()),
                 path = %logged_path(request.uri().path()),
                 request_id = id,
             )
@@ -123,6 +133,13 @@ mod tests {
         for bad in ["", "a b", "a} status=200", "x\"y", &"a".repeat(MAX_ID + 1)] {
             assert!(!acceptable(&HeaderValue::from_str(bad).unwrap()), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_logged_method_is_cut_to_its_bound() {
+        assert_eq!(logged_method(&Method::POST), "POST");
+        let long = Method::from_bytes("A".repeat(64 * 1024).as_bytes()).expect("any token is a method");
+        assert_eq!(logged_method(&long).len(), MAX_LOGGED_METHOD);
     }
 
     #[test]

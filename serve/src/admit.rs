@@ -146,6 +146,21 @@ impl http_body::Body for Charged {
     }
 }
 
+/// What of a request's charge its answer `body` keeps once the handler is done: the answer's
+/// bytes and a frame (hyper's buffers), the rest given back at once — the body read, what was
+/// decoded and computed are gone, and a client reading a large answer slowly would otherwise
+/// hold several times its bytes. The whole charge if something else still holds it (work on
+/// the blocking pool) or the answer's length is unknown.
+fn kept_for(mut permit: Arc<OwnedSemaphorePermit>, body: &Body) -> Arc<OwnedSemaphorePermit> {
+    let Some(length) = http_body::Body::size_hint(body).exact() else { return permit };
+    if let Some(whole) = Arc::get_mut(&mut permit) {
+        let kept = usize::try_from(length.saturating_add(FRAME as u64).div_ceil(UNIT)).unwrap_or(usize::MAX);
+        let spare = whole.num_permits().saturating_sub(kept);
+        drop(whole.split(spare));
+    }
+    permit
+}
+
 /// The request's body length from its head: `Content-Length`, else the largest body accepted
 /// if it has one of unknown length (chunked), else zero.
 fn declared_length(headers: &HeaderMap, max: u64) -> Result<u64, ApiError> {
@@ -198,9 +213,13 @@ where
         Ok((request, permit)) => {
             let Some(permit) = permit.map(Arc::new) else { return next.run(request).await };
             let response = CHARGE.scope(Arc::clone(&permit), next.run(request)).await;
-            // The charge covers the answer too: it goes back when hyper drops the body, written.
+            // The charge covers the answer too: what the answer holds goes back when hyper drops
+            // the body, written; the rest now.
             let send_timeout = app.config().limits.send_timeout;
-            response.map(|body| Body::new(Charged::new(body, permit, send_timeout)))
+            response.map(|body| {
+                let permit = kept_for(permit, &body);
+                Body::new(Charged::new(body, permit, send_timeout))
+            })
         }
         Err(error) => counted(ADMISSION, Err::<Response, _>(error)).into_response(),
     }
@@ -318,6 +337,46 @@ mod tests {
         assert_eq!(declared_length(&headers, 99).ok(), Some(12));
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("-1"));
         assert!(declared_length(&headers, 99).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answer_keeps_its_own_bytes_of_the_charge_and_gives_the_rest_back() {
+        let budget = InFlight::new(1000 * UNIT);
+        let answer = || Body::from(vec![0_u8; 10 * 1024]);
+        let charge = || async { Arc::new(budget.take(600 * UNIT).await.expect("fits")) };
+        let kept = kept_for(charge().await, &answer());
+        assert_eq!(budget.available(), (1000 - 74) * UNIT, "10 KiB of answer and a 64 KiB frame");
+        drop(kept);
+        assert_eq!(budget.available(), 1000 * UNIT);
+        // Held elsewhere too (work on the blocking pool): kept whole.
+        let held = charge().await;
+        let kept = kept_for(Arc::clone(&held), &answer());
+        assert_eq!(budget.available(), 400 * UNIT);
+        drop((held, kept));
+        // An answer of unknown length: kept whole.
+        let kept = kept_for(charge().await, &Body::new(Unknown));
+        assert_eq!(budget.available(), 400 * UNIT);
+        drop(kept);
+        // An answer larger than the charge keeps it whole.
+        let small = Arc::new(budget.take(8 * UNIT).await.expect("fits"));
+        let kept = kept_for(small, &answer());
+        assert_eq!(budget.available(), 992 * UNIT);
+        drop(kept);
+    }
+
+    /// A body of unknown length.
+    struct Unknown;
+
+    impl http_body::Body for Unknown {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(None)
+        }
     }
 
     #[tokio::test]

@@ -19,7 +19,7 @@ use crate::error::ApiError;
 use crate::forward::{Cancelled, Pass};
 use crate::limits::{Activation, Charge};
 use crate::model::ServeModel;
-use crate::queue::Queue;
+use crate::queue::{About, Queue};
 use crate::telemetry;
 
 /// The resident stack the server runs: an LRU of at most `max_models` over the manager.
@@ -202,17 +202,18 @@ where
 
     /// Runs `call` on the stack on tokio's blocking pool (resident's calls block: locks,
     /// loads, drains), with the request's deadline: the request timeout from `started`. The
-    /// call takes a place in the server's [`Queue`] (and in `model`'s, for a call about one
-    /// model) first; without one it is refused at once (503 or 429 with `Retry-After`). The
+    /// call takes a place in the server's [`Queue`] first, as `about` says (the server's bound,
+    /// a model's too, or the control lane); without one it is refused at once (503 or 429 with
+    /// `Retry-After`). The
     /// call holds the request's in-flight charge too, so a client that hangs up gets it back
     /// only once the call is done.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         started: Instant,
-        model: Option<&str>,
+        about: About<'_>,
         call: impl FnOnce(&Stack<L>, CallOptions) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let ticket = self.inner.queue.enter(model)?;
+        let ticket = self.inner.queue.enter(about)?;
         // The request's in-flight charge outlives a handler dropped by a hang-up while this runs.
         let charge = crate::admit::current_charge();
         let app = self.clone();
@@ -233,7 +234,7 @@ where
     /// and lifts its pin under the same lock once the model is removed (or was not there):
     /// pins of ids no longer served would pile up, and one served again would come back pinned.
     pub(crate) async fn unserve(&self, started: Instant, id: String) -> Result<(), ApiError> {
-        self.run(started, Some(&id.clone()), move |stack, options| {
+        self.run(started, About::Control, move |stack, options| {
             let guard = stack.lock_until(&ModelId::new(&id)?, options.deadline(stack.runtime()))?;
             match stack.remove_locked(&guard) {
                 Ok(()) | Err(ManagerError::NotFound { .. }) if stack.is_pinned(&id) => {

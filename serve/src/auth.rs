@@ -15,7 +15,10 @@
 //! a server bound to a public interface with no token set does not let anyone who reaches it
 //! unload its models. The client's address is the connection's peer, which [`crate::serve`]
 //! records; a router served another way reads axum's `ConnectInfo<SocketAddr>`
-//! (`into_make_service_with_connect_info`).
+//! (`into_make_service_with_connect_info`). A request a proxy forwarded (`Forwarded`, `Via`,
+//! `X-Real-IP` or an `X-Forwarded-*` header) is not a loopback client's, whatever its peer: a
+//! proxy on the same host would otherwise make every client local. A proxy that adds none of
+//! those headers still does: behind one, set a token.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -68,7 +71,7 @@ pub(crate) enum Refused {
     /// Bearer`.
     Unauthorized,
     /// No token is configured, the routes are not opened to every client, and the client is
-    /// not on a loopback address (or its address is unknown): 403.
+    /// not on a loopback address (or its address is unknown, or a proxy forwarded it): 403.
     NotLocal,
 }
 
@@ -96,23 +99,30 @@ impl From<Refused> for ApiError {
 pub(crate) struct Caller {
     authorization: Option<HeaderValue>,
     peer: Option<IpAddr>,
+    /// The request names a proxy's forwarding headers: its peer is the proxy.
+    forwarded: bool,
 }
 
 impl Caller {
     /// The caller of a request with these headers and extensions.
     pub(crate) fn of(headers: &HeaderMap, extensions: &Extensions) -> Self {
+        let forwarded = headers.keys().any(|name| {
+            let name = name.as_str();
+            matches!(name, "forwarded" | "via" | "x-real-ip") || name.starts_with("x-forwarded-")
+        });
         Self {
             authorization: headers.get(header::AUTHORIZATION).cloned(),
             peer: extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| peer.ip()),
+            forwarded,
         }
     }
 
     /// Admits a control request under `config`: with a token, only `Authorization: Bearer
-    /// <token>`; without one, a client on a loopback address, or any client if the routes are
-    /// open.
+    /// <token>`; without one, a client on a loopback address whose request no proxy forwarded,
+    /// or any client if the routes are open.
     pub(crate) fn admitted(&self, config: &ServeConfig) -> Result<(), Refused> {
         let Some(token) = config.control_token.as_ref() else {
-            let local = self.peer.is_some_and(|peer| peer.to_canonical().is_loopback());
+            let local = !self.forwarded && self.peer.is_some_and(|peer| peer.to_canonical().is_loopback());
             return if local || config.open_control { Ok(()) } else { Err(Refused::NotLocal) };
         };
         let offered = self.authorization.as_ref().map(HeaderValue::as_bytes).and_then(|value| {
@@ -143,6 +153,8 @@ pub(crate) fn challenge(mut response: Response) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::HeaderName;
+
     use super::*;
 
     fn caller(authorization: Option<&'static str>, peer: Option<&str>) -> Caller {
@@ -182,6 +194,14 @@ mod tests {
             assert_eq!(caller(None, Some(remote)).admitted(&config), Err(Refused::NotLocal), "{remote}");
         }
         assert_eq!(caller(None, None).admitted(&config), Err(Refused::NotLocal), "an unknown client");
+        for header in ["forwarded", "via", "x-real-ip", "x-forwarded-for", "x-forwarded-proto"] {
+            let mut headers = HeaderMap::new();
+            headers.insert(HeaderName::from_static(header), HeaderValue::from_static("192.0.2.7"));
+            let mut extensions = Extensions::new();
+            extensions.insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+            let forwarded = Caller::of(&headers, &extensions);
+            assert_eq!(forwarded.admitted(&config), Err(Refused::NotLocal), "a proxy on the host: {header}");
+        }
         let open = ServeConfig { open_control: true, ..config };
         for anyone in [Some("192.0.2.7"), Some("::1"), None] {
             assert!(caller(None, anyone).admitted(&open).is_ok(), "{anyone:?}");

@@ -14,8 +14,9 @@
 //!
 //! Before its body is read, every request with a body is charged, against the server's
 //! in-flight byte budget ([`Limits::inflight_bytes`], a semaphore of bytes), everything it can
-//! make the server allocate ([`Charge`]); the charge is returned when its answer has been
-//! handed to hyper (or dropped). The body is copied into one buffer as it arrives, so a body
+//! make the server allocate ([`Charge`]); once its handler is done, all but its answer's bytes
+//! (and a frame) is returned, and the rest when the answer has been handed to hyper (or
+//! dropped). The body is copied into one buffer as it arrives, so a body
 //! sent in many tiny chunks holds its bytes, not a handle and a read buffer per chunk; a
 //! control request without the control token is refused before its body is charged or read;
 //! and an error's message, which may quote what the client sent, is cut to
@@ -38,8 +39,11 @@
 //! Every call into resident blocks a thread of tokio's blocking pool (a lifecycle lock, a load,
 //! a drain, a forward pass). At most [`Limits::max_blocking`] such calls run or wait at once
 //! (more: 503 with `Retry-After`), and at most [`Limits::max_per_model`] of them for one model
-//! (more: 429 with `Retry-After`): a queue of PUTs behind a draining DELETE can neither fill the
-//! pool nor stall an unrelated model.
+//! (more: 429 with `Retry-After`): a flood of inferences on one model can neither fill the pool
+//! nor stall an unrelated model. A change of what is served (a load, a replace, an unload, a
+//! pin), once its caller is admitted as a controller, takes a place in a lane of its own instead
+//! (eight calls at most, then 503): a flood of inferences cannot keep
+//! the operator from unloading the model.
 //!
 //! # Sockets and time
 //! At most [`Limits::max_connections`] connections are open (the listener stops accepting until

@@ -163,9 +163,10 @@ async fn run(options: Options) -> Result<ExitCode, Box<dyn std::error::Error>> {
             variable = token_env,
             "no control token: the routes that change what is served are open to every client"
         ),
-        (None, false) => tracing::info!(
+        (None, false) => tracing::warn!(
             variable = token_env,
-            "no control token: the routes that change what is served answer loopback clients only"
+            "no control token: the routes that change what is served answer loopback clients only \
+             (a proxy on this host makes its clients loopback ones: behind one, set a token)"
         ),
     }
     let app = App::new(config.clone())?;

@@ -74,6 +74,7 @@ use crate::catalogue::NotInCatalogue;
 use crate::error::ApiError;
 use crate::forward::cancellation;
 use crate::model::ServeModel;
+use crate::queue::About;
 use crate::telemetry::count_request;
 use crate::v2::elements::{self, Elements, Refused};
 
@@ -172,7 +173,7 @@ where
     L: Loader,
     L::Model: ServeModel,
 {
-    let result = app.run(Instant::now(), None, |stack, _| stack.ids()).await.map(|ids| {
+    let result = app.run(Instant::now(), About::Server, |stack, _| stack.ids()).await.map(|ids| {
         let models: Vec<String> = ids.iter().map(ToString::to_string).collect();
         Json(serde_json::json!({ "models": models })).into_response()
     });
@@ -278,11 +279,10 @@ where
         return Err(ApiError::new(StatusCode::CONFLICT, "catalogue_name", text));
     }
     let alias = (source != id).then(|| id.clone());
-    let key = id.clone();
     let call_source = source.clone();
     let call_id = id.clone();
     let (outcome, served_source) = app
-        .run(started, Some(&key), move |stack, options| {
+        .run(started, About::Control, move |stack, options| {
             let outcome = if replace {
                 stack.replace_with(&call_source, alias.as_deref(), options).map(Outcome::Replaced)
             } else {
@@ -396,7 +396,7 @@ where
         let pass = app.pass(started, cancelled);
         let model = id.clone();
         // Decoding, the forward pass and encoding all run on the blocking pool.
-        app.run(started, Some(&model), move |stack, options| {
+        app.run(started, About::Model(&model), move |stack, options| {
             // At most the element cap decoded, however long the body; JSON has no infinities,
             // but a number past `f32::MAX` (`1e39`) would parse as one: refused as bad input.
             let (parsed, refused) = elements::capped(pass.max_elements, || json_required::<InferBody>(&body));
@@ -421,13 +421,16 @@ where
     L::Model: ServeModel,
 {
     ModelId::validate(&id)?;
-    let key = id.clone();
-    app.run(started, Some(&key), move |stack, options| {
-        // Only a served id is pinned over HTTP: pins of ids never served would pile up.
+    app.run(started, About::Control, move |stack, options| {
+        let id = ModelId::new(&id)?;
+        let guard = stack.lock_until(&id, options.deadline(stack.runtime()))?;
+        // Only a served id is pinned over HTTP: pins of ids never served would pile up. Checked
+        // under the id's lock, which a removal takes too: a pin racing a `DELETE` either finds
+        // the model or pins nothing (the `DELETE` lifts a pin it finds, under the same lock).
         if pin && !stack.contains(&id) {
-            return Err(ManagerError::NotFound { id: ModelId::new(&id)? });
+            return Err(ManagerError::NotFound { id });
         }
-        if pin { stack.pin_with(&id, options) } else { stack.unpin_with(&id, options) }
+        if pin { stack.pin_locked(&guard) } else { stack.unpin_locked(&guard) }
     })
     .await??;
     Ok(StatusCode::NO_CONTENT.into_response())

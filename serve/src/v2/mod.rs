@@ -57,6 +57,7 @@ use crate::app::App;
 use crate::error::ApiError;
 use crate::forward::cancellation;
 use crate::model::ServeModel;
+use crate::queue::About;
 use crate::routes::counted;
 
 mod binary;
@@ -251,7 +252,7 @@ where
                 // The manager's own lease, under the cache: reading metadata is no use either.
                 let name = path.name.to_owned();
                 let described = app
-                    .run(Instant::now(), Some(path.name), move |stack, options| {
+                    .run(Instant::now(), About::Model(path.name), move |stack, options| {
                         stack
                             .get_ref()
                             .lease_with(&name, options)
@@ -393,7 +394,7 @@ where
         let pass = app.pass(started, cancelled);
         let name = path.name.to_owned();
         // Decoding, the forward pass and encoding all run on the blocking pool.
-        app.run(started, Some(path.name), move |stack, options| {
+        app.run(started, About::Model(path.name), move |stack, options| {
             let (request, input) = decoded(&headers, body, pass.max_elements)?;
             // A request the model cannot take is refused before the call counts as a use of
             // the model (an LRU touch): checked under the manager's own lease, beneath the cache.

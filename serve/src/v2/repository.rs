@@ -82,7 +82,7 @@ where
 {
     let result = async {
         let request: IndexRequest = optional(body)?;
-        let served = app.run(Instant::now(), None, |stack, _| stack.ids()).await?;
+        let served = app.run(Instant::now(), crate::queue::About::Server, |stack, _| stack.ids()).await?;
         let served: Vec<String> = served.iter().map(ToString::to_string).collect();
         let mut names: Vec<String> = app.catalogue().ids().map(str::to_owned).collect();
         names.extend(served.iter().cloned());

@@ -193,28 +193,30 @@ async fn a_draining_model_bounds_its_queue_and_other_requests_are_answered() {
         assert_eq!(server.client.put(id, None).await.0, 201, "PUT {id}");
     }
     let mlp = fixture("mlp");
-    // mlp: an inference held at the gate, a DELETE draining behind it, a PUT behind the DELETE.
-    let held = infers(&server.client, 1);
-    wait_inside(&gate, 1).await;
-    let client = server.client.clone();
-    let delete = tokio::spawn(async move { client.delete("mlp").await });
-    until("the DELETE and the inference queued", || app.calls_in_flight() == 2).await;
-    let client = server.client.clone();
-    let put = tokio::spawn(async move { client.put("mlp", None).await });
-    until("the PUT queued", || app.calls_in_flight() == 3).await;
-
+    // mlp: three inferences held at the gate fill its bound.
+    let held = infers(&server.client, 3);
+    wait_inside(&gate, 3).await;
     // A fourth call for mlp is refused at once, with when to come back.
     let url = format!("{}/models/mlp/infer", server.client.base);
     let response =
         server.client.http.post(url).json(&json!({ "input": mlp.input })).send().await.expect("POST");
     assert_eq!(response.status().as_u16(), 429);
     assert_eq!(response.headers().get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
+    // Its operator is not kept out: a DELETE, and a PUT behind it, take the control lane (the
+    // DELETE drains the inferences).
+    let client = server.client.clone();
+    let delete = tokio::spawn(async move { client.delete("mlp").await });
+    until("the DELETE queued", || app.calls_in_flight() == 4).await;
+    let client = server.client.clone();
+    let put = tokio::spawn(async move { client.put("mlp", None).await });
+    until("the PUT queued", || app.calls_in_flight() == 5).await;
     // Other models, and requests about none, are answered while mlp drains.
     assert_eq!(server.client.get_v2("/models/cnn").await.0, 200, "cnn's metadata");
     assert_eq!(server.client.get_v2("/health/ready").await.0, 200);
     assert!(server.client.models().await.contains(&"cnn".to_owned()));
 
-    // Two cnn inferences held at the gate fill the server's bound: the next call is a 503.
+    // Two cnn inferences held at the gate fill the server's bound (the control lane is outside
+    // it): the next call is a 503.
     let cnn = fixture("cnn");
     let cnn_infers: Vec<_> = (0..2)
         .map(|_| {
@@ -222,7 +224,7 @@ async fn a_draining_model_bounds_its_queue_and_other_requests_are_answered() {
             tokio::spawn(async move { client.infer("cnn", &input).await })
         })
         .collect();
-    wait_inside(&gate, 3).await;
+    wait_inside(&gate, 5).await;
     let url = format!("{}/v2/models/cnn", server.client.base);
     let response = server.client.http.get(url).send().await.expect("GET");
     assert_eq!(response.status().as_u16(), 503);
