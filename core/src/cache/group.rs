@@ -87,7 +87,23 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         if self.runtime.mutant(Mutant::CAP_LOWERED_WITHOUT_EVICTING) {
             return Ok(());
         }
-        tracing::info!(cap, lowered, "RAM cap changed");
+        // Reported once the budget fits (or the wait ran out): a panicking subscriber (user
+        // code) must find the evictions done.
+        let report_first = self.runtime.mutant(Mutant::RESIZE_REPORTED_FIRST);
+        if report_first {
+            tracing::info!(cap, lowered, "RAM cap changed");
+        }
+        let evicted = self.evict_to_cap(options);
+        if !report_first {
+            tracing::info!(cap, lowered, fits = evicted.is_ok(), "RAM cap changed");
+        }
+        evicted
+    }
+
+    /// Evicts idle records of every cache until the budget fits its cap, waiting (bounded by
+    /// `options` and the room wait) for records in use to be let go.
+    fn evict_to_cap(&self, options: CallOptions) -> Result<(), CacheError> {
+        let budget = &self.budget;
         let rt = &self.runtime;
         let wait = options.deadline(rt).bound(rt, budget.room_wait(), Mutant::DEADLINE_SKIPS_ROOM);
         let deadline = rt.now().checked_add(wait);

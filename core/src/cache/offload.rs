@@ -68,7 +68,25 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if rt.mutant(Mutant::DEVICE_BUDGET_LOWERED_WITHOUT_OFFLOADING) {
             return Ok(());
         }
-        tracing::info!(device = %self.device(), budget = ?bytes, lowered, "device budget changed");
+        // Reported once the copies fit (or the wait ran out): a panicking subscriber (user
+        // code) must find the offloading done.
+        let report_first = rt.mutant(Mutant::RESIZE_REPORTED_FIRST);
+        if report_first {
+            tracing::info!(device = %self.device(), budget = ?bytes, lowered, "device budget changed");
+        }
+        let offloaded = self.offload_to_budget(options);
+        if !report_first {
+            let fits = offloaded.is_ok();
+            tracing::info!(device = %self.device(), budget = ?bytes, lowered, fits, "device budget changed");
+        }
+        offloaded
+    }
+
+    /// Offloads unlocked copies, least recently used first, until the copies fit the device
+    /// budget, waiting (bounded by `options` and the move wait) for locked ones to be unlocked.
+    fn offload_to_budget(&self, options: CallOptions) -> Result<(), CacheError> {
+        let budget = self.device_budget();
+        let rt = self.runtime();
         // Even when not lowered: a concurrent lowering may still be offloading, and `Ok` means
         // the copies fit the budget at some point of this call.
         let wait = options.deadline(rt).bound(rt, self.move_wait(), Mutant::DEADLINE_SKIPS_DEVICE_ROOM);

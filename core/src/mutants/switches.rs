@@ -447,4 +447,15 @@ mutants! {
     /// W-13: a device copy dropped (or a failed move's charge released) does not wake the
     /// lockers waiting for device room.
     LOST_WAKEUP_DEVICE_DEBIT = "lost-wakeup-device-debit",
+    /// W-22: a `drop_model`'s (or a room request's) finish honours the room requests left while
+    /// it held the cache's lock only if its evictions' user code returned: a panicking eviction
+    /// callback strands a peer's request, and its load sleeps out its room wait.
+    FINISH_SKIPS_DRAIN_ON_PANIC = "finish-skips-drain-on-panic",
+    /// W-12p: `set_keep_alive` honours a peer's pending room request before it starts the
+    /// timer: a panicking eviction there (user code) leaves the keep-alive in force with no
+    /// timer, and idle records never expire without traffic.
+    KEEP_ALIVE_SET_DRAINS_FIRST = "keep-alive-set-drains-first",
+    /// C-P6x: lowering the RAM cap (or a device budget) reports the change before it evicts
+    /// (or offloads): a panicking subscriber leaves the cap lowered and the budget over it.
+    RESIZE_REPORTED_FIRST = "resize-reported-first",
 }

@@ -274,3 +274,47 @@ pub(super) fn unwinding_release_wakes_the_waiter<R: SimRuntime>(rt: R) {
     no_deadline_passed(&world.rt);
     finish(&world);
 }
+
+/// W-22: under a hard cap of 100, cuda:1 holds `a` (40, least recently used) and `m` (40), and
+/// cuda:2 shares `m`'s weights, held by the main thread. T1 loads `b` (60) on cuda:0, which
+/// needs `a`'s room and asks cuda:1 for it; T2 drops `m`, and cuda:1's eviction callback
+/// panics for it. Taking out cuda:1's `m` frees nothing (cuda:2 still holds its weights), so
+/// the drop's finish must honour the room request T1 left while it held cuda:1's lock, panic
+/// or not: T1 loads without sleeping out its room wait, and the panic reaches T2.
+pub(super) fn panicking_drop_finish_honours_the_room_request<R: SimRuntime>(rt: R) {
+    const SMALL: u64 = 40;
+    let world = CacheWorld::hard(rt, CAP, 3);
+    let (c1, c2): (Cache<R>, Cache<R>) = (Arc::clone(&world.caches[1]), Arc::clone(&world.caches[2]));
+    for key in ["a", "m"] {
+        drop(c1.get_or_put(key, SMALL, || Ok::<_, &str>(Weights::plain(SMALL))).expect("setup load"));
+    }
+    drop(c2.get_or_put("m", SMALL, || Ok::<_, &str>(Weights::plain(SMALL))).expect("adopts m"));
+    let held = c2.get("m").expect("m is resident on cuda:2");
+    c1.on_evict(|key, _| {
+        if key == "m" {
+            std::panic::panic_any(InjectedPanic)
+        }
+    });
+    let loads = Loads::new(&world);
+    let c0: Cache<R> = Arc::clone(&world.caches[0]);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "get_or_put(b) on cuda:0");
+        c0.get_or_put("b", BYTES, || loads.run("T1", Outcome::Loads)).map(drop)
+    });
+    let group = Arc::clone(&world.group);
+    let t2 = world.spawn("T2", move |_, _| {
+        trace::record("T2", "drop_model(m): cuda:1's eviction callback panics for it");
+        let dropped = catching(|| group.drop_model("m"));
+        ensure!(
+            dropped.is_none(),
+            "contract",
+            "drop_model(m) returned {dropped:?} past a panicking callback"
+        );
+    });
+    let loaded = join::<R, _>(t1);
+    join::<R, _>(t2);
+    drop(held);
+    ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}

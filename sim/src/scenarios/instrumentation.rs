@@ -154,3 +154,28 @@ pub(super) fn subscriber_panics_at_shutdown<R: SimRuntime>(rt: R) {
     }
     finish_cache(&world);
 }
+
+/// C-P6x: `m` (60) is idle under a cap of 100; the `tracing` subscriber panics at the report
+/// of a RAM cap change. T1 lowers the cap to 50: the panic reaches T1, and the cap is met
+/// anyway — the report comes once the evictions are done (A7, SPEC 1.12).
+pub(super) fn subscriber_panics_at_a_cap_change<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 1);
+    preload(&world.caches[0], "m", 60);
+    instrumentation::panic_at(&["RAM cap changed"]);
+    let group = Arc::clone(&world.group);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "set_cap(50)");
+        let lowered = catching(|| group.set_cap(50, resident::CallOptions::new()));
+        ensure!(lowered.is_none(), "contract", "set_cap(50) gave {lowered:?} past a panicking subscriber");
+    });
+    join::<R, _>(t1);
+    instrumentation::disarm();
+    let budget = world.group.budget();
+    let (in_use, cap) = (budget.committed(), budget.cap());
+    ensure!(
+        in_use <= cap,
+        "A7",
+        "{in_use} bytes in use over the lowered cap of {cap} after its report panicked"
+    );
+    finish_cache(&world);
+}

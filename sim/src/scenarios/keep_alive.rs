@@ -224,3 +224,45 @@ pub(super) fn cache_drop_wakes_the_timer<R: SimRuntime>(rt: R) {
     rt.join_background();
     ensure!(!group.keep_alive_timer_running(), "K3", "the timer runs on with no keep-alive left");
 }
+
+/// W-12p: under a hard cap of 100, cuda:1 holds `a` (40, least recently used) and `n` (20),
+/// idle, with no keep-alive. T1 loads `b` (60) on cuda:0, which needs `a`'s room and asks
+/// cuda:1 for it, while T2 gives cuda:1 a keep-alive; cuda:1's first eviction callback panics.
+/// If T2 holds cuda:1's lock when T1 asks, T2 honours the request after setting the keep-alive,
+/// and the panic reaches it there: the keep-alive in force must have its timer by then, so `n`
+/// expires with no call.
+pub(super) fn keep_alive_set_whose_drain_panics_starts_the_timer<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 2);
+    preload(&world.caches[1], "a", 40);
+    preload(&world.caches[1], "n", 20);
+    let evicted = world.mailbox();
+    let (post, first) = (Arc::clone(&evicted), std::sync::atomic::AtomicBool::new(true));
+    world.caches[1].on_evict(move |gone, _| {
+        if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            std::panic::panic_any(crate::violation::InjectedPanic)
+        }
+        if gone == "n" {
+            post.post(());
+        }
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "get_or_put(b) on cuda:0, which needs a's room");
+        let loaded = crate::violation::catching(|| {
+            c0.get_or_put("b", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)
+        });
+        trace::record("T1", format!("get_or_put(b) -> {loaded:?}"));
+    });
+    let c1 = Arc::clone(&world.caches[1]);
+    let t2 = world.spawn("T2", move |_, _| {
+        trace::record("T2", "set_keep_alive(10 s) on cuda:1");
+        let set = crate::violation::catching(|| c1.set_keep_alive(Some(KEEP_ALIVE)));
+        ensure!(set != Some(false), "contract", "keep-alive refused before shutdown");
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    ensure!(world.caches[1].keep_alive() == Some(KEEP_ALIVE), "contract", "the keep-alive was not set");
+    trace::record("main", "waits for n's expiry (no call)");
+    evicted.wait();
+    finish(&world);
+}

@@ -11,18 +11,27 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// good.
     pub fn set_keep_alive(&self, keep_alive: Option<Duration>) -> bool {
         // The flag changes with the table, under its lock: two calls racing leave both agreeing.
-        let set = self.with_state(|s| {
+        let set = self.state.with(|s| {
             let set = s.set_keep_alive(keep_alive);
             if set {
                 self.timed.store(u64::from(keep_alive.is_some()), Relaxed);
             }
             set
         });
+        let drained_first = self.mutant(Mutant::KEEP_ALIVE_SET_DRAINS_FIRST);
+        if drained_first {
+            self.drain_requests();
+        }
         if set && keep_alive.is_some() {
             self.group.start_timer();
         } else if set {
             // The timer may exit now, if no other cache has a keep-alive.
             self.group.timer.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
+        }
+        // The requests a peer left meanwhile, last: their evictions run user code, which may
+        // panic, and the keep-alive in force must have its timer by then.
+        if !drained_first {
+            self.drain_requests();
         }
         set
     }

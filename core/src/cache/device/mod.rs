@@ -123,13 +123,14 @@ impl<'a, W: Send + Sync + 'static, R: Runtime> Dropped<'a, W, R> {
         self.shutdown = Some(stale);
     }
 
-    /// Drops and reports the records, honours pending reconcile requests, then reports a
-    /// shutdown (last: a panicking subscriber finds everything else done); returns how many
-    /// records went.
+    /// Drops and reports the records, honours pending reconcile requests (even if that user
+    /// code panicked), then reports a shutdown (last: a panicking subscriber finds everything
+    /// else done); returns how many records went.
     pub(crate) fn finish(self) -> usize {
         let Self { cache, evicted, shutdown } = self;
-        let count = cache.finish_evictions(evicted, EvictedBy::Dropped);
-        cache.drain_requests();
+        // A request left while the records were marked is honoured even if their user code
+        // panics (the panic goes on after): no later holder of the lock may come.
+        let count = cache.finish_then_drain(|| cache.finish_evictions(evicted, EvictedBy::Dropped));
         if let Some(stale) = shutdown {
             tracing::debug!(device = %cache.device, evicted = count, stale, "shutdown");
         }

@@ -22,8 +22,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         match self.reconcile_now(bytes) {
             Some(evicted) => {
-                self.finish_evictions(evicted, EvictedBy::Room);
-                self.drain_requests();
+                self.finish_then_drain(|| self.finish_evictions(evicted, EvictedBy::Room));
             }
             None if set_after_try => self.reconcile_pending.leave(bytes),
             None => {}
@@ -65,6 +64,9 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// reconcile would leave those evictions to be dropped, unreported, in its unwind. How many
     /// `finish` evicted (none if it panicked and a checking runtime kept the thread going).
     pub(crate) fn finish_then_drain(&self, finish: impl FnOnce() -> usize) -> usize {
+        if self.mutant(Mutant::FINISH_SKIPS_DRAIN_ON_PANIC) {
+            return self.finish_then_drain_unless_panicking(finish);
+        }
         let finished = R::catch_unwind(finish);
         self.drain_requests();
         finished.unwrap_or_else(|payload| {
@@ -92,7 +94,24 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         while self.reconcile_pending.is_pending() {
             let Some(evicted) = self.reconcile_now(0) else { return };
-            self.finish_evictions(evicted, EvictedBy::Room);
+            // A panicking eviction (user code) ends the loop only once the requests left
+            // meanwhile are honoured too.
+            if let Err(payload) = R::catch_unwind(|| self.finish_evictions(evicted, EvictedBy::Room)) {
+                self.drain_requests();
+                self.group.runtime.resume_unwind(payload);
+                return;
+            }
         }
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// W-22 (`finish-skips-drain-on-panic`): the requests left while the lock was held are
+    /// honoured only if `finish` returns.
+    fn finish_then_drain_unless_panicking(&self, finish: impl FnOnce() -> usize) -> usize {
+        let finished = finish();
+        self.drain_requests();
+        finished
     }
 }
