@@ -458,4 +458,8 @@ mutants! {
     /// C-P6x: lowering the RAM cap (or a device budget) reports the change before it evicts
     /// (or offloads): a panicking subscriber leaves the cap lowered and the budget over it.
     RESIZE_REPORTED_FIRST = "resize-reported-first",
+    /// W-23: a load's round of room making evicts here once and trusts the bytes it expected:
+    /// when a peer adopted the weights of a record it took out, which then gave nothing back,
+    /// the load waits for a change that never comes while an idle record would make its room.
+    ROOM_ROUND_TRUSTS_ITS_GUESS = "room-round-trusts-its-guess",
 }

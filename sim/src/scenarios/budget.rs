@@ -318,3 +318,37 @@ pub(super) fn panicking_drop_finish_honours_the_room_request<R: SimRuntime>(rt: 
     no_deadline_passed(&world.rt);
     finish(&world);
 }
+
+/// W-23: under a hard cap of 100, cuda:0 holds `k` (60, least recently used) and `z` (40),
+/// idle. T1 loads `b` (40) on cuda:0: taking `k` out looks like room enough. T2 gets `k` on
+/// cuda:1 and holds it until T1 is done: if it adopts `k`'s weights between T1's taking `k` out
+/// and dropping it, the drop gives nothing back. T1 must then evict `z` rather than wait for a
+/// change that comes only with T2's release (after T1's load): it loads without sleeping out
+/// its room wait.
+pub(super) fn a_room_round_looks_again_when_its_eviction_gave_nothing_back<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, CAP, 2);
+    let c0: Cache<R> = Arc::clone(&world.caches[0]);
+    for (key, bytes) in [("k", BYTES), ("z", 40)] {
+        drop(c0.get_or_put(key, bytes, || Ok::<_, &str>(Weights::plain(bytes))).expect("setup load"));
+    }
+    let done = world.mailbox();
+    let posted = Arc::clone(&done);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "get_or_put(b) on cuda:0");
+        let loaded = c0.get_or_put("b", 40, || Ok::<_, &str>(Weights::plain(40))).map(drop);
+        posted.post(());
+        loaded
+    });
+    let c1: Cache<R> = Arc::clone(&world.caches[1]);
+    let t2 = world.spawn("T2", move |_, _| {
+        trace::record("T2", "get_or_put(k) on cuda:1, held until T1 is done");
+        let held = c1.get_or_put("k", BYTES, || Ok::<_, &str>(Weights::plain(BYTES)));
+        done.wait();
+        drop(held);
+    });
+    let loaded = join::<R, _>(t1);
+    join::<R, _>(t2);
+    ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
+    no_deadline_passed(&world.rt);
+    finish(&world);
+}

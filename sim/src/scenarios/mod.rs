@@ -291,6 +291,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 2, targets: [LOST_WAKEUP_QUIET_RELEASE_WANTED], wakeups::room_after_warm_add::<_, layers::ThreeDeep>),
         scenario!("W-21", "a release while its thread unwinds wakes the load whose room request it leaves for later",
         time: Auto, no_loom: TRY_LOCK_NEVER_FAILS, targets: [LOST_WAKEUP_UNWINDING_RELEASE], budget::unwinding_release_wakes_the_waiter),
+        scenario!("W-23", "a load whose eviction gave nothing back (a peer adopted the weights meanwhile) evicts again rather than wait: it does not sleep out its room wait",
+        time: Auto, loom: 1, targets: [ROOM_ROUND_TRUSTS_ITS_GUESS], budget::a_room_round_looks_again_when_its_eviction_gave_nothing_back),
         scenario!("W-22", "a drop_model whose eviction callback panics still honours the room request a peer's load left while it held the cache: the load does not sleep out its wait",
         time: Auto, no_loom: TRY_LOCK_NEVER_FAILS, targets: [FINISH_SKIPS_DRAIN_ON_PANIC], budget::panicking_drop_finish_honours_the_room_request),
         scenario!("W-5", "an unpin of the victim wakes the add waiting for room (through the release of the lock it takes)",
