@@ -462,4 +462,11 @@ mutants! {
     /// when a peer adopted the weights of a record it took out, which then gave nothing back,
     /// the load waits for a change that never comes while an idle record would make its room.
     ROOM_ROUND_TRUSTS_ITS_GUESS = "room-round-trusts-its-guess",
+    /// S-Z1r: lowering `max_size` counts the ids a layer below removed behind the cache's back
+    /// as holding slots: it evicts a live model for room that is free already.
+    LOWERING_COUNTS_REMOVED_BELOW = "lowering-counts-removed-below",
+    /// M-E7w: a waiting add looks for ids removed below only before its first eviction or
+    /// wait: a pinned id removed below while it waits keeps its slot, and the add fails (or
+    /// evicts a live model) with room free.
+    ADMISSION_RECONCILES_ONCE = "admission-reconciles-once",
 }

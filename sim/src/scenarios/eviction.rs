@@ -284,3 +284,29 @@ pub(super) fn skipped_victims_meet_the_deadline<R: SimRuntime>(rt: R) {
     check_queue(&world.manager);
     world.check_quiescent();
 }
+
+/// M-E7w: a cache (max 2) holds P, pinned in it, and L, which the main thread leases. T1 adds
+/// N, which finds no victim and waits; T2 removes P from the manager below, behind the cache's
+/// back. The removal frees P's slot: T1 must look for it on the round the removal wakes (not
+/// only before its first wait) and add N without sleeping out its capacity wait, L untouched.
+pub(super) fn removal_below_while_an_add_waits_frees_its_slot<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("P", &[], &[]).model("L", &[], &[]).model("N", &[], &[]);
+    let cfg = FixedSizeConfig::new(2).with_capacity_wait(Duration::from_millis(30));
+    let world = builder.preloaded(&["P", "L"], |base| FixedSizeCache::new(base, cfg).expect("valid"));
+    world.manager.pin("P").expect("pin P in the cache");
+    let lease = world.manager.lease("L").expect("L is registered");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(N)", || m.add_model("N", None)));
+    let t2 = world.spawn("T2", move |m, t| {
+        super::wakeups::give_way::<R>(super::wakeups::HEAD_START);
+        traced(t, "manager remove(P), behind the cache's back", || m.manager.get_ref().remove("P"))
+    });
+    let added = join::<R, _>(t1);
+    let removed = join::<R, _>(t2);
+    drop(lease);
+    ensure!(removed.is_ok(), "contract", "the manager's remove(P) gave {removed:?}");
+    ensure!(added.is_ok(), "I10", "add(N) with P's slot free gave {added:?}");
+    ensure!(world.manager.contains("L"), "I5", "L, leased, was evicted for a slot already free");
+    super::wakeups::no_deadline_passed(&world.rt);
+    check_queue(&world.manager);
+    world.check_quiescent();
+}

@@ -333,3 +333,25 @@ pub(super) fn a_hit_after_the_cap_dropped_below_it<R: SimRuntime>(rt: R) {
     ensure!(refused, "S-Z4", "T2's get_or_put of a after the group's shutdown gave {closed:?}");
     finish_cache(&world);
 }
+
+/// S-Z1r: a cache (max 2) holds `a` and `s`; `s` is removed from the manager below, behind the
+/// cache's back; then `max_size` is lowered to 1. One model is registered, which fits: the
+/// lowering evicts nothing (no live model goes for a slot already free), and the queue holds
+/// `a` alone.
+pub(super) fn lowering_max_size_after_a_removal_below<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("a", &[], &[]).model("s", &[], &[]);
+    let world = builder.preloaded(&["a", "s"], |base| {
+        resident::FixedSizeCache::new(base, resident::FixedSizeConfig::new(2)).expect("valid")
+    });
+    let t1 = world.spawn("T1", |m, t| {
+        let removed =
+            traced(t, "manager remove(s), behind the cache's back", || m.manager.get_ref().remove("s"));
+        ensure!(removed.is_ok(), "contract", "the manager's remove(s) gave {removed:?}");
+        traced(t, "set_max_size(1)", || m.manager.set_max_size(1, CallOptions::new()))
+    });
+    let lowered = join::<R, _>(t1);
+    ensure!(lowered.is_ok(), "contract", "set_max_size(1) gave {lowered:?}");
+    ensure!(world.manager.contains("a"), "2.7", "a was evicted though the one model left fits max_size 1");
+    crate::world::checks::check_queue(&world.manager);
+    world.check_quiescent();
+}

@@ -294,17 +294,21 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         round
     }
 
-    /// Acts on `round` outside the monitor: reconciles with the layers below once, evicts
-    /// the planned victims, or says to wait; refuses once the deadline has passed.
+    /// Acts on `round` outside the monitor: reconciles with the layers below, evicts the
+    /// planned victims, or says to wait; refuses once the deadline has passed.
     fn act(&mut self, round: Round<Designation<M::Runtime>>) -> Result<Next<'a, M>, ManagerError> {
         let (cache, id) = (self.cache, self.a.id);
-        // Once, before the first eviction or wait: ids a layer below removed free their slots.
-        // Plan again if some went, or if the book moved since the plan (another add's
-        // reconcile may have dropped them meanwhile): the plan must not evict a live model
-        // for room that is free already.
-        if !self.reconciled && !matches!(round.plan, EvictionPlan::Admit) {
+        // Before every eviction or wait: ids a layer below removed (one may go while this add
+        // waits) free their slots. Plan again if some went, or, the first time, if the book
+        // moved since the plan (another add's reconcile may have dropped them meanwhile): the
+        // plan must not evict a live model for room that is free already. The look costs one
+        // read while the stack counted no removal since the last.
+        if !matches!(round.plan, EvictionPlan::Admit) {
+            let first = !self.reconciled;
             self.reconciled = true;
-            if cache.reconcile_below(id) || cache.book.with(|b| b.version) != round.seen {
+            let once = cache.mutant(Mutant::ADMISSION_RECONCILES_ONCE);
+            let dropped = (first || !once) && cache.reconcile_below(Some(id));
+            if dropped || (first && cache.book.with(|b| b.version) != round.seen) {
                 return Ok(Next::Replan);
             }
         }

@@ -77,6 +77,10 @@ impl<M: Manager> FixedSizeCache<M> {
         let _watch = changes.watch();
         loop {
             let epoch = changes.epoch();
+            // Ids a layer below removed hold no slot: never evicted for, nor waited on.
+            if !self.mutant(Mutant::LOWERING_COUNTS_REMOVED_BELOW) {
+                self.reconcile_below(None);
+            }
             let Lowering { over, victims, seen } =
                 self.book.ordered(|b| plans::lowering(b, &mut pinned_below, &Stack(&self.inner)));
             tracing::debug!(over, ?victims, "lowering max_size: plan");

@@ -61,7 +61,7 @@ impl<M: Manager> Settle<'_, M> {
             Settling::Add | Settling::Remove => {}
         }
         if self.way == Settling::Add {
-            self.cache.reconcile_below(self.id);
+            self.cache.reconcile_below(Some(self.id));
         }
     }
 }
@@ -85,12 +85,13 @@ impl<M: Manager> FixedSizeCache<M> {
         bytes
     }
 
-    /// Drops queued ids (other than `except`) that a layer below removed — an inner cache's
-    /// evictions — so that this layer's queue equals the registry again (I4 at every depth);
-    /// whether it dropped any. An id whose lifecycle lock is busy is left to its holder, who
-    /// settles it. Nothing to look for while the stack counted no removal since the last look
-    /// that found every queued id registered or dropped it ([`Manager::removals`]).
-    pub(super) fn reconcile_below(&self, except: &ModelId) -> bool {
+    /// Drops queued ids (other than `except`, the id whose lock the caller holds) that a layer
+    /// below removed — an inner cache's evictions — so that this layer's queue equals the
+    /// registry again (I4 at every depth); whether it dropped any. An id whose lifecycle lock
+    /// is busy is left to its holder, who settles it. Nothing to look for while the stack
+    /// counted no removal since the last look that found every queued id registered or dropped
+    /// it ([`Manager::removals`]).
+    pub(super) fn reconcile_below(&self, except: Option<&ModelId>) -> bool {
         if self.mutant(Mutant::NESTED_QUEUE_STALE) {
             return false;
         }
@@ -102,7 +103,7 @@ impl<M: Manager> FixedSizeCache<M> {
         // The queue's ids, each asked of the registry below on its own: no copy of the whole
         // registry per cold add (each is asked again under its lock before it is forgotten).
         let queued: Vec<ModelId> =
-            self.book.with(|b| b.queue.iter().filter(|q| *q != except).cloned().collect());
+            self.book.with(|b| b.queue.iter().filter(|q| Some(*q) != except).cloned().collect());
         let (mut dropped, mut all_settled) = (false, true);
         for id in queued.iter().filter(|id| !self.inner.contains(id.as_str())) {
             let Some(guard) = self.inner.try_lock(id) else {
