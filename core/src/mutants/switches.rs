@@ -424,7 +424,8 @@ mutants! {
     LOST_WAKEUP_UNWINDING_RELEASE = "lost-wakeup-unwinding-release",
     /// M-PN2, M-PN2r: a cache leaves the victims it found pinned below out of its plans until
     /// its own bookkeeping changes, blind to a pin lifted or an id removed through a layer below
-    /// it: an add waiting for room times out with an idle victim, or a free slot.
+    /// it: an add waiting for room times out with an idle victim, or a free slot. (The bug was
+    /// in a stack whose adds looked for removals below once: the switch does that too.)
     PINNED_BELOW_STAYS_OUT = "pinned-below-stays-out",
     /// W-11: a release that leaves a record idle does not wake the keep-alive timer.
     LOST_WAKEUP_KEEP_ALIVE_RELEASE = "lost-wakeup-keep-alive-release",

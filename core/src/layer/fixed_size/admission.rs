@@ -306,7 +306,10 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         if !matches!(round.plan, EvictionPlan::Admit) {
             let first = !self.reconciled;
             self.reconciled = true;
-            let once = cache.mutant(Mutant::ADMISSION_RECONCILES_ONCE);
+            // `pinned-below-stays-out` was a bug of a stack that looked once, too (M-PN2r).
+            let once = [Mutant::ADMISSION_RECONCILES_ONCE, Mutant::PINNED_BELOW_STAYS_OUT]
+                .into_iter()
+                .any(|m| cache.mutant(m));
             let dropped = (first || !once) && cache.reconcile_below(Some(id));
             if dropped || (first && cache.book.with(|b| b.version) != round.seen) {
                 return Ok(Next::Replan);
