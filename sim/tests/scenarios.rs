@@ -83,6 +83,7 @@ scenario_tests! {
     m_p4 => "M-P4",
     c_p5 => "C-P5",
     m_b1 => "M-B1",
+    m_b2 => "M-B2",
     s_r2 => "S-R2",
     s_r2i => "S-R2i",
     m_pn1 => "M-PN1",

@@ -470,4 +470,8 @@ mutants! {
     /// wait: a pinned id removed below while it waits keeps its slot, and the add fails (or
     /// evicts a live model) with room free.
     ADMISSION_RECONCILES_ONCE = "admission-reconciles-once",
+    /// M-B2: the byte budget's enforcement after a load gives up at the first victim it finds
+    /// busy (its lock held), pinned below or in use, though other models are idle: the bytes
+    /// stay over `max_bytes` until the next load.
+    BYTES_STOP_AT_BUSY_VICTIM = "bytes-stop-at-busy-victim",
 }

@@ -310,3 +310,48 @@ pub(super) fn removal_below_while_an_add_waits_frees_its_slot<R: SimRuntime>(rt:
     check_queue(&world.manager);
     world.check_quiescent();
 }
+
+/// M-B2: an outer cache (max 4, `max_bytes` 100) over an inner one (max 4) that pins A; A, B
+/// and C (30 bytes each) are registered, A least recently used. T1 adds D (40 bytes): the
+/// bytes reach 130, and the least recently used victim, A, is pinned below. The enforcement
+/// passes over it (and over B if T2's lease holds it; T2 finds B gone if it went first) and
+/// evicts the next idle model: at most 100 bytes stay registered, A among them.
+pub(super) fn byte_budget_passes_over_a_victim_pinned_below<R: SimRuntime>(rt: R) {
+    let mut builder = ManagerWorld::builder(rt);
+    for (id, bytes) in [("A", 30), ("B", 30), ("C", 30), ("D", 40)] {
+        builder = builder.model(id, &[], &[]).sizes(id, &[bytes]);
+    }
+    let cfg = FixedSizeConfig::new(4).with_capacity_wait(Duration::from_millis(30));
+    let world = builder.preloaded(&["A", "B", "C"], |base| {
+        let inner = FixedSizeCache::new(base, cfg).expect("valid");
+        FixedSizeCache::new(inner, cfg.with_max_bytes(100)).expect("valid")
+    });
+    world.manager.get_ref().pin("A").expect("pin A below");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(D)", || m.add_model("D", None)));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(B)", || m.lease("B").map(|lease| lease.serve(t))));
+    let added = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    let leased_or_gone = matches!(leased, Ok(()) | Err(ManagerError::NotFound { .. }));
+    ensure!(added.is_ok() && leased_or_gone, "contract", "add(D) gave {added:?}, lease(B) {leased:?}");
+    ensure!(world.manager.contains("A"), "contract", "A, pinned below, was evicted");
+    let (bytes, sizes) = registered_bytes(&world.manager);
+    ensure!(bytes <= 100, "M-B2", "{bytes} bytes registered after add(D), max_bytes 100: {sizes:?}");
+    check_queue(&world.manager);
+    world.check_quiescent();
+}
+
+/// The bytes of the models `manager` has registered, in all and one by one.
+pub(super) fn registered_bytes<M: Manager>(manager: &M) -> (u64, Vec<(resident::ModelId, u64)>)
+where
+    M::Model: resident::Model,
+{
+    let sizes: Vec<_> = manager
+        .ids()
+        .into_iter()
+        .map(|id| {
+            let bytes = manager.lease(id.as_str()).map_or(0, |lease| resident::Model::size_bytes(&*lease));
+            (id, bytes)
+        })
+        .collect();
+    (sizes.iter().map(|(_, bytes)| bytes).sum(), sizes)
+}

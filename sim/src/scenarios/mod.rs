@@ -363,6 +363,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 2, targets: [SWAP_LEASE_NOT_FOUND, SWAP_SKIPS_DRAIN, LOST_WAKEUP_SWAP_SETTLED], replace::replace_in_place_through_a_cache_of_one::<_, layers::ThreeDeep>),
         scenario!("M-B1", "a replace that grows a model enforces max_bytes as a cold add does, while a lease races it (2)",
         time: Off, loom: 2, targets: [REPLACE_SKIPS_MAX_BYTES], replace::replace_that_grows_enforces_max_bytes::<_, layers::ThreeDeep>),
+        scenario!("M-B2", "max_bytes after an add passes over a victim pinned below (or in use) for the next idle one: the bound holds (2)",
+        time: Off, loom: 2, targets: [BYTES_STOP_AT_BUSY_VICTIM], eviction::byte_budget_passes_over_a_victim_pinned_below),
         scenario!("S-Z1", "lowering max_size while leases end and a lease races the evictions: evicted down to it (1.12)",
         time: Off, loom: 1, targets: [RESIZE_DOES_NOT_EVICT], resize::lowering_max_size_while_serving::<_, layers::ThreeDeep>),
         scenario!("S-Z1r", "lowering max_size after a removal behind the cache's back evicts nothing: the removed id holds no slot (1.12, 2.11)",

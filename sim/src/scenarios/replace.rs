@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{
-    CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, Model, ModelId, Replaced,
+    CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt, ModelId, Replaced,
 };
 
 use super::layers::{Depth, cache, finish};
@@ -87,16 +87,7 @@ pub(super) fn replace_that_grows_enforces_max_bytes<R: SimRuntime, D: Depth>(rt:
     let leased = join::<R, _>(t2);
     ensure!(matches!(replaced, Ok(Replaced::Unloaded)), "contract", "replace(X) gave {replaced:?}");
     ensure!(leased.is_ok(), "contract", "lease(X) gave {leased:?}");
-    let sizes: Vec<(ModelId, u64)> = world
-        .manager
-        .ids()
-        .into_iter()
-        .map(|id| {
-            let bytes = world.manager.lease(id.as_str()).map_or(0, |lease| lease.size_bytes());
-            (id, bytes)
-        })
-        .collect();
-    let bytes: u64 = sizes.iter().map(|(_, bytes)| bytes).sum();
+    let (bytes, sizes) = super::eviction::registered_bytes(&world.manager);
     ensure!(bytes <= 100, "M-B1", "{bytes} bytes registered after the replace, max_bytes 100: {sizes:?}");
     finish(&world);
 }

@@ -126,14 +126,17 @@ impl<M: Manager> FixedSizeCache<M> {
         Ok(Eviction::Evicted)
     }
 
-    /// After a load: evict LRU models until the byte budget holds again. Failures only warn:
-    /// the load itself succeeded.
+    /// After a load: evict LRU models until the byte budget holds again. A victim found busy
+    /// (its lock held), pinned below or in use is passed over for the next: the bound holds
+    /// while any other model is idle. Failures only warn: the load itself succeeded.
     pub(super) fn enforce_bytes(&self, keep: &ModelId) {
         let Some(max_bytes) = self.config.max_bytes() else { return };
+        let mut skipped = Vec::new();
         loop {
-            let (bytes, victim) = self
-                .book
-                .ordered(|b| (b.bytes(), plans::bytes_victim(b, keep, max_bytes, &Stack(&self.inner))));
+            let (bytes, victim) = self.book.ordered(|b| {
+                let victim = plans::bytes_victim(b, (keep, &skipped), max_bytes, &Stack(&self.inner));
+                (b.bytes(), victim)
+            });
             let Some(victim) = victim else {
                 if bytes > max_bytes {
                     tracing::warn!(bytes, max_bytes, "over the byte budget, nothing evictable");
@@ -142,7 +145,12 @@ impl<M: Manager> FixedSizeCache<M> {
             };
             match self.evict(&victim, EvictedBy::MaxBytes) {
                 Ok(Some(Eviction::Evicted | Eviction::NotRegistered)) => {}
-                Ok(Some(Eviction::Pinned | Eviction::InUse) | None) => return,
+                Ok(Some(Eviction::Pinned | Eviction::InUse) | None)
+                    if self.mutant(Mutant::BYTES_STOP_AT_BUSY_VICTIM) =>
+                {
+                    return;
+                }
+                Ok(Some(Eviction::Pinned | Eviction::InUse) | None) => skipped.push(victim),
                 Err(error) => {
                     tracing::warn!(%victim, %error, "byte-budget eviction failed");
                     return;

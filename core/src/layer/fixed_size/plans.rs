@@ -280,14 +280,16 @@ pub(super) fn lowering<W>(
 }
 
 /// The byte budget's next victim after a load of `keep`, if the queued models' bytes are over
-/// `max_bytes`: the least recently used one that is neither pinned, `keep`, nor in use.
+/// `max_bytes`: the least recently used one that is neither pinned, `keep`, in use, nor passed
+/// over already (`skipped`).
 pub(super) fn bytes_victim<W>(
     b: &Bookkeeping<W>,
-    keep: &ModelId,
+    (keep, skipped): (&ModelId, &[ModelId]),
     max_bytes: u64,
     below: &impl Below,
 ) -> Option<ModelId> {
-    (b.bytes() > max_bytes).then(|| b.victims(1, Some(keep), |v| !below.in_use(v)).pop()).flatten()
+    let candidate = |v: &ModelId| !below.in_use(v) && !skipped.contains(v);
+    (b.bytes() > max_bytes).then(|| b.victims(1, Some(keep), candidate).pop()).flatten()
 }
 
 #[cfg(test)]
