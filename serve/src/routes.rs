@@ -289,7 +289,7 @@ where
                 stack.add_model_with(&call_source, alias.as_deref(), options).map(Outcome::Added)
             }?;
             // What `id` serves now: a `present` answer names the source already served.
-            let lease = stack.get_ref().lease_with(&call_id, options);
+            let lease = stack.peek_until(&call_id, options.deadline(stack.runtime()));
             let served = lease.ok().and_then(|model| model.source().map(str::to_owned));
             Ok::<_, ApiError>((outcome, served.unwrap_or(call_source)))
         })
@@ -403,8 +403,8 @@ where
             let Elements(input) = parsed.map_err(|error| refused.map_or(error, Refused::error))?.input;
             drop(body);
             // Input the model cannot take is refused before the call counts as a use of the
-            // model (an LRU touch): checked under the manager's own lease, beneath the cache.
-            stack.get_ref().infer_with(&id, options, |model| pass.fits(model, &input))??;
+            // model (an LRU touch): checked through a look that is no use of it.
+            pass.fits(&*stack.peek_until(&id, options.deadline(stack.runtime()))?, &input)?;
             let output = stack.infer_with(&id, options, |model| pass.run(model, &input))??;
             drop(input);
             json_answer(&InferAnswer { output: &output }, output.len())

@@ -225,6 +225,7 @@ scenario_tests! {
     s_d1l => "S-D1l",
     s_d1c => "S-D1c",
     s_r1 => "S-R1",
+    m_r3n => "M-R3n",
     s_g1 => "S-G1",
     s_g2 => "S-G2",
     s_z1 => "S-Z1",

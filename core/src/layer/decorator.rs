@@ -147,6 +147,16 @@ pub trait Decorator: Send + Sync + 'static {
         self.inner().lease_until(id, deadline)
     }
 
+    /// See [`Manager::peek_until`]: forwarded below, so that a layer overriding
+    /// [`Decorator::lease_until`] to count uses never counts a look.
+    fn peek_until(
+        &self,
+        id: &str,
+        deadline: Deadline,
+    ) -> Result<Lease<ModelOf<Self>, RuntimeOf<Self>>, ManagerError> {
+        self.inner().peek_until(id, deadline)
+    }
+
     /// See [`Manager::contains`] (a hint: never block).
     fn contains(&self, id: &str) -> bool {
         self.inner().contains(id)
@@ -274,6 +284,14 @@ impl<D: Decorator> Manager for D {
         deadline: Deadline,
     ) -> Result<Lease<ModelOf<D>, RuntimeOf<D>>, ManagerError> {
         Decorator::lease_until(self, id, deadline)
+    }
+
+    fn peek_until(
+        &self,
+        id: &str,
+        deadline: Deadline,
+    ) -> Result<Lease<ModelOf<D>, RuntimeOf<D>>, ManagerError> {
+        Decorator::peek_until(self, id, deadline)
     }
 
     fn contains(&self, id: &str) -> bool {

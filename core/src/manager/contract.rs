@@ -129,6 +129,19 @@ pub trait Manager: Send + Sync + 'static {
         deadline: Deadline,
     ) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError>;
 
+    /// [`Manager::lease_until`] for a look at the model that is no use of it: no layer counts
+    /// it as one (an LRU order does not move), so a layer reads a size, or a server a model's
+    /// metadata, without changing what is evicted next. The provided default is a lease; a
+    /// layer whose leases count as uses must forward this to the layer below instead
+    /// ([`Decorator`](crate::layer::Decorator) does).
+    fn peek_until(
+        &self,
+        id: &str,
+        deadline: Deadline,
+    ) -> Result<Lease<Self::Model, Self::Runtime>, ManagerError> {
+        self.lease_until(id, deadline)
+    }
+
     /// Whether a model is registered under `id` (a hint: it may change at once). Called under
     /// a layer's bookkeeping lock (see the module docs): answer at once, never block.
     fn contains(&self, id: &str) -> bool;

@@ -474,4 +474,8 @@ mutants! {
     /// busy (its lock held), pinned below or in use, though other models are idle: the bytes
     /// stay over `max_bytes` until the next load.
     BYTES_STOP_AT_BUSY_VICTIM = "bytes-stop-at-busy-victim",
+    /// M-R3n: a cache reads a model's size through a lease of the layer below, which an inner
+    /// cache counts as a use: a replace through nested caches moves the model to the inner
+    /// cache's most recent end, and the two orders disagree.
+    SIZE_READ_TOUCHES_BELOW = "size-read-touches-below",
 }

@@ -67,6 +67,9 @@ pub enum ThreadOp {
     /// `lease_with(RESOLVED[i], …)` with a zero timeout, kept like [`ThreadOp::Lease`]: no wait
     /// inside it may block (SPEC 1.10).
     LeaseNow(usize),
+    /// `peek_until(RESOLVED[i], …)`: a lease that is no use of the model (no layer's LRU order
+    /// moves), kept like [`ThreadOp::Lease`].
+    Peek(usize),
     /// `lock(RESOLVED[i])`, then one step under that lock, the lock kept after the step until
     /// another thread's call returns (or, every thread blocked, a short while has passed): what
     /// the step frees is noticed by the others while its lock is still held.
@@ -253,7 +256,7 @@ fn shape() -> impl Strategy<Value = (bool, bool)> {
 /// two leases handed to the threads, and faults, over one layer or a nested stack; a fifth of
 /// them with deadlines that fire at any point. Chosen by hashes of the draw (so that stored
 /// programs and the draws of the rest stay as they were): a `clear` or `register`, an in-place
-/// replace, a pin or lease with a zero timeout, a step under a lock held past it, a load whose
+/// replace, a pin or lease with a zero timeout, a peek, a step under a lock held past it, a load whose
 /// caller's wait expires inside it, a panicking metrics recorder.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
@@ -268,9 +271,11 @@ pub fn program() -> impl Strategy<Value = Program> {
             let now = super::generated::hash_of(&(drawn, "call now"));
             let expiry = super::generated::hash_of(&(drawn, "expiry"));
             let locked = super::generated::hash_of(&(drawn, "locked"));
+            let peek = super::generated::hash_of(&(drawn, "peek"));
             insert_clear_or_register(&mut threads, extra);
             insert_replace_in_place(&mut threads, in_place);
             insert_call_now(&mut threads, now);
+            insert_peek(&mut threads, peek);
             let mut prefix = prefix;
             reach_report(report_fault, &mut prefix, &mut threads);
             insert_locked(&mut threads, &mut faults, &prefix, locked);
@@ -320,6 +325,18 @@ fn insert_call_now(threads: &mut [Vec<ThreadOp>], hash: u64) {
     let op = if pick(32, 2) == 0 { ThreadOp::PinNow(i) } else { ThreadOp::LeaseNow(i) };
     let thread = &mut threads[pick(16, threads.len())];
     thread.insert(pick(24, thread.len() + 1), op);
+}
+
+/// In a quarter of the programs, one look at a model that is no use of it
+/// ([`ThreadOp::Peek`]) at a place in a thread chosen by `hash` (as for
+/// [`insert_clear_or_register`]).
+fn insert_peek(threads: &mut [Vec<ThreadOp>], hash: u64) {
+    if !hash.is_multiple_of(4) || threads.is_empty() {
+        return;
+    }
+    let pick = |shift: u32, n: usize| usize::try_from((hash >> shift) % n as u64).unwrap_or(0);
+    let thread = &mut threads[pick(16, threads.len())];
+    thread.insert(pick(24, thread.len() + 1), ThreadOp::Peek(pick(40, RESOLVED.len())));
 }
 
 /// In a quarter of the programs, one call that holds a lifecycle lock across a step and past

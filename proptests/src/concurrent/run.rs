@@ -299,6 +299,17 @@ fn lease<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize, option
     lease.flatten().into_iter().collect()
 }
 
+/// `peek_until(RESOLVED[i])` as a call of `thread`: to the reference model, a lease (no model
+/// of the stack's orders is kept there).
+fn peek<M: Manager>(m: &M, recorder: &Recorder, thread: usize, i: usize) -> Held<M> {
+    let deadline = CallOptions::new().deadline(m.runtime());
+    let lease = recorder.call(thread, Op::Lease(i), || match m.peek_until(RESOLVED[i], deadline) {
+        Ok(lease) => (Ret::Done, Some((i, lease))),
+        Err(e) => (error(e), None),
+    });
+    lease.flatten().into_iter().collect()
+}
+
 /// `add_model(IDS[c], alias)` as call of `thread`.
 fn add<M: Calls>(
     m: &M,
@@ -453,6 +464,7 @@ fn run_thread<M>(
             }),
             ThreadOp::Lease(i) => held.extend(lease(m, recorder, thread, i, CallOptions::new())),
             ThreadOp::LeaseNow(i) => held.extend(recorder.now(op, || lease(m, recorder, thread, i, now))),
+            ThreadOp::Peek(i) => held.extend(peek(m, recorder, thread, i)),
             ThreadOp::PinNow(i) => recorder.now(op, || {
                 recorder.call(thread, Op::Pin(i), || (done(m.call_pin(RESOLVED[i], now)), ()));
             }),

@@ -249,13 +249,12 @@ where
             }
             Some(action) => Err(not_found(format!("no GET route for {action:?}"))),
             None => {
-                // The manager's own lease, under the cache: reading metadata is no use either.
+                // A look that is no use of the model: reading metadata moves no LRU order.
                 let name = path.name.to_owned();
                 let described = app
                     .run(Instant::now(), About::Model(path.name), move |stack, options| {
                         stack
-                            .get_ref()
-                            .lease_with(&name, options)
+                            .peek_until(&name, options.deadline(stack.runtime()))
                             .map(|m| (m.inputs(), m.outputs(), m.source().map(str::to_owned)))
                     })
                     .await??;
@@ -397,11 +396,11 @@ where
         app.run(started, About::Model(path.name), move |stack, options| {
             let (request, input) = decoded(&headers, body, pass.max_elements)?;
             // A request the model cannot take is refused before the call counts as a use of
-            // the model (an LRU touch): checked under the manager's own lease, beneath the cache.
-            stack.get_ref().infer_with(&name, options, |model| {
-                fit(&request, &input, &model.inputs(), &model.outputs())?;
-                Ok::<_, V2Error>(pass.fits(model, &input.data)?)
-            })??;
+            // the model (an LRU touch): checked through a look that is no use of it.
+            let model = stack.peek_until(&name, options.deadline(stack.runtime()))?;
+            fit(&request, &input, &model.inputs(), &model.outputs())?;
+            pass.fits(&*model, &input.data)?;
+            drop(model);
             let (output, spec) = stack.infer_with(&name, options, |model| {
                 let spec = fit(&request, &input, &model.inputs(), &model.outputs())?;
                 Ok::<_, V2Error>((pass.run(model, &input.data)?, spec))

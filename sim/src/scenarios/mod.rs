@@ -355,6 +355,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_PUT, DEADLINE_SKIPS_DEVICE_WAIT], deadlines::put_and_device_waits),
         scenario!("S-D2p", "a per-call deadline bounds pin's wait for the lifecycle lock (1.10)",
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_PIN], deadlines::pin_wait::<_, layers::ThreeDeep>),
+        scenario!("M-R3n", "a replace through nested caches keeps its model's place in both orders: a size read is no use of the model (1.11, 2.11)",
+        time: Off, loom: 2, targets: [SIZE_READ_TOUCHES_BELOW], replace::replace_through_nested_caches_keeps_every_order),
         scenario!("S-R1", "replace racing leases and a remove: no NotFound, no lease on an unloaded version, the pin kept (1.11)",
         time: Off, loom: 1, targets: [REPLACE_REMOVES_FIRST, REPLACE_SKIPS_DRAIN, REPLACED_LEASE_NOT_FOUND], replace::replace_races_leases_and_a_remove::<_, layers::ThreeDeep>),
         scenario!("S-R2", "replace through a full cache of one, or beside only pinned models: refused at once, typed (1.11)",

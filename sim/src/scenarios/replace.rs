@@ -169,3 +169,27 @@ pub(super) fn replace_in_place_through_a_cache_of_one<R: SimRuntime, D: Depth>(r
     );
     finish(&failing);
 }
+
+/// M-R3n: an outer cache (max 4) over an inner one (max 4), both holding M, N and O in that
+/// order (M least recently used; room for a new version beside the old). T1 replaces M through the outer cache while T2 leases N. A
+/// replace keeps its model's place in every layer's order (SPEC 1.11): the outer cache reads
+/// the new version's size through a look that is no use of it, so M stays the inner cache's
+/// least recently used too, and both layers agree on their order.
+pub(super) fn replace_through_nested_caches_keeps_every_order<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("M", &[], &[]).model("N", &[], &[]).model("O", &[], &[]);
+    let cfg = FixedSizeConfig::new(4).with_capacity_wait(Duration::from_millis(30));
+    let world = builder.preloaded(&["M", "N", "O"], |base| {
+        let inner = FixedSizeCache::new(base, cfg).expect("valid");
+        FixedSizeCache::new(inner, cfg).expect("valid")
+    });
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace(M)", || m.replace("M", None)));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(N)", || m.lease("N").map(|lease| lease.serve(t))));
+    let replaced = join::<R, _>(t1);
+    let leased = join::<R, _>(t2);
+    ensure!(matches!(replaced, Ok(Replaced::Unloaded)), "contract", "replace(M) gave {replaced:?}");
+    ensure!(leased.is_ok(), "contract", "lease(N) gave {leased:?}");
+    let (outer, inner) = (world.manager.queue(), world.manager.get_ref().queue());
+    ensure!(outer == inner, "1.11", "the layers' orders disagree: outer {outer:?}, inner {inner:?}");
+    ensure!(outer.first().is_some_and(|id| id.as_str() == "M"), "1.11", "M lost its place: {outer:?}");
+    finish(&world);
+}

@@ -71,6 +71,7 @@ use queue::Bookkeeping;
 use settle::{Settle, Settling};
 use stamps::Lru;
 
+use crate::deadline::CallOptions;
 use crate::error::InvalidConfig;
 use crate::id::ModelId;
 use crate::manager::{Manager, ManagerExt, Model};
@@ -119,7 +120,7 @@ impl<M: Manager> FixedSizeCache<M> {
         let reconciled_at = inner.runtime().atomic(inner.removals().unwrap_or(0));
         let mut book = Bookkeeping { max_size: config.max_size(), ..Bookkeeping::default() };
         for id in inner.ids() {
-            let bytes = inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
+            let bytes = size_below(&inner, &id);
             book.push(&id);
             book.set_size(&id, bytes);
         }
@@ -187,8 +188,19 @@ impl<M: Manager> FixedSizeCache<M> {
 
     /// The registered model's size (user code: called with no monitor held).
     fn size_of(&self, id: &ModelId) -> u64 {
-        self.inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0)
+        if self.mutant(Mutant::SIZE_READ_TOUCHES_BELOW) {
+            return self.inner.lease(id.as_str()).map(|l| l.size_bytes()).unwrap_or(0);
+        }
+        size_below(&self.inner, id)
     }
+}
+
+/// The size of the model `inner` has registered under `id` (0 if none), read through a look
+/// that is no use of it ([`Manager::peek_until`]): a cache over another never moves the inner
+/// one's LRU order by reading a size.
+fn size_below<M: Manager>(inner: &M, id: &ModelId) -> u64 {
+    let deadline = CallOptions::new().deadline(inner.runtime());
+    inner.peek_until(id.as_str(), deadline).map(|l| l.size_bytes()).unwrap_or(0)
 }
 
 impl<M: Manager> fmt::Debug for FixedSizeCache<M> {
