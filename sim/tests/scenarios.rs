@@ -127,6 +127,7 @@ scenario_tests! {
     c_p6s => "C-P6s",
     c_p6t => "C-P6t",
     c_p6x => "C-P6x",
+    c_p6z => "C-P6z",
     m_s1b => "M-S1b",
     m_s2 => "M-S2",
     m_s2t => "M-S2t",

@@ -478,4 +478,8 @@ mutants! {
     /// cache counts as a use: a replace through nested caches moves the model to the inner
     /// cache's most recent end, and the two orders disagree.
     SIZE_READ_TOUCHES_BELOW = "size-read-touches-below",
+    /// C-P6z: a cold add through a cache whose inner call panics after it registered the model
+    /// (a report of the load) leaves the model queued but unsized: the cache's bytes undercount
+    /// it for its whole stay, and the byte budget is not enforced after the add.
+    PANIC_SKIPS_SIZE = "panic-skips-size",
 }

@@ -179,3 +179,25 @@ pub(super) fn subscriber_panics_at_a_cap_change<R: SimRuntime>(rt: R) {
     );
     finish_cache(&world);
 }
+
+/// C-P6z: a cache (max 3, `max_bytes` 100) over the base holds A (60 bytes); the metrics
+/// recorder panics at the report of a load, which comes after the model is registered. T1
+/// adds X (60 bytes): the panic reaches T1, and X stays registered (the base registered it
+/// under X's lock). The cache queues and sizes X as for a return and enforces its byte budget:
+/// A goes, and at most 100 bytes stay registered.
+pub(super) fn recorder_panics_after_a_registered_load<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("X", &[], &[]);
+    let builder = builder.sizes("A", &[60]).sizes("X", &[60]);
+    let config = resident::FixedSizeConfig::new(3).with_max_bytes(100);
+    let world = builder.preloaded(&["A"], |base| resident::FixedSizeCache::new(base, config).expect("valid"));
+    instrumentation::panic_at(&["resident_model_loads_total"]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
+    let added = join::<R, _>(t1);
+    instrumentation::disarm();
+    ensure!(added.is_none(), "contract", "add(X) gave {added:?} past a panicking recorder");
+    ensure!(world.manager.contains("X"), "contract", "X, registered before the report, is gone");
+    let (bytes, sizes) = super::eviction::registered_bytes(&world.manager);
+    ensure!(bytes <= 100, "max_bytes", "{bytes} bytes registered after add(X), max_bytes 100: {sizes:?}");
+    crate::world::checks::check_queue(&world.manager);
+    world.check_quiescent();
+}

@@ -198,14 +198,23 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
             return self.size_before_queue(id, admission, settle, register);
         }
-        let added = register()?;
+        // A panic of the inner call after it registered the model (a report of the load, user
+        // code) leaves it registered, and the lock keeps it so: the model is queued and sized
+        // and the byte budget enforced as for a return, then the panic goes on.
+        let added = match <M::Runtime as Runtime>::catch_unwind(register) {
+            Ok(added) => Ok(added?),
+            Err(payload) if self.inner.contains(id.as_str()) && !self.mutant(Mutant::PANIC_SKIPS_SIZE) => {
+                Err(payload)
+            }
+            Err(payload) => <M::Runtime as Runtime>::resume_caught(payload),
+        };
         admission.commit(id);
         let bytes = self.size_of(id);
         self.book.with(|b| b.set_size(id, bytes));
         // Registered: the lock keeps it so from the inner call's return.
         settle.registered(true);
         self.enforce_bytes(id);
-        Ok(added)
+        Ok(added.unwrap_or_else(|payload| <M::Runtime as Runtime>::resume_caught(payload)))
     }
 }
 
