@@ -400,7 +400,7 @@ where
             // At most the element cap decoded, however long the body; JSON has no infinities,
             // but a number past `f32::MAX` (`1e39`) would parse as one: refused as bad input.
             let (parsed, refused) = elements::capped(pass.max_elements, || json_required::<InferBody>(&body));
-            let Elements(input) = parsed.map_err(|error| refused.map_or(error, Refused::error))?.input;
+            let Elements(input, _) = parsed.map_err(|error| refused.map_or(error, Refused::error))?.input;
             drop(body);
             // Input the model cannot take is refused before the call counts as a use of the
             // model (an LRU touch): checked through a look that is no use of it.

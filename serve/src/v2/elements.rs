@@ -10,15 +10,62 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Visitor};
 
-/// The elements of a tensor's `data`, flattened.
+/// The elements of a tensor's `data`, flattened, and how they were nested.
 #[derive(Debug, Default, PartialEq)]
-pub(crate) struct Elements(pub(crate) Vec<f32>);
+pub(crate) struct Elements(pub(crate) Vec<f32>, pub(crate) Layout);
 
 impl<'de> Deserialize<'de> for Elements {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut out = Vec::new();
-        Append(&mut out).deserialize(deserializer)?;
-        Ok(Self(out))
+        let mut layout = Layout::default();
+        Append { out: &mut out, layout: &mut layout, depth: 0 }.deserialize(deserializer)?;
+        Ok(Self(out, layout))
+    }
+}
+
+/// How a tensor's `data` nests its numbers: the length of the arrays at each depth (the first
+/// one met there), and whether every array at a depth has that length and every number sits
+/// at the same depth.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Indexed by depth (an inner array ends before the one holding it).
+    dims: Vec<Option<usize>>,
+    leaves: Option<usize>,
+    ragged: bool,
+}
+
+impl Layout {
+    /// Whether data of this layout is a tensor of `shape`: its natural nesting (an array per
+    /// dimension), flat (one array, or one number: its count is checked apart), or between
+    /// the two — an array per leading dimension, the innermost arrays holding the rest of the
+    /// tensor flattened (a batch sent a row at a time). Never ragged.
+    pub(crate) fn fits(&self, shape: &[usize]) -> bool {
+        let Some(dims) = self.dims.iter().copied().collect::<Option<Vec<usize>>>() else { return false };
+        let Some((&innermost, leading)) = dims.split_last().filter(|_| !self.ragged) else {
+            return !self.ragged;
+        };
+        if leading.is_empty() {
+            return true;
+        }
+        let Some((outer, rest)) = (leading.len() < shape.len()).then(|| shape.split_at(leading.len())) else {
+            return false;
+        };
+        let flattened = rest.iter().try_fold(1_usize, |n, &d| n.checked_mul(d));
+        leading == outer && flattened == Some(innermost)
+    }
+
+    fn array(&mut self, depth: usize, len: usize) {
+        if self.dims.len() <= depth {
+            self.dims.resize(depth + 1, None);
+        }
+        match self.dims[depth] {
+            Some(seen) => self.ragged |= seen != len,
+            None => self.dims[depth] = Some(len),
+        }
+    }
+
+    fn number(&mut self, depth: usize) {
+        self.ragged |= *self.leaves.get_or_insert(depth) != depth;
     }
 }
 
@@ -84,8 +131,13 @@ fn refuse<E: de::Error>(why: Refused) -> E {
     })
 }
 
-/// Appends the numbers of one JSON value (a number or an array) to a vector.
-struct Append<'a>(&'a mut Vec<f32>);
+/// Appends the numbers of one JSON value (a number or an array), at `depth` in the data, to a
+/// vector, noting its layout.
+struct Append<'a> {
+    out: &'a mut Vec<f32>,
+    layout: &'a mut Layout,
+    depth: usize,
+}
 
 impl<'de> DeserializeSeed<'de> for Append<'_> {
     type Value = ();
@@ -112,7 +164,8 @@ impl<'de> Visitor<'de> for Append<'_> {
             let Some(left) = left.checked_sub(1) else { return Err(refuse(Refused::TooMany(cap))) };
             LEFT.set(Some((left, cap)));
         }
-        self.0.push(element);
+        self.layout.number(self.depth);
+        self.out.push(element);
         Ok(())
     }
 
@@ -127,8 +180,15 @@ impl<'de> Visitor<'de> for Append<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let out = self.0;
-        while seq.next_element_seed(Append(&mut *out))?.is_some() {}
+        let Self { out, layout, depth } = self;
+        let mut len = 0;
+        while seq
+            .next_element_seed(Append { out: &mut *out, layout: &mut *layout, depth: depth + 1 })?
+            .is_some()
+        {
+            len += 1;
+        }
+        layout.array(depth, len);
         Ok(())
     }
 }
@@ -188,6 +248,23 @@ mod tests {
         for bad in ["[1e39]", "[\"1\"]", "[null]", "{\"a\": 1}", "[[1], true]"] {
             assert_eq!(read(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_layout_fits_a_shape_flat_nested_or_by_rows() {
+        let layout = |json| serde_json::from_str::<Elements>(json).map(|e| e.1).expect("read");
+        let flat = layout("[1, 2, 3, 4, 5, 6]");
+        assert!(flat.fits(&[2, 3]) && flat.fits(&[6]) && flat.fits(&[1, 2, 3]));
+        let nested = layout("[[1, 2, 3], [4, 5, 6]]");
+        assert!(nested.fits(&[2, 3]) && nested.fits(&[2, 3, 1]) && nested.fits(&[2, 1, 3]), "rows flattened");
+        assert!(!nested.fits(&[3, 2]) && !nested.fits(&[6]) && !nested.fits(&[1, 2, 3]));
+        assert!(layout("[[[1], [2]]]").fits(&[1, 2, 1]));
+        assert!(!layout("[[[1], [2]]]").fits(&[2, 1, 1]));
+        for ragged in ["[[1], [2, 3, 4]]", "[[1, 2], 3, 4]", "[1, [2]]", "[[1, 2], [[3], [4]]]"] {
+            let layout = layout(ragged);
+            assert!(!layout.fits(&[2, 2]) && !layout.fits(&[4]) && !layout.fits(&[3]), "{ragged}");
+        }
+        assert!(layout("7").fits(&[1]), "one number: the count is checked apart");
     }
 
     #[test]

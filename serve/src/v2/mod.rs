@@ -23,7 +23,9 @@
 //! shapes of any rank, `-1` for a dimension of any size (the batch first). The server runs
 //! models of one `FP32` input and one `FP32` output: the fixture MLP takes `input` `[-1, 16]`,
 //! the fixture CNN images `[-1, 1, 8, 8]`. An inference request's `data` is the tensor's elements
-//! in row-major order, flat or nested as the shape; the answer's `data` is flat, its shape the
+//! in row-major order, flat, nested as the shape (an array per dimension), or an array per
+//! leading dimension holding the rest flattened (a batch of rows); ragged data, or data nested
+//! otherwise, is refused. The answer's `data` is flat, its shape the
 //! declared one with the batch's size. Another datatype, another input name, a shape the data
 //! or the declaration does not admit, a non-finite element, or a requested output the model does
 //! not declare are 400s. A non-finite output is a 500, never a `null`.
@@ -519,7 +521,14 @@ fn checked_input(request: &mut InferRequest, binary: &[u8], max_elements: u64) -
         (Some(size), None) => {
             return Err(bad(format!("{name:?} has {} of {size} bytes after the JSON", binary.len())));
         }
-        (None, Some(Elements(data))) if binary.is_empty() => data,
+        (None, Some(Elements(data, layout))) if binary.is_empty() => {
+            // Nested data must nest as the shape says (flat data is counted below).
+            if !layout.fits(&shape) {
+                let text = "data nested otherwise (flat, an array per dimension, or rows flattened)";
+                return Err(bad(format!("input {name:?} has shape {shape:?} but {text}")));
+            }
+            data
+        }
         (None, None) => return Err(bad(format!("input {name:?} has no data"))),
         _ => return Err(bad(format!("input {name:?} has its data in JSON and in binary"))),
     };

@@ -784,6 +784,9 @@ async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
         ("mlp", with("/inputs/0/shape", json!([mlp.input.len(), 1])), 400),
         ("mlp", with("/inputs/0/data/0", json!(1e39)), 400),
         ("mlp", with("/inputs/0/data/0", json!("1")), 400),
+        // The right count, nested otherwise than the shape says: in rows of 8, and ragged.
+        ("mlp", with("/inputs/0/data", json!(mlp.input.chunks(8).collect::<Vec<_>>())), 400),
+        ("mlp", with("/inputs/0/data", json!([&mlp.input[..1], &mlp.input[1..]])), 400),
         ("mlp", json!({ "inputs": [] }), 400),
         ("mlp", json!({ "inputs": good["inputs"], "outputs": [{ "name": "logits" }] }), 400),
     ];
