@@ -197,7 +197,7 @@ pub(super) fn recorder_panics_after_a_registered_load<R: SimRuntime>(rt: R) {
     ensure!(added.is_none(), "contract", "add(X) gave {added:?} past a panicking recorder");
     ensure!(world.manager.contains("X"), "contract", "X, registered before the report, is gone");
     let (bytes, sizes) = super::eviction::registered_bytes(&world.manager);
-    ensure!(bytes <= 100, "max_bytes", "{bytes} bytes registered after add(X), max_bytes 100: {sizes:?}");
+    ensure!(bytes <= 100, "C-P6z", "{bytes} bytes registered after add(X), max_bytes 100: {sizes:?}");
     crate::world::checks::check_queue(&world.manager);
     world.check_quiescent();
 }
