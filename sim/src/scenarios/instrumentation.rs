@@ -180,24 +180,39 @@ pub(super) fn subscriber_panics_at_a_cap_change<R: SimRuntime>(rt: R) {
     finish_cache(&world);
 }
 
-/// C-P6z: a cache (max 3, `max_bytes` 100) over the base holds A (60 bytes); the metrics
-/// recorder panics at the report of a load, which comes after the model is registered. T1
-/// adds X (60 bytes): the panic reaches T1, and X stays registered (the base registered it
-/// under X's lock). The cache queues and sizes X as for a return and enforces its byte budget:
-/// A goes, and at most 100 bytes stay registered.
+/// C-P6z: two caches (max 3, `max_bytes` 100) over their bases; the metrics recorder panics
+/// at the report of a load, which comes after the model is registered. In the first, A (60
+/// bytes) is registered and T1 adds X (60 bytes); in the second, B (60) and Y (10, its next
+/// version 60) are, and T2 replaces Y. Each panic reaches its thread, and the model it
+/// registered stays registered (under its lock). Each cache sizes that model and enforces its
+/// byte budget as for a return: A and B go, at most 100 bytes stay registered in each.
 pub(super) fn recorder_panics_after_a_registered_load<R: SimRuntime>(rt: R) {
-    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("X", &[], &[]);
-    let builder = builder.sizes("A", &[60]).sizes("X", &[60]);
-    let config = resident::FixedSizeConfig::new(3).with_max_bytes(100);
-    let world = builder.preloaded(&["A"], |base| resident::FixedSizeCache::new(base, config).expect("valid"));
+    let stack = |rt: R, models: &[(&'static str, &'static [u64])], preload: &[&str]| {
+        let mut builder = ManagerWorld::builder(rt);
+        for &(id, sizes) in models {
+            builder = builder.model(id, &[], &[]).sizes(id, sizes);
+        }
+        let config = resident::FixedSizeConfig::new(3).with_max_bytes(100);
+        builder.preloaded(preload, |base| resident::FixedSizeCache::new(base, config).expect("valid"))
+    };
+    let added = stack(rt.clone(), &[("A", &[60]), ("X", &[60])], &["A"]);
+    let replaced = stack(rt, &[("B", &[60]), ("Y", &[10, 60])], &["B", "Y"]);
     instrumentation::panic_at(&["resident_model_loads_total"]);
-    let t1 = world.spawn("T1", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
-    let added = join::<R, _>(t1);
+    let t1 = added.spawn("T1", |m, t| traced(t, "add(X)", || catching(|| m.add_model("X", None))));
+    let t2 = replaced.spawn("T2", |m, t| traced(t, "replace(Y)", || catching(|| m.replace("Y", None))));
+    let (add, replace) = (join::<R, _>(t1), join::<R, _>(t2));
     instrumentation::disarm();
-    ensure!(added.is_none(), "contract", "add(X) gave {added:?} past a panicking recorder");
-    ensure!(world.manager.contains("X"), "contract", "X, registered before the report, is gone");
-    let (bytes, sizes) = super::eviction::registered_bytes(&world.manager);
-    ensure!(bytes <= 100, "C-P6z", "{bytes} bytes registered after add(X), max_bytes 100: {sizes:?}");
-    crate::world::checks::check_queue(&world.manager);
-    world.check_quiescent();
+    ensure!(add.is_none(), "contract", "add(X) gave {add:?} past a panicking recorder");
+    ensure!(replace.is_none(), "contract", "replace(Y) gave {replace:?} past a panicking recorder");
+    for (world, id) in [(&added, "X"), (&replaced, "Y")] {
+        ensure!(world.manager.contains(id), "contract", "{id}, registered before the report, is gone");
+        let (bytes, sizes) = super::eviction::registered_bytes(&world.manager);
+        ensure!(
+            bytes <= 100,
+            "C-P6z",
+            "{bytes} bytes registered after {id}'s load, max_bytes 100: {sizes:?}"
+        );
+        crate::world::checks::check_queue(&world.manager);
+        world.check_quiescent();
+    }
 }

@@ -253,7 +253,7 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, no_loom: PANIC_IN_UNWIND_ABORTS_LOOM, targets: [CACHE_DROPPED_IN_UNWIND], drop_model::last_cache_reference_let_go_in_an_unwind),
         scenario!("C-P6", "the metrics recorder panics when a lifecycle lock wait is reported: the lock is released (3.10)",
         time: Off, loom: 2, targets: [REPORT_BEFORE_HANDLE], instrumentation::recorder_panics_after_a_lock_wait::<_, layers::ThreeDeep>),
-        scenario!("C-P6z", "the metrics recorder panics at the report of a load after the model is registered: the cache queues and sizes it, and enforces max_bytes, before the panic goes on (2, 3.10)",
+        scenario!("C-P6z", "the metrics recorder panics at the report of an add's or a replace's load, after the model is registered: the cache sizes it and enforces max_bytes before the panic goes on (2, 3.10)",
         time: Off, loom: 1, targets: [PANIC_SKIPS_SIZE], instrumentation::recorder_panics_after_a_registered_load),
         scenario!("C-P6c", "the tracing subscriber panics right after a hold and in a guard's release: nothing stays claimed (3.10)",
         time: Off, no_loom: "its subscriber panics in one loom thread while loom may switch to another (they share one OS thread); probed: loom then reports a std mutex of the sim's own scripts poisoned (execution 4543), not a finding", targets: [REPORT_BEFORE_HANDLE], instrumentation::subscriber_panics_after_cache_claims),

@@ -198,23 +198,35 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::SIZE_BEFORE_QUEUE) {
             return self.size_before_queue(id, admission, settle, register);
         }
-        // A panic of the inner call after it registered the model (a report of the load, user
-        // code) leaves it registered, and the lock keeps it so: the model is queued and sized
-        // and the byte budget enforced as for a return, then the panic goes on.
-        let added = match <M::Runtime as Runtime>::catch_unwind(register) {
-            Ok(added) => Ok(added?),
+        self.registering(id, register, || {
+            admission.commit(id);
+            let bytes = self.size_of(id);
+            self.book.with(|b| b.set_size(id, bytes));
+            // Registered: the lock keeps it so from the inner call's return.
+            settle.registered(true);
+            self.enforce_bytes(id);
+        })
+    }
+
+    /// Runs `call`, an inner call that registers `id` under its lock (an add, a replace), then
+    /// `registered`: this layer's bookkeeping of the model it registered. A panic of the call
+    /// after the registration (a report of the load: user code) leaves the model registered,
+    /// and the lock keeps it so: `registered` runs all the same, then the panic goes on.
+    pub(super) fn registering<T>(
+        &self,
+        id: &ModelId,
+        call: impl FnOnce() -> Result<T, ManagerError>,
+        registered: impl FnOnce(),
+    ) -> Result<T, ManagerError> {
+        let done = match <M::Runtime as Runtime>::catch_unwind(call) {
+            Ok(done) => Ok(done?),
             Err(payload) if self.inner.contains(id.as_str()) && !self.mutant(Mutant::PANIC_SKIPS_SIZE) => {
                 Err(payload)
             }
             Err(payload) => <M::Runtime as Runtime>::resume_caught(payload),
         };
-        admission.commit(id);
-        let bytes = self.size_of(id);
-        self.book.with(|b| b.set_size(id, bytes));
-        // Registered: the lock keeps it so from the inner call's return.
-        settle.registered(true);
-        self.enforce_bytes(id);
-        Ok(added.unwrap_or_else(|payload| <M::Runtime as Runtime>::resume_caught(payload)))
+        registered();
+        Ok(done.unwrap_or_else(|payload| <M::Runtime as Runtime>::resume_caught(payload)))
     }
 }
 

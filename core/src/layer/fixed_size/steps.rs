@@ -212,23 +212,27 @@ impl<M: Manager> FixedSizeCache<M> {
             return self.add_locked(guard, canonical).map(|_| Replaced::Added);
         }
         let settle = Settle { cache: self, id, way: Settling::Add };
-        let replaced = if in_place {
-            // Its queue entry holds its slot in the count while the new version loads.
-            self.inner.replace_in_place_locked(guard, canonical)?
-        } else {
+        // The new version (or the old, if the replace failed after the registration's report)
+        // is sized even if a report panics after the switch.
+        let replace = || {
+            if in_place {
+                // Its queue entry holds its slot in the count while the new version loads.
+                return self.inner.replace_in_place_locked(guard, canonical);
+            }
             self.check_slot_beside(id)?;
             let admission = self.admit(id, guard.deadline(), true)?;
             let replaced = self.inner.replace_locked(guard, canonical)?;
             // The new version takes the old one's place: its slot in the count is not needed.
             drop(admission);
-            replaced
+            Ok(replaced)
         };
-        let bytes = self.size_of(id);
-        self.book.with(|b| b.set_size(id, bytes));
-        settle.registered(true);
-        if !self.mutant(Mutant::REPLACE_SKIPS_MAX_BYTES) {
-            self.enforce_bytes(id);
-        }
-        Ok(replaced)
+        self.registering(id, replace, || {
+            let bytes = self.size_of(id);
+            self.book.with(|b| b.set_size(id, bytes));
+            settle.registered(true);
+            if !self.mutant(Mutant::REPLACE_SKIPS_MAX_BYTES) {
+                self.enforce_bytes(id);
+            }
+        })
     }
 }
