@@ -194,8 +194,9 @@ where
         &self.inner.open
     }
 
-    /// Calls into resident running or waiting now (at most
-    /// [`Limits::max_blocking`](crate::Limits::max_blocking)).
+    /// Calls into resident running or waiting now: at most
+    /// [`Limits::max_blocking`](crate::Limits::max_blocking), and eight changes of what is
+    /// served in the control lane beside them.
     pub fn calls_in_flight(&self) -> usize {
         self.inner.queue.total()
     }

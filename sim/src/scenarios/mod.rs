@@ -261,7 +261,7 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, no_loom: "its subscriber panics in one loom thread while loom may switch to another (they share one OS thread), as C-P6c's", targets: [RECORD_DROPPED_IN_RELEASE_UNWIND], instrumentation::subscriber_panics_at_a_stale_record_s_last_release),
         scenario!("C-P6s", "the tracing subscriber panics at a cache's shutdown report: every cache of the group is shut down still (3.4, 3.10)",
         time: Off, no_loom: "its subscriber panics in one loom thread while loom may switch to another (they share one OS thread), as C-P6c's", targets: [SHUTDOWN_REPORTS_WHILE_MARKING], instrumentation::subscriber_panics_at_shutdown),
-        scenario!("C-P6x", "the tracing subscriber panics at the report of a lowered RAM cap: the idle records are evicted down to it first (1.12, 3.10)",
+        scenario!("C-P6x", "the tracing subscriber panics at the reports of a lowered RAM cap and device budget: the idle records are evicted (copies offloaded) down to them first (1.12, 3.10)",
         time: Off, loom: 1, targets: [RESIZE_REPORTED_FIRST], instrumentation::subscriber_panics_at_a_cap_change),
         scenario!("C-P6t", "the tracing subscriber panics at the keep-alive timer's reports: the timer goes on expiring idle records (3.8, 3.10)",
         time: Auto, no_loom: "its subscriber panics in one loom thread while loom may switch to another (they share one OS thread), as C-P6c's", targets: [TIMER_REPORTS_UNCAUGHT], keep_alive::subscriber_panics_in_the_timer),

@@ -22,16 +22,22 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if drained_first {
             self.drain_requests();
         }
-        if set && keep_alive.is_some() {
-            self.group.start_timer();
-        } else if set {
-            // The timer may exit now, if no other cache has a keep-alive.
-            self.group.timer.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
-        }
-        // The requests a peer left meanwhile, last: their evictions run user code, which may
-        // panic, and the keep-alive in force must have its timer by then.
-        if !drained_first {
-            self.drain_requests();
+        let timer = || {
+            if set && keep_alive.is_some() {
+                self.group.start_timer();
+            } else if set {
+                // The timer may exit now, if no other cache has a keep-alive.
+                self.group.timer.poke(None, Mutant::LOST_WAKEUP_KEEP_ALIVE_SET);
+            }
+            0
+        };
+        // The requests a peer left meanwhile, last (even if the timer's start reports a failure
+        // with a panic): their evictions run user code, which may panic, and the keep-alive in
+        // force must have its timer by then.
+        if drained_first {
+            timer();
+        } else {
+            self.finish_then_drain(timer);
         }
         set
     }

@@ -130,7 +130,13 @@ impl<'a, W: Send + Sync + 'static, R: Runtime> Dropped<'a, W, R> {
         let Self { cache, evicted, shutdown } = self;
         // A request left while the records were marked is honoured even if their user code
         // panics (the panic goes on after): no later holder of the lock may come.
-        let count = cache.finish_then_drain(|| cache.finish_evictions(evicted, EvictedBy::Dropped));
+        let count = if cache.mutant(Mutant::FINISH_SKIPS_DRAIN_ON_PANIC) {
+            let count = cache.finish_evictions(evicted, EvictedBy::Dropped);
+            cache.drain_requests();
+            count
+        } else {
+            cache.finish_then_drain(|| cache.finish_evictions(evicted, EvictedBy::Dropped))
+        };
         if let Some(stale) = shutdown {
             tracing::debug!(device = %cache.device, evicted = count, stale, "shutdown");
         }

@@ -21,6 +21,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             self.reconcile_pending.leave(bytes);
         }
         match self.reconcile_now(bytes) {
+            Some(evicted) if self.mutant(Mutant::FINISH_SKIPS_DRAIN_ON_PANIC) => {
+                self.finish_evictions(evicted, EvictedBy::Room);
+                self.drain_requests();
+            }
             Some(evicted) => {
                 self.finish_then_drain(|| self.finish_evictions(evicted, EvictedBy::Room));
             }
@@ -64,15 +68,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// reconcile would leave those evictions to be dropped, unreported, in its unwind. How many
     /// `finish` evicted (none if it panicked and a checking runtime kept the thread going).
     pub(crate) fn finish_then_drain(&self, finish: impl FnOnce() -> usize) -> usize {
-        if self.mutant(Mutant::FINISH_SKIPS_DRAIN_ON_PANIC) {
-            return self.finish_then_drain_unless_panicking(finish);
+        match R::catch_unwind(finish) {
+            Ok(count) => {
+                self.drain_requests();
+                count
+            }
+            // The first panic goes on: `finish`'s (one of the drain's is dropped).
+            Err(payload) => {
+                let _ = R::catch_unwind(|| self.drain_requests());
+                self.group.runtime.resume_unwind(payload);
+                0
+            }
         }
-        let finished = R::catch_unwind(finish);
-        self.drain_requests();
-        finished.unwrap_or_else(|payload| {
-            self.group.runtime.resume_unwind(payload);
-            0
-        })
     }
 
     /// Honours the pending flag after this thread released the state lock: reconciles while the
@@ -92,26 +99,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             }
             return;
         }
+        // A panicking eviction (user code) ends the drain only once the requests left meanwhile
+        // are honoured too; the first panic then goes on.
+        let mut panicked = None;
         while self.reconcile_pending.is_pending() {
-            let Some(evicted) = self.reconcile_now(0) else { return };
-            // A panicking eviction (user code) ends the loop only once the requests left
-            // meanwhile are honoured too.
+            let Some(evicted) = self.reconcile_now(0) else { break };
             if let Err(payload) = R::catch_unwind(|| self.finish_evictions(evicted, EvictedBy::Room)) {
-                self.drain_requests();
-                self.group.runtime.resume_unwind(payload);
-                return;
+                panicked.get_or_insert(payload);
             }
         }
-    }
-}
-
-// Historical bugs: the bodies of the switches above (see `crate::mutants`).
-impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
-    /// W-22 (`finish-skips-drain-on-panic`): the requests left while the lock was held are
-    /// honoured only if `finish` returns.
-    fn finish_then_drain_unless_panicking(&self, finish: impl FnOnce() -> usize) -> usize {
-        let finished = finish();
-        self.drain_requests();
-        finished
+        if let Some(payload) = panicked {
+            self.group.runtime.resume_unwind(payload);
+        }
     }
 }

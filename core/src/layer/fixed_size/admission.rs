@@ -257,7 +257,8 @@ struct Attempt<'a, 'i, M: Manager> {
     a: Admitting<'i, super::Wake<M>>,
     /// Victims found pinned below, left out of the plans until the book or the stack changes.
     pinned_below: PinnedBelow,
-    /// When full, ids a layer below removed are dropped from the queue once before evicting.
+    /// Whether it looked for ids a layer below removed yet (it looks on every round that
+    /// evicts or waits; the first look also replans if the book moved since the plan).
     reconciled: bool,
     /// How long the add may wait, and until when.
     wait: Duration,

@@ -126,21 +126,25 @@ impl<M: Manager> FixedSizeCache<M> {
         Ok(Eviction::Evicted)
     }
 
-    /// After a load: evict LRU models until the byte budget holds again. A victim found busy
-    /// (its lock held), pinned below or in use is passed over for the next: the bound holds
-    /// while any other model is idle. Failures only warn: the load itself succeeded.
+    /// After a load: evict LRU models until the byte budget holds again. A victim found pinned
+    /// below or in use is passed over for the next: the bound holds while any other model is
+    /// idle. One found busy (its lock held: often another eviction or removal of it) is passed
+    /// over too, its bytes counted as going: no live model is evicted for room its holder is
+    /// about to free. Failures only warn: the load itself succeeded.
     pub(super) fn enforce_bytes(&self, keep: &ModelId) {
         let Some(max_bytes) = self.config.max_bytes() else { return };
-        let mut skipped = Vec::new();
+        let (mut skipped, mut going) = (Vec::new(), 0_u64);
         loop {
-            let (bytes, victim) = self.book.ordered(|b| {
+            let (bytes, victim, size) = self.book.ordered(|b| {
                 let victim = plans::bytes_victim(b, (keep, &skipped), max_bytes, &Stack(&self.inner));
-                (b.bytes(), victim)
+                let size = victim.as_ref().and_then(|v| b.sizes.get_by(v).copied()).unwrap_or(0);
+                (b.bytes(), victim, size)
             });
+            if bytes.saturating_sub(going) <= max_bytes {
+                return;
+            }
             let Some(victim) = victim else {
-                if bytes > max_bytes {
-                    tracing::warn!(bytes, max_bytes, "over the byte budget, nothing evictable");
-                }
+                tracing::warn!(bytes, max_bytes, "over the byte budget, nothing evictable");
                 return;
             };
             match self.evict(&victim, EvictedBy::MaxBytes) {
@@ -150,7 +154,11 @@ impl<M: Manager> FixedSizeCache<M> {
                 {
                     return;
                 }
-                Ok(Some(Eviction::Pinned | Eviction::InUse) | None) => skipped.push(victim),
+                Ok(None) => {
+                    going = going.saturating_add(size);
+                    skipped.push(victim);
+                }
+                Ok(Some(Eviction::Pinned | Eviction::InUse)) => skipped.push(victim),
                 Err(error) => {
                     tracing::warn!(%victim, %error, "byte-budget eviction failed");
                     return;
