@@ -100,6 +100,8 @@ pub(crate) struct Prepared<R: Runtime> {
     pub(crate) since: Option<u64>,
 }
 
+// ---- Records taken out by a drop or a shutdown ---------------------------------------------------
+
 /// Records [`DeviceCache::mark_dropped`] took out, still to be finished outside every lock.
 pub(crate) struct Dropped<'a, W: Send + Sync + 'static, R: Runtime> {
     cache: &'a DeviceCache<W, R>,

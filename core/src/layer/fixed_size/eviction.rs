@@ -15,6 +15,8 @@ use crate::telemetry::EvictedBy;
 /// was found pinned.
 pub(super) type Pinned = (Vec<ModelId>, BelowCounts);
 
+// ---- Evicting victims -------------------------------------------------------------------------------
+
 impl<M: Manager> FixedSizeCache<M> {
     /// Evicts `victims` in order: `None` if at least one went, else the skipped victims that
     /// some layer pins, with the counts below as the first of them was found pinned. A busy,
