@@ -116,9 +116,7 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             if budget.excess() == 0 {
                 return Ok(());
             }
-            for cache in self.members.all() {
-                cache.make_room_here(0);
-            }
+            self.make_room_everywhere();
             if budget.excess() == 0 {
                 return Ok(());
             }
@@ -129,6 +127,24 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
             }
             let left = deadline.map_or(std::time::Duration::MAX, |d| d.saturating_sub(rt.now()));
             let _ = budget.wait_for_room(seen, left);
+        }
+    }
+
+    /// One pass of evictions down to the cap over every cache. Each makes its room even if
+    /// another's evictions panic (user code: callbacks, weights' `Drop`); the first panic goes
+    /// on after the pass.
+    fn make_room_everywhere(&self) {
+        if self.runtime.mutant(Mutant::CAP_PASS_STOPS_AT_PANIC) {
+            return self.make_room_everywhere_until_a_panic();
+        }
+        let mut panicked = None;
+        for cache in self.members.all() {
+            if let Err(payload) = R::catch_unwind(|| cache.make_room_here(0)) {
+                panicked.get_or_insert(payload);
+            }
+        }
+        if let Some(payload) = panicked {
+            R::resume_caught(payload);
         }
     }
 
@@ -242,5 +258,16 @@ fn finish_all<R: Runtime>(marked: Vec<Marked<'_>>) -> usize {
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for CacheGroup<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CacheGroup").field("budget", &self.budget).finish_non_exhaustive()
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
+    /// C-P6w (`cap-pass-stops-at-panic`): a lowered cap's pass over the caches ends at the
+    /// first whose evictions panic.
+    fn make_room_everywhere_until_a_panic(&self) {
+        for cache in self.members.all() {
+            cache.make_room_here(0);
+        }
     }
 }

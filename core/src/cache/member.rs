@@ -13,8 +13,9 @@ use crate::runtime::{Arc, Monitor, Runtime, Weak};
 pub(crate) trait Peer: Send + Sync {
     /// Evict down to the budget's cap.
     fn request_reconcile(&self);
-    /// Evict until `bytes` more fit the budget.
-    fn request_room(&self, bytes: u64);
+    /// Evict until `bytes` more fit the budget; how many records it evicted now (none if the
+    /// peer was busy and was left the request).
+    fn request_room(&self, bytes: u64) -> usize;
     /// The records no eviction may take now, with why (a busy peer is named as such).
     fn pinned_if_free(&self) -> Vec<String>;
 }

@@ -163,10 +163,18 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {
             return Ok(reservation);
         }
-        for peer in self.group().peers(self.id()) {
-            peer.request_room(bytes);
+        // The peers' evictions are guesses too: asked again while one evicted something and
+        // the bytes still do not fit.
+        loop {
+            let evicted: usize =
+                self.group().peers(self.id()).iter().map(|peer| peer.request_room(bytes)).sum();
+            if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {
+                return Ok(reservation);
+            }
+            if evicted == 0 || self.runtime().mutant(Mutant::ROOM_ROUND_TRUSTS_ITS_GUESS) {
+                return Err(NoReservation::NoRoom);
+            }
         }
-        budget.try_reserve(bytes, Some(ticket)).ok_or(NoReservation::NoRoom)
     }
 
     /// The refusal of a load of `key` that found no room: the bytes it needed, the cap, and what

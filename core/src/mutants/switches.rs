@@ -459,9 +459,10 @@ mutants! {
     /// C-P6x: lowering the RAM cap (or a device budget) reports the change before it evicts
     /// (or offloads): a panicking subscriber leaves the cap lowered and the budget over it.
     RESIZE_REPORTED_FIRST = "resize-reported-first",
-    /// W-23: a load's round of room making evicts here once and trusts the bytes it expected:
-    /// when a peer adopted the weights of a record it took out, which then gave nothing back,
-    /// the load waits for a change that never comes while an idle record would make its room.
+    /// W-23, W-23p: a load's round of room making evicts here (and asks its peers) once and
+    /// trusts the bytes it expected: when a peer adopted the weights of a record taken out,
+    /// which then gave nothing back, the load waits for a change that never comes while an idle
+    /// record would make its room.
     ROOM_ROUND_TRUSTS_ITS_GUESS = "room-round-trusts-its-guess",
     /// S-Z1r: lowering `max_size` counts the ids a layer below removed behind the cache's back
     /// as holding slots: it evicts a live model for room that is free already.
@@ -482,4 +483,8 @@ mutants! {
     /// (a report of the load) leaves the model queued but unsized: the cache's bytes undercount
     /// it for its whole stay, and the byte budget is not enforced after the add.
     PANIC_SKIPS_SIZE = "panic-skips-size",
+    /// C-P6w: lowering the RAM cap evicts cache by cache, and a panicking eviction (a
+    /// callback) in one ends the pass: the caches after it keep their idle records, the budget
+    /// stays over the lowered cap.
+    CAP_PASS_STOPS_AT_PANIC = "cap-pass-stops-at-panic",
 }

@@ -240,3 +240,29 @@ pub(super) fn recorder_panics_after_a_registered_load<R: SimRuntime>(rt: R) {
         world.check_quiescent();
     }
 }
+
+/// C-P6w: under a cap of 100, cuda:0 holds `a` (40) and cuda:1 `b` (40), both idle; cuda:0's
+/// eviction callback panics. T1 lowers the cap to 30: cuda:0's evictions panic, and cuda:1
+/// still makes its room in the same pass before the panic reaches T1 — the budget fits the
+/// lowered cap (A7, SPEC 1.12).
+pub(super) fn eviction_callback_panics_while_the_cap_is_lowered<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::hard(rt, 100, 2);
+    preload(&world.caches[0], "a", 40);
+    preload(&world.caches[1], "b", 40);
+    world.caches[0].on_evict(|_, _| std::panic::panic_any(crate::violation::InjectedPanic));
+    let group = Arc::clone(&world.group);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "set_cap(30)");
+        let lowered = catching(|| group.set_cap(30, resident::CallOptions::new()));
+        ensure!(lowered.is_none(), "contract", "set_cap(30) gave {lowered:?} past a panicking callback");
+    });
+    join::<R, _>(t1);
+    let budget = world.group.budget();
+    let (in_use, cap) = (budget.committed(), budget.cap());
+    ensure!(
+        in_use <= cap,
+        "A7",
+        "{in_use} bytes in use over the lowered cap of {cap} after a callback panicked"
+    );
+    finish_cache(&world);
+}

@@ -23,8 +23,8 @@ impl<W: Send + Sync + 'static, R: Runtime> Peer for DeviceCache<W, R> {
         DeviceCache::request_reconcile(self);
     }
 
-    fn request_room(&self, bytes: u64) {
-        DeviceCache::request_room(self, bytes);
+    fn request_room(&self, bytes: u64) -> usize {
+        DeviceCache::request_room(self, bytes)
     }
 
     fn pinned_if_free(&self) -> Vec<String> {

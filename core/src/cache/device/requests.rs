@@ -9,27 +9,29 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Asks this cache to evict down to the budget: sets the pending flag first, then tries
     /// without waiting. If the cache is busy, the holder of its lock honours the flag.
     pub(crate) fn request_reconcile(&self) {
-        self.request_room(0);
+        let _ = self.request_room(0);
     }
 
     /// Like [`DeviceCache::request_reconcile`], evicting until `bytes` more fit: now if it can
     /// get the cache's lock right away, else at the holder's release (the request keeps the
-    /// largest room asked for).
-    pub(crate) fn request_room(&self, bytes: u64) {
+    /// largest room asked for). How many records it evicted now.
+    pub(crate) fn request_room(&self, bytes: u64) -> usize {
         let set_after_try = self.mutant(Mutant::FLAG_SET_AFTER_TRY);
         if !set_after_try {
             self.reconcile_pending.leave(bytes);
         }
         match self.reconcile_now(bytes) {
             Some(evicted) if self.mutant(Mutant::FINISH_SKIPS_DRAIN_ON_PANIC) => {
-                self.finish_evictions(evicted, EvictedBy::Room);
+                let count = self.finish_evictions(evicted, EvictedBy::Room);
                 self.drain_requests();
+                count
             }
-            Some(evicted) => {
-                self.finish_then_drain(|| self.finish_evictions(evicted, EvictedBy::Room));
+            Some(evicted) => self.finish_then_drain(|| self.finish_evictions(evicted, EvictedBy::Room)),
+            None if set_after_try => {
+                self.reconcile_pending.leave(bytes);
+                0
             }
-            None if set_after_try => self.reconcile_pending.leave(bytes),
-            None => {}
+            None => 0,
         }
     }
 
