@@ -27,6 +27,13 @@ use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
 use crate::telemetry;
 
+/// How many times one round evicts here, and asks its peers, while an eviction gave nothing
+/// back: each pass evicts at least one record, but peers re-adopting the weights of what it
+/// takes out could keep it going; past that, the round waits for room like any other.
+const LOOKS: usize = 4;
+
+// ---- Reserving room for a load -------------------------------------------------------------------
+
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Reserves `bytes` of the group's RAM budget for a load of `key`, making room and waiting
     /// for it as the module explains; [`CacheError::NoRoom`] once the room wait is over, and
@@ -152,7 +159,10 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         // before they are dropped, which then gives nothing back): while this cache evicted
         // something and the bytes still do not fit, it looks again, rather than wait for a
         // change that may never come.
-        while self.make_room_here(bytes) > 0 {
+        for _ in 0..LOOKS {
+            if self.make_room_here(bytes) == 0 {
+                break;
+            }
             if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {
                 return Ok(reservation);
             }
@@ -165,16 +175,17 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         // The peers' evictions are guesses too: asked again while one evicted something and
         // the bytes still do not fit.
-        loop {
+        for _ in 0..LOOKS {
             let evicted: usize =
                 self.group().peers(self.id()).iter().map(|peer| peer.request_room(bytes)).sum();
             if let Some(reservation) = budget.try_reserve(bytes, Some(ticket)) {
                 return Ok(reservation);
             }
             if evicted == 0 || self.runtime().mutant(Mutant::ROOM_ROUND_TRUSTS_ITS_GUESS) {
-                return Err(NoReservation::NoRoom);
+                break;
             }
         }
+        Err(NoReservation::NoRoom)
     }
 
     /// The refusal of a load of `key` that found no room: the bytes it needed, the cap, and what

@@ -355,3 +355,26 @@ where
         .collect();
     (sizes.iter().map(|(_, bytes)| bytes).sum(), sizes)
 }
+
+/// M-B2b: a cache (max 4, `max_bytes` 100) holds X (50 bytes, least recently used), Y (10) and
+/// Z (50). T1 adds K (60): the bytes reach 170. T2 removes X meanwhile: T1's enforcement may
+/// find X busy (its removal holds its lock) and pass over it, its bytes counted as going —
+/// once, even if the removal ends between two of its rounds. At most 100 bytes stay registered.
+pub(super) fn byte_budget_beside_a_removal<R: SimRuntime>(rt: R) {
+    let mut builder = ManagerWorld::builder(rt);
+    for (id, bytes) in [("X", 50), ("Y", 10), ("Z", 50), ("K", 60)] {
+        builder = builder.model(id, &[], &[]).sizes(id, &[bytes]);
+    }
+    let cfg = FixedSizeConfig::new(4).with_capacity_wait(Duration::from_millis(30)).with_max_bytes(100);
+    let world = builder.preloaded(&["X", "Y", "Z"], |base| FixedSizeCache::new(base, cfg).expect("valid"));
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(K)", || m.add_model("K", None)));
+    let t2 = world.spawn("T2", |m, t| traced(t, "remove(X)", || m.remove("X")));
+    let added = join::<R, _>(t1);
+    let removed = join::<R, _>(t2);
+    let removed_or_gone = matches!(removed, Ok(()) | Err(ManagerError::NotFound { .. }));
+    ensure!(added.is_ok() && removed_or_gone, "contract", "add(K) gave {added:?}, remove(X) {removed:?}");
+    let (bytes, sizes) = registered_bytes(&world.manager);
+    ensure!(bytes <= 100, "M-B2", "{bytes} bytes registered after add(K) beside remove(X): {sizes:?}");
+    check_queue(&world.manager);
+    world.check_quiescent();
+}

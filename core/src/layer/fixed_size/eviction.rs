@@ -135,14 +135,16 @@ impl<M: Manager> FixedSizeCache<M> {
     /// about to free. Failures only warn: the load itself succeeded.
     pub(super) fn enforce_bytes(&self, keep: &ModelId) {
         let Some(max_bytes) = self.config.max_bytes() else { return };
-        let (mut skipped, mut going) = (Vec::new(), 0_u64);
+        let (mut skipped, mut busy) = (Vec::new(), Vec::new());
         loop {
-            let (bytes, victim, size) = self.book.ordered(|b| {
+            let (bytes, victim) = self.book.ordered(|b| {
                 let victim = plans::bytes_victim(b, (keep, &skipped), max_bytes, &Stack(&self.inner));
-                let size = victim.as_ref().and_then(|v| b.sizes.get_by(v).copied()).unwrap_or(0);
-                (b.bytes(), victim, size)
+                // The busy victims still recorded: one whose holder removed it meanwhile is out
+                // of the bytes already.
+                let going = busy.iter().filter_map(|id: &ModelId| b.sizes.get_by(id)).sum::<u64>();
+                (b.bytes().saturating_sub(going), victim)
             });
-            if bytes.saturating_sub(going) <= max_bytes {
+            if bytes <= max_bytes {
                 return;
             }
             let Some(victim) = victim else {
@@ -157,7 +159,7 @@ impl<M: Manager> FixedSizeCache<M> {
                     return;
                 }
                 Ok(None) => {
-                    going = going.saturating_add(size);
+                    busy.push(victim.clone());
                     skipped.push(victim);
                 }
                 Ok(Some(Eviction::Pinned | Eviction::InUse)) => skipped.push(victim),
