@@ -326,57 +326,36 @@ pub(super) fn panicking_drop_finish_honours_the_room_request<R: SimRuntime>(rt: 
 /// change that comes only with T2's release (after T1's load): it loads without sleeping out
 /// its room wait.
 pub(super) fn a_room_round_looks_again_when_its_eviction_gave_nothing_back<R: SimRuntime>(rt: R) {
-    let world = CacheWorld::hard(rt, CAP, 2);
-    let c0: Cache<R> = Arc::clone(&world.caches[0]);
+    eviction_gives_nothing_back(rt, 0);
+}
+
+/// W-23p: W-23 with the records on a peer. cuda:1 holds `k` and `z`, cuda:0 nothing: T1's
+/// load on cuda:0 asks cuda:1 for room, and T2 adopts `k` on cuda:2. If the eviction gives
+/// nothing back, T1 must ask again (cuda:1 then evicts `z`) rather than wait.
+pub(super) fn a_peer_asked_again_when_its_eviction_gave_nothing_back<R: SimRuntime>(rt: R) {
+    eviction_gives_nothing_back(rt, 1);
+}
+
+/// W-23 (`holder` 0: the records on the loading cache) and W-23p (`holder` 1: on a peer).
+fn eviction_gives_nothing_back<R: SimRuntime>(rt: R, holder: usize) {
+    let world = CacheWorld::hard(rt, CAP, holder + 2);
+    let records: Cache<R> = Arc::clone(&world.caches[holder]);
     for (key, bytes) in [("k", BYTES), ("z", 40)] {
-        drop(c0.get_or_put(key, bytes, || Ok::<_, &str>(Weights::plain(bytes))).expect("setup load"));
+        drop(records.get_or_put(key, bytes, || Ok::<_, &str>(Weights::plain(bytes))).expect("setup load"));
     }
     let done = world.mailbox();
     let posted = Arc::clone(&done);
+    let c0: Cache<R> = Arc::clone(&world.caches[0]);
     let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "get_or_put(b) on cuda:0");
         let loaded = c0.get_or_put("b", 40, || Ok::<_, &str>(Weights::plain(40))).map(drop);
         posted.post(());
         loaded
     });
-    let c1: Cache<R> = Arc::clone(&world.caches[1]);
+    let adopter: Cache<R> = Arc::clone(&world.caches[holder + 1]);
     let t2 = world.spawn("T2", move |_, _| {
-        trace::record("T2", "get_or_put(k) on cuda:1, held until T1 is done");
-        let held = c1.get_or_put("k", BYTES, || Ok::<_, &str>(Weights::plain(BYTES)));
-        done.wait();
-        drop(held);
-    });
-    let loaded = join::<R, _>(t1);
-    join::<R, _>(t2);
-    ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
-    no_deadline_passed(&world.rt);
-    finish(&world);
-}
-
-/// W-23p: W-23 with the records on a peer. Under a hard cap of 100, cuda:1 holds `k` (60,
-/// least recently used) and `z` (40), idle; cuda:0 holds nothing. T1 loads `b` (40) on cuda:0,
-/// which asks cuda:1 for room: taking `k` out looks like enough. T2 gets `k` on cuda:2 and
-/// holds it until T1 is done: if it adopts `k`'s weights before they are dropped, the eviction
-/// gives nothing back, and T1 must ask again (cuda:1 then evicts `z`) rather than wait.
-pub(super) fn a_peer_asked_again_when_its_eviction_gave_nothing_back<R: SimRuntime>(rt: R) {
-    let world = CacheWorld::hard(rt, CAP, 3);
-    let c1: Cache<R> = Arc::clone(&world.caches[1]);
-    for (key, bytes) in [("k", BYTES), ("z", 40)] {
-        drop(c1.get_or_put(key, bytes, || Ok::<_, &str>(Weights::plain(bytes))).expect("setup load"));
-    }
-    let done = world.mailbox();
-    let posted = Arc::clone(&done);
-    let c0: Cache<R> = Arc::clone(&world.caches[0]);
-    let t1 = world.spawn("T1", move |_, _| {
-        trace::record("T1", "get_or_put(b) on cuda:0, room asked of cuda:1");
-        let loaded = c0.get_or_put("b", 40, || Ok::<_, &str>(Weights::plain(40))).map(drop);
-        posted.post(());
-        loaded
-    });
-    let c2: Cache<R> = Arc::clone(&world.caches[2]);
-    let t2 = world.spawn("T2", move |_, _| {
-        trace::record("T2", "get_or_put(k) on cuda:2, held until T1 is done");
-        let held = c2.get_or_put("k", BYTES, || Ok::<_, &str>(Weights::plain(BYTES)));
+        trace::record("T2", format!("get_or_put(k) on {}, held until T1 is done", adopter.device()));
+        let held = adopter.get_or_put("k", BYTES, || Ok::<_, &str>(Weights::plain(BYTES)));
         done.wait();
         drop(held);
     });
