@@ -115,7 +115,7 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// [`LoadedModel::lock_on_device`] with its waits bounded by `options` too (SPEC 1.10):
     /// the tighter of the move wait and the call's own bound.
     pub fn lock_on_device_with(self, options: CallOptions) -> Result<DeviceGuard<W, R>, CacheError> {
-        let deadline = options.deadline(self.cache.runtime());
+        let deadline = options.deadline(self.cache().runtime());
         self.lock_on_device_until(deadline)
     }
 

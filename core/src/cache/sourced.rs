@@ -74,9 +74,20 @@ impl<W: Sourced + Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 Some(Err(error)) => return Err(failed(error)),
                 _ => {}
             }
-            tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");
+            // Reported once the key is dropped: a panicking subscriber (user code) must not
+            // leave the old version adoptable in the group.
+            let report = || {
+                tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");
+            };
+            let report_first = self.runtime().mutant(Mutant::STALE_DROP_REPORTED_FIRST);
+            if report_first {
+                report();
+            }
             drop(loaded);
             self.drop_model(key);
+            if !report_first {
+                report();
+            }
         }
         Err(CacheError::SourceChanged { key: key.to_owned(), rounds: ROUNDS })
     }

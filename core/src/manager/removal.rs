@@ -79,6 +79,9 @@ pub(super) fn clear<M: Manager + ?Sized>(manager: &M, options: CallOptions) -> R
 /// caught once the id's lock is released and reported as that id's `Unload` error (its source a
 /// [`UserPanic`]), and every later id is still attempted (M-P3). The layers' own guards have
 /// settled their bookkeeping during the unwind, as for a panic reaching a caller of `remove`.
+/// The reports of each id (user code too: a subscriber) run under a catch as well: a panicking
+/// one reaches the caller once every id is settled (M-P3r), with no user error dropped in its
+/// unwind.
 fn remove_each<M: Manager + ?Sized>(
     manager: &M,
     ids: Vec<ModelId>,
@@ -87,43 +90,13 @@ fn remove_each<M: Manager + ?Sized>(
     remove: impl Fn(&LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError>,
 ) -> RemovalReport {
     let mut report = RemovalReport::default();
+    let mut reports = Reports::new(manager.runtime());
     for id in ids {
-        // Whether the removal began under the id's lock: a panic before that (a report of the
-        // lock wait, user code too) removed nothing, whatever the registry says right then (a
-        // load of the id may be under way, to register it after this call).
-        let began = Cell::new(false);
-        // An id that is not registered goes through the removal too: a layer's stale entry of
-        // it (one a reconcile left to this lock's holder) is settled there.
-        let settle = || {
-            manager.lock_until(&id, deadline).and_then(|guard| {
-                began.set(true);
-                match remove(&guard) {
-                    Ok(()) => Ok(true),
-                    Err(ManagerError::NotFound { .. }) => Ok(false),
-                    Err(error) => Err(error),
-                }
-            })
-        };
-        let settled = if manager.runtime().mutant(Mutant::REMOVAL_ABANDONED_ON_PANIC) {
-            settle()
-        } else {
-            <M::Runtime as Runtime>::catch_unwind(settle).unwrap_or_else(|payload| {
-                // A model's `Drop` runs once it is unregistered: then it was removed, and the
-                // panic is only reported.
-                let panic = UserPanic::from_payload(payload.as_ref());
-                let began = began.get() || manager.runtime().mutant(Mutant::PANIC_BEFORE_REMOVAL_COUNTED);
-                if began && !manager.contains(id.as_str()) {
-                    tracing::warn!(%id, %panic, "removed; its model's Drop panicked");
-                    return Ok(true);
-                }
-                Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(Box::new(panic)) })
-            })
-        };
-        match settled {
+        match settle_one(manager, &id, deadline, &remove, &mut reports) {
             Ok(true) => report.removed.push(id),
             Ok(false) => {}
             Err(error) => {
-                tracing::warn!(%id, %error, "still registered");
+                reports.run(&|| tracing::warn!(%id, %error, "still registered"));
                 report.failed.push((id, error));
                 if stop_at_failure {
                     break;
@@ -131,7 +104,80 @@ fn remove_each<M: Manager + ?Sized>(
             }
         }
     }
+    reports.finish();
     report
+}
+
+/// Removes `id` with `remove` under its lifecycle lock (see [`remove_each`]): whether it was
+/// registered, or the error (a panic of user code caught as an `Unload` error).
+fn settle_one<M: Manager + ?Sized>(
+    manager: &M,
+    id: &ModelId,
+    deadline: Deadline,
+    remove: &impl Fn(&LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError>,
+    reports: &mut Reports<'_, M::Runtime>,
+) -> Result<bool, ManagerError> {
+    // Whether the removal began under the id's lock: a panic before that (a report of the
+    // lock wait, user code too) removed nothing, whatever the registry says right then (a
+    // load of the id may be under way, to register it after this call).
+    let began = Cell::new(false);
+    // An id that is not registered goes through the removal too: a layer's stale entry of
+    // it (one a reconcile left to this lock's holder) is settled there.
+    let settle = || {
+        manager.lock_until(id, deadline).and_then(|guard| {
+            began.set(true);
+            match remove(&guard) {
+                Ok(()) => Ok(true),
+                Err(ManagerError::NotFound { .. }) => Ok(false),
+                Err(error) => Err(error),
+            }
+        })
+    };
+    if manager.runtime().mutant(Mutant::REMOVAL_ABANDONED_ON_PANIC) {
+        return settle();
+    }
+    <M::Runtime as Runtime>::catch_unwind(settle).unwrap_or_else(|payload| {
+        // A model's `Drop` runs once it is unregistered: then it was removed, and the
+        // panic is only reported.
+        let panic = UserPanic::from_payload(payload.as_ref());
+        let began = began.get() || manager.runtime().mutant(Mutant::PANIC_BEFORE_REMOVAL_COUNTED);
+        if began && !manager.contains(id.as_str()) {
+            reports.run(&|| tracing::warn!(%id, %panic, "removed; its model's Drop panicked"));
+            return Ok(true);
+        }
+        Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(Box::new(panic)) })
+    })
+}
+
+/// The reports of a removal's ids (user code: a subscriber): each runs under a catch, and the
+/// first that panicked goes on once every id is settled (M-P3r).
+struct Reports<'a, R: Runtime> {
+    runtime: &'a R,
+    panicked: Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl<'a, R: Runtime> Reports<'a, R> {
+    fn new(runtime: &'a R) -> Self {
+        Self { runtime, panicked: None }
+    }
+
+    /// Runs `report`, keeping its panic (the historical bug `removal-report-uncaught` lets it
+    /// unwind out of the removal at once).
+    fn run(&mut self, report: &dyn Fn()) {
+        if self.runtime.mutant(Mutant::REMOVAL_REPORT_UNCAUGHT) {
+            return report();
+        }
+        if let Err(payload) = R::catch_unwind(report) {
+            self.panicked.get_or_insert(payload);
+        }
+    }
+
+    /// Resumes the first report's panic, if one panicked.
+    fn finish(self) {
+        if let Some(payload) = self.panicked {
+            self.runtime.resume_unwind(payload);
+        }
+    }
 }
 
 // ---- Unloading one ------------------------------------------------------------------------------

@@ -272,3 +272,32 @@ pub(super) fn source_changes_between_loads<R: SimRuntime>(rt: R) {
     super::wakeups::no_deadline_passed(&c.world.rt);
     finish(&c);
 }
+
+/// X-5p: `m` is cached idle on device 1 (added, then removed), then its file is rewritten; the
+/// `tracing` subscriber panics at the report of weights of an earlier version of their source.
+/// T1 adds `m` on device 0: it adopts the group's old weights, finds them stale and drops the
+/// key, and its subscriber's panic comes only then: no cache of the group keeps the old
+/// version resident (1.11, 3.3, 3.10).
+pub(super) fn subscriber_panics_at_a_stale_drop<R: SimRuntime>(rt: R) {
+    let c = Composition::new(rt, &["m"], 40, 200, 100, 2, 2);
+    let setup = c.devices[1].add_model("m", None).and_then(|_| c.devices[1].remove("m"));
+    ensure!(setup.is_ok(), "contract", "setup gave {setup:?}");
+    trace::record("main", "rewrite m's file");
+    c.files.rewrite("m");
+    crate::instrumentation::panic_at(&["weights of an earlier version of their source: dropped"]);
+    let t1 = c.spawn("T1", 0, |m, t| {
+        traced(t, "add(m)", || crate::violation::catching(|| m.add_model("m", None).map(drop)))
+    });
+    let added = join::<R, _>(t1);
+    crate::instrumentation::disarm();
+    ensure!(!matches!(added, Some(Ok(()))), "contract", "add(m) gave {added:?} past a panicking subscriber");
+    for (d, cache) in c.world.caches.iter().enumerate() {
+        let kept: Vec<_> = cache.resident().into_iter().filter(|r| r.key == "m").collect();
+        ensure!(
+            kept.is_empty(),
+            "X-5",
+            "device {d} keeps {kept:?} of m's old version after a load found it stale and its report panicked"
+        );
+    }
+    finish(&c);
+}

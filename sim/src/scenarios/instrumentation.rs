@@ -211,6 +211,31 @@ pub(super) fn subscriber_panics_at_a_device_budget_change<R: SimRuntime>(rt: R) 
     finish_cache(&world);
 }
 
+/// C-P6m: a cache (max 3) holds three idle models; the `tracing` subscriber panics at the
+/// report of a `max_size` change. T1 lowers it to 1: the panic reaches T1, and the cache fits
+/// the lowered limit anyway — the report comes once the evictions are done (SPEC 1.12).
+pub(super) fn subscriber_panics_at_a_max_size_change<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("a", &[], &[]).model("b", &[], &[]).model("c", &[], &[]);
+    let world = builder.preloaded(&["a", "b", "c"], |base| {
+        resident::FixedSizeCache::new(base, resident::FixedSizeConfig::new(3)).expect("valid")
+    });
+    instrumentation::panic_at(&["max_size changed"]);
+    let t1 = world.spawn("T1", |m, t| {
+        traced(t, "set_max_size(1)", || catching(|| m.manager.set_max_size(1, resident::CallOptions::new())))
+    });
+    let lowered = join::<R, _>(t1);
+    instrumentation::disarm();
+    ensure!(lowered.is_none(), "contract", "set_max_size(1) gave {lowered:?} past a panicking subscriber");
+    let registered = world.manager.len();
+    ensure!(
+        registered <= 1,
+        "1.12",
+        "{registered} models registered over the lowered max_size of 1 after its report panicked"
+    );
+    crate::world::checks::check_queue(&world.manager);
+    world.check_quiescent();
+}
+
 /// C-P6z: two caches (max 3, `max_bytes` 100) over their bases; the metrics recorder panics
 /// at the report of a load, which comes after the model is registered. In the first, A (60
 /// bytes) is registered and T1 adds X (60 bytes); in the second, B (60) and Y (10, its next

@@ -3,7 +3,7 @@
 //! neither, whatever panics.
 
 use resident::runtime::Arc;
-use resident::{Manager, ManagerError, ManagerExt, RemovalReport, Replaced, UserPanic};
+use resident::{Manager, ManagerError, ManagerExt, ModelId, RemovalReport, Replaced, UserPanic};
 
 use super::layers::{Depth, Stack, cache, finish};
 use crate::ensure;
@@ -219,6 +219,27 @@ pub(super) fn panicking_unload_inside_clear_and_shutdown<R: SimRuntime, D: Depth
         crate::violation::Violation::raise("M-P3", "B's panicking unload escaped shutdown()".to_owned())
     };
     panicked_b_only(&world, "shutdown", &shut);
+    finish(&world);
+}
+
+/// M-P3r: A and B fill a cache; A's `unload` fails on every call, and the `tracing`
+/// subscriber panics at the report of an id left registered. T1 shuts the stack down: the
+/// subscriber's panic reaches T1, but only once every id is settled — B is unloaded and
+/// unregistered, A alone stays registered (1.13, 3.10).
+pub(super) fn subscriber_panics_at_a_shutdown_failure<R: SimRuntime, D: Depth>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[Step::Fail, Step::Fail]).model("B", &[], &[]);
+    let world = cache::<R, D>(builder, 2, &["A", "B"], &["A", "B"]);
+    crate::instrumentation::panic_at(&["still registered"]);
+    let t1 = world.spawn("T1", |m, t| traced(t, "shutdown()", || catching(|| m.shutdown())));
+    let shut = join::<R, _>(t1);
+    crate::instrumentation::disarm();
+    ensure!(shut.is_none(), "contract", "shutdown() gave {shut:?} past a panicking subscriber");
+    let ids = world.manager.ids();
+    ensure!(
+        ids.iter().map(ModelId::as_str).eq(["A"]),
+        "1.13",
+        "{ids:?} registered after a shutdown whose report of A's failure panicked: B was never attempted"
+    );
     finish(&world);
 }
 

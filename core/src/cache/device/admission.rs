@@ -77,7 +77,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             // The caller's weights are not needed; they are dropped (user code) only once the
             // admission exists — never implicitly at return, where a panic would leak it.
             let admission = self.hand_out_then(
-                || Admission { cache: Arc::clone(self), record: Some(record) },
+                || Admission::new(Arc::clone(self), record),
                 move || drop((weights, reservation)),
             );
             return Ok(admission);
@@ -118,7 +118,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         ModelId::validate(key)?;
         self.expire_idle();
         if let Some(record) = self.admit_existing(key) {
-            return Ok(Some(self.hand_out(|| Admission { cache: Arc::clone(self), record: Some(record) })));
+            return Ok(Some(self.hand_out(|| Admission::new(Arc::clone(self), record))));
         }
         let Some(canonical) = self.group.store.adopt(key) else { return Ok(None) };
         let bytes = canonical.bytes();
@@ -154,7 +154,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             self.state.with(|s| s.insert(fresh, now, born_dropped, flags));
         let device = &self.device;
         let admission = self.hand_out_then(
-            || Admission { cache: Arc::clone(self), record: Some(record) },
+            || Admission::new(Arc::clone(self), record),
             move || {
                 self.let_go_of_replaced(replaced, (spare, reservation));
                 tracing::debug!(%device, key, bytes, "admitted");

@@ -2,6 +2,7 @@
 //! critical section, with the handle that releases each built right after ([`DeviceCache::hand_out`])
 //! — `get`, conversions between claims, and their release.
 
+use super::handles::{Build, Parts};
 use super::*;
 use crate::telemetry::EvictedBy;
 
@@ -50,7 +51,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             .with(|s| if counted { s.get(key, serve_stale) } else { s.get_again(key, serve_stale) });
         let hit = record.is_some();
         let report = || tracing::debug!(device = %self.device, key, hit, "get");
-        let handle = || record.map(|record| LoadedModel { cache: Arc::clone(self), record: Some(record) });
+        let handle = || record.map(|record| LoadedModel::new(Arc::clone(self), record));
         if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
             report();
             return self.hand_out(handle);
@@ -74,33 +75,37 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 
     /// Turns one claim on `record` into another, in one critical section, and hands out the new
-    /// claim's handle (`build`) as [`DeviceCache::hand_out_then`] does: the report of the
-    /// conversion (user code) comes once the handle exists, then reconcile requests are
-    /// honoured. The report names the key through the handle (`key`), so no second reference
-    /// to the record lives beside the handle's: a panicking subscriber drops the handle, whose
-    /// release may take the record out, and nothing else is left to drop its weights.
+    /// claim's handle (`build`, which takes the cache's reference and the record's over: none
+    /// is cloned) as [`DeviceCache::hand_out_then`] does: the report of the conversion (user
+    /// code) comes once the handle exists, then reconcile requests are honoured. The report
+    /// names the key through the handle (`parts`), so no second reference to the record lives
+    /// beside the handle's: a panicking subscriber drops the handle, whose release may take the
+    /// record out, and nothing else is left to drop its weights.
     pub(crate) fn convert<T>(
-        &self,
+        cache: Arc<Self>,
         record: Arc<Record<W, R>>,
         (from, to): (Claim, Claim),
-        (build, key): (impl FnOnce(Arc<Record<W, R>>) -> T, fn(&T) -> &str),
+        (build, parts): (Build<W, R, T>, Parts<W, R, T>),
     ) -> T {
-        let report =
-            |key: &str| tracing::debug!(device = %self.device, key = %key, ?from, ?to, "claim converted");
-        let report_first = self.mutant(Mutant::REPORT_BEFORE_HANDLE);
+        let report = |cache: &Self, key: &str| {
+            tracing::debug!(device = %cache.device, key = %key, ?from, ?to, "claim converted");
+        };
+        let report_first = cache.mutant(Mutant::REPORT_BEFORE_HANDLE);
         if report_first {
-            report(&record.key);
+            report(&cache, &record.key);
         }
-        let by_key = self.mutant(Mutant::KEY_MATCH_RELEASE);
-        self.state.with(|s| s.convert(&record, (from, to), by_key));
-        if self.mutant(Mutant::CLAIM_BEFORE_HANDLE) {
-            return self.convert_handing_out_late(record, (!report_first).then_some(report), build);
+        let by_key = cache.mutant(Mutant::KEY_MATCH_RELEASE);
+        cache.state.with(|s| s.convert(&record, (from, to), by_key));
+        if cache.mutant(Mutant::CLAIM_BEFORE_HANDLE) {
+            let report = (!report_first).then_some(report);
+            return Self::convert_handing_out_late(cache, record, report, build);
         }
-        let handle = build(record);
+        let handle = build(cache, record);
+        let (cache, key) = parts(&handle);
         if !report_first {
-            report(key(&handle));
+            report(cache, key);
         }
-        self.drain_requests();
+        cache.drain_requests();
         handle
     }
 
@@ -164,22 +169,22 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     fn get_holding_after_lookup(self: &Arc<Self>, key: &str) -> Option<LoadedModel<W, R>> {
         let record = self.with_state(|s| s.peek(key))?;
         self.with_state(|s| s.hold(&record));
-        Some(LoadedModel { cache: Arc::clone(self), record: Some(record) })
+        Some(LoadedModel::new(Arc::clone(self), record))
     }
 
     /// C-D4 (`claim-before-handle`) in a conversion, as [`DeviceCache::hand_out_then`] has it:
     /// the report and the reconcile requests (user code) run before the handle that releases
     /// the claim just counted exists.
     fn convert_handing_out_late<T>(
-        &self,
+        cache: Arc<Self>,
         record: Arc<Record<W, R>>,
-        report: Option<impl FnOnce(&str)>,
-        build: impl FnOnce(Arc<Record<W, R>>) -> T,
+        report: Option<impl FnOnce(&Self, &str)>,
+        build: Build<W, R, T>,
     ) -> T {
         if let Some(report) = report {
-            report(&record.key);
+            report(&cache, &record.key);
         }
-        self.drain_requests();
-        build(record)
+        cache.drain_requests();
+        build(cache, record)
     }
 }

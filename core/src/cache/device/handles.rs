@@ -13,96 +13,150 @@ use crate::held::Held;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime, StdRuntime};
 
+// ---- The claim a handle holds -------------------------------------------------------------------
+
+/// The constructor of a claim's handle, which takes the cache's and the record's references over.
+pub(crate) type Build<W, R, T> = fn(Arc<DeviceCache<W, R>>, Arc<Record<W, R>>) -> T;
+
+/// What a conversion reports and drains through once the handle exists: its cache and key.
+pub(crate) type Parts<W, R, T> = for<'a> fn(&'a T) -> (&'a DeviceCache<W, R>, &'a str);
+
+/// A claim's cache and record, moved whole from one handle to the next when a claim converts
+/// (no reference count taken and given back on the way).
+pub(crate) struct Claimed<W: Send + Sync + 'static, R: Runtime> {
+    cache: Arc<DeviceCache<W, R>>,
+    record: Arc<Record<W, R>>,
+}
+
+impl<W: Send + Sync + 'static, R: Runtime> Claimed<W, R> {
+    /// Releases the claim `claim` (the handle's `Drop`), unless a mutant leaks unused handles.
+    fn release(self, claim: Claim, unused: bool) {
+        let Claimed { cache, record } = self;
+        if unused && cache.leaks_unused_handles() {
+            return;
+        }
+        let record = cache.letting_go(record);
+        cache.release(record.get(), claim);
+    }
+
+    /// Turns this claim from `from` into `to`, handing out `to`'s handle (`build`).
+    fn convert<T>(self, (from, to): (Claim, Claim), build: Build<W, R, T>, parts: Parts<W, R, T>) -> T {
+        DeviceCache::convert(self.cache, self.record, (from, to), (build, parts))
+    }
+}
+
+// ---- Admission ----------------------------------------------------------------------------------
+
 /// Returned by `put`: the record is inside its admission window until this is turned into a
 /// [`LoadedModel`] or dropped.
 pub struct Admission<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
-    pub(crate) cache: Arc<DeviceCache<W, R>>,
-    pub(crate) record: Option<Arc<Record<W, R>>>,
+    claimed: Option<Claimed<W, R>>,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
+    /// The handle of an admission just counted on `record`.
+    pub(crate) fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
+        Self { claimed: Some(Claimed { cache, record }) }
+    }
+
     /// Hands the admitted record to its user: the admission becomes a first-use hold in one
     /// critical section, so nothing can evict the record in between.
     pub fn into_loaded(mut self) -> LoadedModel<W, R> {
-        let record = self.record.take().expect("an admission is converted once");
-        let cache = Arc::clone(&self.cache);
-        let build = |record| LoadedModel { cache, record: Some(record) };
-        self.cache.convert(record, (Claim::Admitting, Claim::Hold), (build, LoadedModel::key))
+        let claimed = self.claimed.take().expect("an admission is converted once");
+        claimed.convert((Claim::Admitting, Claim::Hold), LoadedModel::new, LoadedModel::parts)
     }
 
     /// The key.
     pub fn key(&self) -> &str {
-        &self.record.as_ref().expect("live admission").key
+        &self.claimed.as_ref().expect("live admission").record.key
     }
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> Drop for Admission<W, R> {
     fn drop(&mut self) {
-        if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
-            let record = self.cache.letting_go(record);
-            self.cache.release(record.get(), Claim::Admitting);
+        if let Some(claimed) = self.claimed.take() {
+            claimed.release(Claim::Admitting, true);
         }
     }
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for Admission<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Admission").field("key", &self.record.as_ref().map(|r| &r.key)).finish()
+        f.debug_struct("Admission").field("key", &self.claimed.as_ref().map(|c| &c.record.key)).finish()
     }
 }
+
+// ---- LoadedModel --------------------------------------------------------------------------------
 
 /// Returned by `get`: a first-use hold on a record, armed in the same critical section as the
 /// lookup. [`LoadedModel::lock`] turns it into a [`ModelGuard`]; dropping it unused releases it.
 pub struct LoadedModel<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
-    pub(crate) cache: Arc<DeviceCache<W, R>>,
-    pub(crate) record: Option<Arc<Record<W, R>>>,
+    claimed: Option<Claimed<W, R>>,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
+    /// The handle of a first-use hold just counted on `record`.
+    pub(crate) fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
+        Self { claimed: Some(Claimed { cache, record }) }
+    }
+
+    fn claimed(&self) -> &Claimed<W, R> {
+        self.claimed.as_ref().expect("live hold")
+    }
+
+    /// What a conversion reports and drains through: the cache and the key.
+    fn parts(&self) -> (&DeviceCache<W, R>, &str) {
+        let claimed = self.claimed();
+        (&claimed.cache, &claimed.record.key)
+    }
+
     /// The weights held (read only: they are used once locked).
     pub(crate) fn weights(&self) -> &W {
-        self.record.as_ref().expect("live holder").weights()
+        self.claimed().record.weights()
+    }
+
+    /// The cache the record is resident in.
+    pub(crate) fn cache(&self) -> &Arc<DeviceCache<W, R>> {
+        &self.claimed().cache
     }
 
     /// Locks the record for use: the hold becomes a lock in one critical section.
     pub fn lock(mut self) -> ModelGuard<W, R> {
-        let record = self.record.take().expect("a loaded model is locked once");
-        let cache = Arc::clone(&self.cache);
-        let build = |record| ModelGuard::new(cache, record);
-        self.cache.convert(record, (Claim::Hold, Claim::Lock), (build, ModelGuard::key))
+        let claimed = self.claimed.take().expect("a loaded model is locked once");
+        claimed.convert((Claim::Hold, Claim::Lock), ModelGuard::new, ModelGuard::parts)
     }
 
     /// The key.
     pub fn key(&self) -> &str {
-        &self.record.as_ref().expect("live hold").key
+        &self.claimed().record.key
     }
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> Drop for LoadedModel<W, R> {
     fn drop(&mut self) {
-        if let Some(record) = self.record.take().filter(|_| !self.cache.leaks_unused_handles()) {
-            let record = self.cache.letting_go(record);
-            self.cache.release(record.get(), Claim::Hold);
+        if let Some(claimed) = self.claimed.take() {
+            claimed.release(Claim::Hold, true);
         }
     }
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> fmt::Debug for LoadedModel<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LoadedModel").field("key", &self.record.as_ref().map(|r| &r.key)).finish()
+        f.debug_struct("LoadedModel").field("key", &self.claimed.as_ref().map(|c| &c.record.key)).finish()
     }
 }
 
+// ---- ModelGuard ---------------------------------------------------------------------------------
+
 /// A locked record: never evicted while this lives. Dereferences to the weights.
 pub struct ModelGuard<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
-    cache: Arc<DeviceCache<W, R>>,
-    record: Option<Arc<Record<W, R>>>,
+    claimed: Option<Claimed<W, R>>,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
     /// The guard of a lock just counted on `record`.
     pub(crate) fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
-        Self { cache, record: Some(record) }
+        Self { claimed: Some(Claimed { cache, record }) }
     }
 
     /// The key.
@@ -129,18 +183,28 @@ impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
         }
     }
 
+    fn claimed(&self) -> &Claimed<W, R> {
+        self.claimed.as_ref().expect("live guard")
+    }
+
     fn record(&self) -> &Record<W, R> {
-        self.record.as_ref().expect("live guard")
+        &self.claimed().record
+    }
+
+    /// What a conversion reports and drains through: the cache and the key.
+    fn parts(&self) -> (&DeviceCache<W, R>, &str) {
+        let claimed = self.claimed();
+        (&claimed.cache, &claimed.record.key)
     }
 
     /// The cache this guard belongs to.
     pub(crate) fn cache(&self) -> &Arc<DeviceCache<W, R>> {
-        &self.cache
+        &self.claimed().cache
     }
 
     /// The record this guard locks.
     pub(crate) fn locked(&self) -> &Arc<Record<W, R>> {
-        self.record.as_ref().expect("live guard")
+        &self.claimed().record
     }
 }
 
@@ -154,9 +218,8 @@ impl<W: Send + Sync + 'static, R: Runtime> Deref for ModelGuard<W, R> {
 
 impl<W: Send + Sync + 'static, R: Runtime> Drop for ModelGuard<W, R> {
     fn drop(&mut self) {
-        if let Some(record) = self.record.take() {
-            let record = self.cache.letting_go(record);
-            self.cache.release(record.get(), Claim::Lock);
+        if let Some(claimed) = self.claimed.take() {
+            claimed.release(Claim::Lock, false);
         }
     }
 }

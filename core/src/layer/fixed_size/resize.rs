@@ -50,13 +50,22 @@ impl<M: Manager> FixedSizeCache<M> {
             // Room for the adds waiting for it (before the report: a subscriber is user code).
             self.inner.changes().bump_at(Mutant::LOST_WAKEUP_MAX_SIZE);
         }
-        tracing::info!(max_size, lowered, "max_size changed");
+        // Reported once the stack fits (or the wait ran out): a panicking subscriber (user
+        // code) must find the evictions done.
+        let report_first = self.mutant(Mutant::RESIZE_REPORTED_FIRST);
+        if report_first {
+            tracing::info!(max_size, lowered, "max_size changed");
+        }
         if self.mutant(Mutant::RESIZE_DOES_NOT_EVICT) {
             return Ok(());
         }
         // Even when not lowered: a concurrent lowering may still be evicting, and `Ok` means
         // the stack fit the limit at some point of this call.
-        self.evict_down(options)
+        let evicted = self.evict_down(options);
+        if !report_first {
+            tracing::info!(max_size, lowered, fits = evicted.is_ok(), "max_size changed");
+        }
+        evicted
     }
 
     /// After a lowered capacity: evicts idle LRU models until the registered ones and the loads
@@ -83,12 +92,14 @@ impl<M: Manager> FixedSizeCache<M> {
             }
             let Lowering { over, victims, seen } =
                 self.book.ordered(|b| plans::lowering(b, &mut pinned_below, &Stack(&self.inner)));
-            tracing::debug!(over, ?victims, "lowering max_size: plan");
             if over == 0 {
                 return Ok(());
             }
             if !victims.is_empty() {
-                match self.evict_all(&victims)? {
+                let evicted = self.evict_all(&victims);
+                // After the round's evictions, as the change's report: a subscriber is user code.
+                tracing::debug!(over, ?victims, "lowering max_size: round");
+                match evicted? {
                     None => continue,
                     // Left out of the next plan (which may find other victims) until the queue, the
                     // pins or the counts below change: evicting them again would find them pinned.
