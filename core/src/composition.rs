@@ -11,6 +11,7 @@
 //!
 //! [`LoadedModel::lock_on_device_until`]: crate::cache::LoadedModel::lock_on_device_until
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::cache::{Declared, DeviceCache, DeviceGuard, DeviceWeights, Sourced};
@@ -18,7 +19,10 @@ use crate::deadline::Deadline;
 use crate::error::BoxError;
 use crate::id::ModelId;
 use crate::manager::{Loader, Model};
+use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime, StdRuntime};
+
+// ---- The files ----------------------------------------------------------------------------------
 
 /// Where a [`CacheLoader`] reads each model's weights from (model files on disk; scripted
 /// files in the model checker). Every method is user code: the loader calls it with no lock
@@ -55,6 +59,8 @@ pub trait WeightFiles: Send + Sync + 'static {
     }
 }
 
+// ---- The loader ---------------------------------------------------------------------------------
+
 /// One device's loader over its cache: see the [module docs](self).
 pub struct CacheLoader<F: WeightFiles, R: Runtime = StdRuntime> {
     files: F,
@@ -72,6 +78,17 @@ impl<F: WeightFiles, R: Runtime> CacheLoader<F, R> {
         &self.cache
     }
 
+    /// The group's key of `id`'s weights: the id with `%` and `:` escaped (`%25`, `%3A`). Each
+    /// id is a file of its own, so no id's key may name a submodel of another's (`m:v2` of
+    /// `m`): a drop of a key covers its submodels, and a replace or a rewrite of `m` would drop
+    /// the weights of `m:v2`, whose file did not change.
+    fn key<'a>(&self, id: &'a ModelId) -> Cow<'a, str> {
+        if self.cache.runtime().mutant(Mutant::FILE_KEYS_NEST) {
+            return Cow::Borrowed(id.as_str());
+        }
+        escaped(id.as_str())
+    }
+
     /// The model `id` from the group if it holds weights of the file as it is now (and not
     /// `fresh`), else from the file (after the budget checks), locked on this device; every
     /// wait ends by `deadline`.
@@ -84,11 +101,29 @@ impl<F: WeightFiles, R: Runtime> CacheLoader<F, R> {
         let (declared, plan) = self.files.plan(id, &self.cache)?;
         let current = || self.files.current(id);
         let read = || self.files.read(id, &plan);
-        let loaded = self.cache.get_or_load_current(id.as_str(), declared, current, read, fresh, deadline)?;
+        let key = self.key(id);
+        let loaded = self.cache.get_or_load_current(&key, declared, current, read, fresh, deadline)?;
         let guard = loaded.lock_on_device_until(deadline)?;
         let bytes = self.files.size_bytes(guard.cpu());
         Ok(DeviceModel { guard, bytes })
     }
+}
+
+/// `id` with `%` and `:` escaped (`%25`, `%3A`): a key that names no submodel, one per id, at
+/// most [`ModelId::MAX_KEY_LEN`] bytes.
+fn escaped(id: &str) -> Cow<'_, str> {
+    if !id.contains([':', '%']) {
+        return Cow::Borrowed(id);
+    }
+    let mut key = String::with_capacity(id.len() + 8);
+    for c in id.chars() {
+        match c {
+            '%' => key.push_str("%25"),
+            ':' => key.push_str("%3A"),
+            c => key.push(c),
+        }
+    }
+    Cow::Owned(key)
 }
 
 impl<F: WeightFiles, R: Runtime> Loader for CacheLoader<F, R> {
@@ -127,6 +162,8 @@ impl<F: WeightFiles + fmt::Debug, R: Runtime> fmt::Debug for CacheLoader<F, R> {
     }
 }
 
+// ---- The model it loads -------------------------------------------------------------------------
+
 /// A model served from a device: a lock on its cache record and its device copy. Unloading it
 /// (dropping it) unlocks the record; the CPU weights stay in the group until its RAM budget
 /// evicts them.
@@ -151,5 +188,26 @@ impl<W: DeviceWeights, R: Runtime> Model for DeviceModel<W, R> {
 impl<W: DeviceWeights, R: Runtime> fmt::Debug for DeviceModel<W, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceModel").field("guard", &self.guard).field("bytes", &self.bytes).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_has_a_key_of_its_own_that_names_no_submodel() {
+        let ids = ["m", "m:v2", "m%3Av2", "m%v2", "%", ":", "a/b:c%d", "m:"];
+        let keys: std::collections::BTreeSet<_> = ids.iter().map(|id| escaped(id)).collect();
+        assert_eq!(keys.len(), ids.len(), "one key per id");
+        assert!(keys.iter().all(|key| !key.contains(':')), "no key names a submodel: {keys:?}");
+        assert_eq!(escaped("plain/id"), Cow::Borrowed("plain/id"));
+        // The longest id, escaped whole, is still a valid key.
+        let longest = ":".repeat(ModelId::MAX_LEN);
+        assert!(ModelId::validate(&longest).is_ok());
+        let key = escaped(&longest);
+        assert_eq!(key.len(), ModelId::MAX_KEY_LEN);
+        assert!(ModelId::validate_key(&key).is_ok());
+        assert!(ModelId::validate_key(&format!("{key}x")).is_err());
     }
 }

@@ -5,7 +5,8 @@
 //! handle may let go in an unwind; the canonical a `WeightStore::insert` adopts across the
 //! spare weights' `Drop`, and the weights across its reservation's report; a model given to
 //! `register`, across the reports of its refusals (a lock wait that ran out, a shutdown, a
-//! cache with no room).
+//! cache with no room); a user's error (a loader's, an `unload`'s) across the reports of it
+//! and a retired lifecycle entry's failure in an unwind.
 //!
 //! Dropped by a panic of that code, a plain value would run its `Drop` (user code too) in the
 //! unwind, where a second panic aborts the process. [`Held`] drops it under a catch there, as a
@@ -19,7 +20,8 @@ use crate::runtime::Runtime;
 pub(crate) struct Held<T, R: Runtime> {
     value: Option<T>,
     /// Not under a mutant that drops it plainly in an unwind (`put-weights-dropped-in-unwind`,
-    /// `record-dropped-in-release-unwind`, `cache-dropped-in-unwind`).
+    /// `record-dropped-in-release-unwind`, `cache-dropped-in-unwind`,
+    /// `user-error-dropped-in-unwind`, ...).
     guarded: bool,
     _runtime: PhantomData<fn() -> R>,
 }

@@ -19,12 +19,12 @@ pub enum InvalidId {
     /// The id is the empty string.
     #[error("model id is empty")]
     Empty,
-    /// The id is longer than [`ModelId::MAX_LEN`] bytes.
+    /// The id is longer than [`ModelId::MAX_LEN`] bytes (a cache key: [`ModelId::MAX_KEY_LEN`]).
     #[error("model id is {len} bytes long; the limit is {max}")]
     TooLong {
         /// Length of the refused id in bytes.
         len: usize,
-        /// The limit, [`ModelId::MAX_LEN`].
+        /// The limit: [`ModelId::MAX_LEN`] (an id), [`ModelId::MAX_KEY_LEN`] (a cache key).
         max: usize,
     },
     /// The id contains a NUL, another control character, a backslash, or an invisible
@@ -130,13 +130,27 @@ impl ModelId {
         Ok(Self { name: Arc::from(id), hash: hash(id) })
     }
 
+    /// The longest accepted cache key, in bytes: three times an id's, so that a loader may
+    /// escape any id into a key (`CacheLoader` escapes `%` and `:` as three bytes each).
+    pub const MAX_KEY_LEN: usize = 3 * Self::MAX_LEN;
+
     /// Checks `id` as [`ModelId::new`] does, without allocating.
     pub fn validate(id: &str) -> Result<(), InvalidId> {
+        Self::validate_up_to(id, Self::MAX_LEN)
+    }
+
+    /// Checks a cache key: an id's rules, up to [`ModelId::MAX_KEY_LEN`] bytes.
+    pub(crate) fn validate_key(key: &str) -> Result<(), InvalidId> {
+        Self::validate_up_to(key, Self::MAX_KEY_LEN)
+    }
+
+    /// Checks `id` as an id of at most `max` bytes.
+    fn validate_up_to(id: &str, max: usize) -> Result<(), InvalidId> {
         if id.is_empty() {
             return Err(InvalidId::Empty);
         }
-        if id.len() > Self::MAX_LEN {
-            return Err(InvalidId::TooLong { len: id.len(), max: Self::MAX_LEN });
+        if id.len() > max {
+            return Err(InvalidId::TooLong { len: id.len(), max });
         }
         // The common case, printable ASCII, needs one pass over the bytes and no decoding.
         let plain = id.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'\\');

@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use crate::error::{CacheError, ManagerError};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::runtime::Runtime;
 
@@ -35,8 +36,13 @@ pub(crate) fn loaded(model: &ModelId, took: Duration) {
 
 /// A load returned an error. Unlabelled: the id it was asked for is whatever a caller sent,
 /// and a label taken from it would let any client grow the series without bound.
-pub(crate) fn load_failed() {
+/// Hands `error` back once counted: it holds the loader's error (user code, whose `Drop` may
+/// panic), so it is held across the count, and a panicking recorder drops it under a catch
+/// (unless `guarded` is off: the `user-error-dropped-in-unwind` mutant).
+pub(crate) fn load_failed<R: Runtime>(error: ManagerError, guarded: bool) -> ManagerError {
+    let error = Held::<_, R>::new(error, guarded);
     ::metrics::counter!("resident_model_load_failures_total").increment(1);
+    error.into_inner()
 }
 
 /// Why something was evicted: the `by` label of the eviction counters.

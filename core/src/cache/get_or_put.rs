@@ -165,7 +165,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         load: LoadOnce<'_, W>,
         deadline: Deadline,
     ) -> Result<LoadedModel<W, R>, CacheError> {
-        ModelId::validate(key)?;
+        ModelId::validate_key(key)?;
         let Some(declared_bytes) = declared.bytes() else {
             return Err(CacheError::SizeUnknown { key: key.to_owned() });
         };

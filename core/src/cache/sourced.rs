@@ -74,21 +74,29 @@ impl<W: Sourced + Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
                 Some(Err(error)) => return Err(failed(error)),
                 _ => {}
             }
-            // Reported once the key is dropped: a panicking subscriber (user code) must not
-            // leave the old version adoptable in the group.
-            let report = || {
-                tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");
-            };
-            let report_first = self.runtime().mutant(Mutant::STALE_DROP_REPORTED_FIRST);
-            if report_first {
-                report();
+            // The key is dropped first (the held record marked stale: its release below evicts
+            // it), then released and reported: a panic of user code in either (the release's
+            // reconciles, a subscriber) must not leave the old version adoptable in the group.
+            if self.runtime().mutant(Mutant::STALE_DROP_REPORTED_FIRST) {
+                self.stale_dropped_after_report(key, loaded);
+                continue;
             }
-            drop(loaded);
             self.drop_model(key);
-            if !report_first {
-                report();
-            }
+            drop(loaded);
+            tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");
         }
         Err(CacheError::SourceChanged { key: key.to_owned(), rounds: ROUNDS })
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W: Sourced + Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
+    /// X-5p (`stale-drop-reported-first`): stale weights are reported, then let go of, before
+    /// their key is dropped: a panic of user code there leaves the old version resident and
+    /// adoptable in the group.
+    fn stale_dropped_after_report(&self, key: &str, loaded: LoadedModel<W, R>) {
+        tracing::debug!(device = %self.device(), key, "weights of an earlier version of their source: dropped");
+        drop(loaded);
+        self.drop_model(key);
     }
 }

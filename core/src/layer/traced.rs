@@ -41,6 +41,13 @@ impl<M: Manager> Traced<M> {
         self.inner
     }
 
+    /// A call's result, held across its report (user code): a panicking subscriber drops it
+    /// under a catch, and the user's error in it with it (not under the
+    /// `user-error-dropped-in-unwind` mutant).
+    fn held<T>(&self, result: T) -> Held<T, M::Runtime> {
+        Held::new(result, !self.inner.runtime().mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND))
+    }
+
     /// Runs `call` inside `span`, and leaves the span outside any unwind: a panic of `call` is
     /// caught, the span exited and closed (subscriber calls), then the panic goes on. A panic
     /// of the subscriber there goes on once what `call` returned is dropped (a lease, a model:
@@ -105,9 +112,9 @@ impl<M: Manager> Decorator for Traced<M> {
         canonical: &ModelId,
     ) -> Result<Added, ManagerError> {
         self.within(tracing::debug_span!("add_model", id = %guard.id(), %canonical), || {
-            let result = self.inner.add_locked(guard, canonical);
-            tracing::debug!(?result, "add_model done");
-            result
+            let result = self.held(self.inner.add_locked(guard, canonical));
+            tracing::debug!(result = ?result.get(), "add_model done");
+            result.into_inner()
         })
     }
 
@@ -117,9 +124,9 @@ impl<M: Manager> Decorator for Traced<M> {
         canonical: &ModelId,
     ) -> Result<Replaced, ManagerError> {
         self.within(tracing::debug_span!("replace", id = %guard.id(), %canonical), || {
-            let result = self.inner.replace_locked(guard, canonical);
-            tracing::debug!(?result, "replace done");
-            result
+            let result = self.held(self.inner.replace_locked(guard, canonical));
+            tracing::debug!(result = ?result.get(), "replace done");
+            result.into_inner()
         })
     }
 
@@ -129,17 +136,17 @@ impl<M: Manager> Decorator for Traced<M> {
         canonical: &ModelId,
     ) -> Result<Replaced, ManagerError> {
         self.within(tracing::debug_span!("replace_in_place", id = %guard.id(), %canonical), || {
-            let result = self.inner.replace_in_place_locked(guard, canonical);
-            tracing::debug!(?result, "replace in place done");
-            result
+            let result = self.held(self.inner.replace_in_place_locked(guard, canonical));
+            tracing::debug!(result = ?result.get(), "replace in place done");
+            result.into_inner()
         })
     }
 
     fn remove_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<(), ManagerError> {
         self.within(tracing::debug_span!("remove", id = %guard.id()), || {
-            let result = self.inner.remove_locked(guard);
-            tracing::debug!(?result, "remove done");
-            result
+            let result = self.held(self.inner.remove_locked(guard));
+            tracing::debug!(result = ?result.get(), "remove done");
+            result.into_inner()
         })
     }
 
@@ -149,9 +156,9 @@ impl<M: Manager> Decorator for Traced<M> {
 
     fn evict_locked(&self, guard: &LifecycleGuard<M::Model, M::Runtime>) -> Result<Eviction, ManagerError> {
         self.within(tracing::debug_span!("evict", id = %guard.id()), || {
-            let result = self.inner.evict_locked(guard);
-            tracing::debug!(?result, "evict done");
-            result
+            let result = self.held(self.inner.evict_locked(guard));
+            tracing::debug!(result = ?result.get(), "evict done");
+            result.into_inner()
         })
     }
 

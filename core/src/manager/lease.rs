@@ -226,13 +226,11 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         let closed = Closed { slot: self, committed: false };
         match self.state.wait_until(Some(timeout), |s| (s.leases == 0).then_some(()), |_| ()) {
             Ok(()) => Ok(closed),
-            Err(_) => {
-                let busy = ManagerError::Busy { id: self.id.clone(), leases: self.leases(), waited: timeout };
-                // Reopened before the refusal is reported (user code): a slow or re-entrant
-                // recorder must not keep the model's leases refused meanwhile.
-                drop(closed);
-                Err(telemetry::refused(busy))
-            }
+            Err(_) => Err(telemetry::refused(ManagerError::Busy {
+                id: self.id.clone(),
+                leases: self.leases(),
+                waited: timeout,
+            })),
         }
     }
 

@@ -9,6 +9,7 @@ use std::fmt;
 use super::table::{LifecycleEntry, Table};
 use crate::deadline::Deadline;
 use crate::error::ManagerError;
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, Signal, StdRuntime, TimedOut};
@@ -117,7 +118,10 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
             return;
         }
         let (retired, displaced) = self.table.with(|t| t.unreserve(&self.id, &self.entry));
-        drop(displaced);
+        // A retired entry's failure is a loader's error (user code): in an unwind (a panic
+        // while the lock was held) it is dropped under a catch.
+        let guarded = !self.changes.runtime().mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+        drop(Held::<_, R>::new(displaced, guarded));
         if retired && !R::panicking() {
             tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle entry retired");
         }

@@ -224,12 +224,14 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                 // (S-F2). Only a failure of the load itself is.
                 let expired = crate::error::is_wait_expiry(&*error);
                 let error = ManagerError::Load { id: resolved.clone(), source: SourceError::new(error) };
+                // Held across the reports (user code): a panicking one drops it under a catch.
+                let guarded = self.guards_user_errors();
+                let error = Held::<_, R>::new(error, guarded);
                 if !expired || self.runtime.mutant(Mutant::EXPIRY_SHARED_AS_FAILURE) {
-                    guard.record_failure(canonical, &error, self.config.failure_cache());
+                    guard.record_failure(canonical, error.get(), self.config.failure_cache());
                 }
-                tracing::debug!(id = %resolved, %error, expired, "add: load failed");
-                telemetry::load_failed();
-                Err(error)
+                tracing::debug!(id = %resolved, error = %error.get(), expired, "add: load failed");
+                Err(telemetry::load_failed::<R>(error.into_inner(), guarded))
             }
         }
     }
@@ -356,8 +358,8 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
             self.loader.reload_as(id, canonical, guard.deadline())
         };
         let model = loaded.map_err(|error| {
-            telemetry::load_failed();
-            ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
+            let error = ManagerError::Load { id: id.clone(), source: SourceError::new(error) };
+            telemetry::load_failed::<R>(error, self.guards_user_errors())
         })?;
         let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));

@@ -11,6 +11,7 @@ use super::lease::{self, ModelSlot};
 use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, SourceError, UserPanic};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime};
@@ -45,8 +46,8 @@ pub(super) fn shut_down<M: Manager + ?Sized>(manager: &M, options: CallOptions) 
     let deadline = options.deadline(manager.runtime());
     let ids = manager.begin_shutdown();
     let report = remove_each(manager, ids, deadline, false, |guard| manager.remove_locked(guard));
-    tracing::info!(unloaded = report.removed.len(), failed = report.failed.len(), "shut down");
-    report
+    let (removed, failed) = (report.removed.len(), report.failed.len());
+    reported_holding(manager, report, || tracing::info!(unloaded = removed, failed, "shut down"))
 }
 
 /// Removes every model registered when it starts, pinned ones included, through every layer.
@@ -67,8 +68,21 @@ pub(super) fn clear<M: Manager + ?Sized>(manager: &M, options: CallOptions) -> R
         }
         manager.remove_locked(guard)
     });
-    tracing::info!(removed = report.removed.len(), failed = report.failed.len(), "cleared");
-    report
+    let (removed, failed) = (report.removed.len(), report.failed.len());
+    reported_holding(manager, report, || tracing::info!(removed, failed, "cleared"))
+}
+
+/// `report`, once `report_it` (user code: a subscriber) ran: held across it, so that a panic
+/// there drops the errors in it (user code too) under a catch.
+fn reported_holding<M: Manager + ?Sized>(
+    manager: &M,
+    report: RemovalReport,
+    report_it: impl FnOnce(),
+) -> RemovalReport {
+    let guarded = !manager.runtime().mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+    let report = Held::<_, M::Runtime>::new(report, guarded);
+    report_it();
+    report.into_inner()
 }
 
 /// Removes `ids` one by one with `remove`, each under its lifecycle lock (taken by
@@ -104,8 +118,10 @@ fn remove_each<M: Manager + ?Sized>(
             }
         }
     }
+    // Held across the resumed panic: its errors (user code) are dropped under a catch there.
+    let report = Held::<_, M::Runtime>::new(report, true);
     reports.finish();
-    report
+    report.into_inner()
 }
 
 /// Removes `id` with `remove` under its lifecycle lock (see [`remove_each`]): whether it was
@@ -196,8 +212,11 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         let id = guard.id();
         tracing::debug!(%id, generation = guard.generation(), "remove: unloading");
         if let Err(error) = slot.model().unload() {
-            tracing::debug!(%id, %error, "remove: unload failed");
-            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
+            let error = ManagerError::Unload { id: id.clone(), source: SourceError::new(error) };
+            // Held across the report (user code): a panicking one drops it under a catch.
+            let error = Held::<_, R>::new(error, self.guards_user_errors());
+            tracing::debug!(%id, error = %error.get(), "remove: unload failed");
+            return Err(error.into_inner());
         }
         if let Some(closed) = closed {
             closed.commit();
@@ -253,19 +272,11 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     ) -> Replaced {
         // Once drained, this is the old version's last reference but for a lease still ending
         // on another thread: if its `unload` (user code) panics, the slot lets go of the model
-        // under a catch in that unwind.
-        let outcome = match old.retire(drain) {
-            Err(leases) => Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }),
-            Ok(()) => match old.model().unload() {
-                Ok(()) => Replaced::Unloaded,
-                Err(error) => Replaced::Detached(ManagerError::Unload {
-                    id: id.clone(),
-                    source: SourceError::new(error),
-                }),
-            },
-        };
+        // under a catch in that unwind. The outcome is held across the reports (user code): an
+        // unload's error in it is user code too.
+        let outcome = Held::<_, R>::new(self.retired(id, &old, drain), self.guards_user_errors());
         let report = || {
-            match &outcome {
+            match outcome.get() {
                 Replaced::Detached(ManagerError::Busy { leases, .. }) => {
                     tracing::warn!(%id, leases, "replace: the old version's leases outlived the drain; detached");
                 }
@@ -282,6 +293,27 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         } else {
             telemetry::after_dropping::<R, _>(old, report);
         }
-        outcome
+        outcome.into_inner()
+    }
+
+    /// Retires the old version of a replace: drains its leases (at most `drain`), then unloads
+    /// it; how that went.
+    fn retired(&self, id: &ModelId, old: &ModelSlot<L::Model, R>, drain: Duration) -> Replaced {
+        match old.retire(drain) {
+            Err(leases) => Replaced::Detached(ManagerError::Busy { id: id.clone(), leases, waited: drain }),
+            Ok(()) => match old.model().unload() {
+                Ok(()) => Replaced::Unloaded,
+                Err(error) => Replaced::Detached(ManagerError::Unload {
+                    id: id.clone(),
+                    source: SourceError::new(error),
+                }),
+            },
+        }
+    }
+
+    /// Whether the user errors held across reports are dropped under a catch in an unwind (not
+    /// under the `user-error-dropped-in-unwind` mutant).
+    pub(super) fn guards_user_errors(&self) -> bool {
+        !self.runtime.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND)
     }
 }

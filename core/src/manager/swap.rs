@@ -13,6 +13,7 @@ use super::lease::ModelSlot;
 use super::registry::{Found, Swap};
 use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::error::{ManagerError, SourceError};
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime};
@@ -60,8 +61,11 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         let closed = old.close_for_swap(self.drain_bound(guard))?;
         tracing::debug!(%id, %canonical, "replace in place: unloading the old version");
         if let Err(error) = old.model().unload() {
-            tracing::debug!(%id, %error, "replace in place: the old version's unload failed; kept");
-            return Err(ManagerError::Unload { id: id.clone(), source: SourceError::new(error) });
+            let error = ManagerError::Unload { id: id.clone(), source: SourceError::new(error) };
+            // Held across the report (user code): a panicking one drops it under a catch.
+            let error = Held::<_, R>::new(error, self.guards_user_errors());
+            tracing::debug!(%id, error = %error.get(), "replace in place: the old version's unload failed; kept");
+            return Err(error.into_inner());
         }
         closed.commit();
         let removed = self.registry.remove(&self.runtime, id);
@@ -71,8 +75,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         tracing::debug!(%id, %canonical, "replace in place: loading the new version");
         let started = self.runtime.now();
         let model = self.loader.reload_as(id, canonical, guard.deadline()).map_err(|error| {
-            telemetry::load_failed();
-            ManagerError::Load { id: id.clone(), source: SourceError::new(error) }
+            let error = ManagerError::Load { id: id.clone(), source: SourceError::new(error) };
+            telemetry::load_failed::<R>(error, self.guards_user_errors())
         })?;
         let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));

@@ -41,8 +41,7 @@ mutants! {
     /// M-P3: `shutdown` and `clear` let a panicking `unload` unwind out of them: the ids after
     /// it are never attempted and no report is returned.
     REMOVAL_ABANDONED_ON_PANIC = "removal-abandoned-on-panic",
-    /// M-P3r: `shutdown` and `clear` report an id's failure outside the id's catch: a
-    /// panicking subscriber ends the call there, and the ids after it are never attempted.
+    /// M-P3r: `shutdown` and `clear` report an id's failure uncaught: the ids after it never go.
     REMOVAL_REPORT_UNCAUGHT = "removal-report-uncaught",
     /// C-P5: a panicking eviction callback resumes unwinding from a guard's `Drop` that runs
     /// while its thread already unwinds another panic (the process aborts).
@@ -459,14 +458,17 @@ mutants! {
     /// timer: a panicking eviction there (user code) leaves the keep-alive in force with no
     /// timer, and idle records never expire without traffic.
     KEEP_ALIVE_SET_DRAINS_FIRST = "keep-alive-set-drains-first",
-    /// C-P6x, C-P6v, C-P6m: lowering the RAM cap (a device budget, a cache's `max_size`)
-    /// reports the change before it evicts (or offloads): a panicking subscriber leaves the
-    /// bound lowered and what it bounds over it.
+    /// C-P6x, C-P6v, C-P6m: lowering the RAM cap (a device budget, `max_size`) reports before it
+    /// evicts (offloads): a panicking subscriber leaves the bound lowered and the stack over it.
     RESIZE_REPORTED_FIRST = "resize-reported-first",
-    /// X-5p: a load that finds weights of an earlier version of their source reports that
-    /// before it drops the key: a panicking subscriber leaves the old version resident and
-    /// adoptable in the group.
+    /// X-5p: a load reports stale weights before it drops their key: a panicking subscriber
+    /// leaves the old version resident and adoptable.
     STALE_DROP_REPORTED_FIRST = "stale-drop-reported-first",
+    /// `CacheLoader` keys weights by the bare id: a replace of `m` drops `m:v2`'s.
+    FILE_KEYS_NEST = "file-keys-nest",
+    /// S-F1u: a user's error is held plainly across the reports of it: a panicking report drops
+    /// it in the unwind, where a panicking `Drop` aborts the process.
+    USER_ERROR_DROPPED_IN_UNWIND = "user-error-dropped-in-unwind",
     /// W-23, W-23p: a load's round of room making evicts here (and asks its peers) once and
     /// trusts the bytes it expected: when a peer adopted the weights of a record taken out,
     /// which then gave nothing back, the load waits for a change that never comes while an idle

@@ -143,15 +143,20 @@ pub struct Program {
 /// The reports a program's recorder or subscriber may panic at ([`Program::report_fault`]):
 /// the waits for a lifecycle lock and for a lease (reported right after the claim they end
 /// in), refusals, loads (a replace's, once the old version is dropped), the event of a
-/// finished unload (once the model is dropped), and the exit of the `Traced` layer's span
-/// around an add (left once a panicking load is caught, never in its unwind).
-pub static REPORT_FAULTS: [&str; 6] = [
+/// finished unload (once the model is dropped), the exit of the `Traced` layer's span
+/// around an add (left once a panicking load is caught, never in its unwind), a failed load's
+/// count (its error held across it), a change of `max_size` (once the stack fits) and a
+/// shutdown's or a clear's report of an id left registered (once every id is settled).
+pub static REPORT_FAULTS: [&str; 9] = [
     "resident_lock_wait_seconds",
     "resident_lease_wait_seconds",
     "resident_refusals_total",
     "resident_model_loads_total",
     "remove: unloaded",
     "span exit: add_model",
+    "resident_model_load_failures_total",
+    "max_size changed",
+    "still registered",
 ];
 
 impl Program {

@@ -301,3 +301,27 @@ pub(super) fn subscriber_panics_at_a_stale_drop<R: SimRuntime>(rt: R) {
     }
     finish(&c);
 }
+
+/// `m` is served on device 0; `m:v2`, a file of its own, is cached idle on device 1 (added,
+/// then removed). T1 replaces `m` on device 0 while T2 adds `m:v2` there: `m:v2` adopts the
+/// weights device 1 holds, read once in all — a replace of `m` is no drop of `m:v2`, whose
+/// file did not change (1.11, 3.3).
+pub(super) fn a_replace_spares_an_id_that_extends_it<R: SimRuntime>(rt: R) {
+    let c = Composition::new(rt, &["m", "m:v2"], 40, 200, 100, 2, 2);
+    c.files.set_read_yields(1);
+    let setup = c.devices[1].add_model("m:v2", None).and_then(|_| c.devices[1].remove("m:v2"));
+    let setup = setup.and_then(|_| c.devices[0].add_model("m", None).map(drop));
+    ensure!(setup.is_ok(), "contract", "setup gave {setup:?}");
+    let t1 = c.spawn("T1", 0, |m, t| traced(t, "replace(m)", || m.replace("m", None).map(drop)));
+    let t2 = c.spawn("T2", 0, |m, t| traced(t, "add(m:v2)", || m.add_model("m:v2", None).map(drop)));
+    let replaced = join::<R, _>(t1);
+    let added = join::<R, _>(t2);
+    ensure!(
+        replaced.is_ok() && added.is_ok(),
+        "contract",
+        "replace(m) gave {replaced:?}, add(m:v2) gave {added:?}"
+    );
+    let read = c.files.reads("m:v2");
+    ensure!(read == 1, "X-7", "m:v2's file was read {read} times: the replace of m dropped its weights");
+    finish(&c);
+}

@@ -8,7 +8,7 @@ use resident::{Added, Eviction, Manager, ManagerError, ManagerExt, ModelId, Mode
 use crate::ensure;
 use crate::latch::Latch;
 use crate::runtime::SimRuntime;
-use crate::violation::InjectedPanic;
+use crate::violation::{InjectedPanic, catching};
 use crate::world::join;
 use crate::world::manager::{Managed, ManagerWorld, SimLoader, Step};
 use crate::world::traced;
@@ -299,4 +299,56 @@ pub(super) fn failures_let_go_outside_the_monitor<R: SimRuntime>(rt: R) {
     let loaded = join::<R, _>(t2);
     ensure!(matches!(loaded, Ok(Added::Loaded)), "contract", "the third load of X gave {loaded:?}");
     world.check_quiescent();
+}
+
+/// S-F1u: the library's reports of a user's error panic, one after another: the metrics
+/// recorder at the count of a failed load (a replace of X, then an add of Y), the `tracing`
+/// subscriber at the report of a failed unload (a remove of Z), at a layer's report of a failed
+/// call (a replace of X, a remove of Z), at a replace's report of an old version whose unload
+/// failed (W), at a lowered `max_size`'s report of an eviction whose unload failed (V, the
+/// least recently used), then at a shutdown's report, with V and Z failed. Each panic reaches
+/// its caller, and every loader's or unload's error (user code, whose `Drop` may panic) is
+/// dropped under a catch in that unwind, never plainly; X keeps its old version (1.11, 3.10).
+pub(super) fn reports_of_user_errors_panic<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt)
+        .model("V", &[], &[Step::Fail, Step::Fail])
+        .model("W", &[], &[Step::Fail])
+        .model("X", &[Step::Ok, Step::Fail, Step::Fail], &[])
+        .model("Y", &[Step::Fail], &[])
+        .model("Z", &[], &[Step::Fail, Step::Fail, Step::Fail]);
+    let preload = ["V", "W", "X", "Z"];
+    let world = super::layers::cache::<R, super::layers::ThreeDeep>(builder, 5, &preload, &preload);
+    let calls: [(&'static [&'static str], &str, &str); 7] = [
+        (&["resident_model_load_failures_total"], "replace", "X"),
+        (&["resident_model_load_failures_total"], "add", "Y"),
+        (&["replace done"], "replace", "X"),
+        (&["remove: unload failed"], "remove", "Z"),
+        (&["remove done"], "remove", "Z"),
+        (&["replace: the old version's unload failed; dropped"], "replace", "W"),
+        (&["max_size changed"], "set_max_size(3)", "V"),
+    ];
+    // One thread makes every call (each panics in turn): a checker needs a thread of its own.
+    let t1 = world.spawn("T1", move |m, t| {
+        for (armed, call, id) in calls {
+            crate::instrumentation::panic_at(armed);
+            let done = traced(t, &format!("{call} ({id})"), || {
+                catching(|| match call {
+                    "add" => m.add_model(id, None).map(drop),
+                    "remove" => m.remove(id),
+                    "replace" => m.replace(id, None).map(drop),
+                    _ => m.manager.set_max_size(3, resident::CallOptions::new()),
+                })
+            });
+            crate::instrumentation::disarm();
+            ensure!(done.is_none(), "contract", "{call} ({id}) gave {done:?} past a panicking report");
+        }
+    });
+    join::<R, _>(t1);
+    let served = world.manager.lease("X").map(|lease| lease.serve("main"));
+    ensure!(served.is_ok(), "1.11", "X after its failed replaces: {served:?}");
+    crate::instrumentation::panic_at(&["shut down"]);
+    let shut = traced("main", "shutdown()", || catching(|| world.manager.shutdown()));
+    crate::instrumentation::disarm();
+    ensure!(shut.is_none(), "contract", "shutdown() gave {shut:?} past a panicking report");
+    super::layers::finish(&world);
 }

@@ -42,6 +42,9 @@ const TRY_LOCK_NEVER_FAILS: &str = "the race needs a try_lock to fail inside ano
 /// Why loom cannot run a scenario whose user code panics while another panic unwinds.
 const PANIC_IN_UNWIND_ABORTS_LOOM: &str = "its user code panics while its thread unwinds another panic, and loom's threads share one OS thread: a context switch inside the unwind lets another loom thread see the unwind as its own, which aborts the process";
 
+/// Why S-F1u runs under shuttle only.
+const ABORT_VERDICT_NEEDS_NAMED_THREADS: &str = "its check (a user's error dropped in an unwind outside a catch entered during it) needs the catches of the checker thread that unwinds, and loom's threads share one OS thread and cannot be named: loom gives no verdict there, and the mutant survives (probed); shuttle's random and PCT schedulers explore it";
+
 /// Why M-P1 runs under shuttle only.
 const SIZE_PANIC_UNWINDS_THROUGH_LOOM: &str = "its size_bytes panics while the add holds a lease and a lifecycle reservation, and their release during the unwind reads the registry's reader-writer lock: loom may switch threads there, and another loom thread's generator ending inside the unwind (its threads share one OS thread) aborts the process (probed: generator::yield_::done panics in cleanup); shuttle's random and PCT schedulers explore it";
 
@@ -291,6 +294,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, loom: 1, targets: [STALE_DROP_REPORTED_FIRST], composition::subscriber_panics_at_a_stale_drop),
         scenario!("X-6", "a load whose look at the source predates a rewrite serves the newer weights another device read: never dropped from the group, no version read twice (1.11, 3.3)",
         time: Auto, loom: 1, targets: [STALE_LOOK_DROPS_NEWER], composition::a_stale_look_keeps_the_newer_weights),
+        scenario!("X-7", "a replace of m beside an add of m:v2, a file of its own: m:v2's cached weights are adopted, never dropped with m's (1.11, 3.3)",
+        time: Auto, loom: 1, targets: [FILE_KEYS_NEST], composition::a_replace_spares_an_id_that_extends_it),
         scenario!("W-1", "a release of a lifecycle lock wakes the caller waiting for it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_LOCK_RELEASE], wakeups::lock_release),
         scenario!("W-2", "the end of the last lease wakes the remove draining it",
@@ -357,6 +362,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, loom: 1, targets: [EXPIRY_SHARED_AS_FAILURE], manager::expiry_is_the_callers_own),
         scenario!("S-F1d", "failed loads' errors the manager lets go of are dropped outside its monitor (user code, 3.10)",
         time: Off, loom: 2, loom_mutants_abort: "its mutant raises a violation inside the table's monitor while a loom mutex is held, and the unwind aborts loom (its threads share one OS thread)", targets: [FAILURE_DROPPED_IN_MONITOR], manager::failures_let_go_outside_the_monitor),
+        scenario!("S-F1u", "the library's reports of a failed load, a failed unload and a failed call panic: the user's error is dropped under a catch in each unwind, never plainly (1.11, 3.10)",
+        time: Off, no_loom: ABORT_VERDICT_NEEDS_NAMED_THREADS, targets: [USER_ERROR_DROPPED_IN_UNWIND], manager::reports_of_user_errors_panic),
         scenario!("S-D1", "per-call deadlines shorter than the configured timeouts bound the lock, drain and capacity waits (1.10)",
         time: Auto, loom: 1, targets: [DEADLINE_SKIPS_LOCK, DEADLINE_SKIPS_DRAIN, DEADLINE_SKIPS_CAPACITY], deadlines::manager_waits::<_, layers::ThreeDeep>),
         scenario!("S-D1l", "a per-call deadline bounds a lease's wait for an eviction's outcome (1.10)",

@@ -57,8 +57,16 @@ impl<R: SimRuntime> std::fmt::Display for InjectedError<R> {
 impl<R: SimRuntime> std::error::Error for InjectedError<R> {}
 
 impl<R: SimRuntime> Drop for InjectedError<R> {
+    /// User code, outside every monitor; and, like every user `Drop`, one that may panic: never
+    /// run in an unwind outside a catch entered during it, where production's would abort.
     fn drop(&mut self) {
         ensure_outside_monitors::<R>("a loader error's Drop");
+        if crate::unwinding::panic_would_abort() {
+            crate::violation::Violation::record(
+                "abort",
+                format!("a loader error's Drop ({}) ran while its thread unwinds", self.message),
+            );
+        }
     }
 }
 

@@ -10,7 +10,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Admits `weights` (of `bytes`) under `key` and returns the admission the loader turns
     /// into a [`LoadedModel`]. A key already resident is admitted again (no second copy); with
     /// `shared`, a canonical alive in any peer is adopted. Keys follow the model-id rules (a
-    /// `:sub` suffix names a submodel): a bad key is [`CacheError::InvalidKey`]; a size that
+    /// `:sub` suffix names a submodel), up to [`ModelId::MAX_KEY_LEN`] bytes: a bad key is
+    /// [`CacheError::InvalidKey`]; a size that
     /// would overflow the budget's sums is [`CacheError::SizeOverflow`]; both change nothing.
     ///
     /// Weights that are neither resident here nor adoptable need `bytes` of room: the budget is
@@ -64,7 +65,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         // panic there drops them in its unwind, under a catch.
         let guarded = !self.mutant(Mutant::PUT_WEIGHTS_DROPPED_IN_UNWIND);
         let weights = Held::<W, R>::new(weights, guarded);
-        ModelId::validate(key)?;
+        ModelId::validate_key(key)?;
         let cap = self.group.budget.cap();
         if bytes > cap {
             return Err(telemetry::cache_refused(CacheError::TooLarge { key: key.to_owned(), bytes, cap }));
@@ -115,7 +116,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// cloning the canonical's weights into a `put`, an adoption that races `drop_model` is
     /// stale at birth, so dropped weights are never registered anew.
     pub fn adopt(self: &Arc<Self>, key: &str) -> Result<Option<Admission<W, R>>, CacheError> {
-        ModelId::validate(key)?;
+        ModelId::validate_key(key)?;
         self.expire_idle();
         if let Some(record) = self.admit_existing(key) {
             return Ok(Some(self.hand_out(|| Admission::new(Arc::clone(self), record))));

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::error::ManagerError;
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::manager::{Added, Designation, LifecycleGuard, Manager};
 use crate::mutants::Mutant;
@@ -225,8 +226,11 @@ impl<M: Manager> FixedSizeCache<M> {
             }
             Err(payload) => <M::Runtime as Runtime>::resume_caught(payload),
         };
+        // Held across the sizing and the byte bound (user code): a replace's detached old
+        // version may carry its unload's error.
+        let done = Held::<_, M::Runtime>::new(done, !self.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND));
         registered();
-        Ok(done.unwrap_or_else(|payload| <M::Runtime as Runtime>::resume_caught(payload)))
+        Ok(done.into_inner().unwrap_or_else(|payload| <M::Runtime as Runtime>::resume_caught(payload)))
     }
 }
 

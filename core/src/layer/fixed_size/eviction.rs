@@ -5,6 +5,7 @@ use super::plans::{self, Below, Stack};
 use super::queue::BelowCounts;
 use super::{FixedSizeCache, Settle, Settling};
 use crate::error::ManagerError;
+use crate::held::Held;
 use crate::id::ModelId;
 use crate::manager::{Eviction, LifecycleGuard, Manager, ManagerExt};
 use crate::mutants::Mutant;
@@ -99,11 +100,13 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::EVICT_LEASED) {
             return self.evict_in_use(&guard).map(Some);
         }
-        let evicted = self.evict_sized(&guard);
-        if counts.is_none() && matches!(evicted, Ok((Eviction::Pinned, _))) {
+        // Held across the reports (user code): an unload's error in it is user code too.
+        let guarded = !self.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+        let evicted = Held::<_, M::Runtime>::new(self.evict_sized(&guard), guarded);
+        if counts.is_none() && matches!(evicted.get(), Ok((Eviction::Pinned, _))) {
             *counts = Some(Stack(&self.inner).counts());
         }
-        match &evicted {
+        match evicted.get() {
             Ok((outcome, bytes)) => {
                 tracing::debug!(%victim, ?outcome, "evict");
                 if *outcome == Eviction::Evicted {
@@ -112,7 +115,7 @@ impl<M: Manager> FixedSizeCache<M> {
             }
             Err(error) => tracing::debug!(%victim, %error, "eviction failed"),
         }
-        evicted.map(|(outcome, _)| Some(outcome))
+        evicted.into_inner().map(|(outcome, _)| Some(outcome))
     }
 
     /// Mutant L2: removes the victim whatever its leases (remove's drain, then `Busy`).
@@ -164,7 +167,9 @@ impl<M: Manager> FixedSizeCache<M> {
                 }
                 Ok(Some(Eviction::Pinned | Eviction::InUse)) => skipped.push(victim),
                 Err(error) => {
-                    tracing::warn!(%victim, %error, "byte-budget eviction failed");
+                    let guarded = !self.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+                    let error = Held::<_, M::Runtime>::new(error, guarded);
+                    tracing::warn!(%victim, error = %error.get(), "byte-budget eviction failed");
                     return;
                 }
             }

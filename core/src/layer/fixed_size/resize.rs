@@ -6,6 +6,7 @@ use super::plans::{self, Lowering, Stack};
 use super::queue::PinnedBelow;
 use crate::deadline::CallOptions;
 use crate::error::{InvalidConfig, ManagerError};
+use crate::held::Held;
 use crate::manager::Manager;
 use crate::mutants::Mutant;
 use crate::runtime::Runtime;
@@ -61,11 +62,13 @@ impl<M: Manager> FixedSizeCache<M> {
         }
         // Even when not lowered: a concurrent lowering may still be evicting, and `Ok` means
         // the stack fit the limit at some point of this call.
-        let evicted = self.evict_down(options);
+        // Held across the report (user code): an unload's error in it is user code too.
+        let guarded = !self.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+        let evicted = Held::<_, M::Runtime>::new(self.evict_down(options), guarded);
         if !report_first {
-            tracing::info!(max_size, lowered, fits = evicted.is_ok(), "max_size changed");
+            tracing::info!(max_size, lowered, fits = evicted.get().is_ok(), "max_size changed");
         }
-        evicted
+        evicted.into_inner()
     }
 
     /// After a lowered capacity: evicts idle LRU models until the registered ones and the loads
@@ -96,10 +99,9 @@ impl<M: Manager> FixedSizeCache<M> {
                 return Ok(());
             }
             if !victims.is_empty() {
-                let evicted = self.evict_all(&victims);
-                // After the round's evictions, as the change's report: a subscriber is user code.
-                tracing::debug!(over, ?victims, "lowering max_size: round");
-                match evicted? {
+                // No report per round: a panicking subscriber (user code) would abandon the
+                // lowering half-way; the change's report comes once it is over.
+                match self.evict_all(&victims)? {
                     None => continue,
                     // Left out of the next plan (which may find other victims) until the queue, the
                     // pins or the counts below change: evicting them again would find them pinned.
