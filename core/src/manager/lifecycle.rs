@@ -120,8 +120,10 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Reservation<M, R> {
         let (retired, displaced) = self.table.with(|t| t.unreserve(&self.id, &self.entry));
         // A retired entry's failure is a loader's error (user code): in an unwind (a panic
         // while the lock was held) it is dropped under a catch.
-        let guarded = !self.changes.runtime().mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
-        drop(Held::<_, R>::new(displaced, guarded));
+        if !displaced.is_empty() {
+            let guarded = !self.changes.runtime().mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+            drop(Held::<_, R>::new(displaced, guarded));
+        }
         if retired && !R::panicking() {
             tracing::trace!(id = %self.id, generation = self.entry.generation, "lifecycle entry retired");
         }

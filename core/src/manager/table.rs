@@ -58,6 +58,11 @@ impl Displaced {
     fn push(&mut self, error: Option<ManagerError>) {
         self.0.extend(error);
     }
+
+    /// Whether no error was let go of (nothing of the user's to drop).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// One reservation of a generation, as [`Table::reserve`] hands it out.

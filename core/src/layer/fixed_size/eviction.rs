@@ -100,22 +100,26 @@ impl<M: Manager> FixedSizeCache<M> {
         if self.mutant(Mutant::EVICT_LEASED) {
             return self.evict_in_use(&guard).map(Some);
         }
-        // Held across the reports (user code): an unload's error in it is user code too.
-        let guarded = !self.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
-        let evicted = Held::<_, M::Runtime>::new(self.evict_sized(&guard), guarded);
-        if counts.is_none() && matches!(evicted.get(), Ok((Eviction::Pinned, _))) {
+        let evicted = self.evict_sized(&guard);
+        if counts.is_none() && matches!(evicted, Ok((Eviction::Pinned, _))) {
             *counts = Some(Stack(&self.inner).counts());
         }
-        match evicted.get() {
+        match evicted {
             Ok((outcome, bytes)) => {
                 tracing::debug!(%victim, ?outcome, "evict");
-                if *outcome == Eviction::Evicted {
-                    telemetry::evicted(by, *bytes);
+                if outcome == Eviction::Evicted {
+                    telemetry::evicted(by, bytes);
                 }
+                Ok(Some(outcome))
             }
-            Err(error) => tracing::debug!(%victim, %error, "eviction failed"),
+            Err(error) => {
+                // Held across the report (user code): an unload's error is user code too.
+                let guarded = !self.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+                let error = Held::<_, M::Runtime>::new(error, guarded);
+                tracing::debug!(%victim, error = %error.get(), "eviction failed");
+                Err(error.into_inner())
+            }
         }
-        evicted.into_inner().map(|(outcome, _)| Some(outcome))
     }
 
     /// Mutant L2: removes the victim whatever its leases (remove's drain, then `Busy`).
