@@ -120,6 +120,7 @@ pub mod cache;
 pub mod composition;
 mod deadline;
 mod error;
+mod first_panic;
 mod hashed;
 mod held;
 mod id;

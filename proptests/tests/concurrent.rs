@@ -366,7 +366,8 @@ where
         stored.mutant.as_deref().expect("stored failures name their mutant").parse().expect("known");
     let again = replay(&stored.program, &stored.schedule, &MutantSet::only(mutant)).expect("replays");
     let Some(violation) = again.violation else {
-        return Err(format!("{}: the mutant's failure did not replay", path.display()));
+        return rerecorded(path, stored, mutant)
+            .ok_or_else(|| format!("{}: the mutant's failure did not replay", path.display()));
     };
     let fixed = replay(&stored.program, &stored.schedule, &MutantSet::NONE).expect("replays");
     if fixed.violation.is_some() {
@@ -383,7 +384,24 @@ where
         std::fs::write(path, json).expect("writable");
         return Ok(());
     }
-    Err(format!("{}: the replay shows\n{now}\ninstead of\n{}", path.display(), stored.violation))
+    let shown = format!("{}: the replay shows\n{now}\ninstead of\n{}", path.display(), stored.violation);
+    rerecorded(path, stored, mutant).ok_or(shown)
+}
+
+/// With `RESIDENT_WRITE_FIXTURES` set, searches the stored program's schedules again for its
+/// mutant's failure (the schedules a checker explores move when the code's scheduling points
+/// do) and stores the first it finds; `None` if the variable is unset or the program no longer
+/// fails.
+fn rerecorded<P>(path: &std::path::Path, mut stored: StoredFailure<P>, mutant: Mutant) -> Option<()>
+where
+    P: Generated + serde::Serialize,
+{
+    std::env::var_os("RESIDENT_WRITE_FIXTURES")?;
+    let (checker, failure) = check_program(&stored.program, 1000, &MutantSet::only(mutant)).failure?;
+    stored.schedule = failure.schedule?;
+    stored.scheduler = checker.name().to_owned();
+    stored.violation = failure.violation.to_string();
+    std::fs::write(path, serde_json::to_string_pretty(&stored).ok()?).ok()
 }
 
 /// Every failing program stored under `fixtures/programs/` replays (see [`replays_stored`]).

@@ -44,6 +44,8 @@ pub struct ApiError {
     message: String,
     retry_after: Option<u32>,
     challenge: bool,
+    /// The methods the route takes, for a 405's `Allow` header.
+    allow: Option<&'static str>,
     source: Option<Arc<dyn Error + Send + Sync + 'static>>,
 }
 
@@ -62,6 +64,8 @@ fn bounded(mut message: String) -> String {
     if message.len() > MAX_MESSAGE {
         message.truncate(prefix(&message, MAX_MESSAGE).len());
         message.push_str(" [cut]");
+        // A cut message keeps its whole buffer otherwise, for as long as the answer lives.
+        message.shrink_to_fit();
     }
     message
 }
@@ -70,7 +74,7 @@ impl ApiError {
     /// An error answered with `status`; its message is cut to [`MAX_MESSAGE`] bytes.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
         let message = bounded(message.into());
-        Self { status, kind, message, retry_after: None, challenge: false, source: None }
+        Self { status, kind, message, retry_after: None, challenge: false, allow: None, source: None }
     }
 
     /// The same error, caused by `source` (its [`Error::source`]; the client never sees it).
@@ -86,6 +90,18 @@ impl ApiError {
     pub fn retry_after(mut self, seconds: u32) -> Self {
         self.retry_after = Some(seconds);
         self
+    }
+
+    /// A method the route does not take (405), answered with `Allow: allow` (the methods it
+    /// takes).
+    pub fn method_not_allowed(allow: &'static str) -> Self {
+        let mut error = Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "method not allowed on this route",
+        );
+        error.allow = Some(allow);
+        error
     }
 
     /// A request the server cannot parse (400).
@@ -123,6 +139,9 @@ impl ApiError {
         }
         if self.challenge {
             response = crate::auth::challenge(response);
+        }
+        if let Some(allow) = self.allow {
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
         }
         response
     }

@@ -157,12 +157,50 @@ fn json_required<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     json_object(body)
 }
 
+/// The longest string a JSON body may hold, in bytes as sent (escapes included). Every string
+/// the server reads is a name or an id of at most 256 bytes; others (parameters it does not
+/// know) are skipped. A long string where serde expects a number or an array would be quoted
+/// whole, escaped (up to six bytes for two), in serde's error: memory the request's charge
+/// does not cover.
+pub(crate) const MAX_JSON_STRING: usize = 64 * 1024;
+
+/// The length of the first string token of `body` longer than `max` bytes (as sent), if any.
+/// One pass, no allocation; a body that is not JSON is serde's to refuse.
+fn overlong_string(body: &[u8], max: usize) -> Option<usize> {
+    let (mut inside, mut escaped, mut length) = (false, false, 0_usize);
+    for &byte in body {
+        if !inside {
+            inside = byte == b'"';
+            length = 0;
+            continue;
+        }
+        if escaped {
+            escaped = false;
+        } else if byte == b'\\' {
+            escaped = true;
+        } else if byte == b'"' {
+            inside = false;
+            continue;
+        }
+        length += 1;
+        if length > max {
+            return Some(length);
+        }
+    }
+    None
+}
+
 /// `body` as a `T`, if it is a JSON object: serde would read a struct from an array of its
-/// fields' values too (`["mlp", true]`), which no route takes.
+/// fields' values too (`["mlp", true]`), which no route takes. A string longer than
+/// [`MAX_JSON_STRING`] is refused before serde reads the body.
 pub(crate) fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'{') {
         return Err(ApiError::bad_request("bad_json", "the body must be a JSON object"));
+    }
+    if overlong_string(body, MAX_JSON_STRING).is_some() {
+        let text = format!("a JSON string of more than {MAX_JSON_STRING} bytes");
+        return Err(ApiError::bad_request("bad_json", text));
     }
     serde_json::from_slice(body)
         .map_err(|error| ApiError::bad_request("bad_json", error.to_string()).with_source(error))
@@ -492,6 +530,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_long_string_is_refused_before_serde_quotes_it() {
+        // C1 controls: two bytes each as sent, six in serde's `Debug`-escaped quote.
+        let long = "\u{85}".repeat(MAX_JSON_STRING);
+        let body = format!(r#"{{"input": "{long}"}}"#);
+        let error = json_required::<InferBody>(body.as_bytes()).expect_err("a string past the limit");
+        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+        assert!(error.to_string().contains("a JSON string of more than"), "{error}");
+        // Escapes count as sent; an escaped quote does not end the string.
+        let escaped = format!(r#"{{"input": [1.0], "note": "{}\"{}"}}"#, "a".repeat(10), "b".repeat(10));
+        assert_eq!(overlong_string(escaped.as_bytes(), 22), None);
+        assert_eq!(overlong_string(escaped.as_bytes(), 21), Some(22));
+        let fine = format!(r#"{{"note": "{}"}}"#, "a".repeat(MAX_JSON_STRING));
+        assert!(json_object::<serde_json::Value>(fine.as_bytes()).is_ok(), "a string at the limit is read");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::single_flight::Loads;
 use super::weights::WeightStore;
 use crate::deadline::CallOptions;
 use crate::error::{CacheError, InvalidConfig};
+use crate::first_panic::FirstPanic;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Runtime, StdRuntime, Weak};
 use crate::telemetry;
@@ -137,15 +138,11 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         if self.runtime.mutant(Mutant::CAP_PASS_STOPS_AT_PANIC) {
             return self.make_room_everywhere_until_a_panic();
         }
-        let mut panicked = None;
+        let mut first = FirstPanic::<R>::new();
         for cache in self.members.all() {
-            if let Err(payload) = R::catch_unwind(|| cache.make_room_here(0)) {
-                panicked.get_or_insert(payload);
-            }
+            first.run(|| cache.make_room_here(0));
         }
-        if let Some(payload) = panicked {
-            R::resume_caught(payload);
-        }
+        first.resume();
     }
 
     /// The shared RAM budget.
@@ -239,19 +236,9 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
 /// Finishes every cache's evictions, even when user code panics in one of them (the first panic
 /// is re-raised once all are done, so no eviction is dropped while unwinding). Returns how many.
 fn finish_all<R: Runtime>(marked: Vec<Marked<'_>>) -> usize {
-    let mut first_panic = None;
-    let mut evicted = 0;
-    for finish in marked {
-        match R::catch_unwind(finish) {
-            Ok(n) => evicted += n,
-            Err(payload) => {
-                first_panic.get_or_insert(payload);
-            }
-        }
-    }
-    if let Some(payload) = first_panic {
-        R::resume_caught(payload);
-    }
+    let mut first = FirstPanic::<R>::new();
+    let evicted = marked.into_iter().filter_map(|finish| first.run(finish)).sum();
+    first.resume();
     evicted
 }
 

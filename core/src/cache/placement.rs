@@ -160,27 +160,41 @@ impl<'a, W: DeviceWeights, R: Runtime> Placement<'a, W, R> {
         self.wait.map(|w| w.saturating_sub(self.cache.now().saturating_sub(self.start)))
     }
 
-    /// Decides under the cache's state, waiting there at most `left` for another thread's move
-    /// of the record (see [`decide`]). A refusal or the end of the wait honours pending requests
-    /// and is this placement's error.
+    /// Decides under the cache's state, waiting at most `left` for another thread's move of
+    /// the record (see [`decide`]) outside that state: every release of the state lock honours
+    /// pending requests, and a wait inside it (a condition variable's) would release it without
+    /// (a peer's load asking for room then sleeps out the move). A refusal or the end of the
+    /// wait is this placement's error.
     fn decide(&self, left: Option<Duration>) -> Result<Step, CacheError> {
         let (cache, runtime, budget) = (self.cache, self.cache.runtime(), self.cache.device_budget());
-        let decide = |s: &mut Table<Record<W, R>>| decide(s, budget, self.record, self.need, runtime);
-        match cache.state().wait_until(left, decide) {
-            Ok(Ok(step)) => Ok(step),
-            Ok(Err(error)) => {
-                cache.drain_requests();
-                Err(telemetry::cache_refused(error))
+        if runtime.mutant(Mutant::MOVE_WAIT_HOLDS_STATE) {
+            return self.decide_waiting_in_state(left);
+        }
+        let start = cache.now();
+        loop {
+            // Read before deciding: a move settled while deciding ends the wait at once.
+            let seen = cache.moves().epoch();
+            let decided = cache.state().with(|s| decide(s, budget, self.record, self.need, runtime));
+            match decided {
+                Some(Ok(step)) => return Ok(step),
+                Some(Err(error)) => {
+                    cache.drain_requests();
+                    return Err(telemetry::cache_refused(error));
+                }
+                None => cache.drain_requests(),
             }
-            Err(TimedOut) => {
-                cache.drain_requests();
-                let waited = self.wait.unwrap_or_default();
-                Err(telemetry::cache_refused(CacheError::DeviceMoveTimeout {
-                    key: self.record.key.clone(),
-                    waited,
-                }))
+            let left = left.map(|left| left.saturating_sub(cache.now().saturating_sub(start)));
+            if left.is_some_and(|left| left.is_zero()) || cache.moves().wait_past(seen, left).is_err() {
+                return Err(self.move_timed_out());
             }
         }
+    }
+
+    /// The refusal of a placement whose wait for another thread's move ran out.
+    fn move_timed_out(&self) -> CacheError {
+        let waited = self.wait.unwrap_or_default();
+        let key = self.record.key.clone();
+        telemetry::cache_refused(CacheError::DeviceMoveTimeout { key, waited })
     }
 
     /// Decides until a copy is ready or this placement moved one, offloading and waiting for
@@ -309,7 +323,8 @@ impl<W: DeviceWeights, R: Runtime> MoveClaim<'_, W, R> {
             self.cache.device_budget().end_move(self.need);
         }
         self.cache.state().with(|s| s.settle_move(self.record, self.need, copy));
-        if !self.cache.runtime().mutant(Mutant::LOST_WAKEUP_MOVE_SETTLED) {
+        self.cache.moves().bump_at(Mutant::LOST_WAKEUP_MOVE_SETTLED);
+        if self.cache.runtime().mutant(Mutant::MOVE_WAIT_HOLDS_STATE) {
             self.cache.state().notify_all();
         }
         // Reconciles run user code; never start one while unwinding (a second panic aborts).
@@ -323,6 +338,26 @@ impl<W: DeviceWeights, R: Runtime> Drop for MoveClaim<'_, W, R> {
     fn drop(&mut self) {
         if !self.settled {
             self.finish(None);
+        }
+    }
+}
+
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
+impl<W: DeviceWeights, R: Runtime> Placement<'_, W, R> {
+    /// C-B4m (`move-wait-holds-state`): the wait for another thread's move is the state
+    /// monitor's own: its condition variable releases the state lock without honouring the
+    /// room requests a peer's load left while this placement decided.
+    fn decide_waiting_in_state(&self, left: Option<Duration>) -> Result<Step, CacheError> {
+        let (cache, runtime, budget) = (self.cache, self.cache.runtime(), self.cache.device_budget());
+        let decide = |s: &mut Table<Record<W, R>>| decide(s, budget, self.record, self.need, runtime);
+        let decided = cache.state().wait_until(left, decide);
+        if !matches!(decided, Ok(Ok(_))) {
+            cache.drain_requests();
+        }
+        match decided {
+            Ok(Ok(step)) => Ok(step),
+            Ok(Err(error)) => Err(telemetry::cache_refused(error)),
+            Err(TimedOut) => Err(self.move_timed_out()),
         }
     }
 }

@@ -242,7 +242,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         self.observe(SlotStep::Closed);
         let was_designated = before.closing == Some(Closing::Designated);
         if was_designated && !self.changes.runtime().mutant(Mutant::LOST_WAKEUP_DESIGNATED_RECLOSED) {
-            self.state.notify_all();
+            self.state.notify_all(self.changes.runtime());
         }
     }
 
@@ -290,7 +290,7 @@ impl<M: Send + Sync + 'static, R: Runtime> ModelSlot<M, R> {
         let ((), before) = self.state.update(|s| s.closing = closing);
         let waited = matches!(before.closing, Some(Closing::Evicting | Closing::Designated));
         if waited && !self.changes.runtime().mutant(Mutant::LOST_WAKEUP_EVICTION_SETTLED) {
-            self.state.notify_all();
+            self.state.notify_all(self.changes.runtime());
         }
     }
 }
@@ -401,7 +401,7 @@ impl<M: Send + Sync + 'static, R: Runtime> Drop for Lease<M, R> {
         }
         let draining = idle && before.closing.is_some();
         if draining && !slot.changes.runtime().mutant(Mutant::LOST_WAKEUP_LEASE_DRAIN) {
-            slot.state.notify_all();
+            slot.state.notify_all(slot.changes.runtime());
         }
         if idle {
             // Only an add or a resize waiting for room waits for this, and each watches.
@@ -437,7 +437,7 @@ impl<R: Runtime> Drop for Designation<R> {
         });
         self.runtime.observe(key(&self.state), SlotStep::Undesignated);
         if reopened && !self.runtime.mutant(Mutant::LOST_WAKEUP_DESIGNATION_DROPPED) {
-            self.state.notify_all();
+            self.state.notify_all(&self.runtime);
         }
     }
 }

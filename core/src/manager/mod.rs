@@ -133,6 +133,19 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         self.table.with(|t| (t.registry.is_shut_down(), t.registry.contains_key(id)))
     }
 
+    /// Whether a registration is refused once shut down ([`Table::register`]).
+    fn refuses_late(&self) -> bool {
+        !self.runtime.mutant(Mutant::REGISTERED_AFTER_SHUTDOWN)
+    }
+
+    /// The refusal of a model loaded for `id` that a shutdown overtook ([`Table::register`]):
+    /// the model is dropped (user code, outside every monitor), then the refusal reported.
+    fn refused_late(&self, id: &ModelId, slot: Arc<ModelSlot<L::Model, R>>) -> ManagerError {
+        drop(slot);
+        tracing::debug!(%id, "loaded, but shut down meanwhile: dropped");
+        telemetry::refused(ManagerError::ShutDown { id: id.clone() })
+    }
+
     /// How long a drain of leases under `guard` may wait: the drain timeout, or less by its deadline.
     fn drain_bound(&self, guard: &LifecycleGuard<L::Model, R>) -> std::time::Duration {
         guard.deadline().bound(&self.runtime, self.config.lease_drain_timeout(), Mutant::DEADLINE_SKIPS_DRAIN)
@@ -206,11 +219,11 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                 let slot = Arc::new(ModelSlot::new(resolved.clone(), model, &self.changes));
                 let inside = self.runtime.mutant(Mutant::FAILURE_DROPPED_IN_MONITOR);
                 let displaced = self.table.with(|t| {
-                    t.registry.insert(resolved.clone(), slot);
+                    t.register(resolved.clone(), slot, self.refuses_late())?;
                     // The historical bug drops the failures it forgets (user code) in here.
-                    (!inside).then_some(t.loaded(resolved))
+                    Ok((!inside).then_some(t.loaded(resolved)))
                 });
-                drop(displaced);
+                drop(displaced.map_err(|slot| self.refused_late(resolved, slot))?);
                 tracing::debug!(id = %resolved, "add: loaded");
                 telemetry::loaded(canonical, took);
                 Ok(Added::Loaded)
@@ -363,7 +376,8 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         })?;
         let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
-        let old = self.registry.insert(id.clone(), new);
+        let switched = self.table.with(|t| t.register(id.clone(), new, self.refuses_late()));
+        let old = switched.map_err(|new| self.refused_late(id, new))?;
         let old = old.expect("registered: checked under the lifecycle lock");
         let drain = self.drain_bound(guard);
         // Reported once the old version is settled and dropped: a recorder is user code and
@@ -469,19 +483,5 @@ impl<L: Loader, R: Runtime> fmt::Debug for ModelManager<L, R> {
             .field("registered", &Manager::ids(self))
             .field("config", &self.config)
             .finish_non_exhaustive()
-    }
-}
-
-// Historical bugs: the bodies of the switches above (see `crate::mutants`).
-impl<L: Loader, R: Runtime> ModelManager<L, R> {
-    /// M-E2 (`evict-drains-leases`): an eviction closes its victim with remove's blocking
-    /// drain, refusing leases (`Removing`, then `Busy`) on a model it then keeps.
-    fn evict_draining_leases(&self, guard: &LifecycleGuard<L::Model, R>) -> Result<Eviction, ManagerError> {
-        match self.remove_locked(guard) {
-            Ok(()) => Ok(Eviction::Evicted),
-            Err(ManagerError::Busy { .. }) => Ok(Eviction::InUse),
-            Err(ManagerError::NotFound { .. }) => Ok(Eviction::NotRegistered),
-            Err(error) => Err(error),
-        }
     }
 }

@@ -11,6 +11,7 @@ use super::lease::{self, ModelSlot};
 use super::{LifecycleGuard, Loader, Model, ModelManager, Replaced};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{ManagerError, SourceError, UserPanic};
+use crate::first_panic::FirstPanic;
 use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -169,12 +170,12 @@ fn settle_one<M: Manager + ?Sized>(
 /// first that panicked goes on once every id is settled (M-P3r).
 struct Reports<'a, R: Runtime> {
     runtime: &'a R,
-    panicked: Option<Box<dyn std::any::Any + Send>>,
+    first: FirstPanic<R>,
 }
 
 impl<'a, R: Runtime> Reports<'a, R> {
     fn new(runtime: &'a R) -> Self {
-        Self { runtime, panicked: None }
+        Self { runtime, first: FirstPanic::new() }
     }
 
     /// Runs `report`, keeping its panic (the historical bug `removal-report-uncaught` lets it
@@ -183,16 +184,12 @@ impl<'a, R: Runtime> Reports<'a, R> {
         if self.runtime.mutant(Mutant::REMOVAL_REPORT_UNCAUGHT) {
             return report();
         }
-        if let Err(payload) = R::catch_unwind(report) {
-            self.panicked.get_or_insert(payload);
-        }
+        self.first.run(report);
     }
 
     /// Resumes the first report's panic, if one panicked.
     fn finish(self) {
-        if let Some(payload) = self.panicked {
-            self.runtime.resume_unwind(payload);
-        }
+        self.first.resume_on(self.runtime);
     }
 }
 
@@ -315,5 +312,22 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
     /// under the `user-error-dropped-in-unwind` mutant).
     pub(super) fn guards_user_errors(&self) -> bool {
         !self.runtime.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND)
+    }
+}
+
+// Historical bugs: the bodies of the manager's switches (see `crate::mutants`).
+impl<L: Loader, R: Runtime> ModelManager<L, R> {
+    /// M-E2 (`evict-drains-leases`): an eviction closes its victim with remove's blocking
+    /// drain, refusing leases (`Removing`, then `Busy`) on a model it then keeps.
+    pub(super) fn evict_draining_leases(
+        &self,
+        guard: &LifecycleGuard<L::Model, R>,
+    ) -> Result<Eviction, ManagerError> {
+        match self.remove_locked(guard) {
+            Ok(()) => Ok(Eviction::Evicted),
+            Err(ManagerError::Busy { .. }) => Ok(Eviction::InUse),
+            Err(ManagerError::NotFound { .. }) => Ok(Eviction::NotRegistered),
+            Err(error) => Err(error),
+        }
     }
 }

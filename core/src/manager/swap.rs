@@ -16,7 +16,7 @@ use crate::error::{ManagerError, SourceError};
 use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
-use crate::runtime::{Arc, Runtime};
+use crate::runtime::{Arc, Monitor, Runtime};
 use crate::telemetry;
 
 /// Lists a swap in the table while it lives; on every exit (a panic too) takes it out and
@@ -81,7 +81,8 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         let took = self.runtime.now().saturating_sub(started);
         let new = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
         // Dropped here: the id had no model while the swap was under way.
-        let _none = self.registry.insert(id.clone(), new);
+        let registered = self.table.with(|t| t.register(id.clone(), new, self.refuses_late()));
+        let _none = registered.map_err(|new| self.refused_late(id, new))?;
         drop(listed);
         telemetry::loaded(canonical, took);
         Ok(Replaced::Unloaded)

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::lease::ModelSlot;
 use super::registry::Registry;
 use crate::error::ManagerError;
 use crate::hashed::{Hashed, Keyed};
@@ -90,6 +91,9 @@ pub(crate) struct Table<M: Send + Sync + 'static, R: Runtime> {
     /// Recent failed loads by resolved id, while the negative cache is on.
     recent: BTreeMap<ModelId, Recent>,
 }
+
+/// What [`Table::register`] did: the slot it displaced, or the slot back (refused).
+pub(crate) type Registered<M, R> = Result<Option<Arc<ModelSlot<M, R>>>, Arc<ModelSlot<M, R>>>;
 
 impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     pub(crate) fn new(registry: Arc<Registry<M, R>>) -> Self {
@@ -207,31 +211,37 @@ impl<M: Send + Sync + 'static, R: Runtime> Table<M, R> {
     }
 
     /// Shuts down for good; the ids a shutdown must settle: every registered id, and every id
-    /// with a lifecycle entry (an add that got past the shut-down check before this holds one,
-    /// and registers only under its lock). The registry is read once: an in-place replace
-    /// registers its new version under the id's lock but outside this monitor, so a second
-    /// read could tell a different story (the S-G2 mutant). `bug` says which are on.
+    /// with a lifecycle entry (an add or an in-place replace that got past the shut-down check
+    /// before this holds one, and registers only under its lock). Every registration happens
+    /// under this monitor and is refused once the flag is set, so the registry cannot change
+    /// its mind between the two reads. `bug` says whether the S-G1 mutant is on.
     pub(crate) fn shut_down(&mut self, bug: impl Fn(Mutant) -> bool) -> Vec<ModelId> {
-        let (registry_only, torn) = (bug(Mutant::SHUTDOWN_REGISTRY_ONLY), bug(Mutant::SHUTDOWN_IDS_TORN));
         self.registry.shut_down();
         let mut ids: Vec<ModelId> = self.registry.ids();
-        if registry_only {
+        if bug(Mutant::SHUTDOWN_REGISTRY_ONLY) {
             return ids;
         }
-        if torn {
-            ids.extend(
-                self.lifecycle
-                    .iter()
-                    .map(|(id, _)| id)
-                    .filter(|id| !self.registry.contains_key(*id))
-                    .cloned(),
-            );
-        } else {
-            ids.extend(self.lifecycle.iter().map(|(id, _)| id.clone()));
-        }
+        ids.extend(self.lifecycle.iter().map(|(id, _)| id.clone()));
         ids.sort();
         ids.dedup();
         ids
+    }
+
+    /// Registers `slot` under `id`, unless the manager is shut down and `refuse` (not under the
+    /// `registered-after-shutdown` mutant): the slot it displaced, or `slot` back. A shutdown
+    /// lists the ids under this monitor, so a call racing it either registered before the
+    /// listing (which then covers it) or is refused (SPEC 1.13): a load that outlasts the
+    /// shutdown's wait for its lock never registers after it.
+    pub(crate) fn register(
+        &mut self,
+        id: ModelId,
+        slot: Arc<ModelSlot<M, R>>,
+        refuse: bool,
+    ) -> Registered<M, R> {
+        if refuse && self.registry.is_shut_down() {
+            return Err(slot);
+        }
+        Ok(self.registry.insert(id, slot))
     }
 
     /// The current entry of `id`, if any.

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::mutants::Mutant;
 use crate::runtime::Ordering::{AcqRel, Acquire, Release};
 use crate::runtime::{AtomicWord, Monitor, Runtime, TimedOut};
 
@@ -212,8 +213,10 @@ impl<R: Runtime> UseCell<R> {
     /// Wakes every thread waiting on the word, after a change made to it. The monitor is taken
     /// first: a waiter looks at the word under it, so either it sees the change or it is
     /// already waiting when the notification comes.
-    pub(super) fn notify_all(&self) {
-        self.waits.with(|()| ());
+    pub(super) fn notify_all(&self, runtime: &R) {
+        if !runtime.mutant(Mutant::USE_WORD_NOTIFY_UNPASSED) {
+            self.waits.with(|()| ());
+        }
         self.waits.notify_all();
     }
 }

@@ -38,18 +38,39 @@ impl Mutant {
 }
 
 macro_rules! mutants {
-    ($($(#[doc = $doc:literal])* $name:ident = $slug:literal,)*) => {
+    ($list:ident; $($(#[doc = $doc:literal])* $name:ident = $slug:literal,)*) => {
         impl Mutant {
             $($(#[doc = $doc])* pub const $name: Mutant = Mutant($slug);)*
-
-            /// Every switch of `resident` itself, in declaration order.
-            pub const ALL: &'static [Mutant] = &[$(Mutant::$name,)*];
         }
+
+        /// The switches of this file, in declaration order.
+        pub(super) const $list: &[Mutant] = &[$(Mutant::$name,)*];
     };
 }
 
-// The switches themselves, one per historical bug: `switches.rs`.
+// The switches themselves, one per historical bug, by where their sites are.
+mod cache_switches;
 mod switches;
+
+impl Mutant {
+    /// Every switch of `resident` itself: the manager's, its layers' and the runtime's, then
+    /// the cache group's, each in declaration order.
+    pub const ALL: &'static [Mutant] = &joined::<{ switches::MANAGER.len() + cache_switches::CACHE.len() }>(
+        switches::MANAGER,
+        cache_switches::CACHE,
+    );
+}
+
+/// `a` then `b`, in an array of their total length `N`.
+const fn joined<const N: usize>(a: &[Mutant], b: &[Mutant]) -> [Mutant; N] {
+    let mut all = [Mutant(""); N];
+    let mut i = 0;
+    while i < N {
+        all[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    all
+}
 
 impl fmt::Display for Mutant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

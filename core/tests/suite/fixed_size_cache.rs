@@ -267,6 +267,11 @@ fn the_overflow_policy_loads_past_max_size() {
     cache.pin("A").unwrap();
     assert_eq!(cache.add_model("B", None).unwrap(), Added::Loaded);
     assert_eq!(queue(&cache), ["A", "B"]);
+    // Over the limit with one idle model: the next add evicts it, and overflows by one only.
+    cache.add_model("C", None).unwrap();
+    assert_eq!(queue(&cache), ["A", "C"]);
+    cache.add_model("D", None).unwrap();
+    assert_eq!(queue(&cache), ["A", "D"]);
 }
 
 #[test]

@@ -430,6 +430,9 @@ impl Stack {
             }
             next.loads[i] += 1;
             match script(of(&self.faults.loads, i), s.loads[i]) {
+                // Loaded after a shutdown began: refused at its registration, the id left
+                // unregistered (its old version is gone already).
+                Step::Ok if s.shut_down && ret == Some(&Ret::ShutDown) => out.push(next),
                 Step::Ok if is(Ret::Done) => {
                     next.registered |= 1 << i;
                     out.push(next);

@@ -249,6 +249,8 @@ where
                 let ready = app.stack().contains(path.name);
                 Ok(if ready { StatusCode::OK } else { StatusCode::BAD_REQUEST }.into_response())
             }
+            // The protocol's inference route takes POST only.
+            Some("infer") => Err(V2Error(ApiError::method_not_allowed("POST"))),
             Some(action) => Err(not_found(format!("no GET route for {action:?}"))),
             None => {
                 // A look that is no use of the model: reading metadata moves no LRU order.
@@ -388,8 +390,11 @@ where
     let result = async {
         let rest = captured(path)?;
         let path = model_path(&rest)?;
-        if path.action != Some("infer") {
-            return Err(not_found(format!("no POST route for {rest:?}")));
+        match path.action {
+            Some("infer") => {}
+            // A model's metadata and readiness take GET only.
+            None | Some("ready") => return Err(V2Error(ApiError::method_not_allowed("GET"))),
+            Some(_) => return Err(not_found(format!("no POST route for {rest:?}"))),
         }
         let body = body.map_err(|rejection| V2Error(rejection.into()))?;
         let pass = app.pass(started, cancelled);

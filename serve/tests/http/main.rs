@@ -803,6 +803,19 @@ async fn the_open_inference_protocol_answers_health_metadata_and_inference() {
     let (status, body) = raw(server.addr, "PUT", "/v2/models/mlp", "").await;
     assert_eq!(status, 405, "{body}");
     assert!(body["error"].is_string() && body.get("kind").is_none(), "the protocol's error object: {body}");
+    // A route of the protocol asked with the wrong method is 405 too, not a missing route.
+    for (method, path) in
+        [("GET", "/v2/models/mlp/infer"), ("POST", "/v2/models/mlp"), ("POST", "/v2/models/mlp/ready")]
+    {
+        let (status, body) = raw(server.addr, method, path, "{}").await;
+        assert_eq!(status, 405, "{method} {path}: {body}");
+        assert!(
+            body["error"].is_string() && body.get("kind").is_none(),
+            "the protocol's error object: {body}"
+        );
+    }
+    let (status, body) = raw(server.addr, "GET", "/v2/models/mlp/explain", "").await;
+    assert_eq!(status, 404, "no such route: {body}");
     assert_eq!(client.models().await, ["cnn", "mlp"]);
 
     // Once the shutdown begins, the server is no longer ready (but still live).

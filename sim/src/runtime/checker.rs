@@ -14,6 +14,11 @@ use super::Counter;
 pub trait Checker: Send + Sync + 'static {
     /// Which checker this is, as written in replay files.
     const NAME: &'static str;
+    /// Whether a sim wait may be preempted between its look at the state and its enrolment as
+    /// a waiter (a notify landing there is lost, as in production). Shuttle only: loom keeps
+    /// each mutex's value in a std mutex that a guard held across a scheduling point poisons
+    /// when another loom thread (on the same OS thread) panics meanwhile, and loom unwraps it.
+    const PREEMPTS_BEFORE_WAIT: bool;
 
     /// The checker's mutex.
     type Mutex<T: Send + 'static>: Send + Sync;
@@ -138,7 +143,7 @@ macro_rules! word {
 
 /// Everything but the data choice is the same code for both checkers, but for the crate name.
 macro_rules! checker {
-    ($checker:ident, $word:ident, $krate:ident, $spurious:expr, $task:expr) => {
+    ($checker:ident, $word:ident, $krate:ident, $preempts:expr, $spurious:expr, $task:expr) => {
         counter!($krate);
         word!($word, $krate);
 
@@ -148,6 +153,7 @@ macro_rules! checker {
 
         impl Checker for $checker {
             const NAME: &'static str = stringify!($krate);
+            const PREEMPTS_BEFORE_WAIT: bool = $preempts;
 
             type Mutex<T: Send + 'static> = $krate::sync::Mutex<T>;
             type Guard<'a, T: Send + 'static> = $krate::sync::MutexGuard<'a, T>;
@@ -265,8 +271,9 @@ checker!(
     ShuttleChecker,
     ShuttleWord,
     shuttle,
+    true,
     shuttle::rand::thread_rng().gen_ratio(1, SPURIOUS_ODDS),
     shuttle::current::try_get_current_task().map(usize::from)
 );
 // loom has no way to name the running thread that is safe in a panic hook.
-checker!(LoomChecker, LoomWord, loom, false, None);
+checker!(LoomChecker, LoomWord, loom, false, false, None);

@@ -15,13 +15,15 @@
 
 mod checker;
 mod clock;
+mod monitor;
 mod sim;
 
 use resident::runtime::Runtime;
 
 pub use checker::{Checker, LoomChecker, LoomWord, ShuttleChecker, ShuttleWord};
 pub use clock::Time;
-pub use sim::{Sim, SimHandle, SimMonitor, SimRwLock};
+pub use monitor::SimMonitor;
+pub use sim::{Sim, SimHandle, SimRwLock};
 
 use crate::mutant_set::MutantSet;
 

@@ -12,10 +12,11 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use resident::mutants::Mutant;
-use resident::runtime::{Arc, LineStep, Monitor, Runtime, RwLock, SlotStep, TimedOut};
+use resident::runtime::{Arc, LineStep, Runtime, RwLock, SlotStep};
 
 use super::checker::Checker;
-use super::clock::{Clock, Deadline, Expire, Time};
+use super::clock::{Clock, Time};
+use super::monitor::{Held, SimMonitor};
 use crate::mutant_set::MutantSet;
 
 /// The runtime of one execution on checker `C`. Create one per execution, inside the checked
@@ -47,10 +48,6 @@ impl<C: Checker> fmt::Debug for Sim<C> {
             .field("mutants", &self.shared.mutants)
             .finish()
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl<C: Checker> Sim<C> {
@@ -150,10 +147,7 @@ impl<C: Checker> Runtime for Sim<C> {
     type Monitor<T: Send + 'static> = SimMonitor<C, T>;
 
     fn monitor<T: Send + 'static>(&self, value: T) -> SimMonitor<C, T> {
-        let cell = Cell { value, waiting: 0, notifies: 0, expiries: 0, expired_at: 0 };
-        SimMonitor {
-            inner: Arc::new(Inner { cell: C::mutex(cell), changed: C::condvar(), rt: self.clone() }),
-        }
+        SimMonitor::new(self, value)
     }
 
     type RwLock<T: Send + Sync + 'static> = SimRwLock<C, T>;
@@ -240,45 +234,6 @@ impl<C: Checker> Runtime for Sim<C> {
     }
 }
 
-/// What a monitor's mutex guards: the value, and who waits on it.
-struct Cell<T> {
-    value: T,
-    /// Threads blocked on the condition variable right now (not yet woken).
-    waiting: usize,
-    /// Notifies sent by code, and deadlines fired by the timer, so far.
-    notifies: u64,
-    expiries: u64,
-    /// The clock's activity count when a deadline last fired here.
-    expired_at: u64,
-}
-
-struct Inner<C: Checker, T: Send + 'static> {
-    cell: C::Mutex<Cell<T>>,
-    changed: C::Condvar,
-    rt: Sim<C>,
-}
-
-impl<C: Checker, T: Send + 'static> Inner<C, T> {
-    /// Wakes every waiter, counting them as runnable. Called with the cell locked.
-    fn wake_all(&self, cell: &mut Cell<T>) {
-        let woken = std::mem::take(&mut cell.waiting);
-        if woken > 0 {
-            self.rt.clock().woke(woken);
-            C::notify_all(&self.changed);
-        }
-    }
-}
-
-impl<C: Checker, T: Send + 'static> Expire for Inner<C, T> {
-    fn expire(&self, seq: u64) {
-        let mut cell = C::lock(&self.cell);
-        self.rt.clock().mark_fired(seq);
-        cell.expiries += 1;
-        cell.expired_at = self.rt.clock().activity();
-        self.wake_all(&mut cell);
-    }
-}
-
 /// [`RwLock`] of the [`Sim`] runtime: the checker's own; a thread inside counts as holding a
 /// monitor (user code must never run there).
 pub struct SimRwLock<C: Checker, T: Send + Sync + 'static> {
@@ -301,130 +256,5 @@ impl<C: Checker, T: Send + Sync + 'static> RwLock<T> for SimRwLock<C, T> {
             let _held = Held::<C>::enter();
             f(value)
         })
-    }
-}
-
-/// [`Monitor`] of the [`Sim`] runtime: the checker's mutex and condition variable.
-pub struct SimMonitor<C: Checker, T: Send + 'static> {
-    inner: Arc<Inner<C, T>>,
-}
-
-/// Counts one sim monitor held by this checker thread until dropped (unwinding included).
-struct Held<C: Checker>(std::marker::PhantomData<C>);
-
-impl<C: Checker> Held<C> {
-    fn enter() -> Self {
-        C::held(1);
-        Self(std::marker::PhantomData)
-    }
-}
-
-impl<C: Checker> Drop for Held<C> {
-    fn drop(&mut self) {
-        C::held(-1);
-    }
-}
-
-impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
-    fn with<U>(&self, f: impl FnOnce(&mut T) -> U) -> U {
-        let mut cell = C::lock(&self.inner.cell);
-        self.inner.rt.clock().touch();
-        let _held = Held::<C>::enter();
-        f(&mut cell.value)
-    }
-
-    fn try_with<U>(&self, f: impl FnOnce(&mut T) -> U) -> Option<U> {
-        let mut cell = C::try_lock(&self.inner.cell)?;
-        self.inner.rt.clock().touch();
-        let _held = Held::<C>::enter();
-        Some(f(&mut cell.value))
-    }
-
-    /// Takes the monitor's mutex to count the woken waiters, so that a waiter between its
-    /// check and its wait (it holds the mutex) is never counted woken without being woken.
-    fn notify_all(&self) {
-        let mut cell = C::lock(&self.inner.cell);
-        self.inner.rt.clock().touch();
-        cell.notifies += 1;
-        self.inner.wake_all(&mut cell);
-    }
-
-    /// Counts the one waiter woken under the monitor's mutex, as [`Monitor::notify_all`] does.
-    fn notify_one(&self) {
-        let mut cell = C::lock(&self.inner.cell);
-        self.inner.rt.clock().touch();
-        cell.notifies += 1;
-        if cell.waiting > 0 {
-            cell.waiting -= 1;
-            self.inner.rt.clock().woke(1);
-            C::notify_one(&self.inner.changed);
-        }
-    }
-
-    fn wait_until<U>(
-        &self,
-        timeout: Option<Duration>,
-        mut f: impl FnMut(&mut T) -> Option<U>,
-    ) -> Result<U, TimedOut> {
-        let inner = &self.inner;
-        let clock = inner.rt.clock();
-        let mut cell = C::lock(&inner.cell);
-        let mut deadline: Option<Deadline> = None;
-        // Whether the last wake-up came from a deadline, with no notify since the wait began
-        // and no monitor operation anywhere since the deadline fired: the waiter then sees the
-        // state exactly as it was while every thread was blocked.
-        let mut timer_only = false;
-        let result = loop {
-            let done = {
-                let _held = Held::<C>::enter();
-                f(&mut cell.value)
-            };
-            if let Some(done) = done {
-                if timer_only && clock.time == Time::Auto {
-                    drop(cell);
-                    crate::violation::Violation::raise(
-                        "lost-wakeup",
-                        "a deadline woke a waiter whose condition already held: the state changed \
-                         while every thread was blocked, and nothing notified"
-                            .to_owned(),
-                    );
-                }
-                break Ok(done);
-            }
-            // A zero timeout never waits, whatever the time mode: as in production, the one
-            // look decides. (Not counted as a deadline that fired while every thread was
-            // blocked: it fired at once.)
-            if timeout == Some(Duration::ZERO) {
-                break Err(TimedOut);
-            }
-            if let Some(at) = deadline.and_then(|d| clock.fired(d)) {
-                clock.timed_out(C::thread_name().unwrap_or_default(), at);
-                break Err(TimedOut);
-            }
-            if deadline.is_none()
-                && let Some(timeout) = timeout
-            {
-                let target: std::sync::Weak<dyn Expire> = Arc::downgrade(inner) as _;
-                deadline = clock.register(nanos(timeout), target);
-            }
-            if C::spurious_wakeup() {
-                drop(cell);
-                cell = C::lock(&inner.cell);
-                timer_only = false;
-                continue;
-            }
-            cell.waiting += 1;
-            clock.blocked(C::thread_name().unwrap_or_default());
-            clock.block();
-            let (notifies, expiries) = (cell.notifies, cell.expiries);
-            cell = C::wait(&inner.changed, cell);
-            timer_only =
-                cell.notifies == notifies && cell.expiries != expiries && clock.activity() == cell.expired_at;
-        };
-        drop(cell);
-        if let Some(deadline) = deadline {
-            clock.forget(deadline);
-        }
-        result
     }
 }

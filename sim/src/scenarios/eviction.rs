@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use resident::{Added, CallOptions, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt};
+use resident::{
+    Added, CallOptions, CapacityPolicy, FixedSizeCache, FixedSizeConfig, Manager, ManagerError, ManagerExt,
+};
 
 use super::layers::{Depth, Stack, cache, finish};
 use crate::ensure;
@@ -203,6 +205,17 @@ pub(super) fn removal_below_serves_the_waiting_add<R: SimRuntime>(rt: R) {
 /// once its limit is raised, its next add (W, with room: no eviction drops Y by accident) must
 /// find Y gone (I4).
 pub(super) fn removals_below_are_looked_for<R: SimRuntime>(rt: R) {
+    removals_below_looked_for(rt, 0);
+}
+
+/// M-E7r: M-E7 with T3 setting the limit to two, twice: each resize looks for removals below
+/// once the count moved, and one may land between the removal's count and its effect (a
+/// resize while Z loads evicts X or Y, and the remove may then find Y gone).
+pub(super) fn removals_below_are_looked_for_by_resizes<R: SimRuntime>(rt: R) {
+    removals_below_looked_for(rt, 2);
+}
+
+fn removals_below_looked_for<R: SimRuntime>(rt: R, resizes: usize) {
     let builder = ManagerWorld::builder(rt).model("X", &[], &[]).model("Y", &[], &[]).model("Z", &[], &[]);
     let cfg = FixedSizeConfig::new(2).with_capacity_wait(Duration::from_millis(30));
     let world = builder
@@ -210,8 +223,18 @@ pub(super) fn removals_below_are_looked_for<R: SimRuntime>(rt: R) {
         .preloaded(&["X", "Y"], |base| FixedSizeCache::new(base, cfg).expect("valid"));
     let t1 = world.spawn("T1", |m, t| traced(t, "add(Z)", || m.add_model("Z", None)));
     let t2 = world.spawn("T2", |m, t| traced(t, "manager remove(Y)", || m.manager.get_ref().remove("Y")));
+    let t3 = (resizes > 0).then(|| {
+        world.spawn("T3", move |m, t| {
+            (0..resizes).try_for_each(|_| {
+                traced(t, "set_max_size(2)", || m.manager.set_max_size(2, CallOptions::new()))
+            })
+        })
+    });
     let (z, y) = (join::<R, _>(t1), join::<R, _>(t2));
-    ensure!(z.is_ok() && y.is_ok(), "contract", "add(Z) gave {z:?}, the manager's remove(Y) {y:?}");
+    let resized = t3.map(join::<R, _>).unwrap_or(Ok(()));
+    let removed = matches!(y, Ok(())) || (resizes > 0 && matches!(y, Err(ManagerError::NotFound { .. })));
+    ensure!(z.is_ok() && removed, "contract", "add(Z) gave {z:?}, the manager's remove(Y) {y:?}");
+    ensure!(resized.is_ok(), "contract", "set_max_size(2), the limit it had, gave {resized:?}");
     world.manager.set_max_size(3, CallOptions::new()).expect("raising the limit evicts nothing");
     let w = traced("main", "add(W)", || world.manager.add_model("W", None));
     ensure!(w.is_ok(), "contract", "add(W) gave {w:?}");
@@ -375,6 +398,33 @@ pub(super) fn byte_budget_beside_a_removal<R: SimRuntime>(rt: R) {
     ensure!(added.is_ok() && removed_or_gone, "contract", "add(K) gave {added:?}, remove(X) {removed:?}");
     let (bytes, sizes) = registered_bytes(&world.manager);
     ensure!(bytes <= 100, "M-B2", "{bytes} bytes registered after add(K) beside remove(X): {sizes:?}");
+    check_queue(&world.manager);
+    world.check_quiescent();
+}
+
+/// M-C5o: a cache (max 1, the `Overflow` policy) holding A, pinned, and B, idle, loaded past
+/// the limit. T1 adds C while T2 leases A (pinned: never a victim). The add loads past the
+/// limit only once nothing is evictable: B goes first, and the cache holds A and C (SPEC 2.7;
+/// upstream evicts what it can before it overflows).
+pub(super) fn overflow_evicts_what_it_can<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
+    let cfg = FixedSizeConfig::new(1).with_policy(CapacityPolicy::Overflow);
+    let world = builder.preloaded(&["A"], |base| FixedSizeCache::new(base, cfg).expect("valid"));
+    world.manager.pin("A").expect("preloaded");
+    let b = traced("main", "add(B)", || world.manager.add_model("B", None));
+    ensure!(matches!(b, Ok(Added::Loaded)), "contract", "add(B) past the limit gave {b:?}");
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(C)", || m.add_model("C", None)));
+    let t2 = world.spawn("T2", |m, t| traced(t, "lease(A)", || m.lease("A").map(drop)));
+    let (c, a) = (join::<R, _>(t1), join::<R, _>(t2));
+    ensure!(matches!(c, Ok(Added::Loaded)) && a.is_ok(), "contract", "add(C) gave {c:?}, lease(A) {a:?}");
+    // In LRU order, which the lease of A may have changed.
+    let mut queue: Vec<String> = world.manager.queue().iter().map(|id| id.as_str().to_owned()).collect();
+    queue.sort();
+    ensure!(
+        queue == ["A", "C"],
+        "2.7",
+        "an add that overflows left {queue:?}: it evicted no idle model first"
+    );
     check_queue(&world.manager);
     world.check_quiescent();
 }

@@ -57,6 +57,9 @@ const HOLDER_UNWIND_READS_ATOMICS: &str = "its holders panic with a guard alive,
 /// Why loom runs C-D5's correct code only.
 const REFCOUNT_RACE_INVISIBLE_TO_LOOM: &str = "its mutant races two threads' drops of one record's reference count (std's `Arc`, which loom does not model), and the two threads' other operations on shared state are independent reads: loom's partial-order reduction then never reorders them, so no bound explores the race (probed: 61 executions at bound 2, 211 at bound 3, the mutant survives); shuttle's random and PCT schedulers preempt at every scheduling point and find it";
 
+/// Why a notify lost between a waiter's look and its wait is found under shuttle only.
+const NOTIFY_WINDOW_NEEDS_SHUTTLE: &str = "its mutant's notify is lost only when it lands while the waiter holds the monitor between its look and its wait; the sim preempts a waiter there under shuttle only, because loom keeps a mutex's value in a std mutex that a guard held across a scheduling point poisons when another loom thread (on the same OS thread) unwinds meanwhile, and loom unwraps it";
+
 /// Why the RAM-line scenarios run under shuttle only.
 const TWO_ROOM_WAITERS_OUTGROW_LOOM: &str = "two loads under a hard budget, both waiting for room, give loom at a preemption bound of one more than 460,000 executions without finishing in two minutes (probed, also with the third thread folded into the main one); shuttle's random and PCT schedulers explore it";
 
@@ -195,13 +198,17 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         scenario!("M-E3", "cache over cache: every layer's queue equals the registry (2.11)",
         time: Off, loom: 2, targets: [NESTED_QUEUE_STALE], eviction::nested_caches_agree),
         scenario!("M-E7", "a removal behind a cache's back is looked for: its count-based skip never keeps a stale id (2.11)",
-        time: Off, loom: 3, targets: [REMOVAL_COUNTED_FIRST, RECONCILE_PAST_BUSY, RECONCILE_PAST_OTHERS], eviction::removals_below_are_looked_for),
+        time: Off, loom: 3, targets: [RECONCILE_PAST_BUSY, RECONCILE_PAST_OTHERS], eviction::removals_below_are_looked_for),
+        scenario!("M-E7r", "a removal behind a cache's back is looked for though a look lands between its count and its effect (2.11)",
+        time: Off, loom: 1, targets: [REMOVAL_COUNTED_FIRST], eviction::removals_below_are_looked_for_by_resizes),
         scenario!("M-E7w", "a removal below while an add waits frees the slot it held: the add looks again on the round the removal wakes (2.11, 2.14)",
         time: Auto, loom: 2, targets: [ADMISSION_RECONCILES_ONCE], eviction::removal_below_while_an_add_waits_frees_its_slot),
         scenario!("M-E4", "a cold add whose victims keep being skipped fails by its deadline (2.12)",
         time: Any, loom: 2, loom_mutants_abort: "its mutant spins until loom's branch bound panics, and the unwind through guards that lock loom mutexes aborts loom", targets: [DEADLINE_ONLY_WHEN_FULL], eviction::skipped_victims_meet_the_deadline),
         scenario!("M-E5", "a lease racing an eviction whose unload fails gets the model it keeps (2.10)",
         time: Off, loom: 1, targets: [EVICTION_REFUSES_LEASE], eviction::lease_during_failed_eviction::<_, layers::ThreeDeep>),
+        scenario!("M-C5o", "an add under the Overflow policy evicts the idle models it can before it loads past the limit (2.7)",
+        time: Off, loom: 2, targets: [OVERFLOW_EVICTS_NOTHING], eviction::overflow_evicts_what_it_can),
         scenario!("M-E6", "a cold add that fails after a layer below evicted its id leaves no stale entry (2.11)",
         time: Off, loom: 2, targets: [FAILED_ADD_KEEPS_STALE_ENTRY], eviction::failed_add_after_inner_eviction),
         scenario!("M-P1", "size_bytes panics after a successful load: registered and queued (2.13)",
@@ -300,6 +307,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 2, targets: [LOST_WAKEUP_LOCK_RELEASE], wakeups::lock_release),
         scenario!("W-2", "the end of the last lease wakes the remove draining it",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_LEASE_DRAIN], wakeups::lease_drain),
+        scenario!("W-2u", "the end of the last lease wakes the remove draining it though the remove holds the waiters' monitor past its look",
+        time: Auto, loom: 2, loom_mutants_abort: NOTIFY_WINDOW_NEEDS_SHUTTLE, targets: [USE_WORD_NOTIFY_UNPASSED], wakeups::lease_drain),
         scenario!("W-3", "the end of the victim's last lease wakes the add waiting for room",
         time: Auto, loom: 2, targets: [LOST_WAKEUP_LEASE_END], wakeups::room_after_lease::<_, layers::ThreeDeep>),
         scenario!("W-3w", "a lease that ends while the add waiting for room plans wakes it: the add watches for lease ends before it looks",
@@ -328,6 +337,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, no_loom: "its loader panics, and loom runs the other thread's load while the panicking one unwinds (loom's threads share one OS thread), which aborts the process", targets: [RAM_RESERVATION_LEAKS_ON_PANIC], budget::reservations_released_on_every_path),
         scenario!("C-B4", "a load's room request to a busy peer under the hard budget is honoured at the peer's release, before the load waits (3.2, 3.11)",
         time: Auto, no_loom: TRY_LOCK_NEVER_FAILS, targets: [DEFERRED_ROOM_NEEDS_WAITER], budget::busy_peer_honours_a_room_request),
+        scenario!("C-B4m", "a room request left while a peer's placement decides is honoured when that placement waits for another's move (3.2, 3.11)",
+        time: Auto, no_loom: TRY_LOCK_NEVER_FAILS, targets: [MOVE_WAIT_HOLDS_STATE], placement::room_request_beside_a_move_wait),
         scenario!("W-9", "a debit of the RAM budget (a failed load's reservation released) wakes the load waiting for room",
         time: Auto, loom: 1, targets: [LOST_WAKEUP_BUDGET_DEBIT], budget::debit_wakes_the_waiter),
         scenario!("W-10", "a release that leaves a record evictable wakes the load waiting for room",
@@ -442,8 +453,10 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Auto, loom: 1, targets: [LOST_WAKEUP_DEVICE_BUDGET_RAISED], resize::raising_the_device_budget_wakes_the_locker),
         scenario!("S-G1", "manager shutdown racing an add that evicts and a lease: complete before it or refused, nothing half done (1.13)",
         time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, ADD_AFTER_SHUTDOWN, LEASE_AFTER_SHUTDOWN], shutdown::shutdown_races_adds_and_leases::<_, layers::ThreeDeep>),
+        scenario!("S-G1l", "a load that outlasts a shutdown's wait for its lock is refused: nothing registers after the shutdown returned (1.13)",
+        time: Auto, loom: 2, targets: [REGISTERED_AFTER_SHUTDOWN], shutdown::load_outlasting_a_shutdown_is_refused),
         scenario!("S-G2", "manager shutdown racing an in-place replace: the replaced id is settled whichever step it meets, never left registered (1.13, 1.11)",
-        time: Off, loom: 1, targets: [SHUTDOWN_IDS_TORN], shutdown::shutdown_races_a_replace_in_place::<_, layers::ThreeDeep>),
+        time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY], shutdown::shutdown_races_a_replace_in_place::<_, layers::ThreeDeep>),
         scenario!("S-CL1", "clear racing an add and a lease: pinned models removed, pins kept, every failure reported, the queue in line",
         time: Off, loom: 1, targets: [CLEAR_STOPS_AT_FIRST_FAILURE, CLEAR_EVICTS, CLEAR_BYPASSES_LAYERS, CLEAR_DROPS_PINS], clear::clear_races_an_add_and_a_lease::<_, layers::ThreeDeep>),
         scenario!("S-RG1", "register of a model built elsewhere racing a load of the same id and a lease: one registers, admitted, nothing orphaned",

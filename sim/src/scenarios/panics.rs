@@ -285,5 +285,9 @@ pub(super) fn panicking_report_while_shutdown_waits<R: SimRuntime, D: Depth>(rt:
         "M-P4",
         "X is registered after a shutdown that reported {shut:?}"
     );
+    // Removed means unloaded by it (an add that the shutdown overtook drops its model).
+    let removed = shut.removed.iter().any(|id| id.as_str() == "X");
+    let unloaded = world.probe.id("X").unloaded();
+    ensure!(!removed || unloaded > 0, "M-P4", "the shutdown reported X removed, but unloaded none: {shut:?}");
     finish(&world);
 }

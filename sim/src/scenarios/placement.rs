@@ -252,3 +252,37 @@ pub(super) fn failed_move_wakes_the_device_waiter<R: SimRuntime>(rt: R) {
     no_deadline_passed(&world.rt);
     finish(&world);
 }
+
+/// C-B4m: under a hard RAM cap of 100, `a` (40) is idle and `x` (40) resident on cuda:1, where
+/// T2's move of x hangs (its `to_device` waits for a gate). T3 locks x meanwhile and waits for
+/// T2's move; T1 loads `b` (60) on cuda:0, which needs `a`'s room and asks cuda:1 for it. A
+/// request whose try found cuda:1's lock held by T3's decision is honoured when T3 lets the
+/// lock go to wait: `a` goes and T1 loads without sleeping out its room wait (3.2, 3.11). The
+/// main thread opens the gate only once T1 is done.
+pub(super) fn room_request_beside_a_move_wait<R: SimRuntime>(rt: R) {
+    const SMALL: u64 = 40;
+    let world = CacheWorld::hard(rt, 100, 2);
+    let script = world.with_device(1000);
+    let c1 = Arc::clone(&world.caches[1]);
+    admit(&c1, &script, "a", SMALL, Behaviour::default());
+    admit(&c1, &script, "x", SMALL, Behaviour { gated_move: true, ..Behaviour::default() });
+    let mover = Arc::clone(&c1);
+    let t2 = world.spawn("T2", move |_, _| place(&mover, "x", "T2").map(drop));
+    let (waiter, s3) = (Arc::clone(&c1), Arc::clone(&script));
+    let t3 = world.spawn("T3", move |_, _| {
+        s3.wait_for_moves(1);
+        place(&waiter, "x", "T3").map(drop)
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "get_or_put(b) on cuda:0");
+        c0.get_or_put("b", 60, || Ok::<_, &str>(Weights::plain(60))).map(drop)
+    });
+    let loaded = join::<R, _>(t1);
+    no_deadline_passed(&world.rt);
+    script.gate.add(1);
+    let (moved, waited) = (join::<R, _>(t2), join::<R, _>(t3));
+    ensure!(loaded.is_ok(), "contract", "T1's load of b gave {loaded:?}");
+    ensure!(moved.is_ok() && waited.is_ok(), "contract", "the locks of x gave {moved:?} and {waited:?}");
+    finish(&world);
+}

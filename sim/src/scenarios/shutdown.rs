@@ -12,8 +12,30 @@ use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::world::join;
-use crate::world::manager::{ManagerWorld, Step};
+use crate::world::manager::{Managed, ManagerWorld, Step};
 use crate::world::traced;
+
+/// Shuts `m` down from `thread`: once the shutdown returns, no load of `ids` still runs unless
+/// the report names that id (`invariant` otherwise): a shutdown settles every id in flight, so
+/// that nothing it did not report outlives it (a load it did not wait for would be refused at
+/// its registration, its model dropped, never unloaded).
+fn shut_down_settling<R: SimRuntime, S: Manager>(
+    m: &Managed<R, S>,
+    thread: &'static str,
+    ids: &[&str],
+    invariant: &str,
+) -> RemovalReport {
+    let report = traced(thread, "shutdown()", || m.shutdown());
+    for id in ids {
+        let reported = report.failed.iter().any(|(failed, _)| failed.as_str() == *id);
+        ensure!(
+            reported || m.probe.loading(id) == 0,
+            invariant,
+            "the shutdown returned while a load of {id} runs, unreported: {report:?}"
+        );
+    }
+    report
+}
 
 /// What stays registered is exactly what `report` says could not be unloaded (S-G1).
 fn registered_as_reported<M: Manager>(manager: &M, report: &RemovalReport) {
@@ -49,7 +71,7 @@ pub(super) fn shutdown_races_adds_and_leases<R: SimRuntime, D: Depth>(rt: R) {
         // So that uniform random schedules often start the shutdown while T1 loads; every
         // order is explored.
         give_way::<R>(HEAD_START / 16);
-        traced(t, "shutdown()", || m.shutdown())
+        shut_down_settling(m, t, &["A", "B", "C"], "S-G1")
     });
     let added = join::<R, _>(t1);
     let leased = join::<R, _>(t2);
@@ -92,10 +114,10 @@ pub(super) fn shutdown_races_adds_and_leases<R: SimRuntime, D: Depth>(rt: R) {
 }
 
 /// S-G2: B is registered; T1 replaces it in place (the old version unloaded and unregistered,
-/// then the new one loaded and registered, all under B's lifecycle lock, the registry written
-/// outside the table's monitor) while T2 shuts the stack down. The shutdown must settle B
-/// whichever step of the replace it meets: once both return, B is not registered (or is
-/// reported as not unloaded).
+/// then the new one loaded and registered, all under B's lifecycle lock) while T2 shuts the
+/// stack down. The shutdown must settle B whichever step of the replace it meets: it returns
+/// only once no reload of B runs, and once both return, B is not registered (or is reported as
+/// not unloaded).
 pub(super) fn shutdown_races_a_replace_in_place<R: SimRuntime, D: Depth>(rt: R) {
     let builder = ManagerWorld::builder(rt).model("B", &[], &[]).work(4);
     let world = cache::<R, D>(builder, 2, &["B"], &[]);
@@ -103,7 +125,7 @@ pub(super) fn shutdown_races_a_replace_in_place<R: SimRuntime, D: Depth>(rt: R) 
     let t2 = world.spawn("T2", |m, t| {
         // So that uniform random schedules often start the shutdown inside the replace.
         give_way::<R>(HEAD_START / 16);
-        traced(t, "shutdown()", || m.shutdown())
+        shut_down_settling(m, t, &["B"], "S-G2")
     });
     let replaced = join::<R, _>(t1);
     let report = join::<R, _>(t2);
@@ -139,4 +161,26 @@ pub(super) fn shutdown_wakes_the_add_waiting_for_room<R: SimRuntime, D: Depth>(r
     );
     no_deadline_passed(&world.rt);
     finish(&world);
+}
+
+/// S-G1l: T1 adds X, whose load waits for the world's gate; the main thread shuts the manager
+/// down meanwhile (its wait for X's lifecycle lock runs out while the load holds it), and only
+/// then opens the gate. The shutdown began before X could register: the add must get
+/// `ShutDown` and leave nothing registered after the shutdown (1.13) — whatever the report
+/// says it could not reach.
+pub(super) fn load_outlasting_a_shutdown_is_refused<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).gate_loads(&["X"]);
+    let world = builder.preloaded(&[], |base| base);
+    let t1 = world.spawn("T1", |m, t| traced(t, "add(X)", || m.add_model("X", None)));
+    let report = traced("main", "shutdown()", || world.manager.shutdown());
+    world.probe.open_gate();
+    let added = join::<R, _>(t1);
+    ensure!(
+        matches!(added, Err(ManagerError::ShutDown { .. })),
+        "S-G1",
+        "add(X), whose load ended after the shutdown returned, gave {added:?} (report: {report:?})"
+    );
+    let registered = world.manager.ids();
+    ensure!(registered.is_empty(), "S-G1", "after shutdown {registered:?} are registered: {report:?}");
+    world.check_quiescent();
 }

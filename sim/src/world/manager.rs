@@ -107,6 +107,11 @@ impl<R: SimRuntime> IdProbe<R> {
         self.constructed.get() - self.unloaded.get() - self.dropped.get()
     }
 
+    /// Models of this id unloaded successfully.
+    pub fn unloaded(&self) -> usize {
+        self.unloaded.get()
+    }
+
     /// Models of this id dropped without a successful unload.
     pub fn dropped(&self) -> usize {
         self.dropped.get()
@@ -197,6 +202,11 @@ impl<R: SimRuntime> Probe<R> {
     /// Loads started for the resolved id `resolved` so far.
     pub fn load_calls(&self, resolved: &str) -> usize {
         self.region(resolved).load_calls.get()
+    }
+
+    /// Loads of the resolved id `resolved` running right now.
+    pub fn loading(&self, resolved: &str) -> usize {
+        self.region(resolved).loads.get()
     }
 
     /// Opens the gate.

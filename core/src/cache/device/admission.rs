@@ -2,6 +2,7 @@
 //! the budgets, re-checked against `drop_model` in the critical section that inserts it.
 
 use super::*;
+use crate::first_panic::FirstPanic;
 use crate::held::Held;
 
 // ---- Admitting a record -------------------------------------------------------------------------
@@ -175,16 +176,13 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// (reported as the `drop_model` or shutdown that marked it). All user code: each part is
     /// caught, and the first panic goes on after both.
     fn let_go_of_replaced<T>(&self, replaced: Option<(Gone<Record<W, R>>, bool)>, unneeded: T) {
-        let dropped = R::catch_unwind(move || drop(unneeded));
-        let let_go = match replaced {
-            Some((gone, true)) => R::catch_unwind(|| {
-                self.finish_evictions(vec![gone], EvictedBy::Dropped);
-            }),
-            replaced => R::catch_unwind(move || drop(replaced)),
+        let mut first = FirstPanic::<R>::new();
+        first.run(move || drop(unneeded));
+        match replaced {
+            Some((gone, true)) => first.run(|| self.finish_evictions(vec![gone], EvictedBy::Dropped)),
+            replaced => first.run(move || drop(replaced)).map(|()| 0),
         };
-        if let Some(payload) = dropped.err().or(let_go.err()) {
-            self.group.runtime.resume_unwind(payload);
-        }
+        first.resume_on(&self.group.runtime);
     }
 
     /// Where the weights of an admission of `key` will live: the adopted canonical (which keeps

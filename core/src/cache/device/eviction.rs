@@ -3,6 +3,7 @@
 //! callbacks and destructors are user code).
 
 use super::*;
+use crate::first_panic::FirstPanic;
 use crate::telemetry::EvictedBy;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
@@ -117,25 +118,21 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         if self.mutant(Mutant::EVICTION_FORGETS_CANONICAL) {
             evicted.iter().for_each(|gone| self.group.store.invalidate(&gone.record().key));
         }
-        let mut first_panic = None;
+        let mut first = FirstPanic::<R>::new();
         for gone in evicted {
             let (key, bytes) = (gone.record().key.clone(), gone.record().bytes);
-            let dropped = R::catch_unwind(move || drop(gone));
+            first.run(move || drop(gone));
             // The report and the callback are user code, each caught on its own: a panicking
             // subscriber or recorder does not keep the callback from firing.
-            let reported = R::catch_unwind(|| {
+            first.run(|| {
                 tracing::debug!(device = %self.device, key = %key, bytes, "evicted");
                 telemetry::evicted(by, bytes);
             });
-            let called = match &callback {
-                Some(callback) => R::catch_unwind(|| callback(&key, bytes)),
-                None => Ok(()),
-            };
-            for payload in [dropped.err(), reported.err(), called.err()].into_iter().flatten() {
-                first_panic.get_or_insert(payload);
+            if let Some(callback) = &callback {
+                first.run(|| callback(&key, bytes));
             }
         }
-        if let Some(payload) = first_panic {
+        if let Some(payload) = first.into_payload() {
             if R::panicking() && !self.mutant(Mutant::PANIC_ESCAPES_UNWINDING_DROP) {
                 drop(payload);
             } else {

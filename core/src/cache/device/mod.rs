@@ -54,7 +54,7 @@ use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
 use crate::runtime::Ordering::Relaxed;
-use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, StdRuntime};
+use crate::runtime::{Arc, AtomicWord, Monitor, Runtime, Signal, StdRuntime};
 use crate::telemetry;
 use crate::telemetry::EvictedBy;
 pub use handles::{Admission, LoadedModel, ModelGuard};
@@ -168,6 +168,9 @@ pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     /// a keep-alive set concurrently leaves its record untimed, and the timer's next pass times
     /// it).
     timed: R::Atomic,
+    /// Bumped when a move to the device settles: a placement waits for another's move of its
+    /// record here, outside the state lock (whose every release honours pending requests).
+    moves: Signal<R>,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
@@ -178,8 +181,8 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         let id = group.budget.register_cache();
         let device_budget = DeviceBudget::new(rt);
         let device = device.to_owned();
-        let timed = rt.atomic(0);
-        Arc::new(Self { device, id, group, state, device_budget, reconcile_pending, on_evict, timed })
+        let (timed, moves) = (rt.atomic(0), Signal::new(rt));
+        Arc::new(Self { device, id, group, state, device_budget, reconcile_pending, on_evict, timed, moves })
     }
 
     /// The device this cache serves.
@@ -307,6 +310,13 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         &self.device_budget
     }
 
+    /// Bumped when a move to the device settles (a placement waits for another's move there).
+    pub(crate) fn moves(&self) -> &Signal<R> {
+        &self.moves
+    }
+
+    /// The record table, under the cache's state lock: a caller that releases it honours
+    /// pending requests after ([`DeviceCache::drain_requests`]).
     pub(crate) fn state(&self) -> &R::Monitor<Table<Record<W, R>>> {
         &self.state
     }

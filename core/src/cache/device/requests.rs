@@ -3,6 +3,7 @@
 //! protocol).
 
 use super::*;
+use crate::first_panic::FirstPanic;
 use crate::telemetry::EvictedBy;
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
@@ -70,18 +71,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// reconcile would leave those evictions to be dropped, unreported, in its unwind. How many
     /// `finish` evicted (none if it panicked and a checking runtime kept the thread going).
     pub(crate) fn finish_then_drain(&self, finish: impl FnOnce() -> usize) -> usize {
-        match R::catch_unwind(finish) {
-            Ok(count) => {
-                self.drain_requests();
-                count
-            }
-            // The first panic goes on: `finish`'s (one of the drain's is dropped).
-            Err(payload) => {
-                let _ = R::catch_unwind(|| self.drain_requests());
-                self.group.runtime.resume_unwind(payload);
-                0
-            }
-        }
+        let mut first = FirstPanic::<R>::new();
+        let count = first.run(finish);
+        first.run(|| self.drain_requests());
+        first.resume_on(&self.group.runtime);
+        count.unwrap_or(0)
     }
 
     /// Honours the pending flag after this thread released the state lock: reconciles while the
@@ -103,15 +97,11 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         }
         // A panicking eviction (user code) ends the drain only once the requests left meanwhile
         // are honoured too; the first panic then goes on.
-        let mut panicked = None;
+        let mut first = FirstPanic::<R>::new();
         while self.reconcile_pending.is_pending() {
             let Some(evicted) = self.reconcile_now(0) else { break };
-            if let Err(payload) = R::catch_unwind(|| self.finish_evictions(evicted, EvictedBy::Room)) {
-                panicked.get_or_insert(payload);
-            }
+            first.run(|| self.finish_evictions(evicted, EvictedBy::Room));
         }
-        if let Some(payload) = panicked {
-            self.group.runtime.resume_unwind(payload);
-        }
+        first.resume_on(&self.group.runtime);
     }
 }

@@ -129,7 +129,11 @@ impl<M: Manager> FixedSizeCache<M> {
         // Adds that wait for capacity are served in arrival order (SPEC 2.14).
         let in_line = self.config.policy() != CapacityPolicy::Overflow;
         let barge = self.mutant(Mutant::CAPACITY_WAITERS_BARGE);
-        let partial = self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS);
+        // An add that overflows anyway evicts what it can first: it overflows by as few as it
+        // must (and only once nothing is evictable, SPEC 2.7). An add that waits evicts only
+        // what admits it (historical bug: `partial-eviction-claims`).
+        let overflows_all = self.mutant(Mutant::OVERFLOW_EVICTS_NOTHING);
+        let partial = (!in_line && !overflows_all) || self.mutant(Mutant::PARTIAL_EVICTION_CLAIMS);
         let starve_lowered = self.mutant(Mutant::LOWERED_LIMIT_STARVES_ADDS);
         let wake = Arc::new(Signal::new(self.inner.runtime()));
         Admitting { id, beside, count_inflight, evict_leased, in_line, barge, partial, starve_lowered, wake }

@@ -96,7 +96,9 @@ pub(super) struct Admitting<'a, W> {
     pub(super) in_line: bool,
     /// An add ignores the line (`capacity-waiters-barge`).
     pub(super) barge: bool,
-    /// An add evicts what it can even when that is too few (`partial-eviction-claims`).
+    /// An add evicts what it can even when that is too few: one that overflows anyway (the
+    /// `Overflow` policy), or, as a historical bug, one that would wait
+    /// (`partial-eviction-claims`).
     pub(super) partial: bool,
     /// Over a lowered capacity, an add evicts nothing owed to it and designates only when one
     /// victim short (`lowered-limit-starves-adds`).
