@@ -128,8 +128,10 @@ impl<C: Checker, T: Send + 'static> Expire for Inner<C, T> {
     }
 }
 
-/// [`Monitor`] of the [`Sim`] runtime: the checker's mutex, and waits as described in the
-/// [module docs](self).
+/// [`Monitor`] of the [`Sim`] runtime: the checker's mutex, notified without it as a production
+/// condition variable is. A waiter enrols while it holds the mutex and sleeps on a gate of its
+/// own until a notify, or its own deadline, marks it woken; under shuttle it may be preempted
+/// between its look at the state and its enrolment, where a notify is lost as in production.
 pub struct SimMonitor<C: Checker, T: Send + 'static> {
     inner: Arc<Inner<C, T>>,
 }
@@ -226,7 +228,7 @@ impl<C: Checker, T: Send + 'static> Monitor<T> for SimMonitor<C, T> {
         Some(f(&mut value))
     }
 
-    /// Wakes every waiter enrolled, without the monitor's mutex (see the [module docs](self)).
+    /// Wakes every waiter enrolled, without the monitor's mutex.
     fn notify_all(&self) {
         self.notify(true);
     }
