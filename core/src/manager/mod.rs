@@ -277,29 +277,32 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         }
         let id = guard.id();
         let overwrite = self.runtime.mutant(Mutant::REGISTER_OVERWRITES);
-        match self.state_of(id) {
-            (true, _) => {
-                // Held across the refusal's report (user code).
-                let model = Held::<_, R>::new(
-                    model,
-                    !self.runtime.mutant(Mutant::REGISTERED_MODEL_DROPPED_IN_UNWIND),
-                );
-                let refused = telemetry::refused(ManagerError::ShutDown { id: id.clone() });
-                return Err(RegisterError::new(refused, model.into_inner()));
-            }
+        let model = match self.state_of(id) {
+            (true, _) => model,
             (false, true) if !overwrite => {
                 return Err(RegisterError::new(ManagerError::AlreadyRegistered { id: id.clone() }, model));
             }
-            (false, _) => {}
-        }
-        let slot = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
-        // The mutant's old model (if any) is dropped here, outside the table monitor.
-        let _old = self.table.with(|t| {
-            let displaced = t.loaded(id);
-            (displaced, t.registry.insert(id.clone(), slot))
-        });
-        tracing::debug!(%id, "registered a model built elsewhere");
-        Ok(())
+            // Registered unless a shutdown began since the look ([`Table::register`]); the
+            // mutant's old model (if any) is dropped here, outside the table monitor.
+            (false, _) => match self.table.with(|t| {
+                if self.refuses_late() && t.registry.is_shut_down() {
+                    return Err(model);
+                }
+                let slot = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
+                Ok((t.loaded(id), t.registry.insert(id.clone(), slot)))
+            }) {
+                Ok(_old) => {
+                    tracing::debug!(%id, "registered a model built elsewhere");
+                    return Ok(());
+                }
+                Err(model) => model,
+            },
+        };
+        // Held across the refusal's report (user code).
+        let model =
+            Held::<_, R>::new(model, !self.runtime.mutant(Mutant::REGISTERED_MODEL_DROPPED_IN_UNWIND));
+        let refused = telemetry::refused(ManagerError::ShutDown { id: id.clone() });
+        Err(RegisterError::new(refused, model.into_inner()))
     }
 
     /// Unloads the model only if no lease is live at its point of no return (a non-blocking

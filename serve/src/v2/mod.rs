@@ -87,10 +87,13 @@ where
     L::Model: ServeModel,
 {
     Router::new()
-        .route("/v2", get(server_metadata).fallback(method_not_allowed))
-        .route("/v2/health/live", get(live).fallback(method_not_allowed))
-        .route("/v2/health/ready", get(ready::<L>).fallback(method_not_allowed))
-        .route("/v2/models/{*rest}", get(get_model::<L>).post(post_model::<L>).fallback(method_not_allowed))
+        .route("/v2", get(server_metadata).fallback(method_not_allowed("GET")))
+        .route("/v2/health/live", get(live).fallback(method_not_allowed("GET")))
+        .route("/v2/health/ready", get(ready::<L>).fallback(method_not_allowed("GET")))
+        .route(
+            "/v2/models/{*rest}",
+            get(get_model::<L>).post(post_model::<L>).fallback(method_not_allowed("GET, POST")),
+        )
         .merge(repository::routes::<L>())
 }
 
@@ -141,14 +144,12 @@ fn not_found(message: impl Into<String>) -> V2Error {
     V2Error(ApiError::new(StatusCode::NOT_FOUND, "not_found", message))
 }
 
-/// Any other method on a protocol route: 405 with the protocol's error object.
-async fn method_not_allowed() -> Response {
-    let error = ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route",
-    );
-    answer(OTHER, Err(V2Error(error)))
+/// The handler of any other method on a protocol route that takes `allow`: 405 with the
+/// protocol's error object and `Allow: allow`.
+fn method_not_allowed(
+    allow: &'static str,
+) -> impl FnOnce() -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+    move || std::future::ready(answer(OTHER, Err(V2Error(ApiError::method_not_allowed(allow)))))
 }
 
 /// A name the protocol's paths can address without ambiguity: none of its segments is

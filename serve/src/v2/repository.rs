@@ -46,8 +46,8 @@ where
     L::Model: ServeModel,
 {
     Router::new()
-        .route("/v2/repository/index", post(index::<L>).fallback(method_not_allowed))
-        .route("/v2/repository/models/{*rest}", post(control::<L>).fallback(method_not_allowed))
+        .route("/v2/repository/index", post(index::<L>).fallback(method_not_allowed("POST")))
+        .route("/v2/repository/models/{*rest}", post(control::<L>).fallback(method_not_allowed("POST")))
 }
 
 /// The optional body of the index.

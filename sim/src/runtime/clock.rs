@@ -4,8 +4,9 @@
 //! A bounded wait registers `now + timeout` with a fresh sequence number; the timer task fires
 //! the smallest `(deadline, seq)` first, so a shorter timeout always expires before a longer one
 //! registered with it, and ties go in registration order. Firing moves `now` to the deadline
-//! (never backwards), marks the waiter expired and notifies it **under its monitor's mutex**, so
-//! the expiry cannot itself be a lost wakeup. Expiry is the checker choosing to run the timer:
+//! (never backwards), marks the waiter expired and wakes it (only it) **under its monitor's
+//! gate**, where every sleeper looks at its entry, so the expiry cannot itself be a lost
+//! wakeup. Expiry is the checker choosing to run the timer:
 //! an ordinary, replayable step that every strategy explores.
 
 use std::collections::BTreeMap;
@@ -41,7 +42,7 @@ impl Time {
 
 /// Something a deadline wakes: a sim monitor with a waiter registered.
 pub(super) trait Expire: Send + Sync {
-    /// Marks `seq` fired and wakes the monitor's waiters, under the monitor's mutex.
+    /// Marks `seq` fired and wakes the waiter that set it, under the monitor's gate.
     fn expire(&self, seq: u64);
 }
 

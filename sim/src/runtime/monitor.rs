@@ -180,6 +180,8 @@ impl<C: Checker, T: Send + 'static> SimMonitor<C, T> {
             });
             (id, waits.notifies)
         };
+        // A wait that enrolled waited, whether or not a notify comes before it sleeps.
+        clock.blocked(C::thread_name().unwrap_or_default());
         drop(value);
         let mut gate = C::lock(&inner.gate);
         // A deadline that fired before the enrolment found nobody to wake (and the waiter was
@@ -197,7 +199,6 @@ impl<C: Checker, T: Send + 'static> SimMonitor<C, T> {
             if !waits.sleepers[at].blocked {
                 waits.sleepers[at].blocked = true;
                 drop(waits);
-                clock.blocked(C::thread_name().unwrap_or_default());
                 clock.block();
             } else {
                 drop(waits);

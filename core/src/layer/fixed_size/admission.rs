@@ -375,10 +375,16 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         let Some((pinned, counts)) = cache.evict_all(victims)? else { return Ok(Next::Replan) };
         let spin = cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
         self.pinned_below.remember(seen, counts, pinned.into_iter().filter(|_| !spin));
-        // Every victim was skipped: the deadline bounds this path too (SPEC 2.12).
+        let others = || cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
+        // Every victim was skipped (leased, locked or pinned since the plan): an add that
+        // overflows anyway does so now, never waits for them (SPEC 2.7).
+        if cache.config.policy() == CapacityPolicy::Overflow {
+            let (registered, loading) = others();
+            return Ok(Next::Admitted(cache.overflow(id, registered, loading, self.claimed.take())));
+        }
+        // The deadline bounds this path too (SPEC 2.12).
         if !cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL) && self.expired() {
-            let (registered, loading) =
-                cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
+            let (registered, loading) = others();
             return Err(cache.exhausted(id, registered, loading, self.wait));
         }
         // Victims pinned only below are left out of the next plan: re-plan at once.

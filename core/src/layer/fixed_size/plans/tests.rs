@@ -5,7 +5,8 @@
 //! completed evictions and adds change the queue). Admission: victims are the least recently
 //! used models that are neither the new id (I6), pinned here or below (I10), in use nor locked,
 //! exactly as many as the capacity needs (never more: no needless eviction; never fewer: no
-//! partial claims); an admitted or evicting add fits `max_size` with every load in flight; it
+//! partial claims, but for an add that overflows anyway, which takes every evictable victim
+//! and overflows only once none is left, SPEC 2.7); an admitted or evicting add fits `max_size` with every load in flight; it
 //! counts its slot exactly once; an add behind an earlier waiter never takes room (SPEC 2.14);
 //! over a lowered capacity, the first add evicts every evictable victim owed to it at once, and
 //! waits only when none is evictable; it joins the line once; only the first in line, one
@@ -202,7 +203,8 @@ fn check_admission(c: &Case, flags: Flags) -> Result<(), TestCaseError> {
         evict_leased: flags.evict_leased,
         in_line: c.in_line,
         barge: flags.barge,
-        partial: flags.partial,
+        // As production: an add that overflows anyway (no line) evicts what it can first.
+        partial: flags.partial || !c.in_line,
         starve_lowered: flags.starve_lowered,
         wake: (),
     };
@@ -285,12 +287,16 @@ fn check_capacity(
     match &round.plan {
         EvictionPlan::Admit => prop_assert!(slots <= c.max, "admitted over max_size: {} > {}", slots, c.max),
         EvictionPlan::Evict(victims) => {
-            prop_assert_eq!(slots - victims.len(), c.max, "evicts exactly what the capacity needs");
             prop_assert_eq!(
                 &victims[..],
                 &eligible[..victims.len().min(eligible.len())],
                 "LRU-first evictable victims (I6, I10)"
             );
+            if c.in_line || victims.len() >= needed {
+                prop_assert_eq!(slots - victims.len(), c.max, "evicts exactly what the capacity needs");
+            } else {
+                prop_assert_eq!(victims.len(), eligible.len(), "overflows past an evictable victim (2.7)");
+            }
         }
         EvictionPlan::Owed(victims) => {
             prop_assert!(
@@ -307,6 +313,11 @@ fn check_capacity(
         }
         EvictionPlan::Full { .. } if !round.behind => {
             prop_assert!(eligible.len() < needed, "waits although {} victims would do", needed);
+            prop_assert!(
+                c.in_line || eligible.is_empty(),
+                "overflows although {:?} are evictable (2.7)",
+                eligible
+            );
             let owed = c.in_line && queued > c.max;
             prop_assert!(!owed || eligible.is_empty(), "waits although {:?} are owed to the limit", eligible);
         }
