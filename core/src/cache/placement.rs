@@ -160,17 +160,16 @@ impl<'a, W: DeviceWeights, R: Runtime> Placement<'a, W, R> {
         self.wait.map(|w| w.saturating_sub(self.cache.now().saturating_sub(self.start)))
     }
 
-    /// Decides under the cache's state, waiting at most `left` for another thread's move of
-    /// the record (see [`decide`]) outside that state: every release of the state lock honours
-    /// pending requests, and a wait inside it (a condition variable's) would release it without
-    /// (a peer's load asking for room then sleeps out the move). A refusal or the end of the
-    /// wait is this placement's error.
-    fn decide(&self, left: Option<Duration>) -> Result<Step, CacheError> {
+    /// Decides under the cache's state (see [`decide`]), waiting for another thread's move of
+    /// the record outside that state, within what is left of the placement's bound: every
+    /// release of the state lock honours pending requests, and a wait inside it (a condition
+    /// variable's) would release it without (a peer's load asking for room then sleeps out the
+    /// move). A refusal or the end of the wait is this placement's error.
+    fn decide(&self) -> Result<Step, CacheError> {
         let (cache, runtime, budget) = (self.cache, self.cache.runtime(), self.cache.device_budget());
         if runtime.mutant(Mutant::MOVE_WAIT_HOLDS_STATE) {
-            return self.decide_waiting_in_state(left);
+            return self.decide_waiting_in_state(self.left());
         }
-        let start = cache.now();
         loop {
             // Read before deciding: a move settled while deciding ends the wait at once.
             let seen = cache.moves().epoch();
@@ -183,7 +182,7 @@ impl<'a, W: DeviceWeights, R: Runtime> Placement<'a, W, R> {
                 }
                 None => cache.drain_requests(),
             }
-            let left = left.map(|left| left.saturating_sub(cache.now().saturating_sub(start)));
+            let left = self.left();
             if left.is_some_and(|left| left.is_zero()) || cache.moves().wait_past(seen, left).is_err() {
                 return Err(self.move_timed_out());
             }
@@ -202,10 +201,9 @@ impl<'a, W: DeviceWeights, R: Runtime> Placement<'a, W, R> {
     fn run(self) -> Result<Copy, CacheError> {
         let (cache, record, need) = (self.cache, self.record, self.need);
         loop {
-            let left = self.left();
             // Read before deciding: room made while deciding ends the wait for it at once.
             let seen = cache.device_budget().room_epoch();
-            match self.decide(left)? {
+            match self.decide()? {
                 Step::Full(full) => {
                     cache.drain_requests();
                     let left = self.left();
