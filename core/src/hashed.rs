@@ -97,6 +97,11 @@ impl<K: Borrow<str>, V> Hashed<K, V> {
         self.table.iter_mut().map(|(_, v)| v)
     }
 
+    /// Every value, taken out.
+    pub(crate) fn into_values(self) -> impl Iterator<Item = V> {
+        self.table.into_iter().map(|(_, v)| v)
+    }
+
     /// Keeps the values whose key `keep` accepts.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
         self.table.retain(|(k, _)| keep(k));

@@ -195,6 +195,12 @@ fn the_campaign_finds_retire_while_held() {
     finds(Mutant::RETIRE_WHILE_HELD);
 }
 
+/// An add under the `Overflow` policy that overflows while an idle model could go.
+#[test]
+fn the_campaign_finds_overflow_evicts_nothing() {
+    finds(Mutant::OVERFLOW_EVICTS_NOTHING);
+}
+
 #[test]
 fn the_campaign_finds_no_queue_dedup() {
     finds(Mutant::NO_QUEUE_DEDUP);
@@ -222,6 +228,19 @@ fn the_cache_campaign_finds_move_uncharged() {
 #[test]
 fn the_cache_campaign_finds_get_or_put_not_single_flight() {
     finds_in_caches(Mutant::GET_OR_PUT_NOT_SINGLE_FLIGHT);
+}
+
+/// A release that frees room and wakes no load waiting for it: the load succeeds only once its
+/// wait times out with every thread blocked (the success-after-timeout check).
+#[test]
+fn the_cache_campaign_finds_lost_wakeup_room_release() {
+    finds_in_caches(Mutant::LOST_WAKEUP_ROOM_RELEASE);
+}
+
+/// A budget debit (an eviction's) that wakes no load waiting for room.
+#[test]
+fn the_cache_campaign_finds_lost_wakeup_budget_debit() {
+    finds_in_caches(Mutant::LOST_WAKEUP_BUDGET_DEBIT);
 }
 
 /// Keep-alive expiry that evicts a record a handle holds: the holder's lock then finds it gone
@@ -310,6 +329,7 @@ fn a_slot_freed_under_a_held_lock_wakes_the_waiting_add() {
         narrow: false,
         any_time: false,
         report_fault: None,
+        overflow: false,
     };
     let cases = [
         (program(Under::Add, vec![Step::Fail]), Mutant::LOST_WAKEUP_CAPACITY_CLAIM_DROPPED),
@@ -430,5 +450,5 @@ fn stored_failing_programs_replay() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(replayed >= 38, "expected the stored programs of thirty-eight mutants, found {replayed}");
+    assert!(replayed >= 39, "expected the stored programs of thirty-nine mutants, found {replayed}");
 }

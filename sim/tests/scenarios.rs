@@ -231,6 +231,7 @@ scenario_tests! {
     m_e7 => "M-E7",
     m_e7r => "M-E7r",
     m_c5o => "M-C5o",
+    m_c6s => "M-C6s",
     m_e7w => "M-E7w",
     w_16 => "W-16",
     s_f1 => "S-F1",

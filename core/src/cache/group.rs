@@ -140,7 +140,12 @@ impl<W: Send + Sync + 'static, R: Runtime> CacheGroup<W, R> {
         }
         let mut first = FirstPanic::<R>::new();
         for cache in self.members.all() {
-            first.run(|| cache.make_room_here(0));
+            // The last reference may be this one (its user dropped the cache meanwhile): its
+            // drop is user code too, under the same catch.
+            first.run(move || {
+                cache.make_room_here(0);
+                drop(cache);
+            });
         }
         first.resume();
     }

@@ -36,6 +36,7 @@ use super::record::Record;
 use super::table::{Copy, OnDevice, Table};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{BoxError, CacheError, SourceError};
+use crate::held::Held;
 use crate::mutants::Mutant;
 use crate::runtime::{Arc, Monitor, Runtime, StdRuntime, TimedOut};
 use crate::telemetry;
@@ -101,6 +102,8 @@ enum Step {
     Full(CacheError),
 }
 
+// ---- Locking on the device ----------------------------------------------------------------------
+
 impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// Locks the record and places it on the cache's device (see the module docs). On error the
     /// lock is released and the record stays resident on the CPU. The waits — for another
@@ -123,7 +126,15 @@ impl<W: DeviceWeights, R: Runtime> LoadedModel<W, R> {
     /// [`Loader::load_until`](crate::Loader::load_until) passes on.
     pub fn lock_on_device_until(self, deadline: Deadline) -> Result<DeviceGuard<W, R>, CacheError> {
         let guard = self.lock();
-        let copy = Placement::new(&guard, deadline).run()?;
+        let copy = match Placement::new(&guard, deadline).run() {
+            Ok(copy) => copy,
+            Err(error) => {
+                // Held across the lock's release (user code): it may keep a mover's error.
+                let error = Held::<_, R>::new(error, true);
+                drop(guard);
+                return Err(error.into_inner());
+            }
+        };
         let copy = copy.downcast::<Placed<W::OnDevice, R>>().map_err(|_| CacheError::DeviceMove {
             key: guard.key().to_owned(),
             source: SourceError::new("the device copy has another type".into()),
@@ -249,8 +260,14 @@ fn run_move<W: DeviceWeights, R: Runtime>(claim: MoveClaim<'_, W, R>) -> Result<
             Ok(placed)
         }
         Err(error) => {
+            // Held across the settling (its drain runs user code): a panic there must not drop
+            // the mover's error plainly in its unwind.
+            let error = Held::<_, R>::new(error, true);
             claim.settle(None);
-            Err(CacheError::DeviceMove { key: record.key.clone(), source: SourceError::new(error) })
+            Err(CacheError::DeviceMove {
+                key: record.key.clone(),
+                source: SourceError::new(error.into_inner()),
+            })
         }
     }
 }

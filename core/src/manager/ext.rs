@@ -138,7 +138,7 @@ pub trait ManagerExt: Manager {
         if matches!(added, Ok(Added::Warm)) {
             guard.changed_nothing();
         }
-        added
+        released(self.runtime(), guard, added)
     }
 
     /// Replaces the model registered under the resolved id (`alias` if given, else `id`) by a
@@ -194,7 +194,8 @@ pub trait ManagerExt: Manager {
     ) -> Result<Replaced, ManagerError> {
         let (canonical, resolved) = resolve(id, alias)?;
         let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
-        self.replace_locked(&guard, &canonical)
+        let replaced = self.replace_locked(&guard, &canonical);
+        released(self.runtime(), guard, replaced)
     }
 
     /// [`ManagerExt::replace`] for a model that cannot have two versions resident at once (one
@@ -246,7 +247,8 @@ pub trait ManagerExt: Manager {
     ) -> Result<Replaced, ManagerError> {
         let (canonical, resolved) = resolve(id, alias)?;
         let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
-        self.replace_in_place_locked(&guard, &canonical)
+        let replaced = self.replace_in_place_locked(&guard, &canonical);
+        released(self.runtime(), guard, replaced)
     }
 
     /// Registers `model`, built elsewhere, under the resolved id `id` (upstream's
@@ -348,7 +350,8 @@ pub trait ManagerExt: Manager {
     fn remove_with(&self, id: &str, options: CallOptions) -> Result<(), ManagerError> {
         let id = ModelId::new(id)?;
         let guard = self.lock_until(&id, options.deadline(self.runtime()))?;
-        self.remove_locked(&guard)
+        let removed = self.remove_locked(&guard);
+        released(self.runtime(), guard, removed)
     }
 
     /// Runs `f` on the model registered under `id`, holding a lease for the duration.
@@ -379,3 +382,17 @@ pub trait ManagerExt: Manager {
 }
 
 impl<M: Manager + ?Sized> ManagerExt for M {}
+
+/// Lets go of `guard` with the step's `result` held: the release reports (user code), and a
+/// panic there must not drop the user's error (a loader's, an `unload`'s) or model plainly in
+/// its unwind, where a panicking `Drop` aborts the process.
+fn released<T, M, R>(runtime: &R, guard: LifecycleGuard<M, R>, result: T) -> T
+where
+    M: Send + Sync + 'static,
+    R: crate::runtime::Runtime,
+{
+    let guarded = !runtime.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
+    let held = Held::<_, R>::new(result, guarded);
+    drop(guard);
+    held.into_inner()
+}

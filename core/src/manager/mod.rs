@@ -138,6 +138,14 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         !self.runtime.mutant(Mutant::REGISTERED_AFTER_SHUTDOWN)
     }
 
+    /// The failed load of `of` that `guard`'s holder waited for: its error, even if a later
+    /// caller loaded it afresh before this one got the lock (S-F1). Held across its report.
+    fn shared(&self, guard: &LifecycleGuard<L::Model, R>, of: &ModelId) -> Option<ManagerError> {
+        let error = Held::<_, R>::new(guard.shared_failure(of)?, self.guards_user_errors());
+        tracing::debug!(id = %guard.id(), error = %error.get(), "add: shares a failed load");
+        Some(error.into_inner())
+    }
+
     /// The refusal of a model loaded for `id` that a shutdown overtook ([`Table::register`]):
     /// the model is dropped (user code, outside every monitor), then the refusal reported.
     fn refused_late(&self, id: &ModelId, slot: Arc<ModelSlot<L::Model, R>>) -> ManagerError {
@@ -201,10 +209,7 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
         if shut_down && !self.runtime.mutant(Mutant::ADD_AFTER_SHUTDOWN) {
             return Err(telemetry::refused(ManagerError::ShutDown { id: resolved.clone() }));
         }
-        // A caller that waited for a load that failed gets its error, even if a later caller
-        // loaded the model afresh before this one got the lock (S-F1): it waited for that load.
-        if let Some(error) = guard.shared_failure(canonical) {
-            tracing::debug!(id = %resolved, %error, "add: shares a failed load");
+        if let Some(error) = self.shared(guard, canonical) {
             return Err(error);
         }
         if registered {
@@ -219,9 +224,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                 let slot = Arc::new(ModelSlot::new(resolved.clone(), model, &self.changes));
                 let inside = self.runtime.mutant(Mutant::FAILURE_DROPPED_IN_MONITOR);
                 let displaced = self.table.with(|t| {
-                    t.register(resolved.clone(), slot, self.refuses_late())?;
+                    let old = t.register(resolved.clone(), slot, self.refuses_late())?;
                     // The historical bug drops the failures it forgets (user code) in here.
-                    Ok((!inside).then_some(t.loaded(resolved)))
+                    Ok((old, (!inside).then_some(t.loaded(resolved))))
                 });
                 drop(displaced.map_err(|slot| self.refused_late(resolved, slot))?);
                 tracing::debug!(id = %resolved, "add: loaded");
@@ -291,7 +296,9 @@ impl<L: Loader, R: Runtime> Manager for ModelManager<L, R> {
                 let slot = Arc::new(ModelSlot::new(id.clone(), model, &self.changes));
                 Ok((t.loaded(id), t.registry.insert(id.clone(), slot)))
             }) {
-                Ok(_old) => {
+                Ok(old) => {
+                    // Dropped before the report (user code): it may hold a loader's errors.
+                    drop(old);
                     tracing::debug!(%id, "registered a model built elsewhere");
                     return Ok(());
                 }

@@ -166,6 +166,21 @@ fn touching_an_unknown_id_leaves_no_phantom<M: Manager>(_: &Knobs, cache: FixedS
     assert!(queue(&cache).is_empty());
 }
 
+/// A model added below the cache, behind its back, joins the queue at its next add through the
+/// cache (a warm one): from then on it counts against `max_size` and can be evicted (I4).
+fn a_warm_add_queues_a_model_added_below<M: Manager>(_: &Knobs, cache: FixedSizeCache<M>) {
+    fill(&cache, &["A", "B"]);
+    cache.get_ref().add_model("X", None).unwrap();
+    assert_eq!(queue(&cache), ["A", "B"], "the cache did not see it");
+    assert_eq!(cache.add_model("X", None).unwrap(), Added::Warm);
+    assert_eq!(queue(&cache), ["A", "B", "X"]);
+    for id in ["C", "D"] {
+        assert_eq!(cache.add_model(id, None).unwrap(), Added::Loaded);
+    }
+    assert_eq!(queue(&cache), ["B", "X", "C", "D"], "A evicted: X counted");
+    assert_eq!(registered(&cache), ["B", "C", "D", "X"]);
+}
+
 /// A model built outside the manager, for `register`.
 fn prebuilt(name: &str) -> SizedModel {
     SizedModel { canonical: format!("prebuilt {name}"), bytes: 1, knobs: Arc::default() }
@@ -255,6 +270,7 @@ on_both_stacks! {
     strict_capacity_fails_typed_and_overflow_loads(4),
     alias_loads_under_the_resolved_id(4),
     touching_an_unknown_id_leaves_no_phantom(4),
+    a_warm_add_queues_a_model_added_below(4),
     register_goes_through_admission(4),
     clear_removes_pinned_models_keeps_pins_and_reports_the_rest(4),
 }

@@ -215,10 +215,28 @@ impl<R: SimRuntime> Thread<'_, R> {
 
     /// Runs `f` as call `op` of the history (catching a scripted panic: its outcome is unknown);
     /// `ret` says what it returned.
+    ///
+    /// Under [`Time::Auto`](resident_sim::runtime::Time::Auto) a deadline fires only while every
+    /// thread is blocked: a call that then succeeds found what it waited for happened while it
+    /// slept, and nobody woke it (the manager programs' check, SPEC's one wake-up rule).
     fn record<T>(&self, op: CacheOp, f: impl FnOnce() -> T, ret: impl FnOnce(&T) -> CacheRet) -> Option<T> {
         let at = self.shared.history.begin(self.index, CacheCall::Called(op));
+        let rt = &self.shared.world.rt;
+        let timeouts = rt.timeouts_here();
         let result = catching(f);
-        self.shared.history.end(at, result.as_ref().map(ret));
+        let ret = result.as_ref().map(ret);
+        let succeeded = matches!(
+            ret,
+            Some(CacheRet::Loaded | CacheRet::Served | CacheRet::Hit | CacheRet::Admitted | CacheRet::Done)
+        );
+        ensure!(
+            self.program.any_time || !succeeded || rt.timeouts_here() == timeouts,
+            "lost-wakeup",
+            "{} {op:?} gave {ret:?} after one of its waits timed out while every thread was blocked: \
+             what it waited for happened, and nothing woke it",
+            self.name
+        );
+        self.shared.history.end(at, ret);
         result
     }
 

@@ -138,6 +138,11 @@ pub struct Program {
     /// [`REPORT_FAULTS`]`[k]` (the library's own reports are user code, SPEC 3.10).
     #[serde(default)]
     pub report_fault: Option<usize>,
+    /// Every cache of the stack runs the `Overflow` policy (SPEC 2.7): an add that finds no
+    /// idle victim loads past `max_size` at once, after evicting every idle one it finds,
+    /// instead of waiting or failing `CapacityExhausted`.
+    #[serde(default)]
+    pub overflow: bool,
 }
 
 /// The reports a program's recorder or subscriber may panic at ([`Program::report_fault`]):
@@ -177,7 +182,22 @@ impl Program {
     pub fn alive_at_most(&self) -> usize {
         // So is a model built for a register until the stack takes it or hands it back.
         let extra = |op: &&ThreadOp| matches!(op, ThreadOp::Replace(_) | ThreadOp::Register(_));
-        self.capacity() + self.threads.iter().flatten().filter(extra).count()
+        // Under the `Overflow` policy each add may load past the capacity.
+        let overflows = |op: &&ThreadOp| {
+            self.overflow
+                && matches!(
+                    op,
+                    ThreadOp::Add(_)
+                        | ThreadOp::AddAs(_)
+                        | ThreadOp::AddNow(_)
+                        | ThreadOp::Replace(_)
+                        | ThreadOp::ReplaceInPlace(_)
+                        | ThreadOp::Register(_)
+                        | ThreadOp::Locked(_, Under::Add)
+                )
+        };
+        let ops = self.threads.iter().flatten();
+        self.capacity() + ops.clone().filter(extra).count() + ops.filter(overflows).count()
     }
 
     /// The capacity the stack behaves as.
@@ -262,7 +282,7 @@ fn shape() -> impl Strategy<Value = (bool, bool)> {
 /// them with deadlines that fire at any point. Chosen by hashes of the draw (so that stored
 /// programs and the draws of the rest stay as they were): a `clear` or `register`, an in-place
 /// replace, a pin or lease with a zero timeout, a peek, a step under a lock held past it, a load whose
-/// caller's wait expires inside it, a panicking metrics recorder.
+/// caller's wait expires inside it, a panicking metrics recorder, the `Overflow` policy.
 pub fn program() -> impl Strategy<Value = Program> {
     let threads = prop::collection::vec(prop::collection::vec(thread_op(), 2..=5), 2..=3);
     let pins = prop_oneof![2 => Just(Vec::new()), 1 => prop::collection::vec(index(), 1..=2)];
@@ -277,6 +297,7 @@ pub fn program() -> impl Strategy<Value = Program> {
             let expiry = super::generated::hash_of(&(drawn, "expiry"));
             let locked = super::generated::hash_of(&(drawn, "locked"));
             let peek = super::generated::hash_of(&(drawn, "peek"));
+            let overflow = super::generated::hash_of(&(drawn, "overflow")).is_multiple_of(5);
             insert_clear_or_register(&mut threads, extra);
             insert_replace_in_place(&mut threads, in_place);
             insert_call_now(&mut threads, now);
@@ -285,7 +306,18 @@ pub fn program() -> impl Strategy<Value = Program> {
             reach_report(report_fault, &mut prefix, &mut threads);
             insert_locked(&mut threads, &mut faults, &prefix, locked);
             insert_expiry(&mut faults, expiry);
-            Program { prefix, handed, pins, threads, faults, nested, narrow, any_time, report_fault }
+            Program {
+                prefix,
+                handed,
+                pins,
+                threads,
+                faults,
+                nested,
+                narrow,
+                any_time,
+                report_fault,
+                overflow,
+            }
         },
     )
 }

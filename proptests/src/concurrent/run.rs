@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use resident::runtime::Arc;
 use resident::{
-    Added, CacheError, CallOptions, Eviction, FixedSizeCache, FixedSizeConfig, Lease, Manager, ManagerError,
-    ManagerExt, ModelId, Replaced, Traced,
+    Added, CacheError, CallOptions, CapacityPolicy, Eviction, FixedSizeCache, FixedSizeConfig, Lease,
+    Manager, ManagerError, ManagerExt, ModelId, RemovalReport, Replaced, Traced,
 };
 use resident_sim::bypass::Calls;
 use resident_sim::latch::Latch;
@@ -416,6 +416,7 @@ fn run_thread<M>(
             ThreadOp::Shutdown => {
                 recorder.call(thread, Op::Shutdown, || {
                     let report = never_panics(reports_panic, "shutdown", || m.shutdown());
+                    check_report(&report, "S-G1", "shutdown");
                     // Whatever stays registered was reported as not unloaded (no half state).
                     let failed: Vec<_> = report.failed.iter().map(|(id, _)| id.clone()).collect();
                     let stray: Vec<_> = m.ids().into_iter().filter(|id| !failed.contains(id)).collect();
@@ -438,6 +439,7 @@ fn run_thread<M>(
             ThreadOp::Clear => {
                 recorder.call(thread, Op::Clear, || {
                     let report = never_panics(reports_panic, "clear", || m.call_clear(CallOptions::new()));
+                    check_report(&report, "1.13", "clear");
                     let failed = report.failed.iter().filter_map(|(id, _)| index(id));
                     let ret = if report.is_complete() {
                         Ret::Done
@@ -470,7 +472,7 @@ fn run_thread<M>(
             }),
             ThreadOp::EndLease(k) if !held.is_empty() => {
                 let (i, lease) = held.remove(k % held.len());
-                recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
+                end_lease(recorder, thread, i, lease);
             }
             ThreadOp::EndLease(_) => {}
             ThreadOp::Pin(i) => {
@@ -483,8 +485,9 @@ fn run_thread<M>(
             ThreadOp::Locked(i, under) => locked(m, recorder, thread, i, under),
             ThreadOp::Infer(i, panics) => {
                 recorder.call(thread, Op::Infer(i), || {
-                    let served = m.infer(RESOLVED[i], |_| {
+                    let served = m.infer(RESOLVED[i], |model| {
                         ensure_outside_monitors::<M::Runtime>("an infer callback");
+                        model.check_loaded(THREADS[thread.min(THREADS.len() - 1)]);
                         if panics {
                             std::panic::panic_any(InjectedPanic);
                         }
@@ -495,8 +498,40 @@ fn run_thread<M>(
         }
     }
     for (i, lease) in held {
-        recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
+        end_lease(recorder, thread, i, lease);
     }
+}
+
+/// A shutdown's or a clear's report says only what can keep a model registered: its unload
+/// failed, its leases outlived the drain, or its lock was not had in time. No id is both
+/// removed and failed, and none is reported twice.
+fn check_report(report: &RemovalReport, rule: &str, call: &str) {
+    for (id, error) in &report.failed {
+        resident_sim::ensure!(
+            matches!(
+                error,
+                ManagerError::Unload { .. } | ManagerError::Busy { .. } | ManagerError::LockTimeout { .. }
+            ),
+            rule,
+            "{call} reported {id} as not removed for a reason it cannot have: {error}"
+        );
+    }
+    let mut ids: Vec<&ModelId> =
+        report.removed.iter().chain(report.failed.iter().map(|(id, _)| id)).collect();
+    let listed = ids.len();
+    ids.sort();
+    ids.dedup();
+    resident_sim::ensure!(ids.len() == listed, rule, "{call} reported an id twice: {report:?}");
+}
+
+/// The names of the program's threads as violations report them, the main thread last.
+const THREADS: [&str; 4] = ["T1", "T2", "T3", "main"];
+
+/// Drops `lease` of `RESOLVED[i]` as a call of `thread`, once it checked that its model was
+/// never unloaded while it lived (L1: a lease protects its model until it ends).
+fn end_lease<R: SimRuntime>(recorder: &Recorder, thread: usize, i: usize, lease: Lease<SimModel<R>, R>) {
+    lease.check_loaded(THREADS[thread.min(THREADS.len() - 1)]);
+    recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
 }
 
 /// One execution of `program` on `rt`.
@@ -518,10 +553,13 @@ fn run_once<R: SimRuntime>(rt: R, program: &Program) {
             builder = builder.drop_panics(id);
         }
     }
-    let config = FixedSizeConfig::new(MAX_SIZE).with_capacity_wait(Duration::from_secs(1));
+    let policy = if program.overflow { CapacityPolicy::Overflow } else { CapacityPolicy::Strict };
+    let config =
+        FixedSizeConfig::new(MAX_SIZE).with_capacity_wait(Duration::from_secs(1)).with_policy(policy);
     if program.nested {
-        let inner_config =
-            FixedSizeConfig::new(program.capacity()).with_capacity_wait(Duration::from_secs(1));
+        let inner_config = FixedSizeConfig::new(program.capacity())
+            .with_capacity_wait(Duration::from_secs(1))
+            .with_policy(policy);
         let world = builder.stack(|base| {
             let inner = FixedSizeCache::new(Traced::new(base), inner_config).expect("valid config");
             FixedSizeCache::new(inner, config).expect("valid config")
@@ -587,6 +625,7 @@ where
         faults: program.faults.clone(),
         capacity: program.capacity(),
         any_time: program.any_time || program.has_calls_now(),
+        overflow: program.overflow,
     };
     ensure_linearizable(&spec, State::default(), &history);
 }

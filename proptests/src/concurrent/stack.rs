@@ -31,7 +31,7 @@
 //! that timed out on the lease of an overlapping `infer`.
 
 use super::linearizability::{Call, Spec, overlapping, overlapping_at};
-use super::program::{Faults, MAX_SIZE};
+use super::program::{Faults, MAX_SIZE, RESOLVED};
 use resident_sim::world::manager::Step;
 
 /// A call or event of the history.
@@ -279,6 +279,9 @@ pub struct Stack {
     pub capacity: usize,
     /// Deadlines fire at any scheduling point (not only while every thread is blocked).
     pub any_time: bool,
+    /// Every cache runs the `Overflow` policy: a cold add (or a replace) that finds no idle
+    /// victim loads past the capacity at once, never refused `CapacityExhausted` (SPEC 2.7).
+    pub overflow: bool,
 }
 
 fn script(steps: &[Step], call: u8) -> Step {
@@ -313,6 +316,14 @@ fn lock_contended(history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
     })
 }
 
+/// Whether an overlapping call may have held the lifecycle lock of `RESOLVED[j]`, or a lease of
+/// it, while call `at` evicted: an eviction skips such a victim. Any other call that evicts may
+/// hold a victim's lock for a moment and let it go unevicted (it planned again, or found it in
+/// use), so every one of them counts, as for [`lock_contended`].
+fn locked_beside(history: &[Call<Op, Ret>], at: usize, j: usize) -> bool {
+    lock_contended(history, at, j) || overlapped(history, at, |op| *op == Op::Infer(j))
+}
+
 /// Whether `op` may change what a replace's check for a slot beside its old version reads: the
 /// pins, the limit, or the queue (a pinned model a removal unloaded stays queued until the
 /// removal returns).
@@ -338,6 +349,25 @@ impl Stack {
         }
     }
 
+    /// The outermost cache's `max_size` in state `s`.
+    fn limit(s: &State) -> usize {
+        if s.max_size == 0 { MAX_SIZE } else { usize::from(s.max_size) }
+    }
+
+    /// Whether the add or replace of `RESOLVED[i]` (call `at`) may claim a slot in state `s`: one
+    /// is free; or, under the `Overflow` policy, none of the models it could evict is idle (each
+    /// is pinned, leased, or was locked by an overlapping call, which the eviction skips), so it
+    /// loads past the capacity once it evicted every idle one.
+    fn room(&self, s: &State, history: &[Call<Op, Ret>], at: usize, i: usize) -> bool {
+        let idle = |j: usize| {
+            j != i
+                && State::has(s.registered & !s.swapping & !s.pinned, j)
+                && s.leases[j] == 0
+                && !locked_beside(history, at, j)
+        };
+        s.occupied() < self.cap(s) || (self.overflow && !(0..RESOLVED.len()).any(idle))
+    }
+
     /// The result of the resize whose limit event is `set` (call `at`): `Ok` once the stack fits
     /// its limit; `OverLimit` only while it does not, or while a slot the cache counts is held
     /// by an overlapping call: a call that unloaded (until it settles the queue), a cold add's
@@ -346,6 +376,9 @@ impl Stack {
     fn resized(&self, s: &State, history: &[Call<Op, Ret>], at: usize, set: usize) -> bool {
         match history[at].ret.as_ref() {
             None => true,
+            // The outermost cache's own count: under the `Overflow` policy a narrower cache
+            // below may hold more than its limit while the outermost fits its own.
+            Some(Ret::Done) if self.overflow => s.occupied() <= Self::limit(s),
             Some(Ret::Done) => s.occupied() <= self.cap(s),
             Some(Ret::OverLimit) => {
                 // A cold add claims its slot before it evicts for it, and keeps it while it waits
@@ -486,13 +519,14 @@ impl Stack {
         // No slot beside the old version can ever come (the outermost layer's limit, every other
         // slot pinned), and nothing overlapping changed that: refused at once, never a wait
         // for capacity (S-R2).
-        let limit = if s.max_size == 0 { MAX_SIZE } else { usize::from(s.max_size) };
+        let limit = Self::limit(s);
         let no_slot_due = registered
             && limit <= (s.registered & s.pinned & !(1 << i)).count_ones() as usize + 1
             && !overlapped(history, at, |op| {
                 moves_the_slot_beside(op) || matches!(op, Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_))
             });
         let full = ret == Some(&Ret::CapacityExhausted)
+            && !self.overflow
             && !no_slot_due
             && (s.occupied() >= self.cap(s) || others() || self.removal_holds_room(history, at));
         // One of the victims it evicted to make room failed to unload.
@@ -517,14 +551,16 @@ impl Stack {
         // check reads pins, the limit and the queue as they are, so a pin, unpin or resize
         // overlapping it may have been seen on either side, and a pinned model a removal
         // unloaded is queued until that removal returns).
+        // Never under the `Overflow` policy: the replace overflows instead.
         let no_slot = ret == Some(&Ret::NoSlotBeside)
+            && !self.overflow
             && registered
             && (self.cap(s) <= (s.registered & s.pinned & !(1 << i)).count_ones() as usize + 1
                 || overlapped(history, at, moves_the_slot_beside));
         if full || timed_out || failed_eviction || shared || no_slot || ret.is_none() {
             out.push(s.clone());
         }
-        if s.occupied() < self.cap(s) {
+        if self.room(s, history, at, i) {
             let mut loaded = s.clone();
             loaded.loads[i] += 1;
             match script(of(&self.faults.loads, i), s.loads[i]) {
@@ -587,7 +623,7 @@ impl Stack {
         if open && registered && is(warm) {
             out.push(next.clone());
         }
-        let claimable = open && !registered && s.occupied() < self.cap(s);
+        let claimable = open && !registered && self.room(s, history, at, i);
         if claimable && ret.is_none_or(cold) {
             let mut claimed = next.clone();
             claimed.claims |= bit(add);
@@ -603,6 +639,7 @@ impl Stack {
             )
         };
         let full = matches!(ret, Some(Ret::CapacityExhausted))
+            && !self.overflow
             && (s.occupied() >= self.cap(s) || other_adds() || self.removal_holds_room(history, at));
         let timed_out = matches!(ret, Some(Ret::LockTimeout)) && lock_contended(history, at, i);
         // A caller that waited for another add's failing load of the same model gets its
@@ -693,6 +730,12 @@ impl Stack {
             Op::AddRoom { .. } | Op::Replace(_) | Op::Swap(_) | Op::ResizeSet { .. } | Op::Evict(_)
         ) && !old_version
             && !swap;
+        // Only these calls unload: a lease, a pin, an `infer` or the end of a lease never does
+        // (the last lease of a designated victim closes it; the add waiting for it unloads).
+        let removal = matches!(history[by].op, Op::Remove(_) | Op::Shutdown | Op::ClearStart { .. });
+        if !eviction && !removal && !old_version && !swap {
+            return out;
+        }
         let unloadable = State::has(s.registered, v)
             && (old_version || (s.leases[v] == 0 && !(eviction && State::has(s.pinned, v))))
             && !(swap && s.roomed & bit(by) != 0);
@@ -944,6 +987,7 @@ mod tests {
             faults: Faults { loads: [Vec::new(), vec![Step::Fail], Vec::new()], ..Faults::default() },
             capacity: 2,
             any_time: false,
+            overflow: false,
         };
         let add = |r: usize| Op::Add { r, c: r, built: false };
         let history = [

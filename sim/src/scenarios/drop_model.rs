@@ -239,16 +239,20 @@ fn put_that_panics<R: SimRuntime>(
     })
 }
 
-/// C-P8: a cache of its own, `cuda:9`, holds `m`, whose weights' `Drop` panics; the scenario
-/// keeps a handle of `m` and lets go of the cache, so the handle holds its last reference. T1
-/// panics holding the handle: its release drops the cache, and so the record and its weights,
-/// in that unwind, under a catch. T1's own panic reaches it, no abort, nothing left counted.
+/// C-P8: a cache of its own, `cuda:9`, holds `m` and `n`, whose weights' `Drop` panics; the
+/// scenario keeps a handle of `m` and lets go of the cache, so the handle holds its last
+/// reference. T1 panics holding the handle: its release drops the cache, and so both records
+/// and their weights, in that unwind, each under a catch of its own (one catch for both would
+/// drop the second in the first's unwind). T1's own panic reaches it, no abort, nothing left
+/// counted.
 pub(super) fn last_cache_reference_let_go_in_an_unwind<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 100, 1);
     let script = world.script();
     let own = world.group.cache("cuda:9");
-    let weights = Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &script);
-    let held = own.put("m", weights, 30, PutOptions::default()).expect("setup put");
+    let panicking =
+        || Weights::scripted(30, Behaviour { drop_panics: true, ..Behaviour::default() }, &script);
+    drop(own.put("n", panicking(), 30, PutOptions::default()).expect("setup put"));
+    let held = own.put("m", panicking(), 30, PutOptions::default()).expect("setup put");
     drop(own);
     let t1 = world.spawn("T1", move |_, _| {
         trace::record("T1", "panics holding m, whose handle holds the last reference to cuda:9");

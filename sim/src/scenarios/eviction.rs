@@ -428,3 +428,46 @@ pub(super) fn overflow_evicts_what_it_can<R: SimRuntime>(rt: R) {
     check_queue(&world.manager);
     world.check_quiescent();
 }
+
+/// M-C6s: A, B and D fill a cache of three, in that LRU order; T1 adds C while T2 takes A's
+/// lifecycle lock at once and T3 takes B's a little later (as removes draining them do), each
+/// keeping it until T1's add returns. An add that planned to evict A (or B) and then found its
+/// lock busy must plan again at once and evict another: its skip takes no lock and changes
+/// nothing, and nothing else will wake it (found by the generated programs).
+pub(super) fn skipped_victims_plan_again<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("A", &[], &[]).model("B", &[], &[]).model("C", &[], &[]);
+    let world = builder
+        .model("D", &[], &[])
+        .stack(|base| FixedSizeCache::new(base, FixedSizeConfig::new(3)).expect("valid"));
+    for id in ["A", "B", "D"] {
+        world.manager.add_model(id, None).expect("setup load succeeds");
+    }
+    let returned = resident::runtime::Arc::new(crate::latch::Latch::new(&world.rt));
+    let done = resident::runtime::Arc::clone(&returned);
+    let t1 = world.spawn("T1", move |m, t| {
+        let added = traced(t, "add(C)", || m.add_model("C", None));
+        done.add(1);
+        added
+    });
+    // T2 locks at once (PCT's schedules put that inside T1's round, after its plan and before
+    // its eviction); T3 first passes scheduling points, so that uniform random schedules often
+    // lock B there, once T1 planned around A.
+    let lockers: Vec<_> = [("T2", "A", 0), ("T3", "B", super::wakeups::HEAD_START / 2)]
+        .into_iter()
+        .map(|(name, id, after)| {
+            let seen = resident::runtime::Arc::clone(&returned);
+            world.spawn(name, move |m, t| {
+                super::wakeups::give_way::<R>(after);
+                let guard = traced(t, &format!("lock({id})"), || m.lock(id));
+                seen.wait_for(1);
+                drop(guard);
+            })
+        })
+        .collect();
+    let added = join::<R, _>(t1);
+    lockers.into_iter().for_each(|locker| join::<R, _>(locker));
+    ensure!(matches!(added, Ok(Added::Loaded)), "contract", "add(C) gave {added:?}");
+    super::wakeups::no_deadline_passed(&world.rt);
+    check_queue(&world.manager);
+    world.check_quiescent();
+}

@@ -315,12 +315,15 @@ pub(super) fn reports_of_user_errors_panic<R: SimRuntime>(rt: R) {
         .model("W", &[], &[Step::Fail])
         .model("X", &[Step::Ok, Step::Fail, Step::Fail], &[])
         .model("Y", &[Step::Fail], &[])
-        .model("Z", &[], &[Step::Fail, Step::Fail, Step::Fail]);
+        .model("Z", &[], &[Step::Fail, Step::Fail, Step::Fail])
+        .model("U", &[Step::Fail], &[]);
     let preload = ["V", "W", "X", "Z"];
     let world = super::layers::cache::<R, super::layers::ThreeDeep>(builder, 5, &preload, &preload);
-    let calls: [(&'static [&'static str], &str, &str); 7] = [
+    let calls: [(&'static [&'static str], &str, &str); 8] = [
         (&["resident_model_load_failures_total"], "replace", "X"),
         (&["resident_model_load_failures_total"], "add", "Y"),
+        // Reported as the add lets go of its lock, its error on the way to the caller.
+        (&["lifecycle entry retired"], "add", "U"),
         (&["replace done"], "replace", "X"),
         (&["remove: unload failed"], "remove", "Z"),
         (&["remove done"], "remove", "Z"),

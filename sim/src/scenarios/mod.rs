@@ -209,6 +209,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, loom: 1, targets: [EVICTION_REFUSES_LEASE], eviction::lease_during_failed_eviction::<_, layers::ThreeDeep>),
         scenario!("M-C5o", "an add under the Overflow policy evicts the idle models it can before it loads past the limit (2.7)",
         time: Off, loom: 2, targets: [OVERFLOW_EVICTS_NOTHING], eviction::overflow_evicts_what_it_can),
+        scenario!("M-C6s", "an add whose planned victims were all locked (or went in use) since its plan plans again at once and evicts an idle model it did not name: nothing else will wake it (2.7, 2.14)",
+        time: Auto, loom: 2, targets: [SKIPPED_ROUND_WAITS], eviction::skipped_victims_plan_again),
         scenario!("M-E6", "a cold add that fails after a layer below evicted its id leaves no stale entry (2.11)",
         time: Off, loom: 2, targets: [FAILED_ADD_KEEPS_STALE_ENTRY], eviction::failed_add_after_inner_eviction),
         scenario!("M-P1", "size_bytes panics after a successful load: registered and queued (2.13)",

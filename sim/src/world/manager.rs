@@ -493,6 +493,12 @@ pub struct SimModel<R: SimRuntime> {
 }
 
 impl<R: SimRuntime> SimModel<R> {
+    /// Fails the execution (L1) if the model was unloaded: one look, for a caller that holds a
+    /// lease (or is inside `infer`) and is about to let it go.
+    pub fn check_loaded(&self, thread: &str) {
+        checks::not_unloaded(self.unloaded.get(), thread, &self.id);
+    }
+
     /// Uses the model across a few scheduling points, failing the execution (L1) if it is
     /// unloaded meanwhile.
     pub fn serve(&self, thread: &str) {

@@ -50,6 +50,7 @@ pub use super::table::{CacheStats, Resident};
 use super::table::{Claim, Gone, Inserted, Released, Table, describe};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{CacheError, InvalidConfig};
+use crate::first_panic::FirstPanic;
 use crate::held::Held;
 use crate::id::ModelId;
 use crate::mutants::Mutant;
@@ -342,12 +343,15 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 }
 
+// ---- Dropping the cache -------------------------------------------------------------------------
+
 impl<W: Send + Sync + 'static, R: Runtime> Drop for DeviceCache<W, R> {
     /// A cache dropped without `shutdown` takes its keep-alive with it: the timer may exit.
     ///
     /// Its records (their weights' and device copies' `Drop`) and its eviction callback are user
-    /// code: when its last reference goes in an unwind (a handle let go by a panic), they are
-    /// dropped under a catch, where a second panic would abort the process (C-P8).
+    /// code: each is dropped under a catch of its own, so that a panic of one never drops the
+    /// rest in its unwind, where a second panic would abort the process (C-P8), also when the
+    /// cache's last reference goes in an unwind (a handle let go by a panic).
     fn drop(&mut self) {
         let (timed, table) = self
             .state
@@ -356,7 +360,22 @@ impl<W: Send + Sync + 'static, R: Runtime> Drop for DeviceCache<W, R> {
             self.group.timer.poke(None, Mutant::LOST_WAKEUP_TIMER_CACHE_DROP);
         }
         let callback = self.on_evict.with(Option::take);
-        drop(Held::<_, R>::new((table, callback), !self.mutant(Mutant::CACHE_DROPPED_IN_UNWIND)));
+        if self.mutant(Mutant::CACHE_DROPPED_IN_UNWIND) {
+            return drop((table, callback));
+        }
+        // Each record and the callback under a catch of its own: a panic of one leaves the
+        // others dropped after it, never in its unwind, where a second panic would abort. The
+        // first goes on once all are dropped, unless this drop runs in an unwind already.
+        let mut first = FirstPanic::<R>::new();
+        for record in table.into_records() {
+            first.run(move || drop(record));
+        }
+        first.run(move || drop(callback));
+        if R::panicking() {
+            drop(first.into_payload());
+        } else {
+            first.resume_on(&self.group.runtime);
+        }
     }
 }
 

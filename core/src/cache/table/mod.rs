@@ -172,6 +172,15 @@ pub(crate) struct Table<E> {
     stats: CacheStats,
 }
 
+// ---- Letting go of the table --------------------------------------------------------------------
+
+impl<E> Table<E> {
+    /// Its records, taken out (a dropped cache lets go of each under a catch of its own).
+    pub(crate) fn into_records(self) -> impl Iterator<Item = Arc<E>> {
+        self.slots.into_values().map(|slot| slot.record)
+    }
+}
+
 // ---- Reading the table ----------------------------------------------------------------------
 
 impl<E: Entry> Table<E> {

@@ -73,4 +73,9 @@ impl<S> Slots<S> {
     pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut S> {
         self.by_key.values_mut()
     }
+
+    /// Every slot, taken out.
+    pub(super) fn into_values(self) -> impl Iterator<Item = S> {
+        self.by_key.into_values()
+    }
 }

@@ -265,6 +265,9 @@ struct Attempt<'a, 'i, M: Manager> {
     a: Admitting<'i, super::Wake<M>>,
     /// Victims found pinned below, left out of the plans until the book or the stack changes.
     pinned_below: PinnedBelow,
+    /// The victims of its last round that evicted none (each in use, locked or pinned since
+    /// its plan): a plan that names them again cannot see why, and the add waits.
+    skipped: Vec<ModelId>,
     /// Whether it looked for ids a layer below removed yet (it looks on every round that
     /// evicts or waits; the first look also replans if the book moved since the plan).
     reconciled: bool,
@@ -281,8 +284,8 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         deadline: Option<Duration>,
     ) -> Self {
         let (designated, waiting, claimed) = (None, None, None);
-        let (pinned_below, reconciled) = (PinnedBelow::default(), false);
-        Self { designated, waiting, claimed, cache, a, pinned_below, reconciled, wait, deadline }
+        let (pinned_below, skipped, reconciled) = (PinnedBelow::default(), Vec::new(), false);
+        Self { designated, waiting, claimed, cache, a, pinned_below, skipped, reconciled, wait, deadline }
     }
 
     /// Plans a round under the book's monitor and takes what it decided there: a place in
@@ -376,8 +379,17 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         let spin = cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
         self.pinned_below.remember(seen, counts, pinned.into_iter().filter(|_| !spin));
         let others = || cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
-        // Every victim was skipped (leased, locked or pinned since the plan): an add that
-        // overflows anyway does so now, never waits for them (SPEC 2.7).
+        // Every victim was skipped: each went in use, was locked or pinned since the plan,
+        // which wakes nobody (a lease's start bumps no signal). A plan made now leaves them out
+        // and names an idle model this one did not, if there is one: plan again at once, unless
+        // the last such round named these very victims (the plan cannot see why they go).
+        let fresh = self.skipped != victims && !cache.mutant(Mutant::SKIPPED_ROUND_WAITS);
+        self.skipped = victims.to_vec();
+        if fresh {
+            return Ok(Next::Replan);
+        }
+        // An add that overflows anyway never waits for them: it overflows once nothing else
+        // is evictable (SPEC 2.7).
         if cache.config.policy() == CapacityPolicy::Overflow {
             let (registered, loading) = others();
             return Ok(Next::Admitted(cache.overflow(id, registered, loading, self.claimed.take())));

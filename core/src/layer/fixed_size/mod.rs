@@ -151,7 +151,9 @@ impl<M: Manager> FixedSizeCache<M> {
     }
 
     /// The LRU queue, least recently used first (a lease running meanwhile may or may not
-    /// count as a touch).
+    /// count as a touch). A model removed below this cache behind its back (through
+    /// [`FixedSizeCache::get_ref`]) leaves it when the cache next looks below: at its next cold
+    /// add, replace or resize; one registered so joins it at its next add.
     pub fn queue(&self) -> Vec<ModelId> {
         self.book.ordered(|b| b.queue.iter().cloned().collect())
     }
@@ -175,6 +177,21 @@ impl<M: Manager> FixedSizeCache<M> {
     /// Whether the historical bug `mutant` is on (never, on the production runtime).
     fn mutant(&self, mutant: Mutant) -> bool {
         self.inner.runtime().mutant(mutant)
+    }
+
+    /// Queues `id`, registered below and found warm under its lifecycle lock, if this layer
+    /// never queued it: it was registered behind its back (through [`FixedSizeCache::get_ref`]),
+    /// and from now on the queue holds it as it holds every registered id (I4), so that it
+    /// counts against `max_size` and can be evicted. Its size is read outside the monitor.
+    fn adopt(&self, id: &ModelId) {
+        if self.book.with(|b| b.queue.contains(id)) {
+            return;
+        }
+        let bytes = size_below(&self.inner, id);
+        self.book.with(|b| {
+            b.push(id);
+            b.set_size(id, bytes);
+        });
     }
 
     /// Moves `id` to the MRU end if it is queued: a store into its stamp, no monitor.

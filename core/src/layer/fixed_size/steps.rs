@@ -44,6 +44,7 @@ impl<M: Manager> crate::layer::Decorator for FixedSizeCache<M> {
             if !self.mutant(Mutant::WARM_TOUCH_OUTSIDE_LOCK) {
                 self.touch(id);
             }
+            self.adopt(id);
             return Ok(added);
         }
         self.add_cold(guard, Some(canonical), || self.inner.add_locked(guard, canonical))
