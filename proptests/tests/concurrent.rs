@@ -237,6 +237,12 @@ fn the_cache_campaign_finds_lost_wakeup_room_release() {
     finds_in_caches(Mutant::LOST_WAKEUP_ROOM_RELEASE);
 }
 
+/// The first load looking for room leaves the line without waking the next.
+#[test]
+fn the_cache_campaign_finds_lost_wakeup_room_seeker_left() {
+    finds_in_caches(Mutant::LOST_WAKEUP_ROOM_SEEKER_LEFT);
+}
+
 /// A budget debit (an eviction's) that wakes no load waiting for room.
 #[test]
 fn the_cache_campaign_finds_lost_wakeup_budget_debit() {

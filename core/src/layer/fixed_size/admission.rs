@@ -97,6 +97,7 @@ impl<M: Manager> FixedSizeCache<M> {
             if refuse_after_shutdown && self.inner.is_shut_down() {
                 return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
             }
+            attempt.epoch = epoch;
             let round = attempt.plan();
             let behind = match attempt.act(round)? {
                 Next::Admitted(claim) => return Ok(claim),
@@ -265,9 +266,13 @@ struct Attempt<'a, 'i, M: Manager> {
     a: Admitting<'i, super::Wake<M>>,
     /// Victims found pinned below, left out of the plans until the book or the stack changes.
     pinned_below: PinnedBelow,
-    /// The victims of its last round that evicted none (each in use, locked or pinned since
-    /// its plan): a plan that names them again cannot see why, and the add waits.
+    /// Victims of its rounds that evicted none (each locked, leased or pinned since its plan),
+    /// left out of its plans while the stack's change signal stays at `skipped_at`: a change
+    /// (the release of a victim's lock, the end of its last lease, an unpin) may free them.
     skipped: Vec<ModelId>,
+    skipped_at: u64,
+    /// The change signal's epoch read before the round under way was planned.
+    epoch: u64,
     /// Whether it looked for ids a layer below removed yet (it looks on every round that
     /// evicts or waits; the first look also replans if the book moved since the plan).
     reconciled: bool,
@@ -285,7 +290,21 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
     ) -> Self {
         let (designated, waiting, claimed) = (None, None, None);
         let (pinned_below, skipped, reconciled) = (PinnedBelow::default(), Vec::new(), false);
-        Self { designated, waiting, claimed, cache, a, pinned_below, skipped, reconciled, wait, deadline }
+        let (skipped_at, epoch) = (0, 0);
+        Self {
+            designated,
+            waiting,
+            claimed,
+            cache,
+            a,
+            pinned_below,
+            skipped,
+            skipped_at,
+            epoch,
+            reconciled,
+            wait,
+            deadline,
+        }
     }
 
     /// Plans a round under the book's monitor and takes what it decided there: a place in
@@ -294,8 +313,11 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
     fn plan(&mut self) -> Round<Designation<M::Runtime>> {
         let cache = self.cache;
         let held = self.designated.as_ref().map(|(victim, _)| victim);
-        let s =
-            Standing { mine: self.claimed.is_some(), ticket: self.waiting.as_ref().map(|w| w.ticket), held };
+        if self.epoch != self.skipped_at {
+            self.skipped.clear();
+        }
+        let ticket = self.waiting.as_ref().map(|w| w.ticket);
+        let s = Standing { mine: self.claimed.is_some(), ticket, held, skipped: &self.skipped };
         let (a, pinned_below) = (&self.a, &mut self.pinned_below);
         let mut round = cache
             .book
@@ -379,18 +401,22 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         let spin = cache.mutant(Mutant::DEADLINE_ONLY_WHEN_FULL);
         self.pinned_below.remember(seen, counts, pinned.into_iter().filter(|_| !spin));
         let others = || cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
-        // Every victim was skipped: each went in use, was locked or pinned since the plan,
-        // which wakes nobody (a lease's start bumps no signal). A plan made now leaves them out
-        // and names an idle model this one did not, if there is one: plan again at once, unless
-        // the last such round named these very victims (the plan cannot see why they go).
-        let fresh = self.skipped != victims && !cache.mutant(Mutant::SKIPPED_ROUND_WAITS);
-        self.skipped = victims.to_vec();
-        if fresh {
+        // Every victim was skipped: each was locked, leased or pinned since the plan, which may
+        // wake nobody (a lock held on, a lease's start) while a model the plan did not name is
+        // idle. The next plans leave them out until the stack changes: they name another
+        // victim, or find none (then an add waits for that change, or overflows).
+        let replan = !cache.mutant(Mutant::SKIPPED_ROUND_WAITS);
+        if replan {
+            self.skipped.extend(victims.iter().cloned());
+            self.skipped_at = self.epoch;
+        }
+        let overflows = cache.config.policy() == CapacityPolicy::Overflow;
+        if replan && (overflows || !self.expired()) {
             return Ok(Next::Replan);
         }
         // An add that overflows anyway never waits for them: it overflows once nothing else
         // is evictable (SPEC 2.7).
-        if cache.config.policy() == CapacityPolicy::Overflow {
+        if overflows {
             let (registered, loading) = others();
             return Ok(Next::Admitted(cache.overflow(id, registered, loading, self.claimed.take())));
         }

@@ -182,16 +182,14 @@ impl<M: Manager> FixedSizeCache<M> {
     /// Queues `id`, registered below and found warm under its lifecycle lock, if this layer
     /// never queued it: it was registered behind its back (through [`FixedSizeCache::get_ref`]),
     /// and from now on the queue holds it as it holds every registered id (I4), so that it
-    /// counts against `max_size` and can be evicted. Its size is read outside the monitor.
+    /// counts against `max_size` and can be evicted. Queued first, then sized (user code,
+    /// outside the monitor: a panic there leaves it queued, as a cold add's does).
     fn adopt(&self, id: &ModelId) {
-        if self.book.with(|b| b.queue.contains(id)) {
+        if !self.book.with(|b| !b.queue.contains(id) && (b.push(id), true).1) {
             return;
         }
         let bytes = size_below(&self.inner, id);
-        self.book.with(|b| {
-            b.push(id);
-            b.set_size(id, bytes);
-        });
+        self.book.with(|b| b.set_size(id, bytes));
     }
 
     /// Moves `id` to the MRU end if it is queued: a store into its stamp, no monitor.
