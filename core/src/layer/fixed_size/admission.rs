@@ -97,7 +97,6 @@ impl<M: Manager> FixedSizeCache<M> {
             if refuse_after_shutdown && self.inner.is_shut_down() {
                 return Err(telemetry::refused(ManagerError::ShutDown { id: id.clone() }));
             }
-            attempt.epoch = epoch;
             let round = attempt.plan();
             let behind = match attempt.act(round)? {
                 Next::Admitted(claim) => return Ok(claim),
@@ -266,13 +265,6 @@ struct Attempt<'a, 'i, M: Manager> {
     a: Admitting<'i, super::Wake<M>>,
     /// Victims found pinned below, left out of the plans until the book or the stack changes.
     pinned_below: PinnedBelow,
-    /// Victims of its rounds that evicted none (each locked, leased or pinned since its plan),
-    /// left out of its plans while the stack's change signal stays at `skipped_at`: a change
-    /// (the release of a victim's lock, the end of its last lease, an unpin) may free them.
-    skipped: Vec<ModelId>,
-    skipped_at: u64,
-    /// The change signal's epoch read before the round under way was planned.
-    epoch: u64,
     /// Whether it looked for ids a layer below removed yet (it looks on every round that
     /// evicts or waits; the first look also replans if the book moved since the plan).
     reconciled: bool,
@@ -289,22 +281,8 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         deadline: Option<Duration>,
     ) -> Self {
         let (designated, waiting, claimed) = (None, None, None);
-        let (pinned_below, skipped, reconciled) = (PinnedBelow::default(), Vec::new(), false);
-        let (skipped_at, epoch) = (0, 0);
-        Self {
-            designated,
-            waiting,
-            claimed,
-            cache,
-            a,
-            pinned_below,
-            skipped,
-            skipped_at,
-            epoch,
-            reconciled,
-            wait,
-            deadline,
-        }
+        let (pinned_below, reconciled) = (PinnedBelow::default(), false);
+        Self { designated, waiting, claimed, cache, a, pinned_below, reconciled, wait, deadline }
     }
 
     /// Plans a round under the book's monitor and takes what it decided there: a place in
@@ -313,11 +291,8 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
     fn plan(&mut self) -> Round<Designation<M::Runtime>> {
         let cache = self.cache;
         let held = self.designated.as_ref().map(|(victim, _)| victim);
-        if self.epoch != self.skipped_at {
-            self.skipped.clear();
-        }
         let ticket = self.waiting.as_ref().map(|w| w.ticket);
-        let s = Standing { mine: self.claimed.is_some(), ticket, held, skipped: &self.skipped };
+        let s = Standing { mine: self.claimed.is_some(), ticket, held };
         let (a, pinned_below) = (&self.a, &mut self.pinned_below);
         let mut round = cache
             .book
@@ -403,13 +378,11 @@ impl<'a, 'i, M: Manager> Attempt<'a, 'i, M> {
         let others = || cache.book.with(|b| (b.queue.iter().filter(|q| *q != id).count(), b.loading));
         // Every victim was skipped: each was locked, leased or pinned since the plan, which may
         // wake nobody (a lock held on, a lease's start) while a model the plan did not name is
-        // idle. The next plans leave them out until the stack changes: they name another
-        // victim, or find none (then an add waits for that change, or overflows).
+        // idle. Plan again at once: the new plan leaves out what is locked or in use now (a
+        // release asked for by a failed `try_lock` wakes the wait) and names another victim,
+        // or none; only then does the add wait, or overflow. Each such round needs another call
+        // to have taken a victim since the plan, and a strict add keeps to its deadline.
         let replan = !cache.mutant(Mutant::SKIPPED_ROUND_WAITS);
-        if replan {
-            self.skipped.extend(victims.iter().cloned());
-            self.skipped_at = self.epoch;
-        }
         let overflows = cache.config.policy() == CapacityPolicy::Overflow;
         if replan && (overflows || !self.expired()) {
             return Ok(Next::Replan);

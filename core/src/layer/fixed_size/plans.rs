@@ -115,9 +115,6 @@ pub(super) struct Standing<'a> {
     pub(super) ticket: Option<u64>,
     /// The victim it designated as the first in line, if any.
     pub(super) held: Option<&'a ModelId>,
-    /// Victims its earlier rounds found taken (locked, leased or pinned since their plan),
-    /// left out of its plans until the stack changes.
-    pub(super) skipped: &'a [ModelId],
 }
 
 /// What a round decided, for the add to act on outside the monitor (`D`: a designation).
@@ -168,7 +165,7 @@ pub(super) fn admission<W: Clone, B: Below>(
     }
     order(&mut b.queue);
     let needed = occupied + 1 - max;
-    let victims = b.victims(needed, Some(id), |v| nameable(v, a, s, pinned_below, below));
+    let victims = b.victims(needed, Some(id), |v| nameable(v, a, pinned_below, below));
     // Too few to admit it: evicting them would only take room that another add needs (two adds
     // each evicting a share of what both need, then waiting for each other's slot until their
     // deadlines).
@@ -198,17 +195,10 @@ pub(super) fn admission<W: Clone, B: Below>(
     round(EvictionPlan::Evict(victims), !mine, None, None, false)
 }
 
-/// Whether a round of `a` may name `v` as a victim: not left out (found pinned below, or taken
-/// since an earlier round's plan), not in use (but under the `evict-leased` bug), not locked.
-fn nameable<W, B: Below>(
-    v: &ModelId,
-    a: &Admitting<'_, W>,
-    s: &Standing<'_>,
-    pinned_below: &PinnedBelow,
-    below: &B,
-) -> bool {
-    let left_out = pinned_below.contains(v) || s.skipped.contains(v);
-    !left_out && (a.evict_leased || !below.in_use(v)) && !below.is_locked(v)
+/// Whether a round of `a` may name `v` as a victim: not found pinned below, not in use (but
+/// under the `evict-leased` bug), not locked.
+fn nameable<W>(v: &ModelId, a: &Admitting<'_, W>, pinned_below: &PinnedBelow, below: &impl Below) -> bool {
+    !pinned_below.contains(v) && (a.evict_leased || !below.in_use(v)) && !below.is_locked(v)
 }
 
 /// Puts an add in line, to be woken through its waker; its ticket.

@@ -208,7 +208,7 @@ fn check_admission(c: &Case, flags: Flags) -> Result<(), TestCaseError> {
         starve_lowered: flags.starve_lowered,
         wake: (),
     };
-    let s = Standing { mine: c.mine, ticket, held: held.as_ref(), skipped: &[] };
+    let s = Standing { mine: c.mine, ticket, held: held.as_ref() };
     let (loading, line) = (b.loading, b.waiters.len());
     let round = admission(&mut b, &a, &s, &mut pinned_below, &fake, |_| ());
     untouched(&b, c)?;
