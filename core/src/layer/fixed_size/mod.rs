@@ -185,7 +185,14 @@ impl<M: Manager> FixedSizeCache<M> {
     /// counts against `max_size` and can be evicted. Queued first, then sized (user code,
     /// outside the monitor: a panic there leaves it queued, as a cold add's does).
     fn adopt(&self, id: &ModelId) {
-        if !self.book.with(|b| !b.queue.contains(id) && (b.push(id), true).1) {
+        let unqueued = self.book.with(|b| {
+            let unqueued = !b.queue.contains(id);
+            if unqueued {
+                b.push(id);
+            }
+            unqueued
+        });
+        if !unqueued {
             return;
         }
         let bytes = size_below(&self.inner, id);
