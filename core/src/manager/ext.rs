@@ -138,7 +138,7 @@ pub trait ManagerExt: Manager {
         if matches!(added, Ok(Added::Warm)) {
             guard.changed_nothing();
         }
-        released(self.runtime(), guard, added)
+        released(guard, added, user_errors_guarded(self.runtime()))
     }
 
     /// Replaces the model registered under the resolved id (`alias` if given, else `id`) by a
@@ -195,7 +195,7 @@ pub trait ManagerExt: Manager {
         let (canonical, resolved) = resolve(id, alias)?;
         let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
         let replaced = self.replace_locked(&guard, &canonical);
-        released(self.runtime(), guard, replaced)
+        released(guard, replaced, user_errors_guarded(self.runtime()))
     }
 
     /// [`ManagerExt::replace`] for a model that cannot have two versions resident at once (one
@@ -248,7 +248,7 @@ pub trait ManagerExt: Manager {
         let (canonical, resolved) = resolve(id, alias)?;
         let guard = self.lock_until(&resolved, options.deadline(self.runtime()))?;
         let replaced = self.replace_in_place_locked(&guard, &canonical);
-        released(self.runtime(), guard, replaced)
+        released(guard, replaced, user_errors_guarded(self.runtime()))
     }
 
     /// Registers `model`, built elsewhere, under the resolved id `id` (upstream's
@@ -302,9 +302,8 @@ pub trait ManagerExt: Manager {
         match self.lock_until(&id, options.deadline(self.runtime())) {
             Ok(guard) => {
                 let model = held.take().expect("held until registered");
-                let registered = Held::<_, Self::Runtime>::new(self.register_locked(&guard, model), guarded);
-                drop(guard);
-                registered.into_inner()
+                let registered = self.register_locked(&guard, model);
+                released(guard, registered, guarded)
             }
             Err(error) => Err(RegisterError::new(error, held.into_inner())),
         }
@@ -351,7 +350,7 @@ pub trait ManagerExt: Manager {
         let id = ModelId::new(id)?;
         let guard = self.lock_until(&id, options.deadline(self.runtime()))?;
         let removed = self.remove_locked(&guard);
-        released(self.runtime(), guard, removed)
+        released(guard, removed, user_errors_guarded(self.runtime()))
     }
 
     /// Runs `f` on the model registered under `id`, holding a lease for the duration.
@@ -383,16 +382,21 @@ pub trait ManagerExt: Manager {
 
 impl<M: Manager + ?Sized> ManagerExt for M {}
 
-/// Lets go of `guard` with the step's `result` held: the release reports (user code), and a
-/// panic there must not drop the user's error (a loader's, an `unload`'s) or model plainly in
-/// its unwind, where a panicking `Drop` aborts the process.
-fn released<T, M, R>(runtime: &R, guard: LifecycleGuard<M, R>, result: T) -> T
+/// Lets go of `guard` with the step's `result` held (`guarded`: unless a mutant drops it
+/// plainly): the release reports (user code), and a panic there must not drop the user's error
+/// (a loader's, an `unload`'s) or model plainly in its unwind, where a panicking `Drop` aborts
+/// the process.
+fn released<T, M, R>(guard: LifecycleGuard<M, R>, result: T, guarded: bool) -> T
 where
     M: Send + Sync + 'static,
     R: crate::runtime::Runtime,
 {
-    let guarded = !runtime.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND);
     let held = Held::<_, R>::new(result, guarded);
     drop(guard);
     held.into_inner()
+}
+
+/// Whether a user's error is held across reports (not under `user-error-dropped-in-unwind`).
+fn user_errors_guarded<R: crate::runtime::Runtime>(runtime: &R) -> bool {
+    !runtime.mutant(Mutant::USER_ERROR_DROPPED_IN_UNWIND)
 }

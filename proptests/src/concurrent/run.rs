@@ -487,7 +487,7 @@ fn run_thread<M>(
                 recorder.call(thread, Op::Infer(i), || {
                     let served = m.infer(RESOLVED[i], |model| {
                         ensure_outside_monitors::<M::Runtime>("an infer callback");
-                        model.check_loaded(THREADS[thread.min(THREADS.len() - 1)]);
+                        model.check_loaded(&recorder.thread());
                         if panics {
                             std::panic::panic_any(InjectedPanic);
                         }
@@ -524,13 +524,10 @@ fn check_report(report: &RemovalReport, rule: &str, call: &str) {
     resident_sim::ensure!(ids.len() == listed, rule, "{call} reported an id twice: {report:?}");
 }
 
-/// The names of the program's threads as violations report them, the main thread last.
-const THREADS: [&str; 4] = ["T1", "T2", "T3", "main"];
-
 /// Drops `lease` of `RESOLVED[i]` as a call of `thread`, once it checked that its model was
 /// never unloaded while it lived (L1: a lease protects its model until it ends).
 fn end_lease<R: SimRuntime>(recorder: &Recorder, thread: usize, i: usize, lease: Lease<SimModel<R>, R>) {
-    lease.check_loaded(THREADS[thread.min(THREADS.len() - 1)]);
+    lease.check_loaded(&recorder.thread());
     recorder.call(thread, Op::EndLease(i), || (Ret::Done, drop(lease)));
 }
 
