@@ -397,7 +397,11 @@ where
     };
     let fixed = replay(&stored.program, &stored.schedule, &MutantSet::NONE).expect("replays");
     if fixed.violation.is_some() {
-        return Err(format!("{}: fails without its mutant: {:?}", path.display(), fixed.violation));
+        // The schedule may have drifted from the code's scheduling points: a replay that stops
+        // where the mutant-free run took another turn (mid-unwind, say) fails for the checker's
+        // own reasons. Searched again, a schedule that fails only with the mutant is stored.
+        let shown = format!("{}: fails without its mutant: {:?}", path.display(), fixed.violation);
+        return rerecorded(path, stored, mutant).ok_or(shown);
     }
     let now = violation.to_string();
     if now == stored.violation {

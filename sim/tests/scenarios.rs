@@ -172,6 +172,8 @@ scenario_tests! {
     c_r13 => "C-R13",
     c_r14 => "C-R14",
     c_r5l => "C-R5l",
+    c_r5c => "C-R5c",
+    c_r5s => "C-R5s",
     c_r18 => "C-R18",
     c_r19 => "C-R19",
     c_r21 => "C-R21",

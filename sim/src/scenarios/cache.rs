@@ -156,6 +156,62 @@ pub(super) fn locked_with_lookup<R: SimRuntime>(rt: R) {
     shutdown_between_get_and_lock(rt, false, true);
 }
 
+/// C-R5c: C-R5 with an eviction for room in place of the shutdown. T1's hold becomes a lock
+/// outside the state lock while T0's put makes room by evicting the least recently used free
+/// record: m is held, then locked, never free on the way, so T0 takes it only once T1's guard
+/// is gone.
+pub(super) fn lock_against_eviction_for_room<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 50, 1);
+    preload(&world.caches[0], "m", 30);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "get(m), then lock");
+        let Some(loaded) = c0.get("m") else { return };
+        R::yield_now();
+        let guard = loaded.lock();
+        ensure_resident(&c0, &guard, "T1");
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t0 = world.spawn("T0", move |_, _| {
+        trace::record("T0", "put(n): room for it only without m");
+        let admission = c0.put("n", Weights::plain(30), 30, PutOptions::default());
+        ensure!(admission.is_ok(), "contract", "T0: put(n) gave {admission:?}");
+    });
+    join_then_finish(&world, [t1, t0]);
+}
+
+/// C-R5s: a lock's use counts in the LRU order, though it is ticked outside the state lock and
+/// stamped at its release. T1 gets A, gets B, then locks A, and lets both go: A was used last.
+/// T2 puts C meanwhile (room for it); once both are done, a put of D evicts the least recently
+/// used record, which is B or C, never A.
+pub(super) fn lock_use_stamped<R: SimRuntime>(rt: R) {
+    let world = CacheWorld::new(rt, 90, 1);
+    preload(&world.caches[0], "A", 30);
+    preload(&world.caches[0], "B", 30);
+    let c0 = Arc::clone(&world.caches[0]);
+    let t1 = world.spawn("T1", move |_, _| {
+        trace::record("T1", "get(A), get(B), lock A, let both go");
+        let a = c0.get("A").expect("A is resident until D's put");
+        let b = c0.get("B");
+        let guard = a.lock();
+        drop(b);
+        drop(guard);
+    });
+    let c0 = Arc::clone(&world.caches[0]);
+    let t2 = world.spawn("T2", move |_, _| {
+        trace::record("T2", "put(C): room for it");
+        preload(&c0, "C", 30);
+    });
+    join::<R, _>(t1);
+    join::<R, _>(t2);
+    let c0 = &world.caches[0];
+    trace::record("main", "put(D): evicts the least recently used");
+    preload(c0, "D", 30);
+    let keys = c0.keys();
+    ensure!(keys.iter().any(|k| k == "A"), "3.2", "A, locked after B was got, was evicted first: {keys:?}");
+    finish(&world);
+}
+
 /// C-R6: a holder dropped unused after shutdown still releases: the stale record goes.
 pub(super) fn abandoned_holder<R: SimRuntime>(rt: R) {
     user_against_shutdown(rt, 100, true, |c0: Cache<R>| {

@@ -227,7 +227,8 @@ pub(super) fn cache_drop_wakes_the_timer<R: SimRuntime>(rt: R) {
 
 /// W-12p: under a hard cap of 100, cuda:1 holds `a` (40, least recently used) and `n` (20),
 /// idle, with no keep-alive. T1 loads `b` (60) on cuda:0, which needs `a`'s room and asks
-/// cuda:1 for it, while T2 gives cuda:1 a keep-alive; cuda:1's first eviction callback panics.
+/// cuda:1 for it, while T2 gives cuda:1 a keep-alive; `a`'s first eviction callback panics (not
+/// the first callback of all: the timer may expire `n` between `a`'s eviction and its callback).
 /// If T2 holds cuda:1's lock when T1 asks, T2 honours the request after setting the keep-alive,
 /// and the panic reaches it there: the keep-alive in force must have its timer by then, so `n`
 /// expires with no call.
@@ -238,7 +239,7 @@ pub(super) fn keep_alive_set_whose_drain_panics_starts_the_timer<R: SimRuntime>(
     let evicted = world.mailbox();
     let (post, first) = (Arc::clone(&evicted), std::sync::atomic::AtomicBool::new(true));
     world.caches[1].on_evict(move |gone, _| {
-        if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        if gone == "a" && first.swap(false, std::sync::atomic::Ordering::Relaxed) {
             std::panic::panic_any(crate::violation::InjectedPanic)
         }
         if gone == "n" {

@@ -11,45 +11,19 @@
 //! copies: see [`device`].
 
 mod device;
+mod rec;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{Claim, Entry, Gone, Table};
-use crate::cache::weights::{CanonicalId, is_model_or_submodel};
+use super::{Claim, Gone, Table, lock_held};
+use crate::cache::weights::is_model_or_submodel;
 use crate::runtime::Arc;
+use rec::{Rec, Word};
 
 const KEYS: [&str; 4] = ["a", "a:x", "b", "c"];
-
-/// A record: its number in the program, key and bytes; `shared` stands for a canonical a peer
-/// also holds (taking the record out gives nothing back).
-#[derive(Debug)]
-struct Rec {
-    id: usize,
-    key: String,
-    bytes: u64,
-    shared: bool,
-}
-
-impl Entry for Rec {
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    fn canonical(&self) -> Option<CanonicalId> {
-        None
-    }
-
-    fn shared_elsewhere(&self) -> bool {
-        self.shared
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -137,6 +111,11 @@ struct World {
     known: Vec<Known>,
     /// The handles the program holds: each a claim on a record.
     handles: Vec<(Arc<Rec>, Claim)>,
+    /// Each handle's LRU tick of a lock turned from a hold outside the table (0: none), which
+    /// its release stamps.
+    stamps: Vec<u64>,
+    /// The table's LRU clock.
+    clock: Arc<Word>,
     now: Duration,
     step: u64,
     keep_alive: Option<Duration>,
@@ -153,13 +132,16 @@ struct World {
 impl World {
     fn new() -> Self {
         let (known, handles) = (Vec::new(), Vec::new());
-        let table = Table::new(Duration::from_secs(60));
+        let clock = Arc::new(rec::word());
+        let table = Table::new(Duration::from_secs(60), Arc::clone(&clock));
         let (now, moves) = (Duration::ZERO, Vec::new());
         let (admitted, left) = (0, (0, 0));
         Self {
             table,
             known,
             handles,
+            stamps: Vec::new(),
+            clock,
             now,
             step: 0,
             keep_alive: None,
@@ -212,7 +194,9 @@ impl World {
                 let expected = self.occupant(KEYS[key]).filter(|&id| !self.known[id].stale);
                 let got = self.table.admit_existing(KEYS[key]);
                 prop_assert_eq!(got.as_ref().map(|r| r.id), expected);
-                self.handles.extend(got.map(|r| (r, Claim::Admitting)));
+                if let Some(record) = got {
+                    self.hand_out(record, Claim::Admitting);
+                }
             }
             Op::Convert(h) if h < self.handles.len() => self.convert(h),
             // A lock is held until the move it claimed ends, as `lock_on_device` holds it.
@@ -250,14 +234,14 @@ impl World {
         prop_assert_eq!(got.as_ref().map(|r| r.id), expected, "get {}", key);
         if let Some(record) = got {
             self.touch(record.id);
-            self.handles.push((record, Claim::Hold));
+            self.hand_out(record, Claim::Hold);
         }
         Ok(())
     }
 
     fn insert(&mut self, key: &str, bytes: u64, shared: bool) -> Result<(), TestCaseError> {
         let id = self.known.len();
-        let fresh = Arc::new(Rec { id, key: key.to_owned(), bytes, shared });
+        let fresh = Arc::new(Rec::new(id, key, bytes, shared));
         let live = self.occupant(key).filter(|&o| !self.known[o].stale);
         let inserted = self.table.insert(fresh, self.now, |_| false, (false, false));
         let (stale, attached, gone, used_at, idle_since) = (false, false, false, 0, Some(self.now));
@@ -300,8 +284,14 @@ impl World {
                 self.touch(id);
             }
         }
-        self.handles.push((Arc::clone(&inserted.record), Claim::Admitting));
+        self.hand_out(Arc::clone(&inserted.record), Claim::Admitting);
         Ok(())
+    }
+
+    /// A handle of `claim` on `record`, just counted.
+    fn hand_out(&mut self, record: Arc<Rec>, claim: Claim) {
+        self.handles.push((record, claim));
+        self.stamps.push(0);
     }
 
     fn convert(&mut self, h: usize) {
@@ -311,7 +301,12 @@ impl World {
             Claim::Hold => Claim::Lock,
             Claim::Lock => return,
         };
-        self.table.convert(&record, (from, to), false);
+        // A hold becomes a lock outside the table, as `LoadedModel::lock` does it.
+        if from == Claim::Hold {
+            self.stamps[h] = lock_held(&*record, &self.clock, false);
+        } else {
+            self.table.convert(&record, (from, to), false);
+        }
         self.handles[h].1 = to;
         if self.known[record.id].attached {
             self.touch(record.id);
@@ -320,7 +315,8 @@ impl World {
 
     fn release(&mut self, h: usize) -> Result<(), TestCaseError> {
         let (record, claim) = self.handles.remove(h);
-        let released = self.table.release(&record, claim, self.claim_time(), (false, false, false));
+        let stamp = self.stamps.remove(h);
+        let released = self.table.release(&record, (claim, stamp), self.claim_time(), (false, false, false));
         let id = record.id;
         let attached = self.known[id].attached;
         let free = attached && self.claims(id) == 0;
