@@ -1,7 +1,7 @@
 //! A record: one model's CPU weights resident in one device cache, and its use counters.
 
 use super::budget::NonSharedCharge;
-use super::table::{Claims, Entry};
+use super::table::Entry;
 use super::weights::{Canonical, CanonicalId};
 use crate::runtime::{Arc, Runtime};
 
@@ -20,8 +20,6 @@ pub(crate) struct Record<W, R: Runtime> {
     pub(crate) key_hash: u64,
     pub(crate) bytes: u64,
     pub(crate) residency: Residency<W, R>,
-    /// Its holds and locks.
-    pub(crate) claims: Claims<R::Atomic>,
 }
 
 impl<W, R: Runtime> Residency<W, R> {
@@ -47,12 +45,6 @@ impl<W, R: Runtime> Record<W, R> {
 }
 
 impl<W, R: Runtime> Entry for Record<W, R> {
-    type Word = R::Atomic;
-
-    fn claims(&self) -> &Claims<R::Atomic> {
-        &self.claims
-    }
-
     fn key(&self) -> &str {
         &self.key
     }

@@ -78,11 +78,12 @@ mutants! {
     KEY_MATCH_RELEASE = "key-match-release",
     /// C-R5/C-R14: `get` arms the first-use hold in a second critical section after the lookup.
     HOLD_AFTER_LOOKUP = "hold-after-lookup",
-    /// C-R5c: `lock` releases its hold and then counts its lock, two steps apart, outside the
-    /// state lock: an eviction between them finds the record free.
+    /// C-R5c: `lock` turns its hold into a lock in two critical sections (the hold released in
+    /// the first, the lock counted in the second): an eviction between them finds the record
+    /// free.
     CONVERSION_IN_TWO_STEPS = "conversion-in-two-steps",
-    /// C-R5s: a lock's release forgets the use its conversion ticked (outside the state lock):
-    /// the record keeps the stamp of its `get`, older than uses that came after it.
+    /// C-R5s: `lock` counts its lock without stamping the use: the record keeps the stamp of its
+    /// `get`, older than uses that came after it.
     LOCK_USE_UNSTAMPED = "lock-use-unstamped",
     /// C-R6/C-R12: dropping an unused admission or hold releases nothing.
     UNUSED_HANDLE_LEAKS = "unused-handle-leaks",

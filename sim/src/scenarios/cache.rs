@@ -157,9 +157,8 @@ pub(super) fn locked_with_lookup<R: SimRuntime>(rt: R) {
 }
 
 /// C-R5c: C-R5 with an eviction for room in place of the shutdown. T1's hold becomes a lock
-/// outside the state lock while T0's put makes room by evicting the least recently used free
-/// record: m is held, then locked, never free on the way, so T0 takes it only once T1's guard
-/// is gone.
+/// while T0's put makes room by evicting the least recently used free record: m is held, then
+/// locked, never free on the way, so T0 takes it only once T1's guard is gone.
 pub(super) fn lock_against_eviction_for_room<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 50, 1);
     preload(&world.caches[0], "m", 30);
@@ -180,10 +179,9 @@ pub(super) fn lock_against_eviction_for_room<R: SimRuntime>(rt: R) {
     join_then_finish(&world, [t1, t0]);
 }
 
-/// C-R5s: a lock's use counts in the LRU order, though it is ticked outside the state lock and
-/// stamped at its release. T1 gets A, gets B, then locks A, and lets both go: A was used last.
-/// T2 puts C meanwhile (room for it); once both are done, a put of D evicts the least recently
-/// used record, which is B or C, never A.
+/// C-R5s: a lock is a use, and counts in the LRU order. T1 gets A, gets B, then locks A, and
+/// lets both go: A was used last. T2 puts C meanwhile (room for it); once both are done, a put
+/// of D evicts the least recently used record, which is B or C, never A.
 pub(super) fn lock_use_stamped<R: SimRuntime>(rt: R) {
     let world = CacheWorld::new(rt, 90, 1);
     preload(&world.caches[0], "A", 30);

@@ -143,7 +143,6 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             key_hash: crate::cache::table::key_hash(key),
             bytes,
             residency,
-            claims: Claims::new(self.group.runtime.atomic(0)),
         });
         let now = self.group.runtime.now();
         let recheck = !self.mutant(Mutant::ADOPT_ACROSS_DROP);

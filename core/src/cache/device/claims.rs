@@ -4,10 +4,7 @@
 
 use super::handles::{Build, Parts};
 use super::*;
-use crate::cache::table::lock_held;
 use crate::telemetry::EvictedBy;
-
-// ---- Counting, converting and releasing claims --------------------------------------------------
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// Builds the handle of a claim just counted, then honours pending reconcile requests (which
@@ -98,7 +95,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
             report(&cache, &record.key);
         }
         let by_key = cache.mutant(Mutant::KEY_MATCH_RELEASE);
-        cache.state.with(|s| s.convert(&record, (from, to), by_key));
+        let locking = to == Claim::Lock;
+        if locking && cache.mutant(Mutant::CONVERSION_IN_TWO_STEPS) {
+            cache.state.with(|s| s.uncount(&record, from));
+            cache.state.with(|s| s.count_again(&record, to));
+        } else {
+            let unstamped = locking && cache.mutant(Mutant::LOCK_USE_UNSTAMPED);
+            cache.state.with(|s| s.convert(&record, (from, to), (by_key, unstamped)));
+        }
         if cache.mutant(Mutant::CLAIM_BEFORE_HANDLE) {
             let report = (!report_first).then_some(report);
             return Self::convert_handing_out_late(cache, record, report, build);
@@ -112,46 +116,14 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         handle
     }
 
-    /// Turns a hold on `record` into a lock without the state lock ([`Claims`]: nothing can
-    /// evict the record in between, and a conversion makes nothing evictable, so no waiter is
-    /// owed a wake-up and no room request a look), and hands out its guard, which stamps this
-    /// use at its release. Its report (user code) comes once the guard exists, as
-    /// [`DeviceCache::convert`]'s does. Under `key-match-release`, the conversion matches its
-    /// slot by key under the state lock, as that bug had it.
-    pub(crate) fn lock_held(cache: Arc<Self>, record: Arc<Record<W, R>>) -> ModelGuard<W, R> {
-        let (from, to) = (Claim::Hold, Claim::Lock);
-        if cache.mutant(Mutant::KEY_MATCH_RELEASE) {
-            return Self::convert(cache, record, (from, to), (ModelGuard::new, ModelGuard::parts));
-        }
-        let report = |cache: &Self, key: &str| {
-            tracing::debug!(device = %cache.device, key = %key, ?from, ?to, "claim converted");
-        };
-        let report_first = cache.mutant(Mutant::REPORT_BEFORE_HANDLE);
-        if report_first {
-            report(&cache, &record.key);
-        }
-        let stamp = lock_held(&*record, &cache.clock, cache.mutant(Mutant::CONVERSION_IN_TWO_STEPS));
-        if cache.mutant(Mutant::CLAIM_BEFORE_HANDLE) && !report_first {
-            report(&cache, &record.key);
-            return ModelGuard::stamped(cache, record, stamp);
-        }
-        let guard = ModelGuard::stamped(cache, record, stamp);
-        if !report_first {
-            let (cache, key) = guard.parts();
-            report(cache, key);
-        }
-        guard
-    }
-
-    /// Releases one claim on `record`, stamping the use `stamp` (a conversion's, or 0): evicts
-    /// the record if it is stale, still the occupant of its key, and now free; then, if the
-    /// budget is over its cap, evicts this cache's free records (the excess may be this
-    /// cache's own, C-R22).
+    /// Releases one claim on `record`: evicts it if it is stale, still the occupant of its key,
+    /// and now free; then, if the budget is over its cap, evicts this cache's free records
+    /// (the excess may be this cache's own, C-R22).
     ///
     /// It runs in the `Drop` of handles: what it reports comes last (a subscriber is user code,
     /// and a panic of its must find the claim released and every waiter woken), and not at
     /// all while the thread unwinds.
-    pub(crate) fn release(&self, record: &Arc<Record<W, R>>, (claim, stamp): (Claim, u64)) {
+    pub(crate) fn release(&self, record: &Arc<Record<W, R>>, claim: Claim) {
         if self.mutant(Mutant::REPORT_BEFORE_HANDLE) {
             tracing::debug!(device = %self.device, key = %record.key, ?claim, "claim released");
         }
@@ -162,7 +134,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
         // The reconcile requests that arrived meanwhile are honoured once the wake-ups are sent
         // and the release's own eviction is finished (both must survive a panicking reconcile).
         let Released { evicted, freed, expires, copy_unlocked } =
-            self.state.with(|s| s.release(record, (claim, stamp), now, flags));
+            self.state.with(|s| s.release(record, claim, now, flags));
         // An unlocked copy can be offloaded: room for a locker waiting for the device.
         if copy_unlocked {
             self.device_budget.copy_unlocked();
@@ -197,9 +169,7 @@ impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     }
 }
 
-// ---- Historical bugs ----------------------------------------------------------------------------
-
-// The bodies of the switches above (see `crate::mutants`).
+// Historical bugs: the bodies of the switches above (see `crate::mutants`).
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     /// C-R5/C-R14 (`hold-after-lookup`): `get` arms the first-use hold in a second critical
     /// section after the lookup, and an eviction in between takes the record it hands out.

@@ -26,26 +26,17 @@ pub(crate) type Parts<W, R, T> = for<'a> fn(&'a T) -> (&'a DeviceCache<W, R>, &'
 pub(crate) struct Claimed<W: Send + Sync + 'static, R: Runtime> {
     cache: Arc<DeviceCache<W, R>>,
     record: Arc<Record<W, R>>,
-    /// The LRU tick of a conversion made outside the cache's state monitor, which the release
-    /// stamps (0: none).
-    stamp: u64,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> Claimed<W, R> {
-    /// A claim just counted on `record`, its use stamped already.
-    fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
-        Self { cache, record, stamp: 0 }
-    }
-
     /// Releases the claim `claim` (the handle's `Drop`), unless a mutant leaks unused handles.
     fn release(self, claim: Claim, unused: bool) {
-        let Claimed { cache, record, stamp } = self;
+        let Claimed { cache, record } = self;
         if unused && cache.leaks_unused_handles() {
             return;
         }
-        let stamp = if cache.mutant(Mutant::LOCK_USE_UNSTAMPED) { 0 } else { stamp };
         let record = cache.letting_go(record);
-        cache.release(record.get(), (claim, stamp));
+        cache.release(record.get(), claim);
     }
 
     /// Turns this claim from `from` into `to`, handing out `to`'s handle (`build`).
@@ -65,7 +56,7 @@ pub struct Admission<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
 impl<W: Send + Sync + 'static, R: Runtime> Admission<W, R> {
     /// The handle of an admission just counted on `record`.
     pub(crate) fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
-        Self { claimed: Some(Claimed::new(cache, record)) }
+        Self { claimed: Some(Claimed { cache, record }) }
     }
 
     /// Hands the admitted record to its user: the admission becomes a first-use hold in one
@@ -106,7 +97,7 @@ pub struct LoadedModel<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
 impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
     /// The handle of a first-use hold just counted on `record`.
     pub(crate) fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
-        Self { claimed: Some(Claimed::new(cache, record)) }
+        Self { claimed: Some(Claimed { cache, record }) }
     }
 
     fn claimed(&self) -> &Claimed<W, R> {
@@ -129,11 +120,10 @@ impl<W: Send + Sync + 'static, R: Runtime> LoadedModel<W, R> {
         &self.claimed().cache
     }
 
-    /// Locks the record for use: the hold becomes a lock in one step, without the cache's state
-    /// lock (nothing can evict the record in between).
+    /// Locks the record for use: the hold becomes a lock in one critical section.
     pub fn lock(mut self) -> ModelGuard<W, R> {
-        let Claimed { cache, record, .. } = self.claimed.take().expect("a loaded model is locked once");
-        DeviceCache::lock_held(cache, record)
+        let claimed = self.claimed.take().expect("a loaded model is locked once");
+        claimed.convert((Claim::Hold, Claim::Lock), ModelGuard::new, ModelGuard::parts)
     }
 
     /// The key.
@@ -166,13 +156,7 @@ pub struct ModelGuard<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
 impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
     /// The guard of a lock just counted on `record`.
     pub(crate) fn new(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>) -> Self {
-        Self { claimed: Some(Claimed::new(cache, record)) }
-    }
-
-    /// The guard of a hold on `record` just turned into a lock outside the cache's state lock, at
-    /// the LRU tick `stamp`, which its release stamps.
-    pub(crate) fn stamped(cache: Arc<DeviceCache<W, R>>, record: Arc<Record<W, R>>, stamp: u64) -> Self {
-        Self { claimed: Some(Claimed { cache, record, stamp }) }
+        Self { claimed: Some(Claimed { cache, record }) }
     }
 
     /// The key.
@@ -208,7 +192,7 @@ impl<W: Send + Sync + 'static, R: Runtime> ModelGuard<W, R> {
     }
 
     /// What a conversion reports and drains through: the cache and the key.
-    pub(crate) fn parts(&self) -> (&DeviceCache<W, R>, &str) {
+    fn parts(&self) -> (&DeviceCache<W, R>, &str) {
         let claimed = self.claimed();
         (&claimed.cache, &claimed.record.key)
     }

@@ -47,7 +47,7 @@ use super::ledger::DeviceBudget;
 use super::record::{Record, Residency};
 use super::room_request::RoomRequest;
 pub use super::table::{CacheStats, Resident};
-use super::table::{Claim, Claims, Gone, Inserted, Released, Table, describe};
+use super::table::{Claim, Gone, Inserted, Released, Table, describe};
 use crate::deadline::{CallOptions, Deadline};
 use crate::error::{CacheError, InvalidConfig};
 use crate::first_panic::FirstPanic;
@@ -172,33 +172,18 @@ pub struct DeviceCache<W: Send + Sync + 'static, R: Runtime = StdRuntime> {
     /// Bumped when a move to the device settles: a placement waits for another's move of its
     /// record here, outside the state lock (whose every release honours pending requests).
     moves: Signal<R>,
-    /// The record table's LRU clock: a hold turned into a lock ticks it outside the state
-    /// monitor ([`LoadedModel::lock`]).
-    clock: Arc<R::Atomic>,
 }
 
 impl<W: Send + Sync + 'static, R: Runtime> DeviceCache<W, R> {
     pub(crate) fn new(group: Arc<CacheGroup<W, R>>, device: &str) -> Arc<Self> {
         let rt = &group.runtime;
-        let clock = Arc::new(rt.atomic(0));
-        let state = rt.monitor(Table::new(DEFAULT_MOVE_WAIT, Arc::clone(&clock)));
+        let state = rt.monitor(Table::new(DEFAULT_MOVE_WAIT));
         let (reconcile_pending, on_evict) = (RoomRequest::new(rt), rt.monitor(None));
         let id = group.budget.register_cache();
         let device_budget = DeviceBudget::new(rt);
         let device = device.to_owned();
         let (timed, moves) = (rt.atomic(0), Signal::new(rt));
-        Arc::new(Self {
-            device,
-            id,
-            group,
-            state,
-            device_budget,
-            reconcile_pending,
-            on_evict,
-            timed,
-            moves,
-            clock,
-        })
+        Arc::new(Self { device, id, group, state, device_budget, reconcile_pending, on_evict, timed, moves })
     }
 
     /// The device this cache serves.
@@ -368,12 +353,9 @@ impl<W: Send + Sync + 'static, R: Runtime> Drop for DeviceCache<W, R> {
     /// rest in its unwind, where a second panic would abort the process (C-P8), also when the
     /// cache's last reference goes in an unwind (a handle let go by a panic).
     fn drop(&mut self) {
-        let (timed, table) = self.state.with(|s| {
-            (
-                s.keep_alive().is_some(),
-                std::mem::replace(s, Table::new(DEFAULT_MOVE_WAIT, Arc::clone(&self.clock))),
-            )
-        });
+        let (timed, table) = self
+            .state
+            .with(|s| (s.keep_alive().is_some(), std::mem::replace(s, Table::new(DEFAULT_MOVE_WAIT))));
         if timed {
             self.group.timer.poke(None, Mutant::LOST_WAKEUP_TIMER_CACHE_DROP);
         }

@@ -87,7 +87,7 @@ impl<E: Entry> Table<E> {
         let freeable = self
             .slots
             .values()
-            .filter(|v| v.locks() == 0)
+            .filter(|v| v.locks == 0)
             .fold(0u64, |sum, v| sum.saturating_add(v.device.resident_bytes()));
         let pinned = used.saturating_sub(freeable);
         let full =
@@ -135,7 +135,7 @@ impl<E: Entry> Table<E> {
 
     /// `(order(slot), key)` of each unlocked record with a resident device copy.
     fn unlocked_copies(&self, order: impl Fn(&Slot<E>) -> u64) -> Vec<(u64, String)> {
-        let unlocked = self.slots.iter().filter(|(_, v)| v.locks() == 0 && v.device.resident_bytes() > 0);
+        let unlocked = self.slots.iter().filter(|(_, v)| v.locks == 0 && v.device.resident_bytes() > 0);
         unlocked.map(|(k, v)| (order(v), k.clone())).collect()
     }
 

@@ -101,7 +101,7 @@ impl<E: Entry> Table<E> {
         let Some(keep_alive) = self.keep_alive else { return Vec::new() };
         let mut expired = Vec::new();
         for (key, v) in self.slots.iter_mut() {
-            if v.free() || (ignore_holds && v.free_ignoring_holds()) {
+            if v.free() || (ignore_holds && v.locks == 0 && v.admitting == 0) {
                 // An untimed record (released while no keep-alive was in force) starts now.
                 let since = *v.idle_since.get_or_insert(now);
                 if now.saturating_sub(since) >= keep_alive {

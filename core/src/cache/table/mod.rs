@@ -21,10 +21,9 @@
 //!   counted and reported then, once, as a stale occupant's last release is).
 //! - `stats.bytes_resident` is the sum of the bytes of the records in the map.
 
-mod claims;
 mod device_copy;
 mod eviction;
-mod slot;
+mod historical;
 mod slots;
 mod stats;
 #[cfg(test)]
@@ -34,23 +33,14 @@ use std::time::Duration;
 
 use super::weights::CanonicalId;
 pub(crate) use crate::hashed::hash as key_hash;
-use crate::runtime::{Arc, AtomicWord, Weak};
-use slot::Slot;
+use crate::runtime::{Arc, Weak};
 use slots::Slots;
 
-use claims::tick;
-pub(crate) use claims::{Claims, lock_held};
 pub(crate) use device_copy::{Copy, DeviceCopy, OnDevice};
 pub use stats::{CacheStats, Resident};
 
-/// What the table reads of a record: its key, its bytes, whether its weights are shared, and its
-/// holds and locks.
+/// What the table reads of a record: its key, its bytes, and whether its weights are shared.
 pub(crate) trait Entry {
-    /// The atomic word of its claims and of the table's clock.
-    type Word: AtomicWord;
-    /// Its holds and locks: counted and released under the cache's state monitor, and a hold
-    /// turned into a lock outside it ([`Claims`]).
-    fn claims(&self) -> &Claims<Self::Word>;
     /// The key it was admitted under.
     fn key(&self) -> &str;
     /// Its key's hash, as the table files it ([`key_hash`]): a record that keeps it saves
@@ -73,6 +63,48 @@ pub(crate) enum Claim {
     Admitting,
     Hold,
     Lock,
+}
+
+/// A record in the map, with what protects it from eviction.
+struct Slot<E> {
+    record: Arc<E>,
+    /// Live guards (locks).
+    locks: usize,
+    /// Live loaded handles that have not locked yet.
+    holds: usize,
+    /// Live admissions (between `put` and the loader's retrieval).
+    admitting: usize,
+    /// Evict at the last release (set by `drop_model`, `shutdown`, or at birth after shutdown).
+    stale: bool,
+    /// LRU clock of the last use.
+    last_used: u64,
+    /// Runtime time of its admission or of its last release (for keep-alive expiry; read only
+    /// while it is free, and every release stamps it); `None` when released while no
+    /// keep-alive was in force (no clock read then): it counts as idle from the next expiry
+    /// pass on.
+    idle_since: Option<Duration>,
+    /// The record's copy on the cache's device.
+    device: DeviceCopy,
+}
+
+impl<E> Slot<E> {
+    /// Nothing protects it: no lock, no hold, no admission.
+    fn free(&self) -> bool {
+        self.locks == 0 && self.holds == 0 && self.admitting == 0
+    }
+
+    /// Whether an eviction path may take it (`admitting_is_free`: the C-R3/C-R23 mutant).
+    fn evictable(&self, admitting_is_free: bool) -> bool {
+        self.free() || (admitting_is_free && self.locks == 0 && self.holds == 0)
+    }
+
+    fn counter(&mut self, claim: Claim) -> &mut usize {
+        match claim {
+            Claim::Admitting => &mut self.admitting,
+            Claim::Hold => &mut self.holds,
+            Claim::Lock => &mut self.locks,
+        }
+    }
 }
 
 /// One record taken out of the table, with its device copy. Dropped (and reported) once the
@@ -124,7 +156,7 @@ struct Detached<E> {
 }
 
 /// The records resident for one device and the cache's counters.
-pub(crate) struct Table<E: Entry> {
+pub(crate) struct Table<E> {
     /// Hashed: a lookup by key finds its slot with one hash and one key compare, and a claim's
     /// conversion or release finds its record's slot with one hash and a pointer compare.
     /// Nothing depends on their order: whatever reports or acts on several keys sorts them
@@ -133,8 +165,7 @@ pub(crate) struct Table<E: Entry> {
     /// Records replaced while stale and still claimed: alive (and counted by the budget) until
     /// their holders let go.
     detached: Vec<Detached<E>>,
-    /// The LRU clock, shared with the cache: a conversion outside the monitor ticks it too.
-    clock: Arc<E::Word>,
+    clock: u64,
     shut_down: bool,
     keep_alive: Option<Duration>,
     /// How long a lock waits for another thread's move of the same record.
@@ -144,7 +175,7 @@ pub(crate) struct Table<E: Entry> {
 
 // ---- Letting go of the table --------------------------------------------------------------------
 
-impl<E: Entry> Table<E> {
+impl<E> Table<E> {
     /// Its records, taken out (a dropped cache lets go of each under a catch of its own).
     pub(crate) fn into_records(self) -> impl Iterator<Item = Arc<E>> {
         self.slots.into_values().map(|slot| slot.record)
@@ -154,12 +185,12 @@ impl<E: Entry> Table<E> {
 // ---- Reading the table ----------------------------------------------------------------------
 
 impl<E: Entry> Table<E> {
-    /// An empty table whose moves wait at most `move_wait`, its LRU clock `clock`.
-    pub(crate) fn new(move_wait: Duration, clock: Arc<E::Word>) -> Self {
+    /// An empty table whose moves wait at most `move_wait`.
+    pub(crate) fn new(move_wait: Duration) -> Self {
         Self {
             slots: Slots::default(),
             detached: Vec::new(),
-            clock,
+            clock: 0,
             shut_down: false,
             keep_alive: None,
             move_wait,
@@ -224,10 +255,9 @@ impl<E: Entry> Table<E> {
     pub(crate) fn pinned(&self, device: &str) -> Vec<String> {
         let mut pinned: Vec<_> = self.slots.iter().filter(|(_, v)| !v.free()).collect();
         pinned.sort_unstable_by_key(|(k, _)| *k);
-        let why = |v: &Slot<E>| match v.record.claims().read() {
-            // (holds, locks)
+        let why = |v: &Slot<E>| match (v.locks, v.holds) {
             (0, 0) => "admitting",
-            (_, 0) => "held",
+            (0, _) => "held",
             _ => "locked",
         };
         pinned
@@ -246,7 +276,8 @@ impl<E: Entry> Table<E> {
     }
 
     fn tick(&mut self) -> u64 {
-        tick(&*self.clock)
+        self.clock += 1;
+        self.clock
     }
 }
 
@@ -283,7 +314,7 @@ impl<E: Entry> Table<E> {
             self.stats.misses += 1;
             return None;
         };
-        slot.count(claim);
+        *slot.counter(claim) += 1;
         slot.last_used = clock;
         self.stats.hits += 1;
         Some(slot)
@@ -317,6 +348,8 @@ impl<E: Entry> Table<E> {
         let dropped = born_dropped(&fresh);
         let slot = Slot {
             record: Arc::clone(&fresh),
+            locks: 0,
+            holds: 0,
             admitting: 1,
             stale: (self.shut_down && !ignore_shutdown) || dropped,
             last_used: clock,
@@ -338,8 +371,7 @@ impl<E: Entry> Table<E> {
     /// stale occupant), it is evicted now: `true`.
     fn detach(&mut self, old: Slot<E>) -> (Gone<E>, bool) {
         self.detached.retain(|d| d.record.strong_count() > 0);
-        let (holds, locks) = old.record.claims().read();
-        let claims = usize::try_from(holds + locks).unwrap_or(usize::MAX).saturating_add(old.admitting);
+        let claims = old.locks + old.holds + old.admitting;
         self.stats.left(old.record.bytes(), claims == 0);
         if claims > 0 {
             let (record, described) = (Arc::downgrade(&old.record), describe(&*old.record, true));
@@ -367,45 +399,47 @@ impl<E: Entry> Table<E> {
     }
 
     /// Turns one claim on `record` into another, stamping its use, if it still occupies its key
-    /// (`by_key`: the mutant that matches by key). No idle time is stamped: the record is
-    /// claimed before and after, and the release that frees it stamps its own. (A hold becomes
-    /// a lock outside the monitor: [`lock_held`].)
-    pub(crate) fn convert(&mut self, record: &Arc<E>, (from, to): (Claim, Claim), by_key: bool) {
+    /// (`by_key`: the mutant that matches by key; `unstamped`: the C-R5s one, which leaves the
+    /// use unstamped). No idle time is stamped: the record is claimed before and after, and the
+    /// release that frees it stamps its own.
+    pub(crate) fn convert(
+        &mut self,
+        record: &Arc<E>,
+        (from, to): (Claim, Claim),
+        (by_key, unstamped): (bool, bool),
+    ) {
         let clock = self.tick();
         if let Some(slot) = self.occupant(record, by_key) {
-            slot.release(from);
-            slot.count(to);
-            slot.last_used = clock;
+            decrement(slot.counter(from));
+            *slot.counter(to) += 1;
+            if !unstamped {
+                slot.last_used = clock;
+            }
         }
     }
 
-    /// Releases one claim on `record` at `now`, stamping the use `stamp` (the tick of a
-    /// conversion made outside the monitor, or 0): takes the record out if it is stale, still
-    /// the occupant of its key, and now free, or detached and this was its last claim
+    /// Releases one claim on `record` at `now`: takes the record out if it is stale, still the
+    /// occupant of its key, and now free, or detached and this was its last claim
     /// (`ignore_holds`: the C-R7 mutant, which counts a held record free; `unreported`: the
     /// C-R4 one, which leaves a detached record's eviction unreported).
     pub(crate) fn release(
         &mut self,
         record: &Arc<E>,
-        (claim, stamp): (Claim, u64),
+        claim: Claim,
         now: Option<Duration>,
         (by_key, ignore_holds, unreported): (bool, bool, bool),
     ) -> Released<E> {
         let keep_alive = self.keep_alive;
         let Some(slot) = self.occupant(record, by_key) else {
-            if claim != Claim::Admitting {
-                record.claims().release(claim == Claim::Lock);
-            }
             let evicted = self.release_detached(record, unreported);
             return Released { evicted, freed: false, expires: None, copy_unlocked: false };
         };
-        slot.release(claim);
-        slot.last_used = slot.last_used.max(stamp);
+        decrement(slot.counter(claim));
         // An idle time only while a keep-alive is set: a release that read the clock before a
         // `set_keep_alive(None)` must not bring back the idle time that call forgot.
         slot.idle_since = now.filter(|_| keep_alive.is_some());
-        let copy_unlocked = claim == Claim::Lock && slot.locks() == 0 && slot.device.resident_bytes() > 0;
-        let freed = slot.free() || (ignore_holds && slot.free_ignoring_holds());
+        let copy_unlocked = claim == Claim::Lock && slot.locks == 0 && slot.device.resident_bytes() > 0;
+        let freed = slot.free() || (ignore_holds && slot.locks == 0 && slot.admitting == 0);
         let stale = slot.stale;
         let evicted = (stale && freed).then(|| self.take_out(record.key())).flatten();
         // Released untimed under a keep-alive (set meanwhile): the timer's next pass times it.
@@ -432,39 +466,4 @@ fn frees<E: Entry>(record: &Arc<E>) -> u64 {
 /// Releases one claim. A counter already at zero means a claim was lost (only mutants do that).
 fn decrement(counter: &mut usize) {
     *counter = counter.saturating_sub(1);
-}
-
-// ---- Historical bugs ----------------------------------------------------------------------------
-
-// The table's part of the switches' bodies (see `crate::mutants`).
-impl<E: Entry> Table<E> {
-    /// `inspection-upgrades-detached`: the records in the map described, and strong references
-    /// to the detached ones still alive.
-    pub(crate) fn resident_upgrading_detached(&mut self) -> (Vec<Resident>, Vec<Arc<E>>) {
-        self.detached.retain(|d| d.record.strong_count() > 0);
-        (self.described(), self.detached.iter().filter_map(|d| d.record.upgrade()).collect())
-    }
-
-    /// `hold-after-lookup`, its first step: the occupant of `key`, stale or not, no hold armed.
-    pub(crate) fn peek(&self, key: &str) -> Option<Arc<E>> {
-        self.slots.get(key).map(|slot| Arc::clone(&slot.record))
-    }
-
-    /// `hold-after-lookup`, its second step: a hold armed on `record` if it still occupies its
-    /// key.
-    pub(crate) fn hold(&mut self, record: &Arc<E>) {
-        if let Some(slot) = self.occupant(record, false) {
-            slot.count(Claim::Hold);
-        }
-    }
-
-    /// `sibling-admission-clears-holds`: every record's holds forgotten.
-    pub(crate) fn clear_holds(&mut self) {
-        self.slots.values().for_each(|slot| slot.record.claims().clear_holds());
-    }
-
-    /// `detached-copy-uncounted`: device bytes of the copies in the map only.
-    pub(crate) fn slot_device_bytes(&self) -> u64 {
-        self.slots.values().fold(0, |sum, v| sum.saturating_add(v.device.resident_bytes()))
-    }
 }

@@ -11,19 +11,45 @@
 //! copies: see [`device`].
 
 mod device;
-mod rec;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{Claim, Gone, Table, lock_held};
-use crate::cache::weights::is_model_or_submodel;
+use super::{Claim, Entry, Gone, Table};
+use crate::cache::weights::{CanonicalId, is_model_or_submodel};
 use crate::runtime::Arc;
-use rec::{Rec, Word};
 
 const KEYS: [&str; 4] = ["a", "a:x", "b", "c"];
+
+/// A record: its number in the program, key and bytes; `shared` stands for a canonical a peer
+/// also holds (taking the record out gives nothing back).
+#[derive(Debug)]
+struct Rec {
+    id: usize,
+    key: String,
+    bytes: u64,
+    shared: bool,
+}
+
+impl Entry for Rec {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn canonical(&self) -> Option<CanonicalId> {
+        None
+    }
+
+    fn shared_elsewhere(&self) -> bool {
+        self.shared
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -111,11 +137,6 @@ struct World {
     known: Vec<Known>,
     /// The handles the program holds: each a claim on a record.
     handles: Vec<(Arc<Rec>, Claim)>,
-    /// Each handle's LRU tick of a lock turned from a hold outside the table (0: none), which
-    /// its release stamps.
-    stamps: Vec<u64>,
-    /// The table's LRU clock.
-    clock: Arc<Word>,
     now: Duration,
     step: u64,
     keep_alive: Option<Duration>,
@@ -132,16 +153,13 @@ struct World {
 impl World {
     fn new() -> Self {
         let (known, handles) = (Vec::new(), Vec::new());
-        let clock = Arc::new(rec::word());
-        let table = Table::new(Duration::from_secs(60), Arc::clone(&clock));
+        let table = Table::new(Duration::from_secs(60));
         let (now, moves) = (Duration::ZERO, Vec::new());
         let (admitted, left) = (0, (0, 0));
         Self {
             table,
             known,
             handles,
-            stamps: Vec::new(),
-            clock,
             now,
             step: 0,
             keep_alive: None,
@@ -194,9 +212,7 @@ impl World {
                 let expected = self.occupant(KEYS[key]).filter(|&id| !self.known[id].stale);
                 let got = self.table.admit_existing(KEYS[key]);
                 prop_assert_eq!(got.as_ref().map(|r| r.id), expected);
-                if let Some(record) = got {
-                    self.hand_out(record, Claim::Admitting);
-                }
+                self.handles.extend(got.map(|r| (r, Claim::Admitting)));
             }
             Op::Convert(h) if h < self.handles.len() => self.convert(h),
             // A lock is held until the move it claimed ends, as `lock_on_device` holds it.
@@ -234,14 +250,14 @@ impl World {
         prop_assert_eq!(got.as_ref().map(|r| r.id), expected, "get {}", key);
         if let Some(record) = got {
             self.touch(record.id);
-            self.hand_out(record, Claim::Hold);
+            self.handles.push((record, Claim::Hold));
         }
         Ok(())
     }
 
     fn insert(&mut self, key: &str, bytes: u64, shared: bool) -> Result<(), TestCaseError> {
         let id = self.known.len();
-        let fresh = Arc::new(Rec::new(id, key, bytes, shared));
+        let fresh = Arc::new(Rec { id, key: key.to_owned(), bytes, shared });
         let live = self.occupant(key).filter(|&o| !self.known[o].stale);
         let inserted = self.table.insert(fresh, self.now, |_| false, (false, false));
         let (stale, attached, gone, used_at, idle_since) = (false, false, false, 0, Some(self.now));
@@ -284,14 +300,8 @@ impl World {
                 self.touch(id);
             }
         }
-        self.hand_out(Arc::clone(&inserted.record), Claim::Admitting);
+        self.handles.push((Arc::clone(&inserted.record), Claim::Admitting));
         Ok(())
-    }
-
-    /// A handle of `claim` on `record`, just counted.
-    fn hand_out(&mut self, record: Arc<Rec>, claim: Claim) {
-        self.handles.push((record, claim));
-        self.stamps.push(0);
     }
 
     fn convert(&mut self, h: usize) {
@@ -301,12 +311,7 @@ impl World {
             Claim::Hold => Claim::Lock,
             Claim::Lock => return,
         };
-        // A hold becomes a lock outside the table, as `LoadedModel::lock` does it.
-        if from == Claim::Hold {
-            self.stamps[h] = lock_held(&*record, &self.clock, false);
-        } else {
-            self.table.convert(&record, (from, to), false);
-        }
+        self.table.convert(&record, (from, to), (false, false));
         self.handles[h].1 = to;
         if self.known[record.id].attached {
             self.touch(record.id);
@@ -315,8 +320,7 @@ impl World {
 
     fn release(&mut self, h: usize) -> Result<(), TestCaseError> {
         let (record, claim) = self.handles.remove(h);
-        let stamp = self.stamps.remove(h);
-        let released = self.table.release(&record, (claim, stamp), self.claim_time(), (false, false, false));
+        let released = self.table.release(&record, claim, self.claim_time(), (false, false, false));
         let id = record.id;
         let attached = self.known[id].attached;
         let free = attached && self.claims(id) == 0;
