@@ -146,14 +146,6 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         Some(error.into_inner())
     }
 
-    /// The refusal of a model loaded for `id` that a shutdown overtook ([`Table::register`]):
-    /// the model is dropped (user code, outside every monitor), then the refusal reported.
-    fn refused_late(&self, id: &ModelId, slot: Arc<ModelSlot<L::Model, R>>) -> ManagerError {
-        drop(slot);
-        tracing::debug!(%id, "loaded, but shut down meanwhile: dropped");
-        telemetry::refused(ManagerError::ShutDown { id: id.clone() })
-    }
-
     /// How long a drain of leases under `guard` may wait: the drain timeout, or less by its deadline.
     fn drain_bound(&self, guard: &LifecycleGuard<L::Model, R>) -> std::time::Duration {
         guard.deadline().bound(&self.runtime, self.config.lease_drain_timeout(), Mutant::DEADLINE_SKIPS_DRAIN)

@@ -196,6 +196,29 @@ impl<'a, R: Runtime> Reports<'a, R> {
 // ---- Unloading one ------------------------------------------------------------------------------
 
 impl<L: Loader, R: Runtime> ModelManager<L, R> {
+    /// The refusal of a model loaded for `id` that a shutdown overtook (`Table::register`):
+    /// a shutdown unloads every model the manager loaded (SPEC 1.13), this one too, under the
+    /// caller's lifecycle lock and outside every monitor, before it is dropped. An unload error
+    /// is reported and dropped with it (nothing is registered to keep); a panic goes to the
+    /// caller, and the slot, dropped in its unwind, drops the model under a catch.
+    pub(super) fn refused_late(&self, id: &ModelId, slot: Arc<ModelSlot<L::Model, R>>) -> ManagerError {
+        let unloaded = if self.runtime.mutant(Mutant::REFUSED_LOAD_NOT_UNLOADED) {
+            Ok(())
+        } else {
+            slot.model().unload()
+        };
+        if let Err(error) = unloaded {
+            let error = ManagerError::Unload { id: id.clone(), source: SourceError::new(error) };
+            // Held across the report (user code): a panicking one drops it under a catch.
+            let error = Held::<_, R>::new(error, self.guards_user_errors());
+            tracing::debug!(%id, error = %error.get(), "loaded, but shut down meanwhile: unload failed");
+            drop(error.into_inner());
+        }
+        drop(slot);
+        tracing::debug!(%id, "loaded, but shut down meanwhile: unloaded and dropped");
+        telemetry::refused(ManagerError::ShutDown { id: id.clone() })
+    }
+
     /// Unloads the model of a closed slot and unregisters it. The registry's reference is
     /// dropped outside the table monitor; the model itself is dropped by the caller's `slot`,
     /// under the lifecycle lock only (its `Drop` is user code), unless a lease ending on another

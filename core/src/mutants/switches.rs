@@ -278,6 +278,9 @@ mutants! {
     /// after the shutdown returned: the id stays resident past the shutdown, and the racing add
     /// succeeds though the shutdown began before it registered.
     REGISTERED_AFTER_SHUTDOWN = "registered-after-shutdown",
+    /// S-G1l: a model an add (or a replace) loaded, refused because a shutdown began meanwhile,
+    /// is dropped without its `unload`: the one model a shutdown never unloads.
+    REFUSED_LOAD_NOT_UNLOADED = "refused-load-not-unloaded",
     /// M-C6s: a cold add whose every planned victim was locked by another call (or went in use,
     /// or was pinned) between its plan and its eviction waits for a change instead of planning
     /// again: an idle model the plan did not name stays resident, nothing wakes the add, and it

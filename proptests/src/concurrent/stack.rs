@@ -713,8 +713,59 @@ impl Stack {
     }
 
     /// An unload of `RESOLVED[v]` for the call at `by` (a remove, an eviction, a replace's old
-    /// version, an in-place replace), as its model's scripted unloads say.
+    /// version, an in-place replace, or a model a shutdown refused), as its model's scripted
+    /// unloads say.
     fn unload(&self, s: &State, history: &[Call<Op, Ret>], at: usize, v: usize, by: usize) -> Vec<State> {
+        let mut out = self.refused_unload(s, history, at, v, by);
+        out.extend(self.registered_unload(s, history, at, v, by));
+        out
+    }
+
+    /// An unload of the model the call at `by` loaded for `RESOLVED[v]` (an add's, a replace's
+    /// or an in-place replace's new version) and a shutdown refused at its registration: never
+    /// registered, so only its scripted step counts, and the call ends `ShutDown` (or in the
+    /// unload's panic) whatever the unload did.
+    fn refused_unload(
+        &self,
+        s: &State,
+        history: &[Call<Op, Ret>],
+        at: usize,
+        v: usize,
+        by: usize,
+    ) -> Vec<State> {
+        let caller = &history[by];
+        let own = match caller.op {
+            // An add or an in-place replace loads only while nothing is registered under its id
+            // (and holds the id's lock from then on).
+            Op::AddRoom { r, .. } => r == v && !State::has(s.registered, v),
+            Op::Swap(j) => j == v && !State::has(s.registered, v),
+            Op::Replace(j) => j == v,
+            _ => false,
+        };
+        if !s.shut_down || !own || !matches!(caller.ret, None | Some(Ret::ShutDown)) {
+            return Vec::new();
+        }
+        let ret = history[at].ret.as_ref();
+        let mut next = s.clone();
+        next.unloads[v] += 1;
+        let fits = match script(of(&self.faults.unloads, v), s.unloads[v]) {
+            Step::Ok => ret.is_none_or(|r| *r == Ret::Done),
+            Step::Fail | Step::Expire => ret.is_none_or(|r| *r == Ret::UnloadFailed(v)),
+            Step::Panic => ret.is_none(),
+        };
+        if fits { vec![next] } else { Vec::new() }
+    }
+
+    /// An unload of the model registered under `RESOLVED[v]` for the call at `by` (a remove, an
+    /// eviction, a replace's old version, an in-place replace's old version).
+    fn registered_unload(
+        &self,
+        s: &State,
+        history: &[Call<Op, Ret>],
+        at: usize,
+        v: usize,
+        by: usize,
+    ) -> Vec<State> {
         let call = &history[at];
         let ret = call.ret.as_ref();
         let is = |expected: Ret| ret.is_none_or(|r| *r == expected);

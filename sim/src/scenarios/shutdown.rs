@@ -167,7 +167,7 @@ pub(super) fn shutdown_wakes_the_add_waiting_for_room<R: SimRuntime, D: Depth>(r
 /// down meanwhile (its wait for X's lifecycle lock runs out while the load holds it), and only
 /// then opens the gate. The shutdown began before X could register: the add must get
 /// `ShutDown` and leave nothing registered after the shutdown (1.13) — whatever the report
-/// says it could not reach.
+/// says it could not reach — and the model it loaded unloaded, not just dropped.
 pub(super) fn load_outlasting_a_shutdown_is_refused<R: SimRuntime>(rt: R) {
     let builder = ManagerWorld::builder(rt).model("X", &[], &[]).gate_loads(&["X"]);
     let world = builder.preloaded(&[], |base| base);
@@ -182,5 +182,8 @@ pub(super) fn load_outlasting_a_shutdown_is_refused<R: SimRuntime>(rt: R) {
     );
     let registered = world.manager.ids();
     ensure!(registered.is_empty(), "S-G1", "after shutdown {registered:?} are registered: {report:?}");
+    // The model the refused add loaded was unloaded too, as every model a shutdown meets is.
+    let x = world.probe.id("X");
+    ensure!(x.dropped() == 0, "1.13", "add(X) was refused and its model dropped without its unload");
     world.check_quiescent();
 }
