@@ -397,11 +397,15 @@ where
     };
     let fixed = replay(&stored.program, &stored.schedule, &MutantSet::NONE).expect("replays");
     if fixed.violation.is_some() {
-        // The schedule may have drifted from the code's scheduling points: a replay that stops
-        // where the mutant-free run took another turn (mid-unwind, say) fails for the checker's
-        // own reasons. Searched again, a schedule that fails only with the mutant is stored.
         let shown = format!("{}: fails without its mutant: {:?}", path.display(), fixed.violation);
-        return rerecorded(path, stored, mutant).ok_or(shown);
+        // A mutant-free replay that left the schedule (the code's scheduling points moved) and
+        // then failed may fail for the checker's own reasons (stopped mid-unwind, say): searched
+        // again, a schedule that fails only with the mutant is stored. One that followed the
+        // schedule and failed is a regression, and stays one.
+        return match fixed.diverged {
+            Some(_) => rerecorded(path, stored, mutant).ok_or(shown),
+            None => Err(shown),
+        };
     }
     let now = violation.to_string();
     if now == stored.violation {
@@ -420,15 +424,25 @@ where
 
 /// With `RESIDENT_WRITE_FIXTURES` set, searches the stored program's schedules again for its
 /// mutant's failure (the schedules a checker explores move when the code's scheduling points
-/// do) and stores the first it finds; `None` if the variable is unset or the program no longer
-/// fails.
+/// do) and stores the first it finds; `None` if the variable is unset, the program no longer
+/// fails with its mutant, or fails without it.
 fn rerecorded<P>(path: &std::path::Path, mut stored: StoredFailure<P>, mutant: Mutant) -> Option<()>
 where
     P: Generated + serde::Serialize,
 {
     std::env::var_os("RESIDENT_WRITE_FIXTURES")?;
+    // Only a program that passes without its mutant is evidence of the mutant.
+    if check_program(&stored.program, 1000, &MutantSet::NONE).failure.is_some() {
+        return None;
+    }
     let (checker, failure) = check_program(&stored.program, 1000, &MutantSet::only(mutant)).failure?;
-    stored.schedule = failure.schedule?;
+    let schedule = failure.schedule?;
+    // And the schedule stored fails with the mutant only.
+    let fixed = replay(&stored.program, &schedule, &MutantSet::NONE).ok()?;
+    if fixed.violation.is_some() {
+        return None;
+    }
+    stored.schedule = schedule;
     stored.scheduler = checker.name().to_owned();
     stored.violation = failure.violation.to_string();
     std::fs::write(path, serde_json::to_string_pretty(&stored).ok()?).ok()

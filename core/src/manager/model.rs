@@ -21,9 +21,10 @@ pub trait Model: Send + Sync + 'static {
     /// to the new version: an error detaches it
     /// ([`Replaced::Detached`](crate::Replaced::Detached)), and a panic propagates to the
     /// caller of `replace`, the new version serving, while the old version is dropped under a
-    /// catch (its own `Drop` may panic too). A model loaded for an add or a replace that a
-    /// shutdown refused meanwhile is unloaded too, then dropped: an error there is reported and
-    /// dropped with it, and a panic goes to the caller of the add or the replace.
+    /// catch (its own `Drop` may panic too). A model loaded for an add, a replace or an
+    /// in-place replace whose registration a shutdown refused meanwhile is unloaded too, then
+    /// dropped: an error there is logged (a `tracing` warning) and dropped with it, and a panic
+    /// goes to the caller of the add or the replace.
     fn unload(&self) -> Result<(), BoxError> {
         Ok(())
     }

@@ -207,15 +207,19 @@ impl<L: Loader, R: Runtime> ModelManager<L, R> {
         } else {
             slot.model().unload()
         };
-        if let Err(error) = unloaded {
-            let error = ManagerError::Unload { id: id.clone(), source: SourceError::new(error) };
-            // Held across the report (user code): a panicking one drops it under a catch.
-            let error = Held::<_, R>::new(error, self.guards_user_errors());
-            tracing::debug!(%id, error = %error.get(), "loaded, but shut down meanwhile: unload failed");
-            drop(error.into_inner());
-        }
+        let unloaded = match unloaded {
+            Ok(()) => true,
+            Err(error) => {
+                let error = ManagerError::Unload { id: id.clone(), source: SourceError::new(error) };
+                // Held across the report (user code): a panicking one drops it under a catch.
+                let error = Held::<_, R>::new(error, self.guards_user_errors());
+                tracing::warn!(%id, error = %error.get(), "loaded, but shut down meanwhile: its unload failed");
+                drop(error.into_inner());
+                false
+            }
+        };
         drop(slot);
-        tracing::debug!(%id, "loaded, but shut down meanwhile: unloaded and dropped");
+        tracing::debug!(%id, unloaded, "loaded, but shut down meanwhile: dropped");
         telemetry::refused(ManagerError::ShutDown { id: id.clone() })
     }
 

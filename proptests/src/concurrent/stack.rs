@@ -211,6 +211,8 @@ pub struct State {
     /// Calls whose own unload succeeded, and whose own unload failed.
     unloaded_by: u128,
     failed_by: u128,
+    /// Calls that unloaded the model they loaded and a shutdown refused (once each).
+    refused_by: u128,
     /// A shutdown took effect.
     shut_down: bool,
     /// The outermost cache's `max_size` last set (0: as built).
@@ -722,9 +724,9 @@ impl Stack {
     }
 
     /// An unload of the model the call at `by` loaded for `RESOLVED[v]` (an add's, a replace's
-    /// or an in-place replace's new version) and a shutdown refused at its registration: never
-    /// registered, so only its scripted step counts, and the call ends `ShutDown` (or in the
-    /// unload's panic) whatever the unload did.
+    /// or an in-place replace's new version) and a shutdown refused at its registration, once
+    /// per call: never registered, so only its scripted step counts, and the call ends
+    /// `ShutDown` (or in the unload's panic) whatever the unload did.
     fn refused_unload(
         &self,
         s: &State,
@@ -737,17 +739,20 @@ impl Stack {
         let own = match caller.op {
             // An add or an in-place replace loads only while nothing is registered under its id
             // (and holds the id's lock from then on).
-            Op::AddRoom { r, .. } => r == v && !State::has(s.registered, v),
+            // A register's model goes back to its caller: never unloaded.
+            Op::AddRoom { r, built: false, .. } => r == v && !State::has(s.registered, v),
             Op::Swap(j) => j == v && !State::has(s.registered, v),
             Op::Replace(j) => j == v,
             _ => false,
         };
-        if !s.shut_down || !own || !matches!(caller.ret, None | Some(Ret::ShutDown)) {
+        let refused = s.shut_down && matches!(caller.ret, None | Some(Ret::ShutDown));
+        if !own || !refused || s.refused_by & bit(by) != 0 {
             return Vec::new();
         }
         let ret = history[at].ret.as_ref();
         let mut next = s.clone();
         next.unloads[v] += 1;
+        next.refused_by |= bit(by);
         let fits = match script(of(&self.faults.unloads, v), s.unloads[v]) {
             Step::Ok => ret.is_none_or(|r| *r == Ret::Done),
             Step::Fail | Step::Expire => ret.is_none_or(|r| *r == Ret::UnloadFailed(v)),

@@ -135,6 +135,14 @@ pub(super) fn shutdown_races_a_replace_in_place<R: SimRuntime, D: Depth>(rt: R) 
         "replace_in_place(B) racing a shutdown gave {replaced:?}"
     );
     registered_as_reported_in("S-G2", &world.manager, &report);
+    // Every model of B was unloaded or is still registered: the new version a shutdown refused
+    // at its registration too.
+    let b = world.probe.id("B");
+    ensure!(
+        b.dropped() == 0,
+        "1.13",
+        "a model of B was dropped without its unload: {replaced:?}, {report:?}"
+    );
     finish(&world);
 }
 
