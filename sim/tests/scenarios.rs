@@ -245,6 +245,7 @@ scenario_tests! {
     m_r3n => "M-R3n",
     s_g1 => "S-G1",
     s_g1l => "S-G1l",
+    s_g1r => "S-G1r",
     s_g2 => "S-G2",
     s_z1 => "S-Z1",
     w_17 => "W-17",

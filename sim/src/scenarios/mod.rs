@@ -461,6 +461,8 @@ pub static CATALOGUE: LazyLock<Vec<Scenario>> = LazyLock::new(|| {
         time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, ADD_AFTER_SHUTDOWN, LEASE_AFTER_SHUTDOWN], shutdown::shutdown_races_adds_and_leases::<_, layers::ThreeDeep>),
         scenario!("S-G1l", "a load that outlasts a shutdown's wait for its lock is refused: nothing registers after the shutdown returned, and the model it loaded is unloaded (1.13)",
         time: Auto, loom: 2, targets: [REGISTERED_AFTER_SHUTDOWN, REFUSED_LOAD_NOT_UNLOADED], shutdown::load_outlasting_a_shutdown_is_refused),
+        scenario!("S-G1r", "a replace's load that outlasts a shutdown's wait for its lock is refused: the old version stays as reported, and the new one is unloaded (1.13)",
+        time: Auto, loom: 2, targets: [REFUSED_LOAD_NOT_UNLOADED], shutdown::reload_outlasting_a_shutdown_is_refused),
         scenario!("S-G2", "manager shutdown racing an in-place replace: the replaced id is settled whichever step it meets, never left registered, every version unloaded (1.13, 1.11)",
         time: Off, loom: 1, targets: [SHUTDOWN_REGISTRY_ONLY, REFUSED_LOAD_NOT_UNLOADED], shutdown::shutdown_races_a_replace_in_place::<_, layers::ThreeDeep>),
         scenario!("S-CL1", "clear racing an add and a lease: pinned models removed, pins kept, every failure reported, the queue in line",

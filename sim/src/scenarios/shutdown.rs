@@ -171,6 +171,34 @@ pub(super) fn shutdown_wakes_the_add_waiting_for_room<R: SimRuntime, D: Depth>(r
     finish(&world);
 }
 
+/// S-G1r: S-G1l for a replace. X is registered; T1 replaces it, and its load of the new version
+/// waits for the world's gate; the main thread shuts the manager down meanwhile (its wait for
+/// X's lifecycle lock runs out while the replace holds it), and only then opens the gate. The
+/// shutdown began before the new version could register: the replace gets `ShutDown`, the old
+/// version stays registered as the report says, and the new version is unloaded, not just
+/// dropped (1.13).
+pub(super) fn reload_outlasting_a_shutdown_is_refused<R: SimRuntime>(rt: R) {
+    let builder = ManagerWorld::builder(rt).model("X", &[], &[]).gate_reloads(&["X"]);
+    let world = builder.preloaded(&["X"], |base| base);
+    let t1 = world.spawn("T1", |m, t| traced(t, "replace(X)", || m.replace("X", None)));
+    let report = traced("main", "shutdown()", || world.manager.shutdown());
+    world.probe.open_gate();
+    let replaced = join::<R, _>(t1);
+    ensure!(
+        matches!(replaced, Err(ManagerError::ShutDown { .. })),
+        "S-G1",
+        "replace(X), whose load ended after the shutdown returned, gave {replaced:?} (report: {report:?})"
+    );
+    registered_as_reported_in("S-G1", &world.manager, &report);
+    let x = world.probe.id("X");
+    ensure!(
+        x.dropped() == 0,
+        "1.13",
+        "replace(X) was refused and its new version dropped without its unload"
+    );
+    world.check_quiescent();
+}
+
 /// S-G1l: T1 adds X, whose load waits for the world's gate; the main thread shuts the manager
 /// down meanwhile (its wait for X's lifecycle lock runs out while the load holds it), and only
 /// then opens the gate. The shutdown began before X could register: the add must get

@@ -159,6 +159,8 @@ pub struct Probe<R: SimRuntime> {
     gated: Vec<String>,
     /// Ids whose loads wait for the gate.
     gated_loads: Vec<String>,
+    /// Ids whose loads after their first wait for the gate.
+    gated_reloads: Vec<String>,
     capacity: Option<usize>,
     observer: Option<Arc<dyn CallObserver>>,
 }
@@ -256,6 +258,7 @@ pub struct WorldBuilder<R: SimRuntime> {
     regions: BTreeMap<String, Region<R>>,
     gated: Vec<String>,
     gated_loads: Vec<String>,
+    gated_reloads: Vec<String>,
     capacity: Option<usize>,
     work: usize,
     observer: Option<Arc<dyn CallObserver>>,
@@ -329,6 +332,12 @@ impl<R: SimRuntime> WorldBuilder<R> {
         self
     }
 
+    /// Declares ids whose loads after their first (a preload's) wait for the probe's gate.
+    pub fn gate_reloads(mut self, ids: &[&str]) -> Self {
+        self.gated_reloads = ids.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
     /// Tells `observer` about every unload, and asks it the resolved id of every load.
     pub fn observe_calls(mut self, observer: Arc<dyn CallObserver>) -> Self {
         self.observer = Some(observer);
@@ -372,6 +381,7 @@ impl<R: SimRuntime> WorldBuilder<R> {
             gated_unloads: Latch::new(&self.rt),
             gated: self.gated,
             gated_loads: self.gated_loads,
+            gated_reloads: self.gated_reloads,
             capacity: self.capacity,
             observer: self.observer,
         });
@@ -423,6 +433,7 @@ impl<R: SimRuntime> ManagerWorld<R> {
             regions: BTreeMap::new(),
             gated: Vec::new(),
             gated_loads: Vec::new(),
+            gated_reloads: Vec::new(),
             capacity: None,
             work: 2,
             observer: None,
@@ -446,7 +457,8 @@ impl<R: SimRuntime> Loader for SimLoader<R> {
             self.probe.observer.as_ref().and_then(|o| o.loading_as()).unwrap_or_else(|| p.id.clone());
         let region = self.probe.region(&resolved);
         let call = region.load_calls.add(1);
-        if self.probe.gated_loads.contains(&p.id) {
+        let reload = call > 0 && self.probe.gated_reloads.contains(&p.id);
+        if reload || self.probe.gated_loads.contains(&p.id) {
             self.probe.gate.wait_for(1);
         }
         checks::exclusive::<R>(&region.loads, "I1", "load", &resolved);
