@@ -12,7 +12,7 @@ use super::wakeups::{HEAD_START, give_way, no_deadline_passed};
 use crate::ensure;
 use crate::runtime::SimRuntime;
 use crate::world::join;
-use crate::world::manager::{Managed, ManagerWorld, Step};
+use crate::world::manager::{Managed, ManagerWorld, Probe, Step};
 use crate::world::traced;
 
 /// Shuts `m` down from `thread`: once the shutdown returns, no load of `ids` still runs unless
@@ -51,6 +51,13 @@ fn registered_as_reported_in<M: Manager>(invariant: &str, manager: &M, report: &
         invariant,
         "after shutdown {registered:?} are registered, but the report names {failed:?} as not unloaded: {report:?}"
     );
+}
+
+/// 1.13: every model of `id` was unloaded or is still registered; none was only dropped (a
+/// shutdown unloads every model the manager loaded, one it refused at its registration too).
+fn none_dropped_without_unload<R: SimRuntime>(probe: &Probe<R>, id: &str) {
+    let dropped = probe.id(id).dropped();
+    ensure!(dropped == 0, "1.13", "{dropped} model(s) of {id} dropped without their unload");
 }
 
 /// S-G1: A (whose unloads fail twice) and B fill a cache of two, B least recently used. T1 adds
@@ -135,14 +142,8 @@ pub(super) fn shutdown_races_a_replace_in_place<R: SimRuntime, D: Depth>(rt: R) 
         "replace_in_place(B) racing a shutdown gave {replaced:?}"
     );
     registered_as_reported_in("S-G2", &world.manager, &report);
-    // Every model of B was unloaded or is still registered: the new version a shutdown refused
-    // at its registration too.
-    let b = world.probe.id("B");
-    ensure!(
-        b.dropped() == 0,
-        "1.13",
-        "a model of B was dropped without its unload: {replaced:?}, {report:?}"
-    );
+    // The new version a shutdown refused at its registration too.
+    none_dropped_without_unload(&world.probe, "B");
     finish(&world);
 }
 
@@ -190,12 +191,7 @@ pub(super) fn reload_outlasting_a_shutdown_is_refused<R: SimRuntime>(rt: R) {
         "replace(X), whose load ended after the shutdown returned, gave {replaced:?} (report: {report:?})"
     );
     registered_as_reported_in("S-G1", &world.manager, &report);
-    let x = world.probe.id("X");
-    ensure!(
-        x.dropped() == 0,
-        "1.13",
-        "replace(X) was refused and its new version dropped without its unload"
-    );
+    none_dropped_without_unload(&world.probe, "X");
     world.check_quiescent();
 }
 
@@ -219,7 +215,6 @@ pub(super) fn load_outlasting_a_shutdown_is_refused<R: SimRuntime>(rt: R) {
     let registered = world.manager.ids();
     ensure!(registered.is_empty(), "S-G1", "after shutdown {registered:?} are registered: {report:?}");
     // The model the refused add loaded was unloaded too, as every model a shutdown meets is.
-    let x = world.probe.id("X");
-    ensure!(x.dropped() == 0, "1.13", "add(X) was refused and its model dropped without its unload");
+    none_dropped_without_unload(&world.probe, "X");
     world.check_quiescent();
 }
