@@ -232,6 +232,10 @@ impl State {
     }
 }
 
+/// An unload event: its index in the history, the id it unloads (over `RESOLVED`) and the index
+/// of the call it ran for.
+type Unloading = (usize, usize, usize);
+
 fn bit(at: usize) -> u128 {
     1u128 << at
 }
@@ -718,8 +722,8 @@ impl Stack {
     /// version, an in-place replace, or a model a shutdown refused), as its model's scripted
     /// unloads say.
     fn unload(&self, s: &State, history: &[Call<Op, Ret>], at: usize, v: usize, by: usize) -> Vec<State> {
-        let mut out = self.refused_unload(s, history, at, v, by);
-        out.extend(self.registered_unload(s, history, at, v, by));
+        let mut out = self.refused_unload(s, history, (at, v, by));
+        out.extend(self.registered_unload(s, history, (at, v, by)));
         out
     }
 
@@ -727,19 +731,12 @@ impl Stack {
     /// or an in-place replace's new version) and a shutdown refused at its registration, once
     /// per call: never registered, so only its scripted step counts, and the call ends
     /// `ShutDown` (or in the unload's panic) whatever the unload did.
-    fn refused_unload(
-        &self,
-        s: &State,
-        history: &[Call<Op, Ret>],
-        at: usize,
-        v: usize,
-        by: usize,
-    ) -> Vec<State> {
+    fn refused_unload(&self, s: &State, history: &[Call<Op, Ret>], (at, v, by): Unloading) -> Vec<State> {
         let caller = &history[by];
         let own = match caller.op {
             // An add or an in-place replace loads only while nothing is registered under its id
-            // (and holds the id's lock from then on).
-            // A register's model goes back to its caller: never unloaded.
+            // (and holds the id's lock from then on); a register's model goes back to its
+            // caller, never unloaded.
             Op::AddRoom { r, built: false, .. } => r == v && !State::has(s.registered, v),
             Op::Swap(j) => j == v && !State::has(s.registered, v),
             Op::Replace(j) => j == v,
@@ -763,14 +760,7 @@ impl Stack {
 
     /// An unload of the model registered under `RESOLVED[v]` for the call at `by` (a remove, an
     /// eviction, a replace's old version, an in-place replace's old version).
-    fn registered_unload(
-        &self,
-        s: &State,
-        history: &[Call<Op, Ret>],
-        at: usize,
-        v: usize,
-        by: usize,
-    ) -> Vec<State> {
+    fn registered_unload(&self, s: &State, history: &[Call<Op, Ret>], (at, v, by): Unloading) -> Vec<State> {
         let call = &history[at];
         let ret = call.ret.as_ref();
         let is = |expected: Ret| ret.is_none_or(|r| *r == expected);
